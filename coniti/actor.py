@@ -1,0 +1,121 @@
+"""The actor layer: notes, time ranges and questions. No storage, no vectors.
+
+Timestamps are seconds since the Unix epoch as finite floats. A timezone-aware ``datetime`` is accepted
+and converted; naive datetimes (their meaning depends on the machine's timezone), booleans, NaN and
+infinity are refused with :class:`~coniti.errors.ContractError`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from datetime import datetime
+from typing import Any, Self
+
+import pydantic
+
+from coniti.contracts import Contract, check_json_value
+
+__all__ = ["Note", "Query", "TimeRange", "to_timestamp"]
+
+
+def to_timestamp(value: Any, field: str = "timestamp") -> float:
+    """Convert an accepted time value to float epoch seconds, or raise ValueError naming ``field``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{field} must be a number or an aware datetime, not a boolean")
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+            raise ValueError(f"{field} is a naive datetime; give it a timezone")
+        return value.timestamp()
+    if isinstance(value, int | float):
+        out = float(value)
+        if not math.isfinite(out):
+            raise ValueError(f"{field} must be finite, got {value!r}")
+        return out
+    raise ValueError(f"{field} must be a number or an aware datetime, got {type(value).__name__}")
+
+
+class Note(Contract):
+    """One thing remembered. Frozen; ``metadata`` is deep-copied in and must be JSON-able and finite."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    id: str = pydantic.Field(min_length=1)
+    text: str
+    timestamp: float
+    metadata: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+    @pydantic.field_validator("timestamp", mode="before")
+    @classmethod
+    def _timestamp(cls, value: Any) -> float:
+        return to_timestamp(value)
+
+    @pydantic.field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata(cls, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise ValueError(f"metadata must be a dict, got {type(value).__name__}")
+        copied: dict[str, Any] = check_json_value(value, "metadata")
+        return copied
+
+    @classmethod
+    def create(cls, text: str, timestamp: float | datetime | None = None, **metadata: Any) -> Self:
+        """A new note with a random id; ``timestamp`` defaults to now."""
+        return cls(
+            id=uuid.uuid4().hex,
+            text=text,
+            timestamp=time.time() if timestamp is None else timestamp,
+            metadata=metadata,
+        )
+
+    @classmethod
+    def trusted(cls, id: str, text: str, timestamp: float, metadata: dict[str, Any]) -> Self:
+        """Build from values already validated (data the store itself wrote). No checks, no copy."""
+        return cls.model_construct(id=id, text=text, timestamp=timestamp, metadata=metadata)
+
+
+class TimeRange(Contract):
+    """Half-open interval ``[start, end)`` of note timestamps. ``None`` on a side means unbounded."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    start: float | None = None
+    end: float | None = None
+
+    @pydantic.field_validator("start", "end", mode="before")
+    @classmethod
+    def _bound(cls, value: Any, info: pydantic.ValidationInfo) -> float | None:
+        return None if value is None else to_timestamp(value, str(info.field_name))
+
+    @pydantic.model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.start is not None and self.end is not None and self.start > self.end:
+            raise ValueError(f"start ({self.start}) must be <= end ({self.end})")
+        return self
+
+    def contains(self, t: float) -> bool:
+        """True when ``start <= t < end`` (missing bounds are unbounded)."""
+        return (self.start is None or t >= self.start) and (self.end is None or t < self.end)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when ``start == end``: no timestamp is inside."""
+        return self.start is not None and self.start == self.end
+
+
+class Query(Contract):
+    """A question: text, a time range, a note to recall around (``near``), or any mix; ``k`` results."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    text: str | None = None
+    time_range: TimeRange | None = None
+    near: str | None = pydantic.Field(default=None, min_length=1)
+    k: int = pydantic.Field(default=10, ge=1, le=10_000, strict=True)
+
+    @pydantic.model_validator(mode="after")
+    def _something(self) -> Self:
+        if self.text is None and self.time_range is None and self.near is None:
+            raise ValueError("a query needs at least one of text, time_range or near")
+        return self

@@ -1,0 +1,106 @@
+"""The contract base class: pydantic models with one serialisation vocabulary.
+
+Every request, result, actor model and spec derives from :class:`Contract` and so has ``to_dict``,
+``from_dict``, ``to_json``, ``from_json`` and ``json_schema``. Validation failures surface as
+:class:`~coniti.errors.ContractError` whose message names the offending field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Self
+
+import pydantic
+
+from coniti.errors import ContractError
+
+__all__ = ["Contract", "ContractError", "check_json_value", "describe_validation_error"]
+
+MAX_JSON_DEPTH = 64
+
+
+def describe_validation_error(model: str, exc: pydantic.ValidationError) -> str:
+    """One line per problem: ``Model.field.sub: message``."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        parts.append(f"{model}.{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def check_json_value(value: Any, field: str, _depth: int = 0) -> Any:
+    """Return a deep copy of ``value`` if it is JSON-serialisable and finite, else raise ValueError.
+
+    Accepted: None, bool, int, finite float, str, lists/tuples (copied as lists) and dicts with str keys,
+    nested at most ``MAX_JSON_DEPTH`` deep. The message names the path of the offending part.
+    """
+    if _depth > MAX_JSON_DEPTH:
+        raise ValueError(f"{field} is nested deeper than {MAX_JSON_DEPTH} levels")
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{field} must be finite, got {value!r}")
+        return value
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{field} has a non-string key {k!r}")
+            out[k] = check_json_value(v, f"{field}.{k}", _depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        return [check_json_value(v, f"{field}[{i}]", _depth + 1) for i, v in enumerate(value)]
+    raise ValueError(f"{field} is not JSON-serialisable: {type(value).__name__}")
+
+
+class Contract(pydantic.BaseModel):
+    """Base of every coniti contract: validated on construction, serialisable both ways."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:
+            raise ContractError(describe_validation_error(type(self).__name__, exc)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-compatible dict (lists, not tuples; vectors as lists of floats)."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Self:
+        """Validate ``data`` (as given by :meth:`to_dict`) into a new instance."""
+        if not isinstance(data, dict):
+            raise ContractError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except pydantic.ValidationError as exc:
+            raise ContractError(describe_validation_error(cls.__name__, exc)) from None
+
+    def to_json(self) -> str:
+        """Compact JSON text of :meth:`to_dict`."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Self:
+        """Parse JSON text and validate it. NaN and Infinity tokens are refused."""
+        try:
+            data = json.loads(text, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as exc:
+            raise ContractError(f"{cls.__name__}: invalid JSON: {exc}") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON Schema of the :meth:`to_dict` form."""
+        return cls.model_json_schema(mode="serialization")
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"non-finite number {token} is not allowed")

@@ -1,0 +1,55 @@
+"""Every error coniti raises, under one root.
+
+::
+
+    ConitiError
+    ├── ContractError (ValueError)        a request, contract or value is malformed; names the field
+    ├── MemoryBackendError (RuntimeError)  a memory operation could not be carried out
+    │   ├── DuplicateRecord                put of an id that exists, or repeats within the call
+    │   ├── InvalidCursor                  malformed, empty, foreign-instance or foreign-namespace cursor
+    │   ├── MemoryFileError                a memory or log file is unreadable, invalid or could not be written
+    │   ├── ReadOnlyError                  a write on a read-only view (time travel)
+    │   └── StoreError                     the LMDB store failed (see coniti.impl.log)
+    └── EngineError (RuntimeError)         the engine or one of its pieces refused or failed
+
+Library errors (LMDB, msgpack, OS) are translated into the most specific of these at one boundary per
+layer; the original is kept as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+
+class ConitiError(Exception):
+    """Root of every error coniti raises."""
+
+
+class ContractError(ConitiError, ValueError):
+    """A request, contract or value is malformed. The message names the offending field."""
+
+
+class MemoryBackendError(ConitiError, RuntimeError):
+    """A memory operation could not be carried out."""
+
+
+class DuplicateRecord(MemoryBackendError):
+    """``put`` of an id that already exists in the namespace, or that repeats within one call."""
+
+
+class InvalidCursor(MemoryBackendError):
+    """A scan cursor that is malformed, empty, or from another backend instance or namespace."""
+
+
+class MemoryFileError(MemoryBackendError):
+    """A memory or log file could not be read, failed validation, or could not be written."""
+
+
+class ReadOnlyError(MemoryBackendError):
+    """A write was attempted on a read-only view of memory."""
+
+
+class StoreError(MemoryBackendError):
+    """The on-disk store failed; subclasses say how."""
+
+
+class EngineError(ConitiError, RuntimeError):
+    """The engine or one of its pieces refused or failed."""

@@ -1,0 +1,493 @@
+"""The memory backend interface: records, request/result contracts, and :class:`MemoryBackend`.
+
+Every read and write of memory goes through :class:`MemoryBackend`. Its abstract core is the spec's
+eight operations (``put``, ``get``, ``delete``, ``scan``, ``count``, ``get_meta``, ``set_meta``,
+``clear``), each taking a request contract and returning a result contract. Everything else — paging
+(``iter_all``), the memory file (``dump``/``load``), async twins and request factories — is written
+once here on top of that core, so every backend inherits it.
+
+Rules every backend follows (checked by :mod:`coniti.testing`):
+
+* ``put`` is all-or-nothing per call: an existing id, or an id repeated in the call, raises
+  :class:`DuplicateRecord` and nothing is written. The same id in different namespaces is allowed.
+* ``get``/``delete`` report unknown ids in ``missing`` and never raise for them; repeated ids count once,
+  in first-occurrence order; ``get`` keeps request order.
+* ``scan`` orders by (timestamp, write order), uses half-open ranges and pages exactly; a cursor resumes
+  correctly across deletes and inserts between pages.
+* Cursors are opaque: malformed, empty, foreign-instance and foreign-namespace cursors raise
+  :class:`InvalidCursor`.
+* Namespaces are isolated; records are copied in and out; async results equal sync results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Annotated, Any, ClassVar, Self, TypeVar
+
+import numpy as np
+import pydantic
+
+from coniti.actor import Note, TimeRange
+from coniti.contracts import Contract, check_json_value
+from coniti.errors import (
+    ContractError,
+    DuplicateRecord,
+    InvalidCursor,
+    MemoryBackendError,
+    MemoryFileError,
+    ReadOnlyError,
+)
+
+__all__ = [
+    "ClearRequest",
+    "ClearResult",
+    "CountRequest",
+    "CountResult",
+    "DeleteRequest",
+    "DeleteResult",
+    "DuplicateRecord",
+    "GetRequest",
+    "GetResult",
+    "InvalidCursor",
+    "MemoryBackend",
+    "MemoryBackendError",
+    "MemoryFileError",
+    "MemoryRecord",
+    "MetaGetRequest",
+    "MetaResult",
+    "MetaSetRequest",
+    "Namespace",
+    "PutRequest",
+    "PutResult",
+    "ReadOnlyError",
+    "ScanRequest",
+    "ScanResult",
+    "require",
+    "unique_ids",
+]
+
+VECTOR_DTYPES = ("float16", "float32", "float64")
+
+
+def _validate_namespace(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ValueError(f"namespace must be a tuple of strings, got {type(value).__name__}")
+    out = tuple(value)
+    for i, part in enumerate(out):
+        if not isinstance(part, str) or not part:
+            raise ValueError(f"namespace[{i}] must be a non-empty string, got {part!r}")
+    return out
+
+
+Namespace = Annotated[
+    tuple[str, ...],
+    pydantic.BeforeValidator(_validate_namespace),
+    pydantic.PlainSerializer(list, return_type=list[str]),
+]
+"""A namespace: a tuple of non-empty strings, ``()`` by default. Addressing, not a session."""
+
+
+def as_vector(value: Any, dtype: str | None = None) -> np.ndarray:
+    """A fresh 1-D finite float vector from ``value``; float16/32/64 arrays keep their dtype."""
+    if dtype is not None and dtype not in VECTOR_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(VECTOR_DTYPES)}, got {dtype!r}")
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "fiu" or value.dtype.name == "float128":
+            raise ValueError(f"vector dtype {value.dtype} is not a supported float type")
+        target = dtype or (value.dtype.name if value.dtype.name in VECTOR_DTYPES else "float64")
+        arr = np.array(value, dtype=target, copy=True)
+    elif isinstance(value, list | tuple):
+        if any(isinstance(x, bool) or not isinstance(x, int | float) for x in value):
+            raise ValueError("vector must contain only numbers")
+        arr = np.array(value, dtype=dtype or "float64")
+    else:
+        raise ValueError(f"vector must be a numpy array or a list of numbers, got {type(value).__name__}")
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"vector must be one-dimensional and non-empty, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError("vector must be finite (no NaN or infinity)")
+    return arr
+
+
+def _vector_to_list(arr: np.ndarray) -> list[float]:
+    return [float(x) for x in arr.tolist()]
+
+
+Vector = Annotated[
+    np.ndarray,
+    pydantic.PlainValidator(as_vector),
+    pydantic.PlainSerializer(_vector_to_list, return_type=list[float], when_used="json"),
+    pydantic.WithJsonSchema({"type": "array", "items": {"type": "number"}, "minItems": 1}),
+]
+
+
+class MemoryRecord(Contract):
+    """A stored note with its vector, the embedding spec id that made it, and its namespace.
+
+    The vector is copied in. Its dtype (float16, float32 or float64) is kept; ``to_dict`` writes the
+    values as full-precision floats and adds ``"dtype"`` when it is not float64, so
+    ``from_dict(to_dict())`` is bit-identical.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    note: Note
+    vector: Vector
+    embedding_id: str | None = None
+    namespace: Namespace = ()
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _dtype(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "dtype" in data:
+            data = dict(data)
+            dtype = data.pop("dtype")
+            if not isinstance(dtype, str) or dtype not in VECTOR_DTYPES:
+                raise ValueError(f"dtype must be one of {', '.join(VECTOR_DTYPES)}, got {dtype!r}")
+            data["vector"] = as_vector(data.get("vector"), dtype)
+        return data
+
+    @property
+    def id(self) -> str:
+        """The note's id."""
+        return self.note.id
+
+    @pydantic.model_serializer(mode="wrap")
+    def _serialize(
+        self, handler: pydantic.SerializerFunctionWrapHandler, info: pydantic.SerializationInfo
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if info.mode_is_json() and self.vector.dtype.name != "float64":
+            out["dtype"] = self.vector.dtype.name
+        return out
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        schema = super().json_schema()
+        schema["properties"]["dtype"] = {"enum": list(VECTOR_DTYPES), "default": "float64"}
+        return schema
+
+    @classmethod
+    def trusted(
+        cls, note: Note, vector: np.ndarray, embedding_id: str | None, namespace: tuple[str, ...]
+    ) -> Self:
+        """Build from values already validated (data the store itself wrote). No checks, no copy."""
+        return cls.model_construct(
+            note=note, vector=vector, embedding_id=embedding_id, namespace=namespace
+        )
+
+    def copy_out(self) -> MemoryRecord:
+        """A deep copy (vector and metadata), for handing a stored record to a caller."""
+        note = self.note
+        return MemoryRecord.trusted(
+            Note.trusted(note.id, note.text, note.timestamp, check_json_value(note.metadata, "metadata")),
+            self.vector.copy(),
+            self.embedding_id,
+            self.namespace,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MemoryRecord):
+            return NotImplemented
+        return (
+            self.note == other.note
+            and self.embedding_id == other.embedding_id
+            and self.namespace == other.namespace
+            and self.vector.dtype == other.vector.dtype
+            and self.vector.shape == other.vector.shape
+            and bool(np.array_equal(self.vector, other.vector))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class PutRequest(Contract):
+    """Write ``records`` (all or nothing)."""
+
+    records: list[MemoryRecord]
+
+
+class PutResult(Contract):
+    written: int
+
+
+class GetRequest(Contract):
+    """Read ``ids`` from ``namespace``; unknown ids are reported, not raised."""
+
+    ids: list[str]
+    namespace: Namespace = ()
+
+
+class GetResult(Contract):
+    records: list[MemoryRecord]
+    missing: list[str]
+
+
+class DeleteRequest(Contract):
+    """Remove ``ids`` from ``namespace``; unknown ids are reported, not raised."""
+
+    ids: list[str]
+    namespace: Namespace = ()
+
+
+class DeleteResult(Contract):
+    deleted: list[str]
+    missing: list[str]
+
+
+class ScanRequest(Contract):
+    """Read in (timestamp, write order) within ``time_range``; ``limit`` per page, resume at ``cursor``."""
+
+    time_range: TimeRange | None = None
+    namespace: Namespace = ()
+    limit: int | None = pydantic.Field(default=None, ge=1, strict=True)
+    cursor: str | None = None
+
+
+class ScanResult(Contract):
+    records: list[MemoryRecord]
+    next_cursor: str | None = None
+
+
+class CountRequest(Contract):
+    """Count records in ``namespace`` (within ``time_range`` if given)."""
+
+    time_range: TimeRange | None = None
+    namespace: Namespace = ()
+
+
+class CountResult(Contract):
+    count: int
+
+
+MetaKey = Annotated[str, pydantic.Field(min_length=1)]
+
+
+class MetaGetRequest(Contract):
+    """Read metadata ``key`` of ``namespace`` (``None`` when unset)."""
+
+    key: MetaKey
+    namespace: Namespace = ()
+
+
+class MetaSetRequest(Contract):
+    """Set metadata ``key`` of ``namespace`` to a JSON-serialisable, finite ``value`` (copied)."""
+
+    key: MetaKey
+    value: Any
+    namespace: Namespace = ()
+
+    @pydantic.field_validator("value", mode="before")
+    @classmethod
+    def _json(cls, value: Any) -> Any:
+        return check_json_value(value, "value")
+
+
+class MetaResult(Contract):
+    value: Any = None
+
+
+class ClearRequest(Contract):
+    """Remove every record of ``namespace``."""
+
+    namespace: Namespace = ()
+
+
+class ClearResult(Contract):
+    deleted: int
+
+
+R = TypeVar("R", bound=Contract)
+
+
+def require(request: Any, cls: type[R]) -> R:
+    """Return ``request`` if it is a ``cls``, else raise :class:`ContractError` naming both types."""
+    if not isinstance(request, cls):
+        raise ContractError(f"expected a {cls.__name__}, got {type(request).__name__}")
+    return request
+
+
+def unique_ids(ids: Iterable[str]) -> list[str]:
+    """``ids`` without repeats, in first-occurrence order."""
+    return list(dict.fromkeys(ids))
+
+
+def check_put_ids(records: Sequence[MemoryRecord]) -> None:
+    """Raise :class:`DuplicateRecord` if an (namespace, id) repeats within one put call."""
+    seen: set[tuple[tuple[str, ...], str]] = set()
+    for record in records:
+        key = (record.namespace, record.note.id)
+        if key in seen:
+            raise DuplicateRecord(
+                f"record id {record.note.id!r} appears twice in one put (namespace {record.namespace!r})"
+            )
+        seen.add(key)
+
+
+class MemoryBackend(ABC):
+    """Where memory lives. Subclasses implement the eight operations; the rest is derived here.
+
+    Concrete helpers: :meth:`iter_all`, :meth:`dump`, :meth:`load`, the async twins (``aput`` ...,
+    which run the sync call in a worker thread unless a backend overrides them), request factories
+    (``put_request`` ...), :meth:`close` and use as a context manager.
+    """
+
+    kind: ClassVar[str]
+    """Short name of the implementation, e.g. ``"in_memory"`` or ``"log"``."""
+
+    read_only: ClassVar[bool] = False
+    """True for views whose writes raise :class:`ReadOnlyError`."""
+
+    # -- the abstract core -------------------------------------------------------------------
+
+    @abstractmethod
+    def put(self, request: PutRequest) -> PutResult:
+        """Write the records, all or nothing."""
+
+    @abstractmethod
+    def get(self, request: GetRequest) -> GetResult:
+        """Read records by id, in request order; unknown ids in ``missing``."""
+
+    @abstractmethod
+    def delete(self, request: DeleteRequest) -> DeleteResult:
+        """Remove records by id; unknown ids in ``missing``."""
+
+    @abstractmethod
+    def scan(self, request: ScanRequest) -> ScanResult:
+        """One page in (timestamp, write order)."""
+
+    @abstractmethod
+    def count(self, request: CountRequest) -> CountResult:
+        """How many records (in the time range)."""
+
+    @abstractmethod
+    def get_meta(self, request: MetaGetRequest) -> MetaResult:
+        """A metadata value, or ``None``."""
+
+    @abstractmethod
+    def set_meta(self, request: MetaSetRequest) -> MetaResult:
+        """Set a metadata value."""
+
+    @abstractmethod
+    def clear(self, request: ClearRequest) -> ClearResult:
+        """Remove every record of the namespace."""
+
+    # -- derived helpers ---------------------------------------------------------------------
+
+    def iter_all(
+        self,
+        time_range: TimeRange | None = None,
+        namespace: Sequence[str] = (),
+        page_size: int = 500,
+    ) -> Iterator[MemoryRecord]:
+        """Every record in (timestamp, write order), following cursors page by page."""
+        cursor: str | None = None
+        while True:
+            page = self.scan(
+                ScanRequest(time_range=time_range, namespace=namespace, limit=page_size, cursor=cursor)
+            )
+            yield from page.records
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+
+    def dump(self, target: str | Path | IO[str], namespace: Sequence[str] = ()) -> int:
+        """Write ``namespace`` as a ``coniti-memory`` JSONL file; returns the record count.
+
+        See :func:`coniti.memfile.dump` for the guarantees (atomic for paths, gzip by ``.gz``).
+        """
+        from coniti import memfile
+
+        return memfile.dump(self, target, namespace=tuple(namespace))
+
+    def load(self, source: str | Path | IO[str], namespace: Sequence[str] | None = None) -> int:
+        """Validate a ``coniti-memory`` file completely, then write it; returns the record count.
+
+        See :func:`coniti.memfile.load`: nothing is written when anything is wrong.
+        """
+        from coniti import memfile
+
+        return memfile.load(self, source, namespace=None if namespace is None else tuple(namespace))
+
+    def close(self) -> None:  # noqa: B027 - optional hook, not abstract
+        """Release resources. The default does nothing; closing twice is harmless."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _refuse_write(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"this {self.kind} backend is read-only")
+
+    # -- request factories -------------------------------------------------------------------
+
+    def put_request(self, records: Iterable[MemoryRecord]) -> PutRequest:
+        return PutRequest(records=list(records))
+
+    def get_request(self, ids: Iterable[str], namespace: Sequence[str] = ()) -> GetRequest:
+        return GetRequest(ids=list(ids), namespace=namespace)
+
+    def delete_request(self, ids: Iterable[str], namespace: Sequence[str] = ()) -> DeleteRequest:
+        return DeleteRequest(ids=list(ids), namespace=namespace)
+
+    def scan_request(
+        self,
+        time_range: TimeRange | None = None,
+        namespace: Sequence[str] = (),
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ScanRequest:
+        return ScanRequest(time_range=time_range, namespace=namespace, limit=limit, cursor=cursor)
+
+    def count_request(
+        self, time_range: TimeRange | None = None, namespace: Sequence[str] = ()
+    ) -> CountRequest:
+        return CountRequest(time_range=time_range, namespace=namespace)
+
+    def meta_get_request(self, key: str, namespace: Sequence[str] = ()) -> MetaGetRequest:
+        return MetaGetRequest(key=key, namespace=namespace)
+
+    def meta_set_request(self, key: str, value: Any, namespace: Sequence[str] = ()) -> MetaSetRequest:
+        return MetaSetRequest(key=key, value=value, namespace=namespace)
+
+    def clear_request(self, namespace: Sequence[str] = ()) -> ClearRequest:
+        return ClearRequest(namespace=namespace)
+
+    # -- async twins: the sync call on a worker thread (context variables are carried along) --
+
+    async def aput(self, request: PutRequest) -> PutResult:
+        return await asyncio.to_thread(self.put, request)
+
+    async def aget(self, request: GetRequest) -> GetResult:
+        return await asyncio.to_thread(self.get, request)
+
+    async def adelete(self, request: DeleteRequest) -> DeleteResult:
+        return await asyncio.to_thread(self.delete, request)
+
+    async def ascan(self, request: ScanRequest) -> ScanResult:
+        return await asyncio.to_thread(self.scan, request)
+
+    async def acount(self, request: CountRequest) -> CountResult:
+        return await asyncio.to_thread(self.count, request)
+
+    async def aget_meta(self, request: MetaGetRequest) -> MetaResult:
+        return await asyncio.to_thread(self.get_meta, request)
+
+    async def aset_meta(self, request: MetaSetRequest) -> MetaResult:
+        return await asyncio.to_thread(self.set_meta, request)
+
+    async def aclear(self, request: ClearRequest) -> ClearResult:
+        return await asyncio.to_thread(self.clear, request)
+
