@@ -292,7 +292,7 @@ class MetaResult(Contract):
 
 
 class ClearRequest(Contract):
-    """Remove every record of ``namespace``."""
+    """Remove every record of ``namespace``. Its metadata is kept (set a key to ``None`` to drop it)."""
 
     namespace: Namespace = ()
 

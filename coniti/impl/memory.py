@@ -172,5 +172,11 @@ class InMemoryBackend(MemoryBackend):
     def clear(self, request: ClearRequest) -> ClearResult:
         request = require(request, ClearRequest)
         with self._lock:
-            space = self._spaces.pop(request.namespace, None)
-        return ClearResult(deleted=0 if space is None else len(space.keys))
+            space = self._space(request.namespace)
+            if space is None:
+                return ClearResult(deleted=0)
+            deleted = len(space.keys)
+            space.keys.clear()
+            space.by_key.clear()
+            space.by_id.clear()
+        return ClearResult(deleted=deleted)
