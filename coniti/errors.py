@@ -11,6 +11,11 @@
     │   ├── ReadOnlyError                  a write on a read-only view (time travel)
     │   └── StoreError                     the LMDB store failed (see coniti.impl.log)
     └── EngineError (RuntimeError)         the engine or one of its pieces refused or failed
+        ├── EmbeddingMismatch              memory holds another embedding spec's vectors
+        ├── UnknownPiece (LookupError)     no piece registered under that name
+        ├── StructureError                 a structure refused its input or failed
+        ├── AnchorNotFound (LookupError)   Query.near names a note that is not stored
+        └── NotSupported                   the memory backend lacks what the call needs
 
 Library errors (LMDB, msgpack, OS) are translated into the most specific of these at one boundary per
 layer; the original is kept as ``__cause__``.
@@ -53,3 +58,26 @@ class StoreError(MemoryBackendError):
 
 class EngineError(ConitiError, RuntimeError):
     """The engine or one of its pieces refused or failed."""
+
+
+# -- engine errors (coniti.engine, coniti.embedding, coniti.structure, coniti.strategy, coniti.container)
+
+
+class EmbeddingMismatch(EngineError):
+    """Memory holds vectors of another embedding spec than the engine's; the message names both ids."""
+
+
+class UnknownPiece(EngineError, LookupError):
+    """No embedding, structure, strategy or memory piece is registered under a name; lists the names."""
+
+
+class StructureError(EngineError):
+    """A structure refused its input (wrong dimension, non-finite vector, repeated id) or failed."""
+
+
+class AnchorNotFound(EngineError, LookupError):
+    """The note a query recalls around (``Query.near``) is not stored in the namespace."""
+
+
+class NotSupported(EngineError):
+    """The memory backend lacks what the call needs (e.g. ``at`` needs a backend with time travel)."""

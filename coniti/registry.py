@@ -1,0 +1,107 @@
+"""Named registries of engine pieces, open to third parties through entry points.
+
+Each kind of piece (embedding, structure, strategy, memory) has one :class:`Registry` mapping a name to
+a factory: a class or any callable that takes the piece's options as keyword arguments and returns an
+instance. Built-in pieces register themselves when their module is imported. A third-party package
+adds a piece either by calling :meth:`Registry.register` or by declaring an entry point in the
+registry's group, e.g. in its ``pyproject.toml``::
+
+    [project.entry-points."coniti.embedders"]
+    my_embedder = "my_package.embedding:MyEmbedder"
+
+Entry points are read once, on the first lookup of a name that was not registered in code; a name
+registered in code wins over an entry point of the same name. Loading an entry point that fails raises
+:class:`UnknownPiece` naming the entry point and keeping the original error as ``__cause__``.
+
+The registries are module-level and guarded by a lock, so registering and looking up from several
+threads is safe.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from coniti.errors import UnknownPiece
+
+__all__ = ["Registry"]
+
+T = TypeVar("T")
+
+Factory = Callable[..., T]
+
+
+class Registry(Generic[T]):
+    """Name -> factory for one kind of piece; ``group`` is its entry-point group."""
+
+    def __init__(self, kind: str, group: str) -> None:
+        self.kind = kind
+        self.group = group
+        self._factories: dict[str, Callable[..., T]] = {}
+        self._entry_points: dict[str, importlib.metadata.EntryPoint] | None = None
+        self._lock = threading.Lock()
+
+    def register(self, name: str, factory: Callable[..., T], *, replace: bool = False) -> None:
+        """Register ``factory`` under ``name``; an existing name raises unless ``replace``."""
+        if not isinstance(name, str) or not name:
+            raise UnknownPiece(f"a {self.kind} name must be a non-empty string, got {name!r}")
+        if not callable(factory):
+            raise UnknownPiece(f"the {self.kind} factory for {name!r} is not callable")
+        with self._lock:
+            if name in self._factories and not replace and self._factories[name] is not factory:
+                raise UnknownPiece(
+                    f"{self.kind} {name!r} is already registered; pass replace=True to replace it"
+                )
+            self._factories[name] = factory
+
+    def unregister(self, name: str) -> None:
+        """Forget a name registered in code (entry points stay discoverable)."""
+        with self._lock:
+            self._factories.pop(name, None)
+
+    def names(self) -> list[str]:
+        """Every known name, registered in code or by entry point, sorted."""
+        with self._lock:
+            return sorted(set(self._factories) | set(self._discover()))
+
+    def get(self, name: str) -> Callable[..., T]:
+        """The factory registered as ``name``; unknown names raise :class:`UnknownPiece` listing all."""
+        with self._lock:
+            factory = self._factories.get(name)
+            if factory is not None:
+                return factory
+            entry = self._discover().get(name)
+        if entry is None:
+            known = ", ".join(self.names()) or "(none)"
+            raise UnknownPiece(f"unknown {self.kind} {name!r}; registered: {known}")
+        try:
+            loaded = entry.load()
+        except Exception as exc:
+            raise UnknownPiece(
+                f"{self.kind} {name!r}: entry point {entry.value!r} in group {self.group!r} "
+                f"failed to load: {exc}"
+            ) from exc
+        if not callable(loaded):
+            raise UnknownPiece(
+                f"{self.kind} {name!r}: entry point {entry.value!r} is not a class or callable"
+            )
+        with self._lock:
+            self._factories.setdefault(name, loaded)
+            return self._factories[name]
+
+    def create(self, name: str, **options: Any) -> T:
+        """A new piece: the factory registered as ``name`` called with ``options``."""
+        return self.get(name)(**options)
+
+    def _discover(self) -> dict[str, importlib.metadata.EntryPoint]:
+        if self._entry_points is None:
+            found = importlib.metadata.entry_points(group=self.group)
+            self._entry_points = {ep.name: ep for ep in found}
+        return self._entry_points
+
+    def rescan(self) -> None:
+        """Read the entry points again (after installing a package in a running process)."""
+        with self._lock:
+            self._entry_points = None
