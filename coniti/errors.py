@@ -81,3 +81,26 @@ class AnchorNotFound(EngineError, LookupError):
 
 class NotSupported(EngineError):
     """The memory backend lacks what the call needs (e.g. ``at`` needs a backend with time travel)."""
+
+
+# -- store errors (coniti.log, coniti.impl.log)
+
+
+class StoreCorrupted(StoreError):
+    """Stored data does not decode or contradicts itself; the message names the sequence number."""
+
+
+class StoreVersionError(StoreError):
+    """The store or an event was written by a newer format version than this coniti reads."""
+
+
+class StoreFull(StoreError):
+    """The store could not grow (map limit, disk full, file-size limit); the call wrote nothing."""
+
+
+class StoreClosed(StoreError):
+    """The LogBackend or view was closed."""
+
+
+class StoreForked(StoreError):
+    """A LogBackend opened before ``fork()`` was used in the child; open a new one in the child."""
