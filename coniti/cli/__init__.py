@@ -1,0 +1,31 @@
+"""The ``coniti`` command line: a thin layer over coniti's public library calls.
+
+Entry points: the ``coniti`` console script and ``python -m coniti`` both call :func:`main`. The
+command line needs the ``cli`` extra (click and rich); without it :func:`main` says so and returns 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command (``argv`` defaults to ``sys.argv[1:]``) and return its exit status.
+
+    0 success; 1 a coniti or OS error, reported as one line on stderr; 2 a usage error. No traceback
+    is printed unless ``--debug`` is given. Holds no state between calls.
+    """
+    try:
+        from coniti.cli.app import run
+    except ModuleNotFoundError as exc:
+        if exc.name in ("click", "rich"):
+            print(
+                f"coniti: the command line needs {exc.name}: pip install 'coniti[cli]'",
+                file=sys.stderr,
+            )
+            return 1
+        raise
+    return run(argv)

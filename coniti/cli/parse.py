@@ -1,0 +1,173 @@
+"""Parsing and formatting of what people type: store paths, namespaces, times, points, metadata.
+
+Namespaces are written as their parts joined by ``/``: ``alice/notes`` is ``("alice", "notes")``.
+Inside a part, ``\\/`` stands for a literal ``/`` and ``\\\\`` for a literal ``\\``; any other use
+of ``\\`` is an error. The root namespace ``()`` is written ``/`` (or the empty string).
+
+Times are ISO 8601 dates or date-times (``2025-03-01``, ``2025-03-01T09:30``,
+``2025-03-01 09:30:00+02:00``); one without a timezone is read as UTC. A plain number is seconds since
+the Unix epoch. ``now`` is the current time.
+
+A *point* in a store's history (``--as-of``, ``at``, ``diff``) is a sequence number (digits only) or an
+ISO date or date-time as above, meaning the last event recorded at or before it (epoch seconds are not
+accepted there: they would read as sequence numbers).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ParseError",
+    "default_store_path",
+    "format_namespace",
+    "format_time",
+    "iso_time",
+    "parse_meta_pair",
+    "parse_meta_value",
+    "parse_namespace",
+    "parse_point",
+    "parse_time",
+    "resolve_store_path",
+]
+
+
+class ParseError(ValueError):
+    """Text typed on the command line that cannot be read; the message says what and why."""
+
+
+def parse_namespace(text: str) -> tuple[str, ...]:
+    """``"alice/notes"`` -> ``("alice", "notes")``; ``"/"`` and ``""`` -> ``()``. See the module doc."""
+    if text in ("", "/"):
+        return ()
+    parts: list[str] = []
+    buf: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            nxt = text[i + 1] if i + 1 < len(text) else ""
+            if nxt not in ("/", "\\") or not nxt:
+                raise ParseError(
+                    f"namespace {text!r}: '\\' at position {i} must be followed by '/' or '\\'"
+                )
+            buf.append(nxt)
+            i += 2
+            continue
+        if c == "/":
+            parts.append("".join(buf))
+            buf = []
+        else:
+            buf.append(c)
+        i += 1
+    parts.append("".join(buf))
+    if any(not part for part in parts):
+        raise ParseError(f"namespace {text!r} has an empty part (write the root namespace as '/')")
+    return tuple(parts)
+
+
+def format_namespace(namespace: tuple[str, ...] | list[str]) -> str:
+    """The inverse of :func:`parse_namespace`: ``("a/b", "c")`` -> ``"a\\/b/c"``; ``()`` -> ``"/"``."""
+    if not namespace:
+        return "/"
+    return "/".join(part.replace("\\", "\\\\").replace("/", "\\/") for part in namespace)
+
+
+def parse_time(text: str, *, field: str = "time") -> float:
+    """An ISO 8601 date or date-time (UTC unless it says otherwise), epoch seconds, or ``now``."""
+    value = text.strip()
+    if not value:
+        raise ParseError(f"{field}: empty; expected an ISO date such as 2025-03-01 or 2025-03-01T09:30")
+    if value == "now":
+        return time.time()
+    try:
+        number = float(value)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(number):
+            raise ParseError(f"{field}: {text!r} is not a finite number of seconds")
+        return number
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ParseError(
+            f"{field}: {text!r} is not an ISO date such as 2025-03-01 or 2025-03-01T09:30"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def parse_point(text: str, *, field: str = "point") -> int | float:
+    """A sequence number (``int``, digits only) or an ISO time / ``now`` (``float`` epoch seconds)."""
+    value = text.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        float(value)
+    except ValueError:
+        try:
+            return parse_time(value, field=field)
+        except ParseError:
+            pass
+    raise ParseError(
+        f"{field}: {text!r} is neither a sequence number nor an ISO date (e.g. 42 or 2025-03-01)"
+    )
+
+
+def parse_meta_value(text: str) -> Any:
+    """JSON if ``text`` parses as JSON (``3``, ``true``, ``null``, ``[1,2]``, ``"x"``), else the text."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except ValueError:
+        return text
+
+
+def parse_meta_pair(text: str) -> tuple[str, Any]:
+    """``"key=value"`` -> ``("key", value)`` with the value read by :func:`parse_meta_value`."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ParseError(f"--meta {text!r}: expected KEY=VALUE with a non-empty key")
+    return key, parse_meta_value(value)
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(token)
+
+
+def default_store_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_DATA_HOME/coniti/store``, else ``~/.local/share/coniti/store``."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_DATA_HOME") or ""
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "share"
+    return root / "coniti" / "store"
+
+
+def resolve_store_path(option: str | None, environ: Mapping[str, str] | None = None) -> Path:
+    """``--store`` if given, else ``$CONITI_STORE`` if set and non-empty, else the default path."""
+    env = os.environ if environ is None else environ
+    if option:
+        return Path(option).expanduser()
+    if env.get("CONITI_STORE"):
+        return Path(env["CONITI_STORE"]).expanduser()
+    return default_store_path(env)
+
+
+def iso_time(seconds: float) -> str:
+    """Epoch seconds as ISO 8601 in UTC with a ``Z``, to the millisecond when not whole seconds."""
+    moment = datetime.fromtimestamp(seconds, UTC)
+    text = moment.isoformat(timespec="milliseconds" if moment.microsecond else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def format_time(seconds: float) -> str:
+    """Epoch seconds for a table: ``2025-03-01 09:30:00`` (UTC), milliseconds when not whole."""
+    return iso_time(seconds).replace("T", " ").removesuffix("Z")
