@@ -18,6 +18,8 @@ from coniti.errors import ContractError
 __all__ = ["Contract", "ContractError", "check_json_value", "describe_validation_error"]
 
 MAX_JSON_DEPTH = 64
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
 
 
 def describe_validation_error(model: str, exc: pydantic.ValidationError) -> str:
@@ -35,12 +37,16 @@ def describe_validation_error(model: str, exc: pydantic.ValidationError) -> str:
 def check_json_value(value: Any, field: str, _depth: int = 0) -> Any:
     """Return a deep copy of ``value`` if it is JSON-serialisable and finite, else raise ValueError.
 
-    Accepted: None, bool, int, finite float, str, lists/tuples (copied as lists) and dicts with str keys,
+    Accepted: None, bool, int in the signed 64-bit range, finite float, str, lists/tuples (copied as lists) and dicts with str keys,
     nested at most ``MAX_JSON_DEPTH`` deep. The message names the path of the offending part.
     """
     if _depth > MAX_JSON_DEPTH:
         raise ValueError(f"{field} is nested deeper than {MAX_JSON_DEPTH} levels")
-    if value is None or isinstance(value, bool | int | str):
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise ValueError(f"{field} is an integer outside the signed 64-bit range")
         return value
     if isinstance(value, float):
         if not math.isfinite(value):

@@ -71,6 +71,8 @@ __all__ = [
 ]
 
 VECTOR_DTYPES = ("float16", "float32", "float64")
+_FLOAT_TYPES = (np.float16, np.float32, np.float64)
+_NUMBER_TYPES = {int, float, np.float16, np.float32, np.float64, np.int32, np.int64}
 
 
 def _validate_namespace(value: Any) -> tuple[str, ...]:
@@ -96,14 +98,16 @@ def as_vector(value: Any, dtype: str | None = None) -> np.ndarray:
     if dtype is not None and dtype not in VECTOR_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(VECTOR_DTYPES)}, got {dtype!r}")
     if isinstance(value, np.ndarray):
-        if value.dtype.kind not in "fiu" or value.dtype.name == "float128":
+        if value.dtype.type in _FLOAT_TYPES:
+            arr = np.array(value, dtype=dtype, copy=True)
+        elif value.dtype.kind in "iu":
+            arr = np.array(value, dtype=dtype or np.float64)
+        else:
             raise ValueError(f"vector dtype {value.dtype} is not a supported float type")
-        target = dtype or (value.dtype.name if value.dtype.name in VECTOR_DTYPES else "float64")
-        arr = np.array(value, dtype=target, copy=True)
     elif isinstance(value, list | tuple):
-        if any(isinstance(x, bool) or not isinstance(x, int | float) for x in value):
+        if not set(map(type, value)) <= _NUMBER_TYPES:
             raise ValueError("vector must contain only numbers")
-        arr = np.array(value, dtype=dtype or "float64")
+        arr = np.array(value, dtype=dtype or np.float64)
     else:
         raise ValueError(f"vector must be a numpy array or a list of numbers, got {type(value).__name__}")
     if arr.ndim != 1 or arr.size == 0:
@@ -174,7 +178,7 @@ class MemoryRecord(Contract):
     @classmethod
     def trusted(
         cls, note: Note, vector: np.ndarray, embedding_id: str | None, namespace: tuple[str, ...]
-    ) -> Self:
+    ) -> MemoryRecord:
         """Build from values already validated (data the store itself wrote). No checks, no copy."""
         return cls.model_construct(
             note=note, vector=vector, embedding_id=embedding_id, namespace=namespace

@@ -1,0 +1,394 @@
+"""The portable memory file: ``coniti-memory`` JSON Lines, version 1.0.0.
+
+Line 1 is a header ``{"format", "version", "embedding_id", "namespace", "created_at", "count"}``; each
+following line is one :class:`~coniti.memory.MemoryRecord` as ``to_dict()`` gives it. UTF-8, ``\\n``.
+
+:func:`dump` streams one namespace page by page. For a path it writes ``<name>.partial`` (mode 0600),
+flushes it to disk and renames it over the target only when every record was written, so a failed dump
+leaves any previous file untouched; ``.gz`` in the name selects gzip. If the number of records written
+differs from the header's count (memory changed while dumping) it fails with
+:class:`~coniti.errors.MemoryFileError`.
+
+:func:`load` reads and validates the whole file before writing anything (so it holds the records in
+memory), in this order of concern: format and major version; header fields; no blank lines and every
+record valid; no duplicate id within a namespace; the record count; the embedding id against the
+target's; no id already in the target. Any failure raises ``MemoryFileError`` naming the line where
+there is one, and the target is unchanged. It then writes in batches of 500; if a write fails it deletes
+what it wrote (best effort, through the backend's own delete) and raises ``MemoryFileError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import os
+import re
+import zlib
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
+
+from coniti.contracts import ContractError
+from coniti.errors import MemoryBackendError, MemoryFileError
+
+if TYPE_CHECKING:
+    from coniti.memory import MemoryBackend, MemoryRecord
+
+__all__ = [
+    "BATCH_SIZE",
+    "FORMAT",
+    "MAX_LINE_CHARS",
+    "VERSION",
+    "atomic_text_writer",
+    "dump",
+    "load",
+    "parse_json_line",
+    "read_lines",
+]
+
+FORMAT = "coniti-memory"
+VERSION = "1.0.0"
+SUPPORTED_MAJOR = 1
+BATCH_SIZE = 500
+PAGE_SIZE = 500
+MAX_LINE_CHARS = 64 * 1024 * 1024
+"""Longest line a reader accepts (64 Mi characters); longer lines are refused, not buffered."""
+
+_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
+_RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
+    """A text stream for ``target``. For a path: ``<name>.partial`` (0600, gzip if ``.gz``), fsynced
+    and renamed over the target on success, removed on failure. A stream is used as it is."""
+    if not isinstance(target, str | os.PathLike):
+        yield target
+        return
+    path = Path(target)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        raise MemoryFileError(f"cannot write {partial}: {exc.strerror}") from exc
+    try:
+        os.fchmod(fd, 0o600)
+        raw = os.fdopen(fd, "wb")
+        with raw:
+            binary: IO[bytes] = (
+                gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0)  # type: ignore[assignment]
+                if path.name.endswith(".gz")
+                else raw
+            )
+            with io.TextIOWrapper(binary, encoding="utf-8", newline="\n") as text:
+                yield text
+                text.flush()
+                if binary is not raw:
+                    binary.close()
+                raw.flush()
+                os.fsync(raw.fileno())
+        os.replace(partial, path)
+        _fsync_dir(path.parent)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        if isinstance(exc, OSError):
+            raise MemoryFileError(f"cannot write {path}: {exc}") from exc
+        raise
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def record_line(record: MemoryRecord) -> str:
+    """One record as its JSON line (without the newline). Floats are written in the shortest form
+    that reads back to the same value of the vector's dtype."""
+    note = record.note
+    vector = record.vector
+    data: dict[str, Any] = {
+        "note": {"id": note.id, "text": note.text, "timestamp": note.timestamp, "metadata": note.metadata},
+        "vector": vector.astype(np.float32) if vector.dtype == np.float16 else vector,
+        "embedding_id": record.embedding_id,
+        "namespace": list(record.namespace),
+    }
+    if vector.dtype.name != "float64":
+        data["dtype"] = vector.dtype.name
+    try:
+        return orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")
+    except TypeError as exc:
+        raise MemoryFileError(f"record {note.id!r} cannot be written as JSON: {exc}") from exc
+
+
+def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[str, ...] = ()) -> int:
+    """Write ``namespace`` of ``backend`` to ``target``; returns the number of records written."""
+    from coniti.memory import CountRequest, MetaGetRequest
+
+    expected = backend.count(CountRequest(namespace=namespace)).count
+    embedding_id = backend.get_meta(MetaGetRequest(key="embedding_id", namespace=namespace)).value
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "embedding_id": embedding_id if isinstance(embedding_id, str) else None,
+        "namespace": list(namespace),
+        "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "count": expected,
+    }
+    written = 0
+    with atomic_text_writer(target) as out:
+        out.write(orjson.dumps(header).decode("utf-8") + "\n")
+        for record in backend.iter_all(namespace=namespace, page_size=PAGE_SIZE):
+            out.write(record_line(record) + "\n")
+            written += 1
+        if written != expected:
+            raise MemoryFileError(
+                f"memory changed while dumping: the header says {expected} records, "
+                f"{written} were written; nothing was saved"
+            )
+    return written
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not allowed (numbers must be finite)")
+
+
+_KEY_END = re.compile(r'"\s*:')
+
+
+def _key_ends(line: str) -> int:
+    """How often '"' is followed by optional white space and ':' — at least the number of keys."""
+    if '" ' in line or '"\t' in line or '"\r' in line or '"\n' in line:
+        return len(_KEY_END.findall(line))
+    return line.count('":')
+
+
+def _parsed_keys(value: Any) -> int:
+    """How many keys the parsed value's objects hold. A record's ``vector`` is not walked: it must be
+    a list of numbers, which record validation checks anyway."""
+    keys = 0
+    stack = [value]
+    if isinstance(value, dict) and isinstance(value.get("vector"), list):
+        keys += 1
+        stack = [v for k, v in value.items() if k != "vector"]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            keys += len(item)
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, dict | list))
+    return keys
+
+
+def parse_json_line(line: str, lineno: int) -> Any:
+    """Strict JSON for one line: no NaN/Infinity, no numbers overflowing to infinity, no duplicate
+    keys. Errors raise :class:`MemoryFileError` naming ``lineno``."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise MemoryFileError(f"line {lineno}: invalid JSON: {exc}") from None
+    # Every key ends with '"' then ':', so the pattern count is at least the number of keys written;
+    # when it equals the number of keys parsed, no key was repeated. Otherwise look closely.
+    if isinstance(data, dict | list) and _parsed_keys(data) != _key_ends(line):
+        try:
+            json.loads(line, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
+        except RecursionError:
+            raise MemoryFileError(f"line {lineno}: JSON is nested too deeply") from None
+        except ValueError as exc:
+            raise MemoryFileError(f"line {lineno}: invalid JSON: {exc}") from None
+    return data
+
+
+@contextlib.contextmanager
+def _open_source(source: str | Path | IO[str]) -> Iterator[IO[str]]:
+    if not isinstance(source, str | os.PathLike):
+        yield source
+        return
+    path = Path(source)
+    try:
+        if path.name.endswith(".gz"):
+            stream: IO[str] = gzip.open(path, "rt", encoding="utf-8", newline="\n")  # noqa: SIM115
+        else:
+            stream = open(path, encoding="utf-8", newline="\n")  # noqa: SIM115
+    except OSError as exc:
+        raise MemoryFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with stream:
+        yield stream
+
+
+def read_lines(source: str | Path | IO[str]) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` for each line, without its ``\\n``. Over-long lines, undecodable
+    bytes, corrupt gzip and I/O errors raise :class:`MemoryFileError`."""
+    lineno = 0
+    with _open_source(source) as stream:
+        while True:
+            lineno += 1
+            try:
+                line = stream.readline(MAX_LINE_CHARS + 1)
+            except UnicodeDecodeError as exc:
+                raise MemoryFileError(f"line {lineno}: not valid UTF-8 ({exc.reason})") from None
+            except (OSError, EOFError, zlib.error) as exc:
+                raise MemoryFileError(f"line {lineno}: cannot read the file: {exc}") from exc
+            if not line:
+                return
+            if line.endswith("\n"):
+                line = line[:-1]
+            elif len(line) > MAX_LINE_CHARS:
+                raise MemoryFileError(f"line {lineno}: longer than {MAX_LINE_CHARS} characters")
+            yield lineno, line
+
+
+def _check_header(header: Any) -> tuple[tuple[str, ...], str | None, int]:
+    if not isinstance(header, dict):
+        raise MemoryFileError("line 1: the header must be a JSON object")
+    if header.get("format") != FORMAT:
+        raise MemoryFileError(f"line 1: format must be {FORMAT!r}, got {header.get('format')!r}")
+    version = header.get("version")
+    match = _SEMVER.match(version) if isinstance(version, str) else None
+    if match is None:
+        raise MemoryFileError(f"line 1: version must be a semantic version, got {version!r}")
+    if int(match.group(1)) != SUPPORTED_MAJOR:
+        raise MemoryFileError(
+            f"line 1: version {version} is not supported (this reader reads {SUPPORTED_MAJOR}.x)"
+        )
+    expected_keys = {"format", "version", "embedding_id", "namespace", "created_at", "count"}
+    missing = sorted(expected_keys - header.keys())
+    if missing:
+        raise MemoryFileError(f"line 1: header field {missing[0]!r} is missing")
+    count = header["count"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise MemoryFileError(f"line 1: header field 'count' must be a non-negative integer, got {count!r}")
+    namespace = header["namespace"]
+    if not isinstance(namespace, list) or not all(isinstance(p, str) and p for p in namespace):
+        raise MemoryFileError(
+            f"line 1: header field 'namespace' must be a list of non-empty strings, got {namespace!r}"
+        )
+    embedding_id = header["embedding_id"]
+    if embedding_id is not None and (not isinstance(embedding_id, str) or not embedding_id):
+        raise MemoryFileError(
+            f"line 1: header field 'embedding_id' must be a non-empty string or null, got {embedding_id!r}"
+        )
+    created_at = header["created_at"]
+    if not isinstance(created_at, str) or not _RFC3339_Z.match(created_at):
+        raise MemoryFileError(
+            f"line 1: header field 'created_at' must be an RFC 3339 time ending in Z, got {created_at!r}"
+        )
+    try:
+        datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+    except ValueError:
+        raise MemoryFileError(f"line 1: header field 'created_at' is not a valid time: {created_at!r}") from None
+    return tuple(namespace), embedding_id, count
+
+
+def _read_file(
+    source: str | Path | IO[str], rehome: tuple[str, ...] | None
+) -> tuple[tuple[str, ...], str | None, list[MemoryRecord]]:
+    from coniti.memory import MemoryRecord
+
+    lines = read_lines(source)
+    first = next(lines, None)
+    if first is None:
+        raise MemoryFileError("line 1: the file is empty (no header)")
+    namespace, embedding_id, count = _check_header(parse_json_line(first[1], 1))
+    records: list[MemoryRecord] = []
+    seen: set[tuple[tuple[str, ...], str]] = set()
+    for lineno, line in lines:
+        if not line.strip():
+            raise MemoryFileError(f"line {lineno}: blank line")
+        data = parse_json_line(line, lineno)
+        try:
+            record = MemoryRecord.from_dict(data)
+        except ContractError as exc:
+            raise MemoryFileError(f"line {lineno}: invalid record: {exc}") from None
+        if rehome is not None:
+            record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
+        key = (record.namespace, record.id)
+        if key in seen:
+            raise MemoryFileError(
+                f"line {lineno}: record id {record.id!r} appears twice in namespace {record.namespace!r}"
+            )
+        seen.add(key)
+        records.append(record)
+    if len(records) != count:
+        raise MemoryFileError(
+            f"the header says {count} records but the file has {len(records)} "
+            "(truncated or edited file); nothing was loaded"
+        )
+    return namespace, embedding_id, records
+
+
+def load(
+    backend: MemoryBackend, source: str | Path | IO[str], namespace: tuple[str, ...] | None = None
+) -> int:
+    """Validate the whole file, then write its records into ``backend``; returns the record count.
+
+    ``namespace=None`` keeps each record's own namespace; a namespace re-homes every record into it.
+    """
+    from coniti.memory import DeleteRequest, GetRequest, MetaGetRequest, MetaSetRequest, PutRequest
+
+    header_ns, file_embedding, records = _read_file(source, namespace)
+    meta_ns = header_ns if namespace is None else namespace
+    target_embedding = backend.get_meta(MetaGetRequest(key="embedding_id", namespace=meta_ns)).value
+    if file_embedding is not None and target_embedding is not None and file_embedding != target_embedding:
+        raise MemoryFileError(
+            f"the file's embedding id {file_embedding!r} differs from the target's "
+            f"{target_embedding!r} in namespace {meta_ns!r}; nothing was loaded"
+        )
+    by_namespace: dict[tuple[str, ...], list[str]] = {}
+    for record in records:
+        by_namespace.setdefault(record.namespace, []).append(record.id)
+    for ns, ids in by_namespace.items():
+        for start in range(0, len(ids), BATCH_SIZE):
+            found = backend.get(GetRequest(ids=ids[start : start + BATCH_SIZE], namespace=ns)).records
+            if found:
+                raise MemoryFileError(
+                    f"record id {found[0].id!r} already exists in namespace {ns!r}; nothing was loaded"
+                )
+    written: list[MemoryRecord] = []
+    try:
+        for start in range(0, len(records), BATCH_SIZE):
+            batch = records[start : start + BATCH_SIZE]
+            backend.put(PutRequest.model_construct(records=batch))
+            written.extend(batch)
+        if file_embedding is not None and target_embedding is None:
+            backend.set_meta(MetaSetRequest(key="embedding_id", value=file_embedding, namespace=meta_ns))
+    except (MemoryBackendError, OSError) as exc:
+        _roll_back(backend, written, DeleteRequest)
+        raise MemoryFileError(f"load failed and was rolled back: {exc}") from exc
+    return len(records)
+
+
+def _roll_back(backend: MemoryBackend, written: Sequence[MemoryRecord], delete_request: Any) -> None:
+    by_namespace: dict[tuple[str, ...], list[str]] = {}
+    for record in written:
+        by_namespace.setdefault(record.namespace, []).append(record.id)
+    for ns, ids in by_namespace.items():
+        with contextlib.suppress(MemoryBackendError, OSError):
+            for start in range(0, len(ids), BATCH_SIZE):
+                backend.delete(delete_request(ids=ids[start : start + BATCH_SIZE], namespace=ns))
