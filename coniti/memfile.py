@@ -194,8 +194,8 @@ def _parsed_keys(value: Any) -> int:
     keys = 0
     stack = [value]
     if isinstance(value, dict) and isinstance(value.get("vector"), list):
-        keys += 1
-        stack = [v for k, v in value.items() if k != "vector"]
+        keys += len(value)
+        stack = [v for k, v in value.items() if k != "vector" and isinstance(v, dict | list)]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
