@@ -70,9 +70,9 @@ class Note(Contract):
         )
 
     @classmethod
-    def trusted(cls, id: str, text: str, timestamp: float, metadata: dict[str, Any]) -> Self:
+    def trusted(cls, id: str, text: str, timestamp: float, metadata: dict[str, Any]) -> Note:
         """Build from values already validated (data the store itself wrote). No checks, no copy."""
-        return cls.model_construct(id=id, text=text, timestamp=timestamp, metadata=metadata)
+        return cls._construct({"id": id, "text": text, "timestamp": timestamp, "metadata": metadata})
 
 
 class TimeRange(Contract):

@@ -180,8 +180,8 @@ class MemoryRecord(Contract):
         cls, note: Note, vector: np.ndarray, embedding_id: str | None, namespace: tuple[str, ...]
     ) -> MemoryRecord:
         """Build from values already validated (data the store itself wrote). No checks, no copy."""
-        return cls.model_construct(
-            note=note, vector=vector, embedding_id=embedding_id, namespace=namespace
+        return cls._construct(
+            {"note": note, "vector": vector, "embedding_id": embedding_id, "namespace": namespace}
         )
 
     def copy_out(self) -> MemoryRecord:
