@@ -1,0 +1,268 @@
+"""``rebuild`` recomputes every projection from the log; ``verify`` proves the store is sound.
+
+``verify`` never raises on a problem it can describe; it returns a :class:`VerifyReport`. Its steps:
+
+1. **Structure** (optional, on by default): with every writer held off, the data file is walked by
+   py-lmdb's offline verifier (pure Python, never through liblmdb), so a damaged file is reported
+   instead of crashing the process. If the structure is damaged, nothing else is read.
+2. **Log**: on a snapshot of exactly that state, every event is decoded strictly (payload against its
+   digest), sequence numbers must run 1, 2, ... without a gap, each event's ``prev`` must equal the
+   previous event's hash, recorded times must not go backwards, and the head record must name the
+   last event.
+3. **Projections**: the log is folded afresh into a scratch LMDB environment (a temporary directory,
+   committed in chunks so memory stays flat) and every projection sub-database is compared with
+   the store's, entry by entry.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+import lmdb.verify
+
+from coniti.errors import ConitiError, StoreCorrupted
+from coniti.log.codec import GENESIS, decode_event, event_hash
+from coniti.log.keys import seq_from_key
+from coniti.log.projections import FoldError, Projections
+from coniti.log.store import LOG_DB, PROJECTION_DBS, Store
+
+__all__ = ["VerifyReport", "rebuild", "verify"]
+
+MAX_PROBLEMS = 100
+DIFFS_PER_DB = 3
+CHUNK = 20_000
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What ``verify`` found. ``ok`` when ``problems`` is empty."""
+
+    events_checked: int
+    head_seq: int
+    head_hash: str
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.dropped = 0
+
+    def add(self, message: str) -> None:
+        if len(self.items) < MAX_PROBLEMS:
+            self.items.append(message)
+        else:
+            self.dropped += 1
+
+    def result(self) -> tuple[str, ...]:
+        if self.dropped:
+            return (*self.items, f"... and {self.dropped} more problems")
+        return tuple(self.items)
+
+
+def rebuild(store: Store) -> int:
+    """Recompute every projection from the log alone, in one write transaction; returns the number of
+    events folded. Raises :class:`StoreCorrupted` (and changes nothing) if the log has a gap, a broken
+    chain or an event that does not decode or apply."""
+    dbs = store.dbs
+
+    def write(txn: Any) -> int:
+        for name in PROJECTION_DBS:
+            txn.drop(dbs[name], delete=False)
+        p = Projections(txn, dbs)
+        n = 0
+        running = GENESIS
+        prev_at: float | None = None
+        for key, frame in txn.cursor(db=dbs[LOG_DB]):
+            n += 1
+            seq = seq_from_key(key)
+            if seq != n:
+                raise StoreCorrupted(f"the log has a gap: event {n} is missing (next is {seq})")
+            event = decode_event(frame, seq)
+            if event.prev != running:
+                raise StoreCorrupted(f"event {seq}: the hash chain is broken")
+            running = event.hash
+            p.fold(event, prev_at)
+            prev_at = event.at
+        head = p.head()
+        if head.seq != n or head.hash != running:
+            raise StoreCorrupted(
+                f"the head record names event {head.seq}; the log ends at event {n}"
+            )
+        return n
+
+    return store.write(write)
+
+
+def _structure(data_file: str) -> list[str]:
+    try:
+        found: list[str] = lmdb.verify.verify(data_file, subdir=False)  # type: ignore[no-untyped-call]
+        return [f"LMDB structure: {p}" for p in found]
+    except (lmdb.verify.VerifyError, OSError) as exc:
+        return [f"LMDB structure: {exc}"]
+
+
+class _Scratch:
+    """A private temporary LMDB environment holding a fresh fold of the log."""
+
+    def __init__(self, size_hint: int, scratch_dir: str | None) -> None:
+        self.dir = tempfile.mkdtemp(prefix="coniti-verify-", dir=scratch_dir)
+        self.env = lmdb.open(
+            self.dir,
+            map_size=max(1 << 28, 2 * size_hint),
+            sync=False,
+            metasync=False,
+            max_dbs=len(PROJECTION_DBS) + 2,
+            mode=0o700,
+        )
+        self.dbs = {name: self.env.open_db(name) for name in PROJECTION_DBS}
+        self.txn: Any = self.env.begin(write=True)
+        self.p = Projections(self.txn, self.dbs)
+
+    def commit_chunk(self) -> None:
+        self.txn.commit()
+        self.txn = self.env.begin(write=True)
+        self.p = Projections(self.txn, self.dbs)
+
+    def finish(self) -> Any:
+        self.txn.commit()
+        self.txn = self.env.begin()
+        return self.txn
+
+    def close(self) -> None:
+        try:
+            self.txn.abort()
+            self.env.close()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _entries(txn: Any, db: Any) -> Iterator[tuple[bytes, bytes]]:
+    for key, value in txn.cursor(db=db):
+        yield bytes(key), bytes(value)
+
+
+def _compare(name: str, live: Iterator[tuple[bytes, bytes]], fresh: Iterator[tuple[bytes, bytes]],
+             problems: _Problems) -> None:
+    label = name
+    diffs: list[str] = []
+    total = 0
+    a = next(live, None)
+    b = next(fresh, None)
+    while a is not None or b is not None:
+        if a is not None and b is not None and a[0] == b[0]:
+            if a[1] != b[1]:
+                total += 1
+                diffs.append(f"value differs at key {a[0].hex()}")
+            a, b = next(live, None), next(fresh, None)
+        elif b is None or (a is not None and a[0] < b[0]):
+            assert a is not None
+            total += 1
+            diffs.append(f"unexpected entry {a[0].hex()}")
+            a = next(live, None)
+        else:
+            total += 1
+            diffs.append(f"missing entry {b[0].hex()}")
+            b = next(fresh, None)
+    if total:
+        shown = "; ".join(diffs[:DIFFS_PER_DB])
+        problems.add(
+            f"projection {label} differs from a fresh fold of the log in {total} entries: {shown}"
+        )
+
+
+def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = None) -> VerifyReport:
+    """Check the store; see the module docstring. Never raises for a problem it can describe."""
+    problems = _Problems()
+    n = 0
+    last_seq = 0
+    running: bytes | None = GENESIS
+    try:
+        with store.read_at_rest(_structure if structure else lambda _: []) as (found, txn):
+            for message in found:
+                problems.add(message)
+            if txn is None:
+                return VerifyReport(0, 0, "", problems.result())
+            dbs = store.dbs
+            p = Projections(txn, dbs)
+            head = p.head()
+            size = os.path.getsize(os.path.join(store.path, "data.mdb"))
+            scratch = _Scratch(size, scratch_dir)
+            try:
+                fold_ok = True
+                prev_at: float | None = None
+                for key, frame in txn.cursor(db=dbs[LOG_DB]):
+                    n += 1
+                    if len(key) != 8:
+                        problems.add(f"log key {bytes(key).hex()} is not an 8-byte sequence number")
+                        fold_ok = False
+                        continue
+                    seq = seq_from_key(key)
+                    if seq != last_seq + 1:
+                        problems.add(f"the log has a gap: after event {last_seq} comes event {seq}")
+                        fold_ok = False
+                    last_seq = seq
+                    try:
+                        event = decode_event(frame, seq)
+                    except ConitiError as exc:
+                        problems.add(str(exc))
+                        fold_ok = False
+                        try:
+                            running = event_hash(frame)
+                        except (ValueError, KeyError, TypeError):
+                            running = None
+                        continue
+                    if running is not None and event.prev != running:
+                        problems.add(
+                            f"event {seq}: the hash chain is broken (its prev is not the hash of "
+                            f"event {seq - 1})"
+                        )
+                    running = event.hash
+                    if prev_at is not None and event.at < prev_at:
+                        problems.add(f"event {seq}: recorded time goes backwards")
+                    if fold_ok:
+                        try:
+                            scratch.p.fold(event, prev_at)
+                        except FoldError as exc:
+                            problems.add(str(exc))
+                            fold_ok = False
+                    prev_at = event.at
+                    if n % CHUNK == 0 and fold_ok:
+                        scratch.commit_chunk()
+                if head.seq != last_seq or (running is not None and head.hash != running):
+                    problems.add(
+                        f"the head record names event {head.seq} (hash {head.hash.hex()[:16]}...); "
+                        f"the log ends at event {last_seq}"
+                    )
+                elif last_seq and head.at != prev_at:
+                    problems.add(f"the head record's recorded time differs from event {last_seq}'s")
+                if fold_ok:
+                    fresh = scratch.finish()
+                    for name in PROJECTION_DBS:
+                        _compare(
+                            name.decode(),
+                            _entries(txn, dbs[name]),
+                            _entries(fresh, scratch.dbs[name]),
+                            problems,
+                        )
+                else:
+                    problems.add("projections not compared: the log itself has problems (above)")
+            finally:
+                scratch.close()
+    except ConitiError as exc:
+        problems.add(f"verify stopped: {exc}")
+    except lmdb.Error as exc:
+        problems.add(f"verify stopped: LMDB: {exc}")
+    head_hash = running.hex() if running is not None else ""
+    return VerifyReport(n, last_seq, head_hash, problems.result())
+

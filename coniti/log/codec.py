@@ -1,0 +1,435 @@
+"""The event codec: one place that turns events into bytes and back. See ``log/FORMAT.md``.
+
+An event is stored in the ``log`` sub-database (key: its sequence number) as a *frame*::
+
+    u32 big-endian E | envelope (E bytes, msgpack map) | digest (32 bytes) | payload (msgpack, or empty)
+
+* The envelope holds what every event has: format version ``v``, kind ``k``, sequence number ``s``,
+  recorded time ``t``, previous event's hash ``p``, namespace ``n``, and by kind the record id ``i``,
+  note timestamp ``ts``, metadata key ``mk``, and the optional ``a`` (actor) and ``r`` (reason).
+* The payload holds the content: for ``put`` the text ``tx``, metadata ``md``, embedding id ``e`` and
+  the vector as dtype ``vd``, shape ``vs`` and raw bytes ``vb``; for ``meta`` the value ``mv``.
+  ``delete``, ``clear`` and ``erase`` have an empty payload.
+* ``digest = SHA-256(payload)``. An erased event keeps its digest and drops its payload.
+* The event's hash is ``SHA-256(prev || envelope || digest)``: the chain covers the payload through its
+  digest only, so dropping a payload (erasure) leaves every hash intact.
+
+Decoding is strict: map keys must be strings, the only ext type is :data:`EXT_BIGINT` (integers outside
+64 bits, as decimal text), lengths are bounded by the frame, and a frame written by a newer format
+version is refused rather than guessed at. Old versions are upcast here, on read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import msgpack
+import numpy as np
+
+from coniti.errors import StoreCorrupted, StoreVersionError
+
+__all__ = [
+    "CLEAR",
+    "DELETE",
+    "ERASE",
+    "EXT_BIGINT",
+    "FORMAT_VERSION",
+    "GENESIS",
+    "KINDS",
+    "META",
+    "PUT",
+    "Event",
+    "RecordData",
+    "decode_event",
+    "decode_record",
+    "decode_value",
+    "encode_event",
+    "encode_meta_payload",
+    "encode_put_payload",
+    "event_hash",
+    "split_frame",
+]
+
+FORMAT_VERSION = 1
+PUT, DELETE, META, CLEAR, ERASE = "put", "delete", "meta", "clear", "erase"
+KINDS = frozenset({PUT, DELETE, META, CLEAR, ERASE})
+GENESIS = bytes(32)
+"""The ``prev`` hash of event 1."""
+EXT_BIGINT = 1
+"""msgpack ext type code for an integer outside the signed/unsigned 64-bit range (decimal ASCII)."""
+
+_U32 = struct.Struct(">I")
+_HEAD = 4
+_DIGEST = 32
+_VECTOR_DTYPES = frozenset({"<f2", "<f4", "<f8", ">f2", ">f4", ">f8"})
+_DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name) for name in _VECTOR_DTYPES}
+_sha256 = hashlib.sha256
+_EMPTY_DIGEST = _sha256(b"").digest()
+
+
+class RecordData(NamedTuple):
+    """The content of a put event (absent once erased)."""
+
+    text: str
+    metadata: dict[str, Any]
+    embedding_id: str | None
+    vector: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One decoded event. ``record`` (put) and ``value`` (meta) are None when erased or not applicable."""
+
+    seq: int
+    at: float
+    kind: str
+    namespace: tuple[str, ...]
+    prev: bytes
+    digest: bytes
+    hash: bytes
+    id: str | None = None
+    timestamp: float | None = None
+    key: str | None = None
+    actor: str | None = None
+    reason: str | None = None
+    record: RecordData | None = None
+    value: Any = None
+    erased: bool = False
+
+
+# -- encoding --------------------------------------------------------------------------------
+
+
+def _bigints(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        if -(1 << 63) <= value < (1 << 64):
+            return value
+        return msgpack.ExtType(EXT_BIGINT, str(value).encode("ascii"))
+    if isinstance(value, dict):
+        return {k: _bigints(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_bigints(v) for v in value]
+    return value
+
+
+def _pack(obj: Any) -> bytes:
+    try:
+        return bytes(msgpack.packb(obj, use_bin_type=True, unicode_errors="surrogatepass"))
+    except OverflowError:
+        return bytes(
+            msgpack.packb(_bigints(obj), use_bin_type=True, unicode_errors="surrogatepass")
+        )
+
+
+def encode_put_payload(
+    text: str, metadata: dict[str, Any], embedding_id: str | None, vector: np.ndarray
+) -> bytes:
+    """The payload of a put event. ``vector`` keeps its dtype and exact bits."""
+    return _pack(
+        {
+            "tx": text,
+            "md": metadata,
+            "e": embedding_id,
+            "vd": vector.dtype.str,
+            "vs": list(vector.shape),
+            "vb": vector.tobytes(),
+        }
+    )
+
+
+def encode_meta_payload(value: Any) -> bytes:
+    """The payload of a meta event."""
+    return _pack({"mv": value})
+
+
+def encode_event(
+    seq: int,
+    at: float,
+    kind: str,
+    namespace: Sequence[str],
+    prev: bytes,
+    payload: bytes = b"",
+    *,
+    id: str | None = None,
+    timestamp: float | None = None,
+    key: str | None = None,
+    actor: str | None = None,
+    reason: str | None = None,
+) -> tuple[bytes, bytes]:
+    """Encode one event; returns ``(frame, hash)``. ``prev`` is the previous event's hash."""
+    env: dict[str, Any] = {
+        "v": FORMAT_VERSION,
+        "k": kind,
+        "s": seq,
+        "t": at,
+        "p": prev,
+        "n": list(namespace),
+    }
+    if id is not None:
+        env["i"] = id
+    if timestamp is not None:
+        env["ts"] = timestamp
+    if key is not None:
+        env["mk"] = key
+    if actor is not None:
+        env["a"] = actor
+    if reason is not None:
+        env["r"] = reason
+    env_bytes = _pack(env)
+    digest = _sha256(payload).digest() if payload else _EMPTY_DIGEST
+    h = _sha256(prev + env_bytes + digest).digest()
+    return _U32.pack(len(env_bytes)) + env_bytes + digest + payload, h
+
+
+# -- decoding --------------------------------------------------------------------------------
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == EXT_BIGINT:
+        text = data.decode("ascii")
+        if not text or not text.lstrip("-").isdigit():
+            raise ValueError("malformed big integer")
+        return int(text)
+    raise ValueError(f"unknown msgpack ext type {code}")
+
+
+def _unpack(data: bytes | memoryview) -> Any:
+    return msgpack.unpackb(
+        data,
+        raw=False,
+        strict_map_key=True,
+        ext_hook=_ext_hook,
+        unicode_errors="surrogatepass",
+        use_list=True,
+    )
+
+
+def split_frame(frame: bytes | memoryview) -> tuple[memoryview, bytes, memoryview]:
+    """``(envelope bytes, digest, payload bytes)`` of a frame; raises ValueError if malformed."""
+    view = memoryview(frame)
+    if len(view) < _HEAD + _DIGEST:
+        raise ValueError("frame too short")
+    (elen,) = _U32.unpack_from(view)
+    end = _HEAD + elen
+    if end + _DIGEST > len(view):
+        raise ValueError("envelope length exceeds the frame")
+    return view[_HEAD:end], bytes(view[end : end + _DIGEST]), view[end + _DIGEST :]
+
+
+def event_hash(frame: bytes | memoryview) -> bytes:
+    """The hash of the event in ``frame``: ``SHA-256(prev || envelope || digest)``."""
+    env, digest, _ = split_frame(frame)
+    prev = _unpack(env)["p"]
+    if not isinstance(prev, bytes) or len(prev) != 32:
+        raise ValueError("field p (previous hash) must be 32 bytes")
+    return _sha256(prev + bytes(env) + digest).digest()
+
+
+def _check_json(value: Any, where: str, depth: int = 0) -> None:
+    if depth > 64:
+        raise ValueError(f"{where} is nested too deeply")
+    if value is None or isinstance(value, bool | int | str):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where} is not finite")
+        return
+    if isinstance(value, list):
+        for v in value:
+            _check_json(v, where, depth + 1)
+        return
+    if isinstance(value, dict):
+        for v in value.values():
+            _check_json(v, where, depth + 1)
+        return
+    raise ValueError(f"{where} holds a {type(value).__name__}, not a JSON value")
+
+
+def _vector(payload: dict[str, Any]) -> np.ndarray:
+    dtype = _DTYPES.get(payload["vd"])
+    if dtype is None:
+        raise ValueError(f"unsupported vector dtype {payload['vd']!r}")
+    raw = payload["vb"]
+    shape = payload["vs"]
+    if (
+        not isinstance(raw, bytes)
+        or not isinstance(shape, list)
+        or len(shape) != 1
+        or shape[0] * dtype.itemsize != len(raw)
+        or shape[0] < 1
+    ):
+        raise ValueError("vector shape and bytes disagree")
+    return np.frombuffer(raw, dtype).copy()
+
+
+def _record(payload: Any, strict: bool) -> RecordData:
+    if not isinstance(payload, dict):
+        raise ValueError("put payload is not a map")
+    text, metadata, emb = payload["tx"], payload["md"], payload["e"]
+    if strict:
+        if not isinstance(text, str):
+            raise ValueError("field tx (text) is not a string")
+        if not isinstance(metadata, dict):
+            raise ValueError("field md (metadata) is not a map")
+        _check_json(metadata, "field md (metadata)")
+        if emb is not None and not isinstance(emb, str):
+            raise ValueError("field e (embedding id) is not a string")
+        vector = _vector(payload)
+        if not np.isfinite(vector).all():
+            raise ValueError("field vb (vector) is not finite")
+    else:
+        vector = _vector(payload)
+    return RecordData(text, metadata, emb, vector)
+
+
+_OPTIONAL_STR = ("i", "mk", "a", "r")
+
+
+def _envelope(env: Any, seq: int | None) -> dict[str, Any]:
+    if not isinstance(env, dict):
+        raise ValueError("envelope is not a map")
+    version = env.get("v")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError("field v (format version) is missing")
+    if version > FORMAT_VERSION:
+        raise StoreVersionError(
+            f"event {env.get('s')} was written by format version {version}; this coniti reads up to "
+            f"{FORMAT_VERSION}: upgrade coniti"
+        )
+    if version < 1:
+        raise ValueError(f"unknown format version {version}")
+    kind = env.get("k")
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}")
+    s = env.get("s")
+    if not isinstance(s, int) or isinstance(s, bool) or (seq is not None and s != seq):
+        raise ValueError(f"field s (sequence number) is {s!r}, expected {seq}")
+    at = env.get("t")
+    if not isinstance(at, float) or not math.isfinite(at):
+        raise ValueError("field t (recorded time) is not a finite float")
+    prev = env.get("p")
+    if not isinstance(prev, bytes) or len(prev) != 32:
+        raise ValueError("field p (previous hash) is not 32 bytes")
+    ns = env.get("n")
+    if not isinstance(ns, list) or not all(isinstance(x, str) and x for x in ns):
+        raise ValueError("field n (namespace) is not a list of non-empty strings")
+    for name in _OPTIONAL_STR:
+        if name in env and not isinstance(env[name], str):
+            raise ValueError(f"field {name} is not a string")
+    if kind in (PUT, DELETE, ERASE) and not env.get("i"):
+        raise ValueError(f"a {kind} event needs field i (record id)")
+    if kind == PUT:
+        ts = env.get("ts")
+        if not isinstance(ts, float) or not math.isfinite(ts):
+            raise ValueError("field ts (note timestamp) is not a finite float")
+    if kind == META and not env.get("mk"):
+        raise ValueError("a meta event needs field mk (metadata key)")
+    return env
+
+
+def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: bool = True) -> Event:
+    """Decode a whole frame. ``seq`` is the key it was stored under (checked against field ``s``).
+
+    With ``strict`` the payload is fully type-checked (``verify`` uses this). Raises
+    :class:`StoreCorrupted` naming the sequence number and the field, or :class:`StoreVersionError`.
+    """
+    where = f"event {seq}" if seq is not None else "event"
+    try:
+        env_bytes, digest, payload_bytes = split_frame(frame)
+        env = _envelope(_unpack(env_bytes), seq)
+        kind = env["k"]
+        record = None
+        value = None
+        erased = False
+        if len(payload_bytes):
+            if kind not in (PUT, META):
+                raise ValueError(f"a {kind} event has a payload")
+            if strict and _sha256(payload_bytes).digest() != digest:
+                raise ValueError("payload does not match its digest")
+            payload = _unpack(payload_bytes)
+            if kind == PUT:
+                record = _record(payload, strict)
+            else:
+                if not isinstance(payload, dict) or "mv" not in payload:
+                    raise ValueError("meta payload has no field mv")
+                value = payload["mv"]
+                if strict:
+                    _check_json(value, "field mv (value)")
+        elif kind in (PUT, META):
+            erased = True
+        elif strict and digest != _EMPTY_DIGEST:
+            raise ValueError("digest of an empty payload is wrong")
+        prev = env["p"]
+        return Event(
+            seq=env["s"],
+            at=env["t"],
+            kind=kind,
+            namespace=tuple(env["n"]),
+            prev=prev,
+            digest=digest,
+            hash=_sha256(prev + bytes(env_bytes) + digest).digest(),
+            id=env.get("i"),
+            timestamp=env.get("ts"),
+            key=env.get("mk"),
+            actor=env.get("a"),
+            reason=env.get("r"),
+            record=record,
+            value=value,
+            erased=erased,
+        )
+    except StoreVersionError:
+        raise
+    except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
+        raise StoreCorrupted(f"{where} does not decode: {exc}") from exc
+
+
+def decode_record(frame: bytes | memoryview) -> tuple[str, float, RecordData | None]:
+    """Fast path for reads: ``(record id, note timestamp, content)`` of a put frame the store wrote.
+
+    The payload is not re-checked against its digest (``verify`` does that). Content is None when
+    erased. Raises :class:`StoreCorrupted` if the frame is not a put that decodes.
+    """
+    try:
+        view = memoryview(frame)
+        (elen,) = _U32.unpack_from(view)
+        end = _HEAD + elen
+        env = _unpack(view[_HEAD:end])
+        if env["k"] != PUT:
+            raise ValueError(f"expected a put event, found {env['k']!r}")
+        if env["v"] > FORMAT_VERSION:
+            _envelope(env, None)
+        payload = view[end + _DIGEST :]
+        record = _record(_unpack(payload), False) if len(payload) else None
+        return env["i"], env["ts"], record
+    except StoreVersionError:
+        raise
+    except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
+        raise StoreCorrupted(f"a put event does not decode: {exc}") from exc
+
+
+def decode_value(frame: bytes | memoryview) -> tuple[str, Any, bool]:
+    """Fast path for reads: ``(key, value, erased)`` of a meta frame the store wrote."""
+    try:
+        view = memoryview(frame)
+        (elen,) = _U32.unpack_from(view)
+        end = _HEAD + elen
+        env = _unpack(view[_HEAD:end])
+        if env["k"] != META:
+            raise ValueError(f"expected a meta event, found {env['k']!r}")
+        if env["v"] > FORMAT_VERSION:
+            _envelope(env, None)
+        payload = view[end + _DIGEST :]
+        if not len(payload):
+            return env["mk"], None, True
+        return env["mk"], _unpack(payload)["mv"], False
+    except StoreVersionError:
+        raise
+    except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
+        raise StoreCorrupted(f"a meta event does not decode: {exc}") from exc

@@ -1,0 +1,391 @@
+"""The event log's operations on plain values: what :class:`coniti.impl.log.LogBackend` is built on.
+
+Every write is one LMDB write transaction that appends its events (gap-free sequence numbers, hash
+chain, one recorded time ``at`` per transaction that never goes backwards) and folds them into the
+projections; it commits entirely or not at all. A call that changes nothing appends nothing. Reads are
+index walks over one snapshot; ``as_of=S`` reads the state right after event ``S``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from coniti.errors import DuplicateRecord, StoreError
+from coniti.log.codec import (
+    CLEAR,
+    DELETE,
+    META,
+    PUT,
+    Event,
+    RecordData,
+    decode_event,
+    decode_record,
+    decode_value,
+    encode_event,
+    encode_meta_payload,
+    encode_put_payload,
+)
+from coniti.log.keys import (
+    decode_ts_key,
+    is_hashed,
+    name_key,
+    ns_bytes,
+    seq_from_key,
+    seq_key,
+    ts_key,
+)
+from coniti.log.projections import Head, Projections
+from coniti.log.store import DEFAULT_MAP_SIZE, LOG_DB, Store
+
+__all__ = ["EventLog", "PutItem", "Row"]
+
+Namespace = tuple[str, ...]
+
+
+class PutItem(NamedTuple):
+    """One record to put, as plain values (already validated by the caller)."""
+
+    namespace: Namespace
+    id: str
+    text: str
+    timestamp: float
+    metadata: dict[str, Any]
+    embedding_id: str | None
+    vector: np.ndarray
+
+
+class Row(NamedTuple):
+    """One record read back: id, note timestamp and content (fresh objects, owned by the caller)."""
+
+    id: str
+    timestamp: float
+    data: RecordData
+
+
+class EventLog:
+    """The event log and its projections in one store directory. Thread-safe.
+
+    ``actor``/``reason`` given to a write are recorded on each of its events.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: str = "sync",
+        map_size: int = DEFAULT_MAP_SIZE,
+        readonly: bool = False,
+    ) -> None:
+        self.store = Store(path, durability=durability, map_size=map_size, readonly=readonly)
+        self._dbs = self.store.dbs
+        self._log_db = self._dbs[LOG_DB]
+        self._nsids: dict[Namespace, bytes] = {}
+
+    @property
+    def path(self) -> str:
+        return self.store.path
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- namespaces ------------------------------------------------------------------------------
+
+    def _nsid(self, p: Projections, namespace: Namespace) -> bytes | None:
+        nsid = self._nsids.get(namespace)
+        if nsid is None:
+            nsid = p.nsid(ns_bytes(namespace))
+            if nsid is not None:
+                self._nsids[namespace] = nsid
+        return nsid
+
+    def forget_namespaces(self) -> None:
+        """Drop cached namespace ids (after projections were rebuilt)."""
+        self._nsids.clear()
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def _live_id_matches(self, p: Projections, seq: int, record_id: str) -> bool:
+        return decode_record(p.frame(seq))[0] == record_id
+
+    def put(
+        self, items: Sequence[PutItem], *, actor: str | None = None, reason: str | None = None
+    ) -> int:
+        """Append one put event per item, in order; all or nothing.
+
+        Raises :class:`DuplicateRecord` if an id is live in its namespace or repeats in ``items``.
+        """
+        if not items:
+            return 0
+        canon: dict[Namespace, bytes] = {}
+        prepared = []
+        for item in items:
+            ns = item.namespace
+            if ns not in canon:
+                canon[ns] = ns_bytes(ns)
+            ts = float(item.timestamp)
+            payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
+            prepared.append((item, name_key(item.id), ts, ts_key(ts), payload))
+        log_db = self._log_db
+        cache = self._nsids
+
+        def write(txn: Any) -> dict[Namespace, bytes]:
+            p = Projections(txn, self._dbs)
+            head = p.head()
+            at = max(time.time(), head.at)
+            nsids = {ns: cache.get(ns) or p.intern(c) for ns, c in canon.items()}
+            seen: set[bytes] = set()
+            for item, idk, _, _, _ in prepared:
+                nsid = nsids[item.namespace]
+                key = nsid + idk
+                if key in seen:
+                    raise DuplicateRecord(
+                        f"record id {item.id!r} appears twice in one put (namespace {item.namespace!r})"
+                    )
+                seen.add(key)
+                live = p.live_seq(nsid, idk)
+                if live is not None:
+                    if is_hashed(idk) and not self._live_id_matches(p, live, item.id):
+                        raise StoreError(f"record id {item.id[:40]!r}... collides with another id's hash")
+                    raise DuplicateRecord(
+                        f"record id {item.id!r} already exists in namespace {item.namespace!r}"
+                    )
+            seq = head.seq
+            h = head.hash
+            for item, idk, ts, tsk, payload in prepared:
+                seq += 1
+                frame, h = encode_event(
+                    seq, at, PUT, item.namespace, h, payload,
+                    id=item.id, timestamp=ts, actor=actor, reason=reason,
+                )
+                txn.put(seq_key(seq), frame, db=log_db, append=True)
+                p.put(seq, nsids[item.namespace], idk, tsk)
+            p.mark_time(head.seq + 1, at, head.at if head.seq else None)
+            p.set_head(Head(seq, at, h))
+            return nsids
+
+        cache.update(self.store.write(write))
+        return len(items)
+
+    def delete(
+        self,
+        namespace: Namespace,
+        ids: Sequence[str],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> tuple[list[str], list[str]]:
+        """Append one delete event per live id; returns ``(deleted, missing)`` in the order of ``ids``
+        (which must hold no repeats)."""
+        canonical = ns_bytes(namespace)
+        log_db = self._log_db
+
+        def write(txn: Any) -> tuple[list[str], list[str]]:
+            p = Projections(txn, self._dbs)
+            nsid = p.nsid(canonical)
+            if nsid is None:
+                return [], list(ids)
+            found: list[tuple[str, bytes]] = []
+            missing: list[str] = []
+            for record_id in ids:
+                idk = name_key(record_id)
+                live = p.live_seq(nsid, idk)
+                if live is None or (is_hashed(idk) and not self._live_id_matches(p, live, record_id)):
+                    missing.append(record_id)
+                else:
+                    found.append((record_id, idk))
+            if not found:
+                return [], missing
+            head = p.head()
+            at = max(time.time(), head.at)
+            seq, h = head.seq, head.hash
+            for record_id, idk in found:
+                seq += 1
+                frame, h = encode_event(
+                    seq, at, DELETE, namespace, h, id=record_id, actor=actor, reason=reason
+                )
+                txn.put(seq_key(seq), frame, db=log_db, append=True)
+                p.delete(seq, nsid, idk)
+            p.mark_time(head.seq + 1, at, head.at if head.seq else None)
+            p.set_head(Head(seq, at, h))
+            return [record_id for record_id, _ in found], missing
+
+        return self.store.write(write)
+
+    def set_meta(
+        self,
+        namespace: Namespace,
+        key: str,
+        value: Any,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Append one meta event setting ``key`` to the JSON value ``value``."""
+        canonical = ns_bytes(namespace)
+        payload = encode_meta_payload(value)
+        mk = name_key(key)
+        log_db = self._log_db
+
+        def write(txn: Any) -> bytes:
+            p = Projections(txn, self._dbs)
+            nsid = p.intern(canonical)
+            head = p.head()
+            at = max(time.time(), head.at)
+            seq = head.seq + 1
+            frame, h = encode_event(
+                seq, at, META, namespace, head.hash, payload, key=key, actor=actor, reason=reason
+            )
+            txn.put(seq_key(seq), frame, db=log_db, append=True)
+            p.meta(seq, nsid, mk)
+            p.mark_time(seq, at, head.at if head.seq else None)
+            p.set_head(Head(seq, at, h))
+            return nsid
+
+        self._nsids[namespace] = self.store.write(write)
+
+    def clear(
+        self, namespace: Namespace, *, actor: str | None = None, reason: str | None = None
+    ) -> int:
+        """Append one clear event if the namespace holds live records; returns how many it ended.
+        Metadata is kept."""
+        canonical = ns_bytes(namespace)
+        log_db = self._log_db
+
+        def write(txn: Any) -> int:
+            p = Projections(txn, self._dbs)
+            nsid = p.nsid(canonical)
+            if nsid is None or not p.count(nsid):
+                return 0
+            head = p.head()
+            at = max(time.time(), head.at)
+            seq = head.seq + 1
+            frame, h = encode_event(
+                seq, at, CLEAR, namespace, head.hash, actor=actor, reason=reason
+            )
+            txn.put(seq_key(seq), frame, db=log_db, append=True)
+            removed = p.clear(seq, nsid)
+            p.mark_time(seq, at, head.at if head.seq else None)
+            p.set_head(Head(seq, at, h))
+            return removed
+
+        return self.store.write(write)
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def head(self) -> Head:
+        """The last event (``seq`` 0 when the log is empty)."""
+        with self.store.read() as txn:
+            return Projections(txn, self._dbs).head()
+
+    def seq_at_time(self, at: float) -> int:
+        """The last event recorded at or before ``at`` (0 if none)."""
+        with self.store.read() as txn:
+            return Projections(txn, self._dbs).seq_at_time(at)
+
+    def _row(self, p: Projections, seq: int, record_id: str | None) -> Row | None:
+        rid, ts, data = decode_record(p.frame(seq))
+        if data is None or (record_id is not None and rid != record_id):
+            return None
+        return Row(rid, ts, data)
+
+    def get(
+        self, namespace: Namespace, ids: Sequence[str], as_of: int | None = None
+    ) -> tuple[list[Row], list[str]]:
+        """Rows for ``ids`` (no repeats) in order, and the ids not found."""
+        rows: list[Row] = []
+        missing: list[str] = []
+        with self.store.read() as txn:
+            p = Projections(txn, self._dbs)
+            nsid = self._nsid(p, namespace)
+            if nsid is None:
+                return rows, list(ids)
+            for record_id in ids:
+                seq = p.live_seq(nsid, name_key(record_id), as_of)
+                row = None if seq is None else self._row(p, seq, record_id)
+                if row is None:
+                    missing.append(record_id)
+                else:
+                    rows.append(row)
+        return rows, missing
+
+    def scan(
+        self,
+        namespace: Namespace,
+        start: float | None,
+        end: float | None,
+        after: tuple[float, int] | None,
+        limit: int | None,
+        as_of: int | None = None,
+    ) -> tuple[list[Row], tuple[float, int] | None]:
+        """Rows in (timestamp, write order) with ``start <= timestamp < end``, strictly after the
+        position ``after`` = ``(timestamp, seq)``, at most ``limit``; plus the position of the last
+        row when more follow."""
+        lo = None if start is None else ts_key(start)
+        hi = None if end is None else ts_key(end)
+        pos = None if after is None else ts_key(after[0]) + seq_key(after[1])
+        with self.store.read() as txn:
+            p = Projections(txn, self._dbs)
+            nsid = self._nsid(p, namespace)
+            if nsid is None:
+                return [], None
+            seqs, more = p.scan(nsid, lo, hi, pos, limit, as_of)
+            rows = []
+            for seq in seqs:
+                row = self._row(p, seq, None)
+                if row is not None:
+                    rows.append(row)
+        if more is None:
+            return rows, None
+        return rows, (decode_ts_key(more[:8]), seq_from_key(more[8:]))
+
+    def count(
+        self,
+        namespace: Namespace,
+        start: float | None = None,
+        end: float | None = None,
+        as_of: int | None = None,
+    ) -> int:
+        """Records with ``start <= timestamp < end`` (unbounded where None)."""
+        lo = None if start is None else ts_key(start)
+        hi = None if end is None else ts_key(end)
+        with self.store.read() as txn:
+            p = Projections(txn, self._dbs)
+            nsid = self._nsid(p, namespace)
+            return 0 if nsid is None else p.count_range(nsid, lo, hi, as_of)
+
+    def get_meta(self, namespace: Namespace, key: str, as_of: int | None = None) -> Any:
+        """The metadata value (None when unset)."""
+        with self.store.read() as txn:
+            p = Projections(txn, self._dbs)
+            nsid = self._nsid(p, namespace)
+            if nsid is None:
+                return None
+            seq = p.meta_seq(nsid, name_key(key), as_of)
+            if seq is None:
+                return None
+            stored_key, value, _ = decode_value(p.frame(seq))
+            return value if stored_key == key else None
+
+    def events(self, after: int = 0, until: int | None = None, batch: int = 256) -> Iterator[Event]:
+        """Decoded events with ``after < seq <= until`` in order, read ``batch`` per snapshot (no
+        transaction is held while the caller consumes them)."""
+        nxt = after + 1
+        while True:
+            chunk: list[Event] = []
+            with self.store.read() as txn:
+                cur = txn.cursor(db=self._log_db)
+                if cur.set_range(seq_key(nxt)):
+                    for key, frame in cur:
+                        seq = int.from_bytes(key, "big")
+                        if (until is not None and seq > until) or len(chunk) == batch:
+                            break
+                        chunk.append(decode_event(frame, seq, strict=False))
+            yield from chunk
+            if len(chunk) < batch:
+                return
+            nxt = chunk[-1].seq + 1

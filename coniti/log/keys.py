@@ -1,0 +1,110 @@
+"""Key encodings for the LMDB sub-databases. Pure functions over bytes; see ``log/FORMAT.md``.
+
+* ``seq_key(n)``: a sequence number as 8 bytes, unsigned big-endian, so byte order is numeric order.
+* ``inv_seq_key(n)``: ``2**64 - 1 - n`` as 8 bytes, so the newest version of a thing sorts first.
+* ``ts_key(x)``: a finite float64 as 8 bytes whose byte order is numeric order (``-0.0`` is stored
+  as ``0.0``: the two are equal numbers).
+* ``name_key(s)``: a record id or metadata key, self-delimiting so that no key is a prefix of another:
+  ``0x00 || u16 length || UTF-8`` up to :data:`INLINE_MAX` bytes, else ``0x01 || SHA-256(UTF-8)``.
+  A hashed key does not identify its name on its own: readers compare the full name stored with
+  the value (the put event, the namespace table) before trusting a match.
+* ``ns_bytes(ns)``: the canonical bytes of a namespace (msgpack array of strings), and ``ns_key`` the
+  same inline-or-hashed encoding of those bytes for the namespace table.
+
+Every key stays within LMDB's 511-byte limit whatever the length of the ids and namespaces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Sequence
+
+import msgpack
+
+__all__ = [
+    "INLINE_MAX",
+    "MAX_SEQ",
+    "NSID_LEN",
+    "SEQ_LEN",
+    "decode_ts_key",
+    "inv_seq_key",
+    "name_key",
+    "ns_bytes",
+    "ns_key",
+    "nsid_key",
+    "seq_from_inv",
+    "seq_from_key",
+    "seq_key",
+    "ts_key",
+]
+
+SEQ_LEN = 8
+NSID_LEN = 4
+MAX_SEQ = (1 << 64) - 1
+INLINE_MAX = 400
+"""Longest UTF-8 name (bytes) kept inline in a key; longer names are keyed by their hash."""
+
+_U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+_F64 = struct.Struct(">d")
+_SIGN = 1 << 63
+_ALL = MAX_SEQ
+
+seq_key = _U64.pack
+nsid_key = _U32.pack
+
+
+def seq_from_key(key: bytes) -> int:
+    """The sequence number of an 8-byte :func:`seq_key`."""
+    return int(_U64.unpack(key)[0])
+
+
+def inv_seq_key(seq: int) -> bytes:
+    """``seq`` encoded so that larger sequence numbers sort first."""
+    return _U64.pack(_ALL - seq)
+
+
+def seq_from_inv(key: bytes) -> int:
+    """The sequence number of an 8-byte :func:`inv_seq_key`."""
+    return int(_ALL - _U64.unpack(key)[0])
+
+
+def ts_key(value: float) -> bytes:
+    """8 bytes whose unsigned byte order equals the numeric order of the finite float ``value``."""
+    (bits,) = _U64.unpack(_F64.pack(value + 0.0))
+    return _U64.pack(bits ^ _ALL if bits & _SIGN else bits | _SIGN)
+
+
+def decode_ts_key(key: bytes) -> float:
+    """The float of an 8-byte :func:`ts_key` (``-0.0`` comes back as ``0.0``)."""
+    (bits,) = _U64.unpack(key)
+    bits = bits ^ _SIGN if bits & _SIGN else bits ^ _ALL
+    return float(_F64.unpack(_U64.pack(bits))[0])
+
+
+def _blob_key(raw: bytes) -> bytes:
+    if len(raw) <= INLINE_MAX:
+        return b"\x00" + _U16.pack(len(raw)) + raw
+    return b"\x01" + hashlib.sha256(raw).digest()
+
+
+def name_key(name: str) -> bytes:
+    """The key form of a record id or metadata key (inline up to :data:`INLINE_MAX` bytes, else hashed)."""
+    return _blob_key(name.encode("utf-8", "surrogatepass"))
+
+
+def is_hashed(key: bytes) -> bool:
+    """True when ``key`` (from :func:`name_key` or :func:`ns_key`) is a hash, not the name itself."""
+    return key[:1] == b"\x01"
+
+
+def ns_bytes(namespace: Sequence[str]) -> bytes:
+    """The canonical bytes of a namespace: a msgpack array of its strings."""
+    return bytes(msgpack.packb(list(namespace)))
+
+
+def ns_key(canonical: bytes) -> bytes:
+    """The namespace-table key of canonical namespace bytes (inline or hashed like :func:`name_key`)."""
+    return _blob_key(canonical)

@@ -1,0 +1,394 @@
+"""Projections: the indexes derived from the log, folded in the same write transaction as each append.
+
+Sub-databases (keys and values in ``log/FORMAT.md``; ``N`` = 4-byte namespace id, ``I`` = name key of
+a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequence key)::
+
+    ns    namespace key -> N                 namespace table (ids assigned 0, 1, ... in log order)
+    nsn   N -> canonical namespace bytes
+    ver   N I ~S -> end S + T                every version of a record; end 0 = live
+    tver  N T S -> end S                     every version in (timestamp, write order)
+    time  N T S -> I                         live records in (timestamp, write order)
+    meta  N K ~S -> b""                      every metadata write (value in the event at S)
+    cnt   N S -> u64                         live record count of N after event S
+    atix  A S -> b""                         first event of each distinct recorded time A
+
+The fold is a pure function of the events in order: :meth:`Projections.fold` (used by ``rebuild`` and
+``verify``) and the write path call the same primitives. As-of reads (``as_of=S``) are index walks:
+a version is visible at S when its put is at or before S and its end is 0 or after S.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+
+from coniti.errors import StoreCorrupted, StoreError
+from coniti.log.codec import CLEAR, DELETE, ERASE, META, PUT, Event
+from coniti.log.keys import (
+    NSID_LEN,
+    SEQ_LEN,
+    inv_seq_key,
+    is_hashed,
+    name_key,
+    ns_bytes,
+    ns_key,
+    seq_from_inv,
+    seq_from_key,
+    seq_key,
+    ts_key,
+)
+from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD
+
+__all__ = ["FoldError", "Head", "Projections"]
+
+ZERO8 = bytes(8)
+MAX8 = b"\xff" * 8
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_F64 = struct.Struct(">d")
+_TS_END = NSID_LEN + 8
+_SEQ_END = _TS_END + SEQ_LEN
+
+
+class FoldError(StoreCorrupted):
+    """An event does not apply to the state before it (e.g. a delete of a record that is not live)."""
+
+
+class Head:
+    """The last event: ``seq`` (0 when empty), its recorded time ``at`` and its ``hash``."""
+
+    __slots__ = ("at", "hash", "seq")
+
+    def __init__(self, seq: int, at: float, hash: bytes) -> None:
+        self.seq = seq
+        self.at = at
+        self.hash = hash
+
+    def encode(self) -> bytes:
+        return _U64.pack(self.seq) + _F64.pack(self.at) + self.hash
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> Head:
+        if raw is None:
+            return cls(0, 0.0, bytes(32))
+        if len(raw) != 48:
+            raise StoreCorrupted("the head record in the system table is malformed")
+        return cls(_U64.unpack_from(raw)[0], _F64.unpack_from(raw, 8)[0], bytes(raw[16:]))
+
+
+class Projections:
+    """The projection sub-databases seen through one LMDB transaction (read or write).
+
+    Write methods need a write transaction. Nothing is cached beyond the transaction.
+    """
+
+    def __init__(self, txn: Any, dbs: dict[bytes, Any]) -> None:
+        self.txn = txn
+        self.log_db = dbs.get(LOG_DB)
+        self.sys_db = dbs.get(SYS_DB)
+        self.ns_db = dbs[b"ns"]
+        self.nsn_db = dbs[b"nsn"]
+        self.ver_db = dbs[b"ver"]
+        self.tver_db = dbs[b"tver"]
+        self.time_db = dbs[b"time"]
+        self.meta_db = dbs[b"meta"]
+        self.cnt_db = dbs[b"cnt"]
+        self.atix_db = dbs[b"atix"]
+        self._counts: dict[bytes, int] = {}
+        self._ver_cur: Any = None
+
+    # -- head and log --------------------------------------------------------------------------
+
+    def head(self) -> Head:
+        """The head event as recorded in the system table."""
+        return Head.decode(self.txn.get(SYS_HEAD, db=self.sys_db))
+
+    def set_head(self, head: Head) -> None:
+        self.txn.put(SYS_HEAD, head.encode(), db=self.sys_db)
+
+    def frame(self, seq: int) -> bytes:
+        """The stored frame of event ``seq``; :class:`StoreCorrupted` if the log lacks it."""
+        raw = self.txn.get(seq_key(seq), db=self.log_db)
+        if raw is None:
+            raise StoreCorrupted(f"event {seq} is referenced by an index but missing from the log")
+        return bytes(raw)
+
+    def seq_at_time(self, at: float) -> int:
+        """The last event recorded at or before ``at`` (0 if none)."""
+        cur = self.txn.cursor(db=self.atix_db)
+        if cur.set_range(ts_key(at) + MAX8):
+            return seq_from_key(cur.key()[8:]) - 1
+        return self.head().seq
+
+    # -- namespaces ----------------------------------------------------------------------------
+
+    def nsid(self, canonical: bytes) -> bytes | None:
+        """The namespace id of canonical namespace bytes, or None if never used."""
+        key = ns_key(canonical)
+        found = self.txn.get(key, db=self.ns_db)
+        if found is None:
+            return None
+        if is_hashed(key) and self.txn.get(found, db=self.nsn_db) != canonical:
+            return None
+        return bytes(found)
+
+    def intern(self, canonical: bytes) -> bytes:
+        """The namespace id of ``canonical``, assigning the next one if it is new."""
+        key = ns_key(canonical)
+        found = self.txn.get(key, db=self.ns_db)
+        if found is not None:
+            if is_hashed(key) and self.txn.get(found, db=self.nsn_db) != canonical:
+                raise StoreError("two namespaces share a SHA-256 key; refusing to mix them")
+            return bytes(found)
+        cur = self.txn.cursor(db=self.nsn_db)
+        number = _U32.unpack(cur.key())[0] + 1 if cur.last() else 0
+        nsid = _U32.pack(number)
+        self.txn.put(key, nsid, db=self.ns_db)
+        self.txn.put(nsid, canonical, db=self.nsn_db, append=True)
+        return nsid
+
+    def namespaces(self) -> Iterator[tuple[bytes, tuple[str, ...]]]:
+        """Every namespace ever used: ``(namespace id, namespace)`` in id order."""
+        for nsid, canonical in self.txn.cursor(db=self.nsn_db):
+            yield bytes(nsid), tuple(msgpack.unpackb(canonical, raw=False))
+
+    # -- versions ------------------------------------------------------------------------------
+
+    def _vcur(self) -> Any:
+        if self._ver_cur is None:
+            self._ver_cur = self.txn.cursor(db=self.ver_db)
+        return self._ver_cur
+
+    def latest(self, nsid: bytes, idk: bytes) -> tuple[int, bytes] | None:
+        """``(put seq, end S + T)`` of the newest version of a record, or None if it never existed."""
+        prefix = nsid + idk
+        cur = self._vcur()
+        if not cur.set_range(prefix):
+            return None
+        key = cur.key()
+        if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
+            return None
+        return seq_from_inv(key[-SEQ_LEN:]), cur.value()
+
+    def live_seq(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> int | None:
+        """The put seq of the version visible now (or right after event ``as_of``), else None."""
+        prefix = nsid + idk
+        cur = self._vcur()
+        if not cur.set_range(prefix if as_of is None else prefix + inv_seq_key(as_of)):
+            return None
+        key = cur.key()
+        if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
+            return None
+        end = cur.value()[:SEQ_LEN]
+        if end != ZERO8 and (as_of is None or seq_from_key(end) <= as_of):
+            return None
+        return seq_from_inv(key[-SEQ_LEN:])
+
+    def versions(self, nsid: bytes, idk: bytes) -> list[tuple[int, int]]:
+        """Every version of a record as ``(put seq, end seq or 0)``, oldest first."""
+        prefix = nsid + idk
+        out: list[tuple[int, int]] = []
+        cur = self.txn.cursor(db=self.ver_db)
+        if cur.set_range(prefix):
+            for key, value in cur:
+                if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
+                    break
+                out.append((seq_from_inv(key[-SEQ_LEN:]), seq_from_key(value[:SEQ_LEN])))
+        out.reverse()
+        return out
+
+    # -- fold primitives (write transaction) ---------------------------------------------------
+
+    def count(self, nsid: bytes, as_of: int | None = None) -> int:
+        """Live records in the namespace now (or right after event ``as_of``)."""
+        if as_of is None and nsid in self._counts:
+            return self._counts[nsid]
+        cur = self.txn.cursor(db=self.cnt_db)
+        target = nsid + (MAX8 if as_of is None else seq_key(as_of + 1))
+        found = cur.prev() if cur.set_range(target) else cur.last()
+        value = 0
+        if found:
+            key = cur.key()
+            if key[:NSID_LEN] == nsid:
+                value = _U64.unpack(cur.value())[0]
+        if as_of is None:
+            self._counts[nsid] = value
+        return value
+
+    def _set_count(self, nsid: bytes, seq: int, value: int) -> None:
+        self._counts[nsid] = value
+        self.txn.put(nsid + seq_key(seq), _U64.pack(value), db=self.cnt_db)
+
+    def put(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
+        """Fold a put of a record that is not live."""
+        txn = self.txn
+        sk = seq_key(seq)
+        txn.put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk, db=self.ver_db)
+        tk = nsid + tsk + sk
+        txn.put(tk, ZERO8, db=self.tver_db)
+        txn.put(tk, idk, db=self.time_db)
+        self._set_count(nsid, seq, self.count(nsid) + 1)
+
+    def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> None:
+        txn = self.txn
+        end = seq_key(seq)
+        txn.put(nsid + idk + inv_seq_key(put_seq), end + tsk, db=self.ver_db)
+        tk = nsid + tsk + seq_key(put_seq)
+        txn.put(tk, end, db=self.tver_db)
+        txn.delete(tk, db=self.time_db)
+
+    def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
+        """Fold a delete (or erase): end the live version. False if the record is not live."""
+        latest = self.latest(nsid, idk)
+        if latest is None or latest[1][:SEQ_LEN] != ZERO8:
+            return False
+        self._end(seq, nsid, idk, latest[0], bytes(latest[1][SEQ_LEN:]))
+        self._set_count(nsid, seq, self.count(nsid) - 1)
+        return True
+
+    def clear(self, seq: int, nsid: bytes) -> int:
+        """Fold a clear: end every live version of the namespace. Returns how many."""
+        txn = self.txn
+        end = seq_key(seq)
+        cur = txn.cursor(db=self.time_db)
+        removed = 0
+        if cur.set_range(nsid):
+            while True:
+                key = cur.key()
+                if key[:NSID_LEN] != nsid:
+                    break
+                tsk = key[NSID_LEN:_TS_END]
+                put_seq = key[_TS_END:]
+                idk = cur.value()
+                txn.put(nsid + idk + inv_seq_key(seq_from_key(put_seq)), end + tsk, db=self.ver_db)
+                txn.put(key, end, db=self.tver_db)
+                removed += 1
+                if not cur.delete() or not cur.key():
+                    break
+        self._set_count(nsid, seq, 0)
+        return removed
+
+    def meta(self, seq: int, nsid: bytes, mk: bytes) -> None:
+        """Fold a metadata write (the value stays in the event)."""
+        self.txn.put(nsid + mk + inv_seq_key(seq), b"", db=self.meta_db)
+
+    def mark_time(self, seq: int, at: float, prev_at: float | None) -> None:
+        """Index the first event of each distinct recorded time."""
+        if at != prev_at:
+            self.txn.put(ts_key(at) + seq_key(seq), b"", db=self.atix_db, append=True)
+
+    def fold(self, event: Event, prev_at: float | None) -> None:
+        """Apply one decoded event. Raises :class:`FoldError` if it does not apply."""
+        seq = event.seq
+        canonical = ns_bytes(event.namespace)
+        kind = event.kind
+        if kind == PUT:
+            assert event.id is not None and event.timestamp is not None
+            nsid = self.intern(canonical)
+            idk = name_key(event.id)
+            latest = self.latest(nsid, idk)
+            if latest is not None and latest[1][:SEQ_LEN] == ZERO8:
+                raise FoldError(f"event {seq}: put of record {event.id!r}, which is already live")
+            self.put(seq, nsid, idk, ts_key(event.timestamp))
+        elif kind in (DELETE, ERASE):
+            assert event.id is not None
+            found = self.nsid(canonical)
+            deleted = found is not None and self.delete(seq, found, name_key(event.id))
+            if kind == DELETE and not deleted:
+                raise FoldError(f"event {seq}: delete of record {event.id!r}, which is not live")
+        elif kind == CLEAR:
+            found = self.nsid(canonical)
+            if found is not None:
+                self.clear(seq, found)
+        elif kind == META:
+            assert event.key is not None
+            self.meta(seq, self.intern(canonical), name_key(event.key))
+        self.mark_time(seq, event.at, prev_at)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def scan(
+        self,
+        nsid: bytes,
+        lo: bytes | None,
+        hi: bytes | None,
+        after: bytes | None,
+        limit: int | None,
+        as_of: int | None = None,
+    ) -> tuple[list[int], bytes | None]:
+        """Put seqs of visible records in (timestamp, write order) within ``[lo, hi)`` (timestamp
+        keys), strictly after position ``after`` (``T S``), at most ``limit``; plus the position of
+        the last one returned when more follow (else None)."""
+        start = nsid + lo if lo is not None else nsid
+        if after is not None:
+            pos = nsid + after[:8] + seq_key(seq_from_key(after[8:]) + 1)
+            start = max(start, pos)
+        out: list[int] = []
+        last_key = b""
+        if as_of is None:
+            cur = self.txn.cursor(db=self.time_db)
+            if not cur.set_range(start):
+                return out, None
+            for key in cur.iternext(keys=True, values=False):
+                if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
+                    return out, None
+                if limit is not None and len(out) == limit:
+                    return out, last_key[NSID_LEN:]
+                out.append(seq_from_key(key[_TS_END:]))
+                last_key = key
+            return out, None
+        cur = self.txn.cursor(db=self.tver_db)
+        if not cur.set_range(start):
+            return out, None
+        for key, end in cur.iternext(keys=True, values=True):
+            if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
+                return out, None
+            put_seq = seq_from_key(key[_TS_END:])
+            if put_seq > as_of or (end != ZERO8 and seq_from_key(end) <= as_of):
+                continue
+            if limit is not None and len(out) == limit:
+                return out, last_key[NSID_LEN:]
+            out.append(put_seq)
+            last_key = key
+        return out, None
+
+    def count_range(
+        self, nsid: bytes, lo: bytes | None, hi: bytes | None, as_of: int | None = None
+    ) -> int:
+        """Visible records with a timestamp key in ``[lo, hi)``."""
+        if lo is None and hi is None:
+            return self.count(nsid, as_of)
+        start = nsid + lo if lo is not None else nsid
+        n = 0
+        if as_of is None:
+            cur = self.txn.cursor(db=self.time_db)
+            if cur.set_range(start):
+                for key in cur.iternext(keys=True, values=False):
+                    if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
+                        break
+                    n += 1
+            return n
+        cur = self.txn.cursor(db=self.tver_db)
+        if cur.set_range(start):
+            for key, end in cur.iternext(keys=True, values=True):
+                if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
+                    break
+                if seq_from_key(key[_TS_END:]) <= as_of and (
+                    end == ZERO8 or seq_from_key(end) > as_of
+                ):
+                    n += 1
+        return n
+
+    def meta_seq(self, nsid: bytes, mk: bytes, as_of: int | None = None) -> int | None:
+        """The seq of the metadata write in effect now (or right after ``as_of``), else None."""
+        prefix = nsid + mk
+        cur = self.txn.cursor(db=self.meta_db)
+        if not cur.set_range(prefix if as_of is None else prefix + inv_seq_key(as_of)):
+            return None
+        key = cur.key()
+        if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
+            return None
+        return seq_from_inv(key[-SEQ_LEN:])

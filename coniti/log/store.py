@@ -1,0 +1,482 @@
+"""LMDB environment management: one environment per store directory per process, shared by every handle.
+
+Contracts:
+
+* **One environment per path per process.** LMDB forbids opening the same files twice in a process;
+  :class:`Store` handles on one directory (by real path) share one :class:`_Shared` environment,
+  reference-counted, closed when the last handle closes.
+* **Durability.** ``"sync"`` (default): a commit is flushed to disk (data, then meta page) before the
+  call returns, so an acknowledged write survives a process or machine crash. ``"nosync"``: commits are
+  not flushed; a process crash loses nothing, but an OS crash or power loss may lose the most recent
+  commits (LMDB keeps the file consistent when the filesystem preserves write order). Every handle on
+  one path in a process shares the first opener's mode; asking for another raises ``ContractError``.
+* **Writers** are serialised per environment by a lock, and a write transaction never leaves the
+  thread that began it. Other processes' writers are serialised by LMDB's own lock.
+* **Growth.** A full map is doubled and the transaction retried (the work function runs again, so it
+  must keep its state in the transaction). A map grown by another process is adopted
+  (``set_mapsize(0)``) when LMDB reports it. Resizing waits until no transaction of this process is
+  open (readers hold a shared gate for the length of one read).
+* **Hygiene.** Stale reader slots of dead processes are cleared at open. The directory is created
+  0700 and the files 0600. A handle used in a process other than the one that opened it (after
+  ``fork()``) raises :class:`StoreForked`; opening the path anew in the child works.
+* **Errors.** LMDB and OS errors are translated to coniti errors in :func:`lmdb_errors`, the one
+  boundary of this package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import struct
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import lmdb
+
+from coniti.errors import (
+    ContractError,
+    ReadOnlyError,
+    StoreClosed,
+    StoreCorrupted,
+    StoreError,
+    StoreForked,
+    StoreFull,
+    StoreVersionError,
+)
+from coniti.log.codec import FORMAT_VERSION
+
+__all__ = [
+    "DEFAULT_MAP_SIZE",
+    "DURABILITIES",
+    "LOG_DB",
+    "PROJECTION_DBS",
+    "SYS_DB",
+    "Store",
+    "lmdb_errors",
+]
+
+T = TypeVar("T")
+
+DEFAULT_MAP_SIZE = 1 << 30
+"""Initial map size (1 GiB of address space; the file grows only as data is written)."""
+MAX_GROWTHS = 24
+DURABILITIES = ("sync", "nosync")
+
+LOG_DB = b"log"
+SYS_DB = b"sys"
+PROJECTION_DBS = (b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"atix")
+"""Sub-databases derived from the log (see ``log/FORMAT.md``); ``rebuild`` recomputes all of them."""
+ALL_DBS = (LOG_DB, SYS_DB, *PROJECTION_DBS)
+
+SYS_ID = b"id"
+SYS_SECRET = b"secret"
+SYS_FORMAT = b"format"
+SYS_HEAD = b"head"
+_U32 = struct.Struct(">I")
+
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+
+
+@contextlib.contextmanager
+def lmdb_errors(path: str) -> Iterator[None]:
+    """Translate LMDB and OS errors raised inside the block into the most specific coniti error."""
+    try:
+        yield
+    except (lmdb.MapFullError, lmdb.DiskError) as exc:
+        raise StoreFull(f"store {path} is full: {exc}") from exc
+    except (
+        lmdb.CorruptedError,
+        lmdb.PageNotFoundError,
+        lmdb.PanicError,
+        lmdb.BadChecksumError,
+        lmdb.InvalidError,
+    ) as exc:
+        raise StoreCorrupted(f"store {path} is damaged: {exc}") from exc
+    except lmdb.VersionMismatchError as exc:
+        raise StoreVersionError(f"store {path} was written by another LMDB version: {exc}") from exc
+    except lmdb.ReadonlyError as exc:
+        raise ReadOnlyError(f"store {path} is read-only: {exc}") from exc
+    except lmdb.Error as exc:
+        if getattr(exc, "code", None) in _STORAGE_ERRNOS:
+            raise StoreFull(f"store {path} could not grow: {exc}") from exc
+        raise StoreError(f"store {path}: {exc}") from exc
+    except OSError as exc:
+        if exc.errno in _STORAGE_ERRNOS:
+            raise StoreFull(f"store {path} could not grow: {exc}") from exc
+        raise StoreError(f"store {path}: {exc}") from exc
+
+
+class _Gate:
+    """Shared/exclusive gate: transactions hold it shared, a map resize holds it exclusive."""
+
+    __slots__ = ("_active", "_cond", "_exclusive", "_waiting")
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._active = 0
+        self._waiting = 0
+        self._exclusive = False
+
+    def enter(self) -> None:
+        with self._cond:
+            while self._exclusive or self._waiting:
+                self._cond.wait()
+            self._active += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._active -= 1
+            if not self._active and self._waiting:
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            try:
+                while self._exclusive or self._active:
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class _Shared:
+    """One open LMDB environment and what every handle on it shares."""
+
+    def __init__(
+        self, path: str, env: lmdb.Environment, readonly: bool, durability: str
+    ) -> None:
+        self.path = path
+        self.env = env
+        self.readonly = readonly
+        self.durability = durability
+        self.pid = os.getpid()
+        self.refs = 0
+        self.write_lock = threading.Lock()
+        self.gate = _Gate()
+        self.dbs: dict[bytes, Any] = {}
+        self.store_id = b""
+        self.secret = b""
+
+
+_REGISTRY: dict[str, _Shared] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _REGISTRY_LOCK
+    _REGISTRY_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _prepare_dir(path: str, readonly: bool) -> None:
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise StoreError(f"store path {path} exists and is not a directory")
+        return
+    if readonly:
+        raise StoreError(f"no store at {path} (opened read-only, so none is created)")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
+def _init_env(shared: _Shared) -> None:
+    env = shared.env
+    if shared.readonly:
+        with env.begin() as txn:
+            for name in ALL_DBS:
+                try:
+                    shared.dbs[name] = env.open_db(name, txn=txn, create=False)
+                except lmdb.NotFoundError:
+                    raise StoreError(f"{shared.path} is not a coniti store (no {name.decode()} table)") from None
+            sys_db = shared.dbs[SYS_DB]
+            fmt, sid, secret = (txn.get(k, db=sys_db) for k in (SYS_FORMAT, SYS_ID, SYS_SECRET))
+    else:
+        with env.begin(write=True) as txn:
+            for name in ALL_DBS:
+                shared.dbs[name] = env.open_db(name, txn=txn, create=True)
+            sys_db = shared.dbs[SYS_DB]
+            fmt = txn.get(SYS_FORMAT, db=sys_db)
+            if fmt is None:
+                fmt = _U32.pack(FORMAT_VERSION)
+                txn.put(SYS_FORMAT, fmt, db=sys_db)
+                txn.put(SYS_ID, uuid.uuid4().bytes, db=sys_db)
+                txn.put(SYS_SECRET, secrets.token_bytes(32), db=sys_db)
+            sid = txn.get(SYS_ID, db=sys_db)
+            secret = txn.get(SYS_SECRET, db=sys_db)
+    if fmt is None or sid is None or secret is None:
+        raise StoreError(f"{shared.path} is not a coniti store (system table incomplete)")
+    (version,) = _U32.unpack(fmt)
+    if version > FORMAT_VERSION:
+        raise StoreVersionError(
+            f"store {shared.path} has format version {version}; this coniti reads up to {FORMAT_VERSION}"
+        )
+    shared.store_id = bytes(sid)
+    shared.secret = bytes(secret)
+
+
+def _acquire(path: str, durability: str, map_size: int, readonly: bool) -> _Shared:
+    real = os.path.realpath(os.fspath(path))
+    with _REGISTRY_LOCK:
+        shared = _REGISTRY.get(real)
+        if shared is not None and shared.pid != os.getpid():
+            # Inherited across fork(): release the parent's handle in this process, open anew.
+            del _REGISTRY[real]
+            with contextlib.suppress(Exception):
+                shared.env.close()
+            shared = None
+        if shared is not None:
+            if shared.durability != durability:
+                raise ContractError(
+                    f"durability={durability!r}: store {real} is already open in this process with "
+                    f"durability={shared.durability!r}"
+                )
+            if shared.readonly and not readonly:
+                raise StoreError(f"store {real} is already open read-only in this process")
+            shared.refs += 1
+            return shared
+        _prepare_dir(real, readonly)
+        sync = durability == "sync"
+        with lmdb_errors(real):
+            env = lmdb.open(
+                real,
+                map_size=map_size,
+                subdir=True,
+                readonly=readonly,
+                sync=sync,
+                metasync=sync,
+                mode=0o700,
+                create=not readonly,
+                max_dbs=len(ALL_DBS) + 4,
+                max_readers=1024,
+                max_spare_txns=0,
+            )
+            try:
+                shared = _Shared(real, env, readonly, durability)
+                if not readonly:
+                    env.reader_check()
+                _init_env(shared)
+            except BaseException:
+                env.close()
+                raise
+        shared.refs = 1
+        _REGISTRY[real] = shared
+        return shared
+
+
+def _release(shared: _Shared) -> None:
+    with _REGISTRY_LOCK:
+        shared.refs -= 1
+        if shared.refs > 0:
+            return
+        if _REGISTRY.get(shared.path) is shared:
+            del _REGISTRY[shared.path]
+    with shared.write_lock, shared.gate.exclusive():
+        shared.env.close()
+
+
+class Store:
+    """A handle on a store directory. Thread-safe; share it or open more, they share one environment.
+
+    ``read()`` yields a read transaction; ``write(fn)`` runs ``fn(txn)`` in a write transaction and
+    commits it. Neither may be held across calls into user code.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: str = "sync",
+        map_size: int = DEFAULT_MAP_SIZE,
+        readonly: bool = False,
+    ) -> None:
+        if durability not in DURABILITIES:
+            raise ContractError(
+                f"durability must be one of {', '.join(map(repr, DURABILITIES))}, got {durability!r}"
+            )
+        if not isinstance(map_size, int) or isinstance(map_size, bool) or map_size < 1 << 16:
+            raise ContractError(f"map_size must be an integer of at least 65536 bytes, got {map_size!r}")
+        self.readonly = readonly
+        self._shared: _Shared | None = _acquire(os.fspath(path), durability, map_size, readonly)
+        self.path = self._shared.path
+        self.durability = durability
+        self._pid = os.getpid()
+
+    @property
+    def store_id(self) -> bytes:
+        """16 random bytes naming this store (kept in the system table)."""
+        return self._live().store_id
+
+    @property
+    def secret(self) -> bytes:
+        """32 random bytes of this store, the key for its cursor MACs."""
+        return self._live().secret
+
+    @property
+    def dbs(self) -> dict[bytes, Any]:
+        """The sub-database handles by name."""
+        return self._live().dbs
+
+    def _live(self) -> _Shared:
+        shared = self._shared
+        if shared is None:
+            raise StoreClosed(f"store {self.path} is closed")
+        if os.getpid() != self._pid:
+            raise StoreForked(
+                f"store {self.path} was opened in process {self._pid}; this is process "
+                f"{os.getpid()} (after fork): open a new LogBackend here"
+            )
+        return shared
+
+    @property
+    def closed(self) -> bool:
+        return self._shared is None
+
+    def close(self) -> None:
+        """Release this handle; the environment closes with the last handle. Idempotent.
+
+        In a forked child the handle is dropped without touching the parent's environment.
+        """
+        shared, self._shared = self._shared, None
+        if shared is not None and os.getpid() == self._pid:
+            _release(shared)
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _adopt_new_size(self, shared: _Shared) -> None:
+        with shared.gate.exclusive():
+            shared.env.set_mapsize(0)
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Any]:
+        """A read transaction over one consistent snapshot, for the length of the block."""
+        shared = self._live()
+        gate = shared.gate
+        with lmdb_errors(self.path):
+            while True:
+                gate.enter()
+                try:
+                    txn = shared.env.begin(buffers=False)
+                except lmdb.MapResizedError:
+                    gate.leave()
+                    self._adopt_new_size(shared)
+                    continue
+                except BaseException:
+                    gate.leave()
+                    raise
+                break
+            try:
+                yield txn
+            finally:
+                try:
+                    txn.abort()
+                finally:
+                    gate.leave()
+
+    def write(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(txn)`` in a write transaction and commit; returns what ``fn`` returned.
+
+        If ``fn`` raises, nothing is written. A full map is grown and ``fn`` runs again in a fresh
+        transaction, so ``fn`` must keep its state in the transaction. Raises :class:`StoreFull` when
+        the map cannot grow or the disk refuses the write.
+        """
+        shared = self._live()
+        if self.readonly:
+            raise ReadOnlyError(f"store {self.path} was opened read-only")
+        gate = shared.gate
+        env = shared.env
+        with shared.write_lock, lmdb_errors(self.path):
+            growths = 0
+            while True:
+                gate.enter()
+                try:
+                    txn = env.begin(write=True)
+                except lmdb.MapResizedError:
+                    gate.leave()
+                    self._adopt_new_size(shared)
+                    continue
+                except BaseException:
+                    gate.leave()
+                    raise
+                try:
+                    try:
+                        result = fn(txn)
+                        txn.commit()
+                    except BaseException:
+                        txn.abort()
+                        raise
+                except lmdb.MapFullError:
+                    gate.leave()
+                    growths += 1
+                    if growths > MAX_GROWTHS:
+                        raise
+                    self._grow(shared)
+                    continue
+                except BaseException:
+                    gate.leave()
+                    raise
+                gate.leave()
+                return result
+
+    def _grow(self, shared: _Shared) -> None:
+        with shared.gate.exclusive():
+            size = int(shared.env.info()["map_size"])
+            shared.env.set_mapsize(size * 2)
+
+    def map_size(self) -> int:
+        """The current map size in bytes."""
+        return int(self._live().env.info()["map_size"])
+
+    def sync(self) -> None:
+        """Flush every commit to disk now (useful with ``durability="nosync"``)."""
+        shared = self._live()
+        with lmdb_errors(self.path):
+            shared.env.sync(True)
+
+    @contextlib.contextmanager
+    def read_at_rest(self, check: Callable[[str], T]) -> Iterator[tuple[T, Any]]:
+        """Run ``check(path of data.mdb)`` while every writer of every process is held off, then yield
+        ``(check's result, read transaction)`` on exactly the state that was checked.
+
+        Writers are released once the read transaction has begun. On a read-only handle other
+        processes' writers cannot be held off. The read transaction is None if ``check`` returned
+        something truthy (a damaged file must not be read through LMDB).
+        """
+        shared = self._live()
+        env = shared.env
+        data_file = os.path.join(self.path, "data.mdb")
+        with lmdb_errors(self.path):
+            with shared.write_lock:
+                shared.gate.enter()
+                try:
+                    wtxn = None if self.readonly else env.begin(write=True)
+                    try:
+                        result = check(data_file)
+                        rtxn = None if result else env.begin()
+                    finally:
+                        if wtxn is not None:
+                            wtxn.abort()
+                except BaseException:
+                    shared.gate.leave()
+                    raise
+            try:
+                yield result, rtxn
+            finally:
+                try:
+                    if rtxn is not None:
+                        rtxn.abort()
+                finally:
+                    shared.gate.leave()
