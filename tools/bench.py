@@ -40,10 +40,12 @@ dump        dump and load of the memory file (rec/s)
 rebuild     LogBackend.rebuild() and verify() (events/s)
 peak        peak memory of dump, verify and a full scan, each in a fresh subprocess: anonymous RSS
             sampled every 2 ms (heap, numpy and LMDB buffers; excludes the mapped store file) and
-            ru_maxrss (includes mapped file pages, so it grows with what the scan touches)
+            peak RSS (VmHWM, includes mapped file pages, so it grows with what the op touches)
 engine      engine ingest and ask, from tools/bench_engine.py when it exists
 
-Times are wall-clock (time.perf_counter) with the garbage collector on, as callers run. No test
+Times are wall-clock (time.perf_counter) with the garbage collector on, as callers run; before each
+phase the objects alive so far are frozen (gc.freeze), so one system's data does not slow another's
+collections. No test
 asserts a time: ``tests/test_bench_smoke.py`` only runs ``--quick`` at a tiny N.
 """
 
@@ -221,9 +223,9 @@ METRICS: dict[str, Metric] = {
         _m("peak_dump", "peak anon memory: dump", "MB", False, Term("<", 200), digits=1),
         _m("peak_verify", "peak anon memory: verify", "MB", False, Term("<", 200), digits=1),
         _m("peak_scan", "peak anon memory: full scan", "MB", False, Term("<", 200), digits=1),
-        _m("rss_dump", "ru_maxrss: dump", "MB", False, digits=1),
-        _m("rss_verify", "ru_maxrss: verify", "MB", False, digits=1),
-        _m("rss_scan", "ru_maxrss: full scan", "MB", False, digits=1),
+        _m("rss_dump", "peak RSS (VmHWM): dump", "MB", False, digits=1),
+        _m("rss_verify", "peak RSS (VmHWM): verify", "MB", False, digits=1),
+        _m("rss_scan", "peak RSS (VmHWM): full scan", "MB", False, digits=1),
     ]
 }
 
@@ -364,11 +366,18 @@ class Bench:
             ("rebuild", self.rebuild),
             ("peak", self.peak),
         ]
-        for name, step in steps:
-            if name == "bulk" or self.selected(name):
-                t0 = time.perf_counter()
-                step(order, r)
-                self.log(f"  {name}: {time.perf_counter() - t0:.1f} s")
+        try:
+            for name, step in steps:
+                if name == "bulk" or self.selected(name):
+                    # Long-lived objects so far (the workload, in-memory stores) go to the permanent
+                    # generation, so that a system's collections do not scan another system's data.
+                    gc.collect()
+                    gc.freeze()
+                    t0 = time.perf_counter()
+                    step(order, r)
+                    self.log(f"  {name}: {time.perf_counter() - t0:.1f} s")
+        finally:
+            gc.unfreeze()
 
     # -- phases ------------------------------------------------------------------------------
 
@@ -722,8 +731,6 @@ def _status_kb(field_name: str) -> int:
 
 def child_peak(op: str, key: str, path: Path, namespaces: list[tuple[str, ...]]) -> None:
     """Run one op on an existing store and print its memory figures as one JSON line."""
-    import resource
-
     peak = [0]
     stop = threading.Event()
 
@@ -758,7 +765,8 @@ def child_peak(op: str, key: str, path: Path, namespaces: list[tuple[str, ...]])
     stop.set()
     sampler.join()
     peak[0] = max(peak[0], _status_kb("RssAnon"))
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over from the parent across exec.
+    maxrss = _status_kb("VmHWM")
     system.close()
     print(
         json.dumps(
