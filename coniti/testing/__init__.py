@@ -1,0 +1,135 @@
+'''The conformance suite for :class:`~coniti.memory.MemoryBackend` implementations, as pytest mixins.
+
+A backend opts in with one small class in its own test module. Give the ``backend_factory`` fixture
+(a callable that returns a fresh, empty backend on *every* call) and inherit the tests::
+
+    import itertools
+
+    import pytest
+
+    from coniti.testing import MemoryBackendTests
+
+    class TestMyBackend(MemoryBackendTests):
+        supports_threads = True        # declared capabilities, see below
+
+        @pytest.fixture
+        def backend_factory(self, tmp_path):
+            counter = itertools.count()
+            return lambda: MyBackend(tmp_path / f"store-{next(counter)}")
+
+That is all: every rule of the spec's "Rules every backend follows" and the memory file's
+"Guarantees" then runs against the backend, on the sync and the async path, and each failure shows as
+its own test (``-k`` works). The suite uses only the public ``MemoryBackend`` operations and closes
+every backend it gets from the factory. Property tests call the factory once per generated example, so
+the factory must not hand out the same store twice.
+
+To run only some capabilities, inherit the mixins you want instead of :class:`MemoryBackendTests`;
+each is a small class with no ``Test`` prefix, so pytest collects nothing until you subclass it:
+
+=====================  ==========================================================================
+``BasicsTests``        factory gives independent backends; ``kind``; ``close``; context manager
+``PutTests``           all-or-nothing; DuplicateRecord for existing or repeated ids
+``GetTests``           missing ids, repeats once, request order
+``DeleteTests``        deleted/missing, repeats once
+``ScanTests``          (timestamp, write order), half-open ranges, exact paging, ``next_cursor``
+``CursorTests``        resuming across deletes and inserts; InvalidCursor for bad/foreign cursors
+``NamespaceTests``     isolation of scan, get, delete, count, meta, clear
+``CopyTests``          records and meta values copied in and out
+``MetaTests``          JSON values, ``None`` when unset
+``ClearTests``         deleted count, metadata kept
+``CountTests``         totals and half-open ranges
+``RequestTypeTests``   a wrong request type raises ContractError (sync and async)
+``AsyncTests``         every async twin equals its sync operation
+``IterAllTests``       ``iter_all`` at any page size
+``DumpTests``          the memory file writer: header, gzip, stream, ``.partial`` + rename, 0600
+``LoadTests``          the reader: namespaces, re-homing, the embedding id travelling
+``RejectTests``        every kind of bad file refused with MemoryFileError, target unchanged
+``RollbackTests``      validate-first, batches of 500, rollback of a failed write
+``PropertyTests``      hypothesis: paging, scan order, dump/load round trip bit for bit
+``ConcurrencyTests``   threads and ``fork()``, as declared
+=====================  ==========================================================================
+
+Capabilities where backends may differ are class attributes you declare; the suite never detects them:
+
+* ``supports_threads`` (default False): one instance may be used from several threads at once. When
+  False, the thread tests are skipped.
+* ``supports_fork_safety`` (default False): an instance inherited through ``os.fork()`` keeps working
+  in the child. When False, the child's first use must raise
+  :class:`~coniti.errors.MemoryBackendError` (use after fork detected, never undefined).
+
+Needs pytest and hypothesis (the ``test`` extra).
+'''
+
+from __future__ import annotations
+
+from coniti.testing.async_twins import AsyncTests
+from coniti.testing.basics import BasicsTests
+from coniti.testing.clear import ClearTests
+from coniti.testing.concurrency import ConcurrencyTests
+from coniti.testing.copies import CopyTests
+from coniti.testing.count import CountTests
+from coniti.testing.cursors import CursorTests
+from coniti.testing.delete import DeleteTests
+from coniti.testing.fixtures import BackendFactory, BackendFixtures
+from coniti.testing.get import GetTests
+from coniti.testing.iteration import IterAllTests
+from coniti.testing.memfile_dump import DumpTests
+from coniti.testing.memfile_load import LoadTests, RollbackTests
+from coniti.testing.memfile_reject import RejectTests
+from coniti.testing.meta import MetaTests
+from coniti.testing.namespaces import NamespaceTests
+from coniti.testing.properties import PropertyTests
+from coniti.testing.put import PutTests
+from coniti.testing.requests import RequestTypeTests
+from coniti.testing.scan import ScanTests
+
+__all__ = [
+    "AsyncTests",
+    "BackendFactory",
+    "BackendFixtures",
+    "BasicsTests",
+    "ClearTests",
+    "ConcurrencyTests",
+    "CopyTests",
+    "CountTests",
+    "CursorTests",
+    "DeleteTests",
+    "DumpTests",
+    "GetTests",
+    "IterAllTests",
+    "LoadTests",
+    "MemoryBackendTests",
+    "MetaTests",
+    "NamespaceTests",
+    "PropertyTests",
+    "PutTests",
+    "RejectTests",
+    "RequestTypeTests",
+    "RollbackTests",
+    "ScanTests",
+]
+
+
+class MemoryBackendTests(
+    BasicsTests,
+    PutTests,
+    GetTests,
+    DeleteTests,
+    ScanTests,
+    CursorTests,
+    NamespaceTests,
+    CopyTests,
+    MetaTests,
+    ClearTests,
+    CountTests,
+    RequestTypeTests,
+    AsyncTests,
+    IterAllTests,
+    DumpTests,
+    LoadTests,
+    RejectTests,
+    RollbackTests,
+    PropertyTests,
+    ConcurrencyTests,
+):
+    """Every conformance mixin. Subclass it with a ``backend_factory`` fixture (see the module doc)."""
