@@ -318,6 +318,7 @@ def _read_file(
     namespace, embedding_id, count = _check_header(parse_json_line(first[1], 1))
     records: list[MemoryRecord] = []
     seen: set[tuple[tuple[str, ...], str]] = set()
+    duplicate: tuple[int, MemoryRecord] | None = None  # reported once every record is known valid
     for lineno, line in lines:
         if not line.strip():
             raise MemoryFileError(f"line {lineno}: blank line")
@@ -329,12 +330,15 @@ def _read_file(
         if rehome is not None:
             record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
         key = (record.namespace, record.id)
-        if key in seen:
-            raise MemoryFileError(
-                f"line {lineno}: record id {record.id!r} appears twice in namespace {record.namespace!r}"
-            )
+        if key in seen and duplicate is None:
+            duplicate = (lineno, record)
         seen.add(key)
         records.append(record)
+    if duplicate is not None:
+        lineno, record = duplicate
+        raise MemoryFileError(
+            f"line {lineno}: record id {record.id!r} appears twice in namespace {record.namespace!r}"
+        )
     if len(records) != count:
         raise MemoryFileError(
             f"the header says {count} records but the file has {len(records)} "
