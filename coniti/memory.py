@@ -97,9 +97,11 @@ def as_vector(value: Any, dtype: str | None = None) -> np.ndarray:
     """A fresh 1-D finite float vector from ``value``; float16/32/64 arrays keep their dtype."""
     if dtype is not None and dtype not in VECTOR_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(VECTOR_DTYPES)}, got {dtype!r}")
+    # A value too large for the dtype becomes infinity and is refused below; no RuntimeWarning.
     if isinstance(value, np.ndarray):
         if value.dtype.type in _FLOAT_TYPES:
-            arr = np.array(value, dtype=dtype, copy=True)
+            with np.errstate(over="ignore"):
+                arr = np.array(value, dtype=dtype, copy=True)
         elif value.dtype.kind in "iu":
             arr = np.array(value, dtype=dtype or np.float64)
         else:
@@ -107,7 +109,8 @@ def as_vector(value: Any, dtype: str | None = None) -> np.ndarray:
     elif isinstance(value, list | tuple):
         if not set(map(type, value)) <= _NUMBER_TYPES:
             raise ValueError("vector must contain only numbers")
-        arr = np.array(value, dtype=dtype or np.float64)
+        with np.errstate(over="ignore"):
+            arr = np.array(value, dtype=dtype or np.float64)
     else:
         raise ValueError(f"vector must be a numpy array or a list of numbers, got {type(value).__name__}")
     if arr.ndim != 1 or arr.size == 0:
