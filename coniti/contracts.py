@@ -26,10 +26,14 @@ def describe_validation_error(model: str, exc: pydantic.ValidationError) -> str:
     """One line per problem: ``Model.field.sub: message``."""
     parts = []
     for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
         msg = err["msg"]
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
+        if not err["loc"] and isinstance(err.get("ctx", {}).get("error"), ContractError):
+            # pydantic runs Contract.__init__ inside validation: its message is already described
+            parts.append(msg)
+            continue
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
         parts.append(f"{model}.{loc}: {msg}")
     return "; ".join(parts)
 
