@@ -68,27 +68,24 @@ class Settings:
             self._output = Output(json_mode=self.json)
         return self._output
 
-    def open_store(self, *, create: bool = False) -> LogBackend:
-        """Open the selected store. Without ``create``, a missing store is an error, not created."""
+    def open_store(self, mode: str = "read") -> LogBackend:
+        """Open the selected store: ``"read"`` and ``"write"`` need an existing (non-empty) store
+        directory, ``"create"`` makes one if missing. Only ``"create"`` makes a store."""
         from coniti.impl.log import LogBackend
 
         path = self.store_path
-        if not create and not _looks_like_store(path):
+        if mode != "create" and not (path.is_dir() and any(path.iterdir())):
             raise CliError(
                 f"no store at {path} (choose one with --store or CONITI_STORE; "
                 "'coniti add', 'load' or 'import' create one)"
             )
         return LogBackend(path, actor=self.actor_name)
 
-    def stamp(self, store: LogBackend) -> AbstractContextManager[Any]:
+    def stamp(self, store: LogBackend) -> AbstractContextManager[None]:
         """The audit block that stamps events written inside it with ``--actor``/``--reason``."""
         if self.reason is None:
             return nullcontext()
         return store.audit(actor=self.actor_name, reason=self.reason)
-
-
-def _looks_like_store(path: Path) -> bool:
-    return path.is_dir() and any(path.iterdir())
 
 
 def settings() -> Settings:

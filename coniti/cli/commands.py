@@ -1,9 +1,21 @@
-"""The list of commands the ``coniti`` group registers, gathered from their modules."""
+"""The commands the ``coniti`` group registers, gathered from their modules."""
 
 from __future__ import annotations
 
 import click
 
+from coniti.cli import care_cmds, file_cmds, memory_cmds
+
 __all__ = ["COMMANDS"]
 
-COMMANDS: list[click.Command] = []
+COMMANDS: list[click.Command] = [
+    memory_cmds.get,
+    memory_cmds.rm,
+    memory_cmds.ls,
+    memory_cmds.count,
+    memory_cmds.meta,
+    file_cmds.dump,
+    file_cmds.load,
+    care_cmds.verify,
+    care_cmds.rebuild,
+]

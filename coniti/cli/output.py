@@ -8,6 +8,7 @@ when both stdout and stderr are terminals and ``--json`` is off.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,7 +26,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-__all__ = ["Output", "Ticker"]
+__all__ = ["PIPE_WIDTH", "Output", "Ticker"]
+
+PIPE_WIDTH = 100
+"""Columns used for tables when stdout is not a terminal and ``COLUMNS`` is not set."""
 
 
 class Ticker(Protocol):
@@ -39,8 +43,11 @@ class Output:
 
     def __init__(self, *, json_mode: bool) -> None:
         self.json_mode = json_mode
-        self.console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
+        tty = sys.stdout.isatty()
+        width = None if tty or os.environ.get("COLUMNS") else PIPE_WIDTH
+        self.console = Console(file=sys.stdout, highlight=False, soft_wrap=False, width=width)
         self.err = Console(file=sys.stderr, highlight=False)
+        self._plain = not tty
 
     # -- programs ------------------------------------------------------------------------------
 
@@ -62,11 +69,19 @@ class Output:
 
     def line(self, text: str = "", *, style: str | None = None) -> None:
         """A line of plain text (no markup interpretation)."""
-        self.console.print(escape(text), style=style, highlight=False)
+        self.console.print(escape(text), style=style, highlight=False, soft_wrap=True)
 
     def rich(self, renderable: Any) -> None:
-        """Print a rich renderable (table, panel, markup string)."""
-        self.console.print(renderable)
+        """Print a rich renderable (table, rule, markup string); off a terminal, without the
+        trailing spaces rich pads lines with."""
+        if not self._plain:
+            self.console.print(renderable)
+            return
+        with self.console.capture() as captured:
+            self.console.print(renderable)
+        text = "\n".join(line.rstrip() for line in captured.get().split("\n"))
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     def note(self, text: str) -> None:
         """A remark for people on stderr (not part of the command's output)."""
@@ -91,7 +106,7 @@ class Output:
         for row in rows:
             table.add_row(*(escape(_cell(v)) for v in row))
             n += 1
-        self.console.print(table)
+        self.rich(table)
         return n
 
     def fields(self, pairs: Iterable[tuple[str, Any]], *, title: str | None = None) -> None:
@@ -101,7 +116,7 @@ class Output:
         table.add_column("value", overflow="fold")
         for key, value in pairs:
             table.add_row(escape(key), escape(_cell(value)))
-        self.console.print(table)
+        self.rich(table)
 
     # -- progress ------------------------------------------------------------------------------
 

@@ -1,0 +1,53 @@
+"""File commands: dump and load (the portable memory file), export and import (the whole log)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from coniti.cli.app import common_options, settings
+from coniti.cli.memory_cmds import as_of_option, at_point
+from coniti.cli.parse import format_namespace
+from coniti.cli.types import NAMESPACE
+
+__all__ = ["COMMANDS"]
+
+
+@click.command()
+@click.argument("file", metavar="FILE")
+@click.option("--ns", "namespace", type=NAMESPACE, default="/", show_default=True,
+              help="Namespace to write.")
+@as_of_option
+@common_options
+def dump(file: str, namespace: tuple[str, ...], as_of: int | float | None) -> None:
+    """Write a namespace as a coniti-memory JSONL file (gzip if FILE ends in .gz; - for stdout)."""
+    s = settings()
+    with s.open_store() as store, s.out.progress(f"dumping {format_namespace(namespace)}"):
+        view = at_point(store, as_of)
+        n = view.dump(sys.stdout if file == "-" else file, namespace)
+    if file == "-":
+        return
+    if s.json:
+        s.out.json({"file": file, "namespace": list(namespace), "records": n})
+    else:
+        s.out.line(f"wrote {n} records of {format_namespace(namespace)} to {file}")
+
+
+@click.command()
+@click.argument("file", metavar="FILE")
+@click.option("--ns", "namespace", type=NAMESPACE, default=None,
+              help="Put every record into this namespace (default: each record's own).")
+@common_options
+def load(file: str, namespace: tuple[str, ...] | None) -> None:
+    """Read a coniti-memory file (- for stdin), validate all of it, then write it to the store."""
+    s = settings()
+    with s.open_store("create") as store, s.stamp(store), s.out.progress(f"loading {file}"):
+        n = store.load(sys.stdin if file == "-" else file, namespace)
+    if s.json:
+        s.out.json({"file": file, "records": n})
+    else:
+        s.out.line(f"loaded {n} records from {file}")
+
+
+COMMANDS: list[click.Command] = [dump, load]
