@@ -2,7 +2,8 @@
 
 Every accepted change is one event in the log (``put`` per record, ``delete`` per deleted id, ``meta``
 per metadata write, ``clear`` per namespace clear), appended and folded into the projections in one
-LMDB write transaction, so a call is all or nothing and a call that changes nothing appends nothing.
+LMDB write transaction, so a call is all or nothing; a failed call appends nothing, nor does a delete
+of ids that are not live. A clear is always recorded, even of an empty namespace.
 Reads are index walks over one snapshot; record bytes live once, in the put event. See
 ``log/FORMAT.md`` for the on-disk format and :mod:`coniti.log` for the engine.
 
@@ -26,7 +27,7 @@ import contextvars
 import os
 from collections.abc import Iterator
 from datetime import datetime
-from typing import ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
 from coniti.cursor import CursorCodec
@@ -167,6 +168,11 @@ class LogBackend(_Reads, MemoryBackend):
     def store_id(self) -> str:
         """The store's id (hex), kept in the store: the same for every handle and after reopening."""
         return self._log.store.store_id.hex()
+
+    @property
+    def _env(self) -> Any:
+        """The shared ``lmdb.Environment`` behind this handle, for white-box tests and tools."""
+        return self._log.store.env
 
     @property
     def head(self) -> int:

@@ -2,7 +2,7 @@
 
 Every write is one LMDB write transaction that appends its events (gap-free sequence numbers, hash
 chain, one recorded time ``at`` per transaction that never goes backwards) and folds them into the
-projections; it commits entirely or not at all. A call that changes nothing appends nothing. Reads are
+projections; it commits entirely or not at all. Ids that are not live append no delete event. Reads are
 index walks over one snapshot; ``as_of=S`` reads the state right after event ``S``.
 """
 
@@ -251,16 +251,14 @@ class EventLog:
     def clear(
         self, namespace: Namespace, *, actor: str | None = None, reason: str | None = None
     ) -> int:
-        """Append one clear event if the namespace holds live records; returns how many it ended.
-        Metadata is kept."""
+        """Append one clear event (even when the namespace is empty: the request is on record);
+        returns how many live records it ended. Metadata is kept."""
         canonical = ns_bytes(namespace)
         log_db = self._log_db
 
         def write(txn: Any) -> int:
             p = Projections(txn, self._dbs)
             nsid = p.nsid(canonical)
-            if nsid is None or not p.count(nsid):
-                return 0
             head = p.head()
             at = max(time.time(), head.at)
             seq = head.seq + 1
@@ -268,7 +266,7 @@ class EventLog:
                 seq, at, CLEAR, namespace, head.hash, actor=actor, reason=reason
             )
             txn.put(seq_key(seq), frame, db=log_db, append=True)
-            removed = p.clear(seq, nsid)
+            removed = 0 if nsid is None else p.clear(seq, nsid)
             p.mark_time(seq, at, head.at if head.seq else None)
             p.set_head(Head(seq, at, h))
             return removed

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import resource
 import secrets
 import struct
 import threading
@@ -79,6 +80,23 @@ SYS_HEAD = b"head"
 _U32 = struct.Struct(">I")
 
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_LOW_SPACE = 64 << 20
+
+
+def _out_of_space(path: str) -> str | None:
+    """Why a write that failed with EIO most likely failed for lack of space, or None.
+
+    LMDB reports a short write as EIO; a file-size limit or a full disk is the usual cause.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        size = os.path.getsize(os.path.join(path, "data.mdb"))
+        if soft != resource.RLIM_INFINITY and size + (1 << 20) >= soft:
+            return f"the file-size limit ({soft} bytes) was reached"
+        st = os.statvfs(path)
+        if st.f_bavail * st.f_frsize < _LOW_SPACE:
+            return "the disk is full"
+    return None
 
 
 @contextlib.contextmanager
@@ -101,8 +119,12 @@ def lmdb_errors(path: str) -> Iterator[None]:
     except lmdb.ReadonlyError as exc:
         raise ReadOnlyError(f"store {path} is read-only: {exc}") from exc
     except lmdb.Error as exc:
-        if getattr(exc, "code", None) in _STORAGE_ERRNOS:
+        code = getattr(exc, "code", None)
+        if code in _STORAGE_ERRNOS:
             raise StoreFull(f"store {path} could not grow: {exc}") from exc
+        why = _out_of_space(path) if code == errno.EIO else None
+        if why is not None:
+            raise StoreFull(f"store {path} could not grow: {why} ({exc})") from exc
         raise StoreError(f"store {path}: {exc}") from exc
     except OSError as exc:
         if exc.errno in _STORAGE_ERRNOS:
@@ -196,13 +218,13 @@ def _prepare_dir(path: str, readonly: bool) -> None:
 def _init_env(shared: _Shared) -> None:
     env = shared.env
     if shared.readonly:
+        for name in ALL_DBS:
+            try:
+                shared.dbs[name] = env.open_db(name, create=False)
+            except lmdb.NotFoundError:
+                raise StoreError(f"{shared.path} is not a coniti store (no {name.decode()} table)") from None
+        sys_db = shared.dbs[SYS_DB]
         with env.begin() as txn:
-            for name in ALL_DBS:
-                try:
-                    shared.dbs[name] = env.open_db(name, txn=txn, create=False)
-                except lmdb.NotFoundError:
-                    raise StoreError(f"{shared.path} is not a coniti store (no {name.decode()} table)") from None
-            sys_db = shared.dbs[SYS_DB]
             fmt, sid, secret = (txn.get(k, db=sys_db) for k in (SYS_FORMAT, SYS_ID, SYS_SECRET))
     else:
         with env.begin(write=True) as txn:
@@ -324,6 +346,12 @@ class Store:
     def secret(self) -> bytes:
         """32 random bytes of this store, the key for its cursor MACs."""
         return self._live().secret
+
+    @property
+    def env(self) -> Any:
+        """The shared ``lmdb.Environment`` (for inspection: ``info()``, ``readers()``; never write
+        through it)."""
+        return self._live().env
 
     @property
     def dbs(self) -> dict[bytes, Any]:

@@ -1,0 +1,96 @@
+"""Key encodings of the event log (coniti.log.keys): order preservation and the 511-byte key limit."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coniti.log.keys import (
+    INLINE_MAX,
+    decode_ts_key,
+    inv_seq_key,
+    is_hashed,
+    name_key,
+    ns_bytes,
+    ns_key,
+    seq_from_inv,
+    seq_from_key,
+    seq_key,
+    ts_key,
+)
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+seqs = st.integers(0, 2**64 - 1)
+names = st.text(min_size=1, max_size=700)
+
+
+def _cmp(a: object, b: object) -> int:
+    return (a > b) - (a < b)  # type: ignore[operator]
+
+
+@given(finite, finite)
+def test_timestamp_key_order_is_numeric_order(a: float, b: float) -> None:
+    """For any two finite floats, comparing the keys gives the same answer as comparing the numbers."""
+    assert _cmp(ts_key(a), ts_key(b)) == _cmp(a, b)
+
+
+def test_timestamp_key_order_on_edge_values() -> None:
+    """-max < -1 < -tiny < -0.0 == 0.0 < tiny < 1 < max, in key order too."""
+    values = [-1.7976931348623157e308, -1.0, -5e-324, -0.0, 0.0, 5e-324, 1.0, 1.7976931348623157e308]
+    keys = [ts_key(v) for v in values]
+    assert keys == sorted(keys)
+    assert ts_key(-0.0) == ts_key(0.0)
+    assert all(len(k) == 8 for k in keys)
+
+
+@given(finite)
+def test_timestamp_key_round_trips(value: float) -> None:
+    """decode_ts_key(ts_key(x)) == x bit for bit (except -0.0, which is stored as 0.0)."""
+    back = decode_ts_key(ts_key(value))
+    assert back == value and (value == 0.0 or math.copysign(1, back) == math.copysign(1, value))
+    assert struct.pack(">d", back) == struct.pack(">d", value + 0.0)
+
+
+@given(seqs, seqs)
+def test_sequence_keys_sort_numerically_and_inverted_keys_backwards(a: int, b: int) -> None:
+    """seq_key is order-preserving, inv_seq_key order-reversing; both decode back."""
+    assert _cmp(seq_key(a), seq_key(b)) == _cmp(a, b)
+    assert _cmp(inv_seq_key(a), inv_seq_key(b)) == _cmp(b, a)
+    assert seq_from_key(seq_key(a)) == a and seq_from_inv(inv_seq_key(a)) == a
+
+
+@given(names, names)
+def test_no_name_key_is_a_prefix_of_another(a: str, b: str) -> None:
+    """Name keys are self-delimiting: distinct names never give keys where one prefixes the other."""
+    ka, kb = name_key(a), name_key(b)
+    if a != b:
+        assert not ka.startswith(kb) and not kb.startswith(ka)
+    else:
+        assert ka == kb
+
+
+@given(st.text(min_size=1, max_size=3000))
+def test_name_keys_fit_the_lmdb_key_limit(name: str) -> None:
+    """Any id fits: inline up to INLINE_MAX bytes, hashed (33 bytes) beyond, always < 511 with room for
+    a namespace id and a sequence number."""
+    key = name_key(name)
+    assert len(key) + 4 + 8 + 8 <= 511
+    assert is_hashed(key) == (len(name.encode("utf-8", "surrogatepass")) > INLINE_MAX)
+
+
+def test_lone_surrogates_are_valid_names() -> None:
+    """An id holding a lone surrogate (a valid Python str) still gets a key."""
+    assert name_key("\ud800x") != name_key("x")
+
+
+@given(st.lists(st.text(min_size=1, max_size=300), max_size=4))
+def test_namespace_keys_are_bounded_and_distinct_from_their_parts(parts: list[str]) -> None:
+    """A namespace's table key fits LMDB whatever its length, and differs from a one-part namespace
+    holding the parts joined."""
+    key = ns_key(ns_bytes(parts))
+    assert len(key) <= 511
+    if len(parts) > 1:
+        assert key != ns_key(ns_bytes(["".join(parts)]))

@@ -1,0 +1,156 @@
+"""rebuild() and verify(): projections equal the fold of the log; damage is reported, never raised."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from coniti.errors import StoreCorrupted
+from coniti.impl.log import LogBackend
+from coniti.log.keys import seq_key
+from coniti.log.store import LOG_DB, PROJECTION_DBS, SYS_DB, SYS_HEAD
+from coniti.memory import ClearRequest, DeleteRequest, MetaSetRequest
+from coniti.testing.helpers import exact, put, record, scan_all
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[LogBackend]:
+    backend = LogBackend(tmp_path / "store")
+    put(backend, *[record(f"r{i}", float(i % 4), metadata={"i": i}) for i in range(12)])
+    put(backend, *[record(f"o{i}", float(i), namespace=("other",)) for i in range(3)])
+    backend.delete(DeleteRequest(ids=["r1", "r5"]))
+    backend.set_meta(MetaSetRequest(key="k", value={"deep": [1, 2]}))
+    backend.clear(ClearRequest(namespace=("other",)))
+    put(backend, record("o1", 9.0, namespace=("other",)), record("x" * 700, 1.5))
+    yield backend
+    backend.close()
+
+
+def _projections(store: LogBackend) -> dict[bytes, list[tuple[bytes, bytes]]]:
+    dbs = store._log.store.dbs
+    with store._env.begin() as txn:
+        return {name: [(bytes(k), bytes(v)) for k, v in txn.cursor(db=dbs[name])] for name in PROJECTION_DBS}
+
+
+def _tamper(store: LogBackend, fn: Callable[[Any, dict[bytes, Any]], None]) -> None:
+    dbs = store._log.store.dbs
+    with store._env.begin(write=True) as txn:
+        fn(txn, dbs)
+
+
+def _reframe(frame: bytes, edit: Callable[[dict[str, Any]], None]) -> bytes:
+    (elen,) = struct.unpack_from(">I", frame)
+    env = msgpack.unpackb(frame[4 : 4 + elen])
+    edit(env)
+    raw = msgpack.packb(env)
+    return struct.pack(">I", len(raw)) + raw + frame[4 + elen :]
+
+
+def test_clean_store_verifies(store: LogBackend) -> None:
+    """A store written through the API verifies with no problems; every event is checked."""
+    report = store.verify()
+    assert report.ok and report.problems == ()
+    assert report.events_checked == report.head_seq == store.head == 21
+    assert len(report.head_hash) == 64
+
+
+def test_rebuild_reproduces_the_projections_byte_for_byte(store: LogBackend) -> None:
+    """rebuild() from the log alone gives exactly the projections the writes maintained."""
+    before = _projections(store)
+    assert store.rebuild() == store.head
+    assert _projections(store) == before
+
+
+def test_rebuild_restores_dropped_projections(store: LogBackend) -> None:
+    """With every projection emptied, rebuild() restores them and reads work again."""
+    before = _projections(store)
+    records = [exact(r) for r in scan_all(store)]
+    _tamper(store, lambda txn, dbs: [txn.drop(dbs[name], delete=False) for name in PROJECTION_DBS])
+    assert not store.verify().ok
+    store.rebuild()
+    assert _projections(store) == before
+    assert [exact(r) for r in scan_all(store)] == records
+    assert store.verify().ok
+
+
+def test_missing_projection_entry_is_reported(store: LogBackend) -> None:
+    """A time-index entry removed behind the store's back is reported against a fresh fold."""
+    def drop_first(txn: Any, dbs: dict[bytes, Any]) -> None:
+        cur = txn.cursor(db=dbs[b"time"])
+        cur.first()
+        cur.delete()
+
+    _tamper(store, drop_first)
+    problems = store.verify().problems
+    assert len(problems) == 1 and "projection time" in problems[0] and "missing entry" in problems[0]
+
+
+def test_edited_payload_is_reported(store: LogBackend) -> None:
+    """Changing a stored record's bytes (digest left alone) is reported for that event."""
+    def edit(txn: Any, dbs: dict[bytes, Any]) -> None:
+        frame = txn.get(seq_key(3), db=dbs[LOG_DB])
+        txn.put(seq_key(3), frame.replace(b"text of r2", b"text of r9"), db=dbs[LOG_DB])
+
+    _tamper(store, edit)
+    problems = store.verify().problems
+    assert any("event 3" in p and "digest" in p for p in problems), problems
+
+
+def test_rewritten_event_breaks_the_chain(store: LogBackend) -> None:
+    """An event re-encoded consistently (new content, new digest) breaks the chain at the next event."""
+    def edit(txn: Any, dbs: dict[bytes, Any]) -> None:
+        frame = txn.get(seq_key(5), db=dbs[LOG_DB])
+
+        def later(env: dict[str, Any]) -> None:
+            env["ts"] = 1000.0
+
+        txn.put(seq_key(5), _reframe(frame, later), db=dbs[LOG_DB])
+
+    _tamper(store, edit)
+    problems = store.verify().problems
+    assert any("event 6" in p and "hash chain" in p for p in problems), problems
+
+
+def test_gap_in_the_log_is_reported(store: LogBackend) -> None:
+    """A deleted log entry is reported as a gap; projections are then not compared."""
+    _tamper(store, lambda txn, dbs: txn.delete(seq_key(7), db=dbs[LOG_DB]))
+    problems = store.verify().problems
+    assert any("gap" in p and "event 6" in p and "event 8" in p for p in problems), problems
+    assert any("not compared" in p for p in problems)
+
+
+def test_garbage_event_is_reported_not_raised(store: LogBackend) -> None:
+    """An event that is not a frame at all is described in the report."""
+    _tamper(store, lambda txn, dbs: txn.put(seq_key(4), b"\x00\x00", db=dbs[LOG_DB]))
+    report = store.verify()
+    assert any(p.startswith("event 4 does not decode") for p in report.problems), report.problems
+    assert report.events_checked == 21
+
+
+def test_head_record_disagreeing_with_the_log_is_reported(store: LogBackend) -> None:
+    """A head record naming another event than the last is reported."""
+    def edit(txn: Any, dbs: dict[bytes, Any]) -> None:
+        head = txn.get(SYS_HEAD, db=dbs[SYS_DB])
+        txn.put(SYS_HEAD, seq_key(20) + head[8:], db=dbs[SYS_DB])
+
+    _tamper(store, edit)
+    assert any("head record" in p for p in store.verify().problems)
+
+
+def test_rebuild_of_a_damaged_log_raises_and_changes_nothing(store: LogBackend) -> None:
+    """rebuild() refuses a log with a gap (StoreCorrupted) and leaves the projections as they were."""
+    before = _projections(store)
+    _tamper(store, lambda txn, dbs: txn.delete(seq_key(7), db=dbs[LOG_DB]))
+    with pytest.raises(StoreCorrupted, match="gap"):
+        store.rebuild()
+    assert _projections(store) == before
+
+
+def test_verify_without_the_structure_walk_is_also_clean(store: LogBackend) -> None:
+    """verify(structure=False) skips the offline page walk and checks the log and projections."""
+    assert store.verify(structure=False).ok
