@@ -1,0 +1,131 @@
+"""dump and load through main(argv), and as subprocesses of the installed console script."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_support import Cli, no_traceback, run_script
+
+from coniti.actor import Note
+from coniti.impl.log import LogBackend
+from coniti.memory import MemoryRecord, PutRequest
+
+
+def _seed(store: Path, n: int = 5) -> None:
+    records = [
+        MemoryRecord(
+            note=Note(id=f"n{i}", text=f"note {i}", timestamp=1000.0 + i, metadata={}),
+            vector=np.arange(1, 5, dtype=np.float32) * i,
+            namespace=("alice",),
+        )
+        for i in range(n)
+    ]
+    with LogBackend(store) as backend:
+        backend.put(PutRequest(records=records))
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    store = tmp_path / "store"
+    _seed(store)
+    return Cli(store, capsys, monkeypatch)
+
+
+def test_dump_writes_a_memory_file(cli: Cli, tmp_path: Path) -> None:
+    """dump FILE writes a coniti-memory file of the namespace and reports the count."""
+    target = tmp_path / "alice.jsonl"
+    doc = cli.ok("dump", str(target), "--ns", "alice", "--json").json()
+    assert doc == {"file": str(target), "namespace": ["alice"], "records": 5}
+    lines = target.read_text().splitlines()
+    assert json.loads(lines[0])["format"] == "coniti-memory"
+    assert len(lines) == 6
+
+
+def test_dump_gzip_by_name(cli: Cli, tmp_path: Path) -> None:
+    """A .gz name writes gzip."""
+    target = tmp_path / "alice.jsonl.gz"
+    cli.ok("dump", str(target), "--ns", "alice")
+    with gzip.open(target, "rt") as f:
+        assert json.loads(f.readline())["count"] == 5
+
+
+def test_dump_to_stdout(cli: Cli) -> None:
+    """dump - writes the file to stdout and nothing else."""
+    out = cli.ok("dump", "-", "--ns", "alice").out
+    assert json.loads(out.splitlines()[0])["format"] == "coniti-memory"
+    assert len(out.splitlines()) == 6
+
+
+def test_dump_as_of(cli: Cli, tmp_path: Path) -> None:
+    """dump --as-of writes the namespace as it was at that point."""
+    cli.ok("rm", "n0", "n1", "--ns", "alice")
+    target = tmp_path / "then.jsonl"
+    cli.ok("dump", str(target), "--ns", "alice", "--as-of", "5")
+    assert json.loads(target.read_text().splitlines()[0])["count"] == 5
+
+
+def test_load_rehomes_into_a_namespace(cli: Cli, tmp_path: Path) -> None:
+    """load FILE --ns puts every record into that namespace."""
+    target = tmp_path / "alice.jsonl"
+    cli.ok("dump", str(target), "--ns", "alice")
+    assert cli.ok("load", str(target), "--ns", "bob/copy", "--json").json()["records"] == 5
+    assert cli.ok("count", "--ns", "bob/copy").out.strip() == "5"
+
+
+def test_load_creates_a_store(cli: Cli, tmp_path: Path) -> None:
+    """load is a write command: it creates a missing store."""
+    target = tmp_path / "alice.jsonl"
+    cli.ok("dump", str(target), "--ns", "alice")
+    fresh = tmp_path / "fresh"
+    cli.ok("load", str(target), "--store", str(fresh))
+    assert cli.ok("count", "--ns", "alice", "--store", str(fresh)).out.strip() == "5"
+
+
+def test_load_of_a_bad_file_changes_nothing(cli: Cli, tmp_path: Path) -> None:
+    """A broken file exits 1 with the line number, and the store is unchanged."""
+    target = tmp_path / "alice.jsonl"
+    cli.ok("dump", str(target), "--ns", "alice")
+    lines = target.read_text().splitlines()
+    lines[3] = lines[3][:-5]
+    target.write_text("\n".join(lines) + "\n")
+    with LogBackend(cli.store) as store:
+        head = store.head
+    result = cli("load", str(target), "--ns", "other")
+    assert result.code == 1 and "line 4" in result.err and no_traceback(result)
+    assert len(result.err.strip().splitlines()) == 1
+    with LogBackend(cli.store) as store:
+        assert store.head == head
+
+
+def test_load_missing_file(cli: Cli, tmp_path: Path) -> None:
+    """A file that does not exist exits 1 naming it, without a traceback."""
+    result = cli("load", str(tmp_path / "nope.jsonl"))
+    assert result.code == 1 and "nope.jsonl" in result.err and no_traceback(result)
+
+
+def test_dump_load_round_trip_as_subprocesses(tmp_path: Path) -> None:
+    """The installed console script dumps one store and loads the file into another."""
+    source, target, file = tmp_path / "a", tmp_path / "b", tmp_path / "m.jsonl.gz"
+    _seed(source, 20)
+    dumped = run_script("dump", str(file), "--ns", "alice", "--store", str(source), "--json")
+    assert dumped.code == 0, dumped.err
+    assert json.loads(dumped.out)["records"] == 20
+    loaded = run_script("load", str(file), "--store", str(target), "--json")
+    assert loaded.code == 0, loaded.err
+    assert json.loads(loaded.out)["records"] == 20
+    listed = run_script("ls", "--ns", "alice", "--store", str(target), "--json")
+    assert [json.loads(x)["id"] for x in listed.out.splitlines()] == [f"n{i}" for i in range(20)]
+    with LogBackend(source) as a, LogBackend(target) as b:
+        assert list(a.iter_all(namespace=("alice",))) == list(b.iter_all(namespace=("alice",)))
+
+
+def test_subprocess_error_has_no_traceback(tmp_path: Path) -> None:
+    """A failing console-script run exits 1 with one line on stderr."""
+    result = run_script("ls", "--store", str(tmp_path / "missing"))
+    assert result.code == 1
+    assert result.err.startswith("coniti: error: no store at ")
+    assert len(result.err.strip().splitlines()) == 1 and no_traceback(result)
