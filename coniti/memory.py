@@ -132,6 +132,11 @@ Vector = Annotated[
 ]
 
 
+def _dtype_schema(schema: dict[str, Any]) -> None:
+    """JSON-schema hook: the optional ``dtype`` key that ``to_dict`` writes for float16/32 vectors."""
+    schema.setdefault("properties", {})["dtype"] = {"enum": list(VECTOR_DTYPES), "default": "float64"}
+
+
 class MemoryRecord(Contract):
     """A stored note with its vector, the embedding spec id that made it, and its namespace.
 
@@ -140,7 +145,7 @@ class MemoryRecord(Contract):
     ``from_dict(to_dict())`` is bit-identical.
     """
 
-    model_config = pydantic.ConfigDict(frozen=True)
+    model_config = pydantic.ConfigDict(frozen=True, json_schema_extra=_dtype_schema)
 
     note: Note
     vector: Vector
@@ -163,20 +168,16 @@ class MemoryRecord(Contract):
         """The note's id."""
         return self.note.id
 
+    # No return annotation on purpose: pydantic then derives the serialization JSON schema from the
+    # fields (an annotated dict[str, Any] would make it a bare object without properties).
     @pydantic.model_serializer(mode="wrap")
-    def _serialize(
+    def _serialize(  # type: ignore[no-untyped-def]
         self, handler: pydantic.SerializerFunctionWrapHandler, info: pydantic.SerializationInfo
-    ) -> dict[str, Any]:
+    ):
         out: dict[str, Any] = handler(self)
         if info.mode_is_json() and self.vector.dtype.name != "float64":
             out["dtype"] = self.vector.dtype.name
         return out
-
-    @classmethod
-    def json_schema(cls) -> dict[str, Any]:
-        schema = super().json_schema()
-        schema["properties"]["dtype"] = {"enum": list(VECTOR_DTYPES), "default": "float64"}
-        return schema
 
     @classmethod
     def trusted(
