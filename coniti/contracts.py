@@ -113,9 +113,10 @@ class Contract(pydantic.BaseModel):
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Self:
-        """Parse JSON text and validate it. NaN and Infinity tokens are refused."""
+        """Parse JSON text and validate it. NaN and Infinity tokens, and numbers that overflow to
+        infinity, are refused."""
         try:
-            data = json.loads(text, parse_constant=_refuse_constant)
+            data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
         except (ValueError, RecursionError) as exc:
             raise ContractError(f"{cls.__name__}: invalid JSON: {exc}") from None
         return cls.from_dict(data)
@@ -131,3 +132,10 @@ _setattr = object.__setattr__
 
 def _refuse_constant(token: str) -> Any:
     raise ValueError(f"non-finite number {token} is not allowed")
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise ValueError(f"number {token} overflows to infinity")
+    return value
