@@ -69,8 +69,8 @@ class Settings:
         return self._output
 
     def open_store(self, mode: str = "read") -> LogBackend:
-        """Open the selected store: ``"read"`` and ``"write"`` need an existing (non-empty) store
-        directory, ``"create"`` makes one if missing. Only ``"create"`` makes a store."""
+        """Open the selected store: ``"read"`` (read-only) and ``"write"`` need an existing, non-empty
+        store directory; ``"create"`` makes one if missing. Only ``"create"`` makes a store."""
         from coniti.impl.log import LogBackend
 
         path = self.store_path
@@ -79,7 +79,7 @@ class Settings:
                 f"no store at {path} (choose one with --store or CONITI_STORE; "
                 "'coniti add', 'load' or 'import' create one)"
             )
-        return LogBackend(path, actor=self.actor_name)
+        return LogBackend(path, actor=self.actor_name, readonly=mode == "read")
 
     def stamp(self, store: LogBackend) -> AbstractContextManager[None]:
         """The audit block that stamps events written inside it with ``--actor``/``--reason``."""
