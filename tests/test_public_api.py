@@ -1,0 +1,178 @@
+"""The public surface: coniti.__all__, the import paths the spec fixes, the error tree, the ABC."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+import coniti
+import coniti.memory
+import coniti.testing
+from coniti.memory import MemoryBackend
+
+
+def test_all_is_sorted() -> None:
+    """coniti.__all__ is sorted and has no repeats."""
+    assert coniti.__all__ == sorted(set(coniti.__all__))
+
+
+@pytest.mark.parametrize("name", coniti.__all__)
+def test_every_exported_name_exists(name: str) -> None:
+    """Every name in coniti.__all__ is an attribute of coniti."""
+    assert getattr(coniti, name) is not None
+
+
+def test_star_import_gives_all() -> None:
+    """from coniti import * binds exactly the names in __all__."""
+    namespace: dict[str, object] = {}
+    exec("from coniti import *", namespace)
+    assert set(namespace) - {"__builtins__"} == set(coniti.__all__)
+
+
+def test_memory_all_is_sorted_and_importable() -> None:
+    """coniti.memory.__all__ is sorted and every name in it exists."""
+    assert coniti.memory.__all__ == sorted(coniti.memory.__all__)
+    for name in coniti.memory.__all__:
+        assert hasattr(coniti.memory, name), name
+
+
+def test_spec_import_paths_from_coniti() -> None:
+    """The spec's 'from coniti import Note, TimeRange, Query, ContractError, MemoryBackend' works."""
+    from coniti import ContractError, MemoryBackend, Note, Query, TimeRange
+
+    assert Note.__module__ == "coniti.actor"
+    assert TimeRange.__module__ == "coniti.actor"
+    assert Query.__module__ == "coniti.actor"
+    assert ContractError.__module__ == "coniti.errors"
+    assert MemoryBackend.__module__ == "coniti.memory"
+
+
+def test_spec_import_paths_from_coniti_memory() -> None:
+    """Records, every request and result, and the memory errors import from coniti.memory."""
+    from coniti.memory import (  # noqa: F401
+        ClearRequest,
+        ClearResult,
+        CountRequest,
+        CountResult,
+        DeleteRequest,
+        DeleteResult,
+        DuplicateRecord,
+        GetRequest,
+        GetResult,
+        InvalidCursor,
+        MemoryBackend,
+        MemoryBackendError,
+        MemoryFileError,
+        MemoryRecord,
+        MetaGetRequest,
+        MetaResult,
+        MetaSetRequest,
+        Namespace,
+        PutRequest,
+        PutResult,
+        ScanRequest,
+        ScanResult,
+    )
+
+    assert DuplicateRecord is coniti.DuplicateRecord
+
+
+def test_spec_import_path_of_in_memory_backend() -> None:
+    """InMemoryBackend imports from coniti.impl.memory and is a MemoryBackend."""
+    from coniti.impl.memory import InMemoryBackend
+
+    assert issubclass(InMemoryBackend, MemoryBackend)
+
+
+@pytest.mark.parametrize(
+    "name", ["DuplicateRecord", "InvalidCursor", "MemoryFileError", "ReadOnlyError", "StoreError"]
+)
+def test_memory_errors_are_memory_backend_errors(name: str) -> None:
+    """Every memory error derives from MemoryBackendError, a RuntimeError."""
+    error = getattr(coniti, name)
+    assert issubclass(error, coniti.MemoryBackendError)
+    assert issubclass(error, RuntimeError)
+
+
+def test_every_exported_error_has_one_root() -> None:
+    """Every exception coniti exports derives from ConitiError."""
+    errors = [v for v in vars(coniti).values() if isinstance(v, type) and issubclass(v, BaseException)]
+    assert errors
+    assert all(issubclass(e, coniti.ConitiError) for e in errors)
+
+
+def test_contract_error_is_a_value_error() -> None:
+    """ContractError is a ValueError; MemoryBackendError and EngineError are RuntimeErrors."""
+    assert issubclass(coniti.ContractError, ValueError)
+    assert issubclass(coniti.MemoryBackendError, RuntimeError)
+    assert issubclass(coniti.EngineError, RuntimeError)
+
+
+def test_abstract_core_is_the_eight_operations() -> None:
+    """MemoryBackend's abstract methods are exactly the spec's eight operations."""
+    assert MemoryBackend.__abstractmethods__ == {
+        "put", "get", "delete", "scan", "count", "get_meta", "set_meta", "clear"
+    }
+
+
+def test_incomplete_backend_cannot_be_built() -> None:
+    """A subclass missing an operation fails at construction."""
+
+    class Incomplete(MemoryBackend):
+        kind = "incomplete"
+
+    with pytest.raises(TypeError):
+        Incomplete()  # type: ignore[abstract]
+
+
+@pytest.mark.parametrize(
+    "name", ["aput", "aget", "adelete", "ascan", "acount", "aget_meta", "aset_meta", "aclear"]
+)
+def test_async_twins_are_coroutines(name: str) -> None:
+    """Each async twin is a coroutine function with the sync operation's signature."""
+    twin = getattr(MemoryBackend, name)
+    assert inspect.iscoroutinefunction(twin)
+    sync = getattr(MemoryBackend, name[1:])
+    assert list(inspect.signature(twin).parameters) == list(inspect.signature(sync).parameters)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "iter_all", "dump", "load", "close", "__enter__", "__exit__",
+        "put_request", "get_request", "delete_request", "scan_request", "count_request",
+        "meta_get_request", "meta_set_request", "clear_request",
+    ],
+)
+def test_derived_helpers_are_concrete(name: str) -> None:
+    """iter_all, dump, load, close, the context manager and the request factories are concrete."""
+    assert name not in MemoryBackend.__abstractmethods__
+    assert callable(getattr(MemoryBackend, name))
+
+
+def test_testing_package_exports_the_suite() -> None:
+    """coniti.testing exports MemoryBackendTests and its __all__ is sorted."""
+    assert coniti.testing.__all__ == sorted(coniti.testing.__all__)
+    assert "MemoryBackendTests" in coniti.testing.__all__
+
+
+def test_testing_package_collects_nothing_by_itself() -> None:
+    """No class in coniti.testing starts with 'Test', so importing it adds no tests."""
+    for module_name in ["coniti.testing", *(f"coniti.testing.{m}" for m in _testing_modules())]:
+        module = importlib.import_module(module_name)
+        for name, value in vars(module).items():
+            if isinstance(value, type):
+                assert not name.startswith("Test"), f"{module_name}.{name}"
+
+
+def _testing_modules() -> list[str]:
+    folder = Path(coniti.testing.__file__).parent
+    return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+
+
+def test_package_is_typed() -> None:
+    """coniti ships py.typed."""
+    assert (Path(coniti.__file__).parent / "py.typed").exists()
