@@ -19,14 +19,16 @@ threads is safe.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from coniti.errors import UnknownPiece
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "canonical_json", "spec_id"]
 
 T = TypeVar("T")
 
@@ -105,3 +107,17 @@ class Registry(Generic[T]):
         """Read the entry points again (after installing a package in a running process)."""
         with self._lock:
             self._entry_points = None
+
+
+def canonical_json(data: Any) -> str:
+    """The canonical JSON text of ``data``: sorted keys, no spaces, ASCII, no NaN or infinity."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def spec_id(prefix: str, spec: Any) -> str:
+    """``prefix`` + ``-`` + the first 12 hex digits of the SHA-256 of the canonical JSON of ``spec``.
+
+    The same spec gives the same id on every machine, Python version and run.
+    """
+    digest = hashlib.sha256(canonical_json(spec).encode("ascii")).hexdigest()
+    return f"{prefix}-{digest[:12]}"

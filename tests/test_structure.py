@@ -1,0 +1,465 @@
+"""Structures: flat and segment_tree search semantics, exactness, equivalence and input checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coniti.actor import TimeRange
+from coniti.errors import AnchorNotFound, ContractError, StructureError, UnknownPiece
+from coniti.structure import (
+    STRUCTURES,
+    FlatStructure,
+    SegmentTreeStructure,
+    Structure,
+    StructureHit,
+    unit_rows,
+)
+
+KINDS = ["flat", "segment_tree"]
+
+
+def small_tree() -> SegmentTreeStructure:
+    """A segment tree with tiny blocks, so every code path (buffer, nodes, pruning) runs."""
+    return SegmentTreeStructure(leaf_size=2, direct_rows=3, buffer_min=4, buffer_fraction=0.25)
+
+
+def make(kind: str) -> Structure:
+    return small_tree() if kind == "segment_tree" else FlatStructure()
+
+
+def reference(
+    ids: list[str],
+    vectors: np.ndarray,
+    times: list[float],
+    query: np.ndarray | None,
+    k: int,
+    time_range: TimeRange | None,
+    anchor: str | None,
+) -> list[StructureHit]:
+    """Brute force over every row in plain Python: the documented semantics, nothing clever."""
+    unit = unit_rows(vectors)
+    where = {id_: i for i, id_ in enumerate(ids)}
+    if query is not None:
+        q = unit_rows(np.asarray(query, dtype=np.float64)[None, :])[0]
+        if anchor is not None:
+            q = unit_rows((q.astype(np.float64) + unit[where[anchor]].astype(np.float64))[None])[0]
+    rows = []
+    for i, id_ in enumerate(ids):
+        if id_ == anchor or (time_range is not None and not time_range.contains(times[i])):
+            continue
+        if query is not None:
+            score = math.fsum(float(a) * float(b) for a, b in zip(unit[i], q, strict=True))
+        elif anchor is not None:
+            score = -abs(times[i] - times[where[anchor]])
+        else:
+            score = 0.0
+        rows.append((-score, -times[i], id_, score))
+    rows.sort()
+    return [StructureHit(r[2], r[3]) for r in rows[:k]]
+
+
+def fill(structure: Structure, n: int, dim: int = 3, seed: int = 0) -> tuple[list[str], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ids = [f"n{i:03d}" for i in range(n)]
+    vectors = rng.normal(size=(n, dim))
+    structure.add(ids, vectors, [float(i) for i in range(n)])
+    return ids, vectors
+
+
+# -- equivalence: segment_tree returns exactly what flat returns ------------------------------
+
+small_ints = st.integers(min_value=-2, max_value=2)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> dict[str, object]:
+    dim = draw(st.integers(min_value=1, max_value=4))
+    n = draw(st.integers(min_value=0, max_value=60))
+    vectors = draw(
+        st.lists(st.lists(small_ints, min_size=dim, max_size=dim), min_size=n, max_size=n)
+    )
+    times = draw(st.lists(st.integers(min_value=0, max_value=12), min_size=n, max_size=n))
+    removed = draw(st.sets(st.integers(min_value=0, max_value=max(0, n - 1)), max_size=n // 2))
+    batches = draw(st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=8))
+    queries = []
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        bounds = draw(st.tuples(st.none() | st.integers(-1, 13), st.none() | st.integers(-1, 13)))
+        start, end = bounds
+        if start is not None and end is not None and start > end:
+            start, end = end, start
+        queries.append(
+            {
+                "vector": draw(st.none() | st.lists(small_ints, min_size=dim, max_size=dim)),
+                "k": draw(st.integers(min_value=1, max_value=12)),
+                "range": draw(st.booleans()),
+                "start": start,
+                "end": end,
+                "anchor": draw(st.none() | st.integers(min_value=0, max_value=max(0, n - 1))),
+            }
+        )
+    return {
+        "dim": dim,
+        "vectors": vectors,
+        "times": times,
+        "removed": removed,
+        "batches": batches,
+        "queries": queries,
+    }
+
+
+def load(structure: Structure, scenario: dict[str, object]) -> list[str]:
+    vectors = np.array(scenario["vectors"], dtype=np.float64).reshape(-1, scenario["dim"])  # type: ignore[call-overload]
+    times = [float(t) for t in scenario["times"]]  # type: ignore[attr-defined]
+    ids = [f"id{i}" for i in range(len(times))]
+    batches = scenario["batches"]
+    i = b = 0
+    while i < len(ids):
+        step = batches[b % len(batches)]  # type: ignore[index]
+        structure.add(ids[i : i + step], vectors[i : i + step], times[i : i + step])
+        i += step
+        b += 1
+    structure.remove([ids[r] for r in scenario["removed"] if r < len(ids)])  # type: ignore[attr-defined]
+    return [id_ for n, id_ in enumerate(ids) if n not in scenario["removed"]]  # type: ignore[operator]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_segment_tree_equals_flat(scenario: dict[str, object]) -> None:
+    """On random data, removals, time ranges, k and anchors, segment_tree returns flat's exact hits."""
+    flat, tree = FlatStructure(), small_tree()
+    live = load(flat, scenario)
+    load(tree, scenario)
+    assert len(flat) == len(tree) == len(live)
+    for q in scenario["queries"]:  # type: ignore[attr-defined]
+        anchor = None
+        if q["anchor"] is not None and live:
+            anchor = live[q["anchor"] % len(live)]
+        time_range = TimeRange(start=q["start"], end=q["end"]) if q["range"] else None
+        args = {"k": q["k"], "time_range": time_range, "anchor_id": anchor}
+        assert tree.search(q["vector"], **args) == flat.search(q["vector"], **args)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=2**32 - 1),
+    st.integers(min_value=1, max_value=40),
+    st.sampled_from([2, 16, 64]),
+)
+def test_both_structures_match_brute_force(seed: int, k: int, dim: int) -> None:
+    """Gaussian vectors, duplicates and zero rows: both structures equal a plain-Python reference."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 120))
+    vectors = rng.normal(size=(n, dim))
+    vectors[rng.random(n) < 0.1] = 0.0
+    dup = rng.random(n) < 0.2
+    vectors[dup] = vectors[0]
+    times = rng.integers(0, 30, size=n).astype(float).tolist()
+    ids = [f"x{i}" for i in range(n)]
+    query = rng.normal(size=dim)
+    time_range = TimeRange(start=5.0, end=25.0) if rng.random() < 0.5 else None
+    anchor = ids[int(rng.integers(n))] if rng.random() < 0.5 else None
+    expected = reference(ids, vectors, times, query, k, time_range, anchor)
+    for kind in KINDS:
+        structure = make(kind)
+        structure.add(ids, vectors, times)
+        assert structure.search(query, k=k, time_range=time_range, anchor_id=anchor) == expected
+
+
+def test_segment_tree_prunes_clustered_data() -> None:
+    """With two far-apart clusters, a query near one scores fewer rows than the tree holds."""
+    rng = np.random.default_rng(3)
+    n = 4000
+    a = np.array([1.0, 0.0, 0.0, 0.0]) + 0.01 * rng.normal(size=(n // 2, 4))
+    b = np.array([0.0, 0.0, 0.0, 1.0]) + 0.01 * rng.normal(size=(n // 2, 4))
+    tree = SegmentTreeStructure(leaf_size=32, direct_rows=64)
+    tree.add([f"i{i}" for i in range(n)], np.vstack([a, b]), [float(i) for i in range(n)])
+    hits = tree.search([1.0, 0.0, 0.0, 0.0], k=5)
+    assert len(hits) == 5
+    assert tree.rows_scored < n
+
+
+# -- search semantics, per structure ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_vector_search_ranks_by_cosine(kind: str) -> None:
+    """The hit closest in angle comes first; length does not matter."""
+    s = make(kind)
+    s.add(["a", "b", "c"], [[1.0, 0.0], [10.0, 1.0], [0.0, 1.0]], [1.0, 2.0, 3.0])
+    hits = s.search([1.0, 0.0], k=3)
+    assert [h.id for h in hits] == ["a", "b", "c"]
+    assert hits[0].score == 1.0
+    assert hits[2].score == 0.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_time_range_is_half_open(kind: str) -> None:
+    """A note at start is a hit, a note at end is not."""
+    s = make(kind)
+    s.add(["t10", "t20", "t30"], np.ones((3, 2)), [10.0, 20.0, 30.0])
+    hits = s.search([1.0, 1.0], k=5, time_range=TimeRange(start=10.0, end=30.0))
+    assert sorted(h.id for h in hits) == ["t10", "t20"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_empty_time_range_gives_no_hits(kind: str) -> None:
+    """start == end selects nothing."""
+    s = make(kind)
+    s.add(["a"], [[1.0]], [5.0])
+    assert s.search([1.0], k=3, time_range=TimeRange(start=5.0, end=5.0)) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ties_break_newer_first_then_id(kind: str) -> None:
+    """Equal scores order by timestamp descending, then id ascending."""
+    s = make(kind)
+    s.add(["b", "a", "c", "d"], np.ones((4, 2)), [1.0, 1.0, 2.0, 0.5])
+    assert [h.id for h in s.search([1.0, 1.0], k=4)] == ["c", "a", "b", "d"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_vector_returns_most_recent(kind: str) -> None:
+    """Without vector or anchor, hits are the newest in the range with score 0.0."""
+    s = make(kind)
+    fill(s, 20)
+    hits = s.search(None, k=3, time_range=TimeRange(end=10.0))
+    assert hits == [StructureHit("n009", 0.0), StructureHit("n008", 0.0), StructureHit("n007", 0.0)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_anchor_without_vector_ranks_by_time_closeness(kind: str) -> None:
+    """Anchor only: closest in time first, score -|dt|, later first on equal distance."""
+    s = make(kind)
+    fill(s, 20)
+    hits = s.search(None, k=3, anchor_id="n010")
+    assert hits == [
+        StructureHit("n011", -1.0),
+        StructureHit("n009", -1.0),
+        StructureHit("n012", -2.0),
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_anchor_is_never_a_hit(kind: str) -> None:
+    """The anchor is excluded even when it is the best match."""
+    s = make(kind)
+    ids, vectors = fill(s, 10)
+    hits = s.search(vectors[4], k=10, anchor_id="n004")
+    assert "n004" not in [h.id for h in hits]
+    assert len(hits) == 9
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_anchor_steers_vector_search(kind: str) -> None:
+    """With a vector and an anchor, the query is the sum of both unit vectors."""
+    s = make(kind)
+    s.add(["x", "y", "mid", "anchor"], [[1, 0], [0, 1], [1, 1], [0, 1]], [1.0, 2.0, 3.0, 4.0])
+    hits = s.search([1.0, 0.0], k=1, anchor_id="anchor")
+    assert hits[0].id == "mid"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unknown_anchor_raises(kind: str) -> None:
+    """An anchor that is not stored raises AnchorNotFound naming it."""
+    s = make(kind)
+    fill(s, 3)
+    with pytest.raises(AnchorNotFound, match="'ghost'"):
+        s.search(None, k=1, anchor_id="ghost")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_zero_vector_scores_zero(kind: str) -> None:
+    """An all-zero stored vector scores exactly 0 for any query."""
+    s = make(kind)
+    s.add(["z"], [[0.0, 0.0, 0.0]], [1.0])
+    assert s.search([1.0, 2.0, 3.0], k=1) == [StructureHit("z", 0.0)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fewer_hits_than_k(kind: str) -> None:
+    """k larger than the number of candidates returns them all."""
+    s = make(kind)
+    fill(s, 4)
+    assert len(s.search([1.0, 0.0, 0.0], k=50)) == 4
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_empty_structure_returns_nothing(kind: str) -> None:
+    """Searching an empty structure gives an empty list."""
+    assert make(kind).search(None, k=3) == []
+
+
+# -- add, remove, clear ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_remove_hides_ids_and_reports_count(kind: str) -> None:
+    """Removed ids are no longer hits; unknown ids are ignored and not counted."""
+    s = make(kind)
+    fill(s, 10)
+    assert s.remove(["n001", "n002", "nope", "n001"]) == 2
+    assert len(s) == 8
+    assert "n001" not in s
+    assert {h.id for h in s.search(None, k=20)} == {f"n{i:03d}" for i in range(10)} - {"n001", "n002"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_removed_id_can_be_added_again(kind: str) -> None:
+    """After remove, the same id may be added with a new vector."""
+    s = make(kind)
+    fill(s, 10)
+    s.remove(["n003"])
+    s.add(["n003"], [[0.0, 0.0, 9.0]], [100.0])
+    assert s.search([0.0, 0.0, 1.0], k=1)[0] == StructureHit("n003", 1.0)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_clear_empties_and_frees_dimension(kind: str) -> None:
+    """clear removes everything and a new dimension is accepted."""
+    s = make(kind)
+    fill(s, 5)
+    s.clear()
+    assert len(s) == 0 and s.dim is None
+    s.add(["a"], [[1.0]], [0.0])
+    assert s.dim == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_duplicate_id_is_refused_and_changes_nothing(kind: str) -> None:
+    """An id already stored, or repeated in the batch, raises StructureError; nothing is added."""
+    s = make(kind)
+    fill(s, 3)
+    with pytest.raises(StructureError, match="'n001'"):
+        s.add(["new", "n001"], np.ones((2, 3)), [1.0, 2.0])
+    with pytest.raises(StructureError, match="twice"):
+        s.add(["q", "q"], np.ones((2, 3)), [1.0, 2.0])
+    assert len(s) == 3 and "new" not in s and "q" not in s
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_wrong_dimension_is_refused(kind: str) -> None:
+    """Vectors of another length than the stored ones raise StructureError naming both."""
+    s = make(kind)
+    fill(s, 3)
+    with pytest.raises(StructureError, match="dimension 2.*holds 3"):
+        s.add(["x"], [[1.0, 2.0]], [0.0])
+    assert len(s) == 3
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("vectors", "times", "message"),
+    [
+        ([[float("nan"), 1.0]], [0.0], "vector of id 'a' is not finite"),
+        ([[1.0, 1.0]], [float("inf")], "timestamp of id 'a' is not finite"),
+        ([1.0, 1.0], [0.0], "shape"),
+        ([[1.0, 1.0]], [0.0, 1.0], "timestamps must have shape"),
+    ],
+)
+def test_bad_add_input_is_refused(kind: str, vectors: object, times: list[float], message: str) -> None:
+    """Non-finite values and wrong shapes raise StructureError naming the problem."""
+    s = make(kind)
+    with pytest.raises(StructureError, match=message):
+        s.add(["a"], vectors, times)
+    assert len(s) == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"vector": [1.0], "k": 0}, "k must be a positive integer"),
+        ({"vector": [1.0], "k": True}, "k must be a positive integer"),
+        ({"vector": [1.0, 2.0], "k": 1}, "dimension 2"),
+        ({"vector": [float("nan")], "k": 1}, "finite"),
+        ({"vector": [[1.0]], "k": 1}, "one-dimensional"),
+        ({"vector": None, "k": 1, "time_range": (0, 1)}, "TimeRange"),
+    ],
+)
+def test_bad_search_input_is_refused(kind: str, kwargs: dict[str, object], message: str) -> None:
+    """Bad k, vector or time_range raise ContractError naming the field."""
+    s = make(kind)
+    s.add(["a"], [[1.0]], [0.0])
+    with pytest.raises(ContractError, match=message):
+        s.search(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_search_does_not_change_the_structure(kind: str) -> None:
+    """Searching around an anchor leaves every id searchable afterwards."""
+    s = make(kind)
+    fill(s, 30)
+    s.search(None, k=3, anchor_id="n015")
+    assert len(s.search(None, k=100)) == 30
+
+
+def test_segment_tree_keeps_results_across_merges_and_compaction() -> None:
+    """Many small adds (buffer merges) and many removals (compaction) keep results equal to flat."""
+    flat, tree = FlatStructure(), small_tree()
+    rng = np.random.default_rng(7)
+    for step in range(60):
+        ids = [f"s{step}-{j}" for j in range(3)]
+        vectors = rng.normal(size=(3, 4))
+        times = rng.integers(0, 100, size=3).astype(float)
+        flat.add(ids, vectors, times)
+        tree.add(ids, vectors, times)
+        if step % 3 == 2:
+            gone = [f"s{step - 1}-{j}" for j in range(3)] + [f"s{step - 2}-0"]
+            flat.remove(gone)
+            tree.remove(gone)
+    query = rng.normal(size=4)
+    for k in (1, 5, 50, 500):
+        assert tree.search(query, k=k) == flat.search(query, k=k)
+        assert tree.search(None, k=k) == flat.search(None, k=k)
+
+
+def test_segment_tree_optimize_keeps_results() -> None:
+    """optimize() merges the buffer and drops removed rows without changing any answer."""
+    tree = small_tree()
+    fill(tree, 50)
+    tree.remove(["n010", "n020"])
+    before = tree.search([1.0, 0.5, 0.0], k=10)
+    tree.optimize()
+    assert tree.search([1.0, 0.5, 0.0], k=10) == before
+
+
+# -- pieces -------------------------------------------------------------------------------------
+
+
+def test_registry_has_both_builtins() -> None:
+    """flat and segment_tree are registered by name."""
+    assert {"flat", "segment_tree"} <= set(STRUCTURES.names())
+    assert isinstance(STRUCTURES.create("segment_tree", leaf_size=8), SegmentTreeStructure)
+
+
+def test_unknown_structure_lists_registered_names() -> None:
+    """An unknown name raises UnknownPiece listing what is registered."""
+    with pytest.raises(UnknownPiece, match="unknown structure 'kd'.*flat.*segment_tree"):
+        STRUCTURES.create("kd")
+
+
+def test_spawn_gives_an_empty_twin() -> None:
+    """spawn() returns a new empty structure with the same options."""
+    tree = SegmentTreeStructure(leaf_size=8, direct_rows=100)
+    fill(tree, 5)
+    twin = tree.spawn()
+    assert len(twin) == 0 and twin.options == tree.options
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"leaf_size": 0}, "leaf_size"),
+        ({"direct_rows": 1.5}, "direct_rows"),
+        ({"buffer_fraction": 0.0}, "buffer_fraction"),
+    ],
+)
+def test_bad_segment_tree_options_are_refused(kwargs: dict[str, object], message: str) -> None:
+    """Bad segment_tree options raise ContractError naming the option."""
+    with pytest.raises(ContractError, match=message):
+        SegmentTreeStructure(**kwargs)  # type: ignore[arg-type]
