@@ -76,11 +76,12 @@ def record_lists(draw: st.DrawFn) -> list[MemoryRecord]:
 
 
 def _write(batch_list: list[list[float]]) -> list[list[MemoryRecord]]:
-    """Records named by write position, grouped into the given put calls."""
+    """Records grouped into the given put calls, with ids that sort against write order (so a
+    backend breaking ties by id instead of write order is caught)."""
     out: list[list[MemoryRecord]] = []
     n = 0
     for batch in batch_list:
-        out.append([record(f"w{n + i:03d}", t) for i, t in enumerate(batch)])
+        out.append([record(f"w{999 - n - i:03d}", t) for i, t in enumerate(batch)])
         n += len(batch)
     return out
 
