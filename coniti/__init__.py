@@ -4,17 +4,24 @@ The public names are re-exported here; see ``__all__``. Backends live in :mod:`c
 """
 
 from coniti.actor import Note, Query, TimeRange
+from coniti.container import Container
 from coniti.contracts import Contract
+from coniti.engine import Answer, ContinuityEngine, Hit, IngestResult, Snapshot
 from coniti.errors import (
+    AnchorNotFound,
     ConitiError,
     ContractError,
     DuplicateRecord,
+    EmbeddingMismatch,
     EngineError,
     InvalidCursor,
     MemoryBackendError,
     MemoryFileError,
+    NotSupported,
     ReadOnlyError,
     StoreError,
+    StructureError,
+    UnknownPiece,
 )
 from coniti.memory import (
     ClearRequest,
@@ -37,9 +44,13 @@ from coniti.memory import (
 )
 
 __all__ = [
+    "AnchorNotFound",
+    "Answer",
     "ClearRequest",
     "ClearResult",
     "ConitiError",
+    "Container",
+    "ContinuityEngine",
     "Contract",
     "ContractError",
     "CountRequest",
@@ -47,9 +58,12 @@ __all__ = [
     "DeleteRequest",
     "DeleteResult",
     "DuplicateRecord",
+    "EmbeddingMismatch",
     "EngineError",
     "GetRequest",
     "GetResult",
+    "Hit",
+    "IngestResult",
     "InvalidCursor",
     "MemoryBackend",
     "MemoryBackendError",
@@ -58,6 +72,7 @@ __all__ = [
     "MetaGetRequest",
     "MetaResult",
     "MetaSetRequest",
+    "NotSupported",
     "Note",
     "PutRequest",
     "PutResult",
@@ -65,8 +80,11 @@ __all__ = [
     "ReadOnlyError",
     "ScanRequest",
     "ScanResult",
+    "Snapshot",
     "StoreError",
+    "StructureError",
     "TimeRange",
+    "UnknownPiece",
 ]
 
 __version__ = "0.1.0"

@@ -1,0 +1,284 @@
+"""Container: assemble memory, embedding, structure and strategy by name (or instance) into an engine.
+
+::
+
+    c = Container()                                     # in-memory, local_hash, flat, default
+    c = Container(memory="log", path="store/", dim=128, structure="segment_tree")
+    c.engine.ingest(Note.create("met Ana about the budget"))
+    c.resolved()["embedding"]["spec_id"]                # 'emb-...', the id written in the memory
+
+Each piece is a registered name or an instance. Names are looked up in the piece's registry
+(:data:`MEMORIES`, :data:`~coniti.embedding.EMBEDDERS`, :data:`~coniti.structure.STRUCTURES`,
+:data:`~coniti.strategy.STRATEGIES`), which also reads the entry-point groups ``coniti.memories``,
+``coniti.embedders``, ``coniti.structures`` and ``coniti.strategies`` (see :mod:`coniti.registry`).
+
+Options (``**options``) go to the piece whose factory takes a parameter of that name; write
+``<piece>_<option>`` (``embedding_dim=64``, ``memory_path=...``) when two pieces take the same name.
+An option no named piece takes, or one given for a piece passed as an instance, raises
+:class:`~coniti.errors.ContractError` listing what each piece accepts.
+
+Built-in memories: ``in_memory`` (:class:`~coniti.impl.memory.InMemoryBackend`, the default) and
+``log`` (:class:`~coniti.impl.log.LogBackend`; needs ``path``; imported only when chosen). A memory the
+container created is closed by :meth:`Container.close` (or ``with Container(...) as c:``); a memory
+passed as an instance belongs to the caller and is left open.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self
+
+from coniti.embedding import EMBEDDERS, Embedder
+from coniti.engine import ContinuityEngine
+from coniti.errors import ContractError
+from coniti.impl.memory import InMemoryBackend
+from coniti.memory import MemoryBackend
+from coniti.registry import Registry, spec_id
+from coniti.strategy import STRATEGIES, Strategy
+from coniti.structure import STRUCTURES, Structure
+
+__all__ = ["MEMORIES", "PIECES", "Container"]
+
+MEMORIES: Registry[MemoryBackend] = Registry("memory", "coniti.memories")
+"""Memory backends by name; third parties add theirs here or in the ``coniti.memories`` group."""
+
+PIECES = ("memory", "embedding", "structure", "strategy")
+"""The piece names, in the order :meth:`Container.resolved` lists them."""
+
+_PREFIX = {"memory": "mem", "embedding": "emb", "structure": "str", "strategy": "stg"}
+
+
+def _log_backend(
+    path: str | os.PathLike[str],
+    *,
+    durability: str = "sync",
+    actor: str | None = None,
+    readonly: bool = False,
+    map_size: int | None = None,
+) -> MemoryBackend:
+    """A :class:`~coniti.impl.log.LogBackend` on directory ``path``."""
+    from coniti.impl.log import LogBackend
+
+    extra: dict[str, Any] = {} if map_size is None else {"map_size": map_size}
+    return LogBackend(path, durability=durability, actor=actor, readonly=readonly, **extra)
+
+
+MEMORIES.register("in_memory", InMemoryBackend)
+MEMORIES.register("log", _log_backend)
+
+
+def _parameters(factory: Callable[..., Any]) -> list[str]:
+    """Keyword-acceptable parameter names of a factory (a class: its ``__init__``)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return []
+    return [
+        name
+        for name, p in signature.parameters.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+
+
+def _required(factory: Callable[..., Any]) -> list[str]:
+    """Parameters of a factory that have no default."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return []
+    return [
+        name
+        for name, p in signature.parameters.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
+    ]
+
+
+def _defaults(factory: Callable[..., Any]) -> dict[str, Any]:
+    """Parameters of a factory with their JSON-friendly defaults."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return {}
+    return {
+        name: p.default
+        for name, p in signature.parameters.items()
+        if p.default is not p.empty and (p.default is None or isinstance(p.default, bool | int | float | str))
+    }
+
+
+class Container:
+    """The assembled pieces and the :class:`~coniti.engine.ContinuityEngine` over them.
+
+    Raises :class:`~coniti.errors.UnknownPiece` for an unknown name (listing the registered ones),
+    :class:`~coniti.errors.ContractError` for a bad option, and
+    :class:`~coniti.errors.EmbeddingMismatch` if the memory was written with another embedding.
+    """
+
+    def __init__(
+        self,
+        memory: str | MemoryBackend | None = None,
+        embedding: str | Embedder = "local_hash",
+        structure: str | Structure = "flat",
+        strategy: str | Strategy = "default",
+        **options: Any,
+    ) -> None:
+        chosen: dict[str, Any] = {
+            "memory": "in_memory" if memory is None else memory,
+            "embedding": embedding,
+            "structure": structure,
+            "strategy": strategy,
+        }
+        kinds: dict[str, tuple[Registry[Any], type]] = {
+            "memory": (MEMORIES, MemoryBackend),
+            "embedding": (EMBEDDERS, Embedder),
+            "structure": (STRUCTURES, Structure),
+            "strategy": (STRATEGIES, Strategy),
+        }
+        factories: dict[str, Callable[..., Any] | None] = {}
+        for piece, value in chosen.items():
+            registry, base = kinds[piece]
+            if isinstance(value, str):
+                factories[piece] = registry.get(value)
+            elif isinstance(value, base):
+                factories[piece] = None
+            else:
+                raise ContractError(
+                    f"{piece} must be a registered name or a {base.__name__}, "
+                    f"got {type(value).__name__}"
+                )
+        routed = _route(options, chosen, factories)
+        for piece, factory in factories.items():
+            if factory is None:
+                continue
+            missing = [n for n in _required(factory) if n not in routed[piece]]
+            if missing:
+                raise ContractError(
+                    f"{piece} {chosen[piece]!r} needs option {missing[0]!r} "
+                    f"(e.g. Container({piece}={chosen[piece]!r}, {missing[0]}=...))"
+                )
+        self._defaults = {
+            p: (_defaults(f) if f is not None else {}) for p, f in factories.items()
+        }
+        self._names = {p: (v if isinstance(v, str) else _instance_name(p, v)) for p, v in chosen.items()}
+        self._given = routed
+        self._owns_memory = isinstance(chosen["memory"], str)
+        built: dict[str, Any] = {}
+        try:
+            for piece in PIECES:
+                factory = factories[piece]
+                built[piece] = chosen[piece] if factory is None else factory(**routed[piece])
+                _, base = kinds[piece]
+                if not isinstance(built[piece], base):
+                    raise ContractError(
+                        f"{piece} {self._names[piece]!r} built a {type(built[piece]).__name__}, "
+                        f"not a {base.__name__}"
+                    )
+            self.memory: MemoryBackend = built["memory"]
+            self.embedder: Embedder = built["embedding"]
+            self.structure: Structure = built["structure"]
+            self.strategy: Strategy = built["strategy"]
+            self.engine = ContinuityEngine(self.memory, self.embedder, self.structure, self.strategy)
+        except BaseException:
+            created = built.get("memory")
+            if self._owns_memory and isinstance(created, MemoryBackend):
+                created.close()
+            raise
+
+    def resolved(self) -> dict[str, dict[str, Any]]:
+        """Per piece: ``name``, ``options`` and ``spec_id`` (the embedding's is the memory's id)."""
+        out: dict[str, dict[str, Any]] = {}
+        for piece in PIECES:
+            options = self._options(piece)
+            if piece == "embedding":
+                ident = self.embedder.spec_id
+            else:
+                ident = spec_id(_PREFIX[piece], {"name": self._names[piece], "options": options})
+            out[piece] = {"name": self._names[piece], "options": options, "spec_id": ident}
+        return out
+
+    def _options(self, piece: str) -> dict[str, Any]:
+        if piece == "embedding":
+            return dict(self.embedder.options)
+        if piece == "structure":
+            return dict(self.structure.options)
+        if piece == "strategy":
+            return dict(self.strategy.options)
+        given = {**self._defaults["memory"], **self._given["memory"]}
+        return {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in sorted(given.items())}
+
+    def close(self) -> None:
+        """Drop the engine's derived state and close the memory if this container created it."""
+        self.engine.close()
+        if self._owns_memory:
+            self.memory.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        names = ", ".join(f"{p}={self._names[p]!r}" for p in PIECES)
+        return f"Container({names})"
+
+
+def _instance_name(piece: str, value: Any) -> str:
+    if piece == "memory":
+        return str(value.kind)
+    return str(value.name)
+
+
+def _route(
+    options: dict[str, Any],
+    chosen: dict[str, Any],
+    factories: dict[str, Callable[..., Any] | None],
+) -> dict[str, dict[str, Any]]:
+    """Assign each option to exactly one piece, or raise ContractError saying what is accepted."""
+    accepted = {p: (_parameters(f) if f is not None else []) for p, f in factories.items()}
+    routed: dict[str, dict[str, Any]] = {p: {} for p in PIECES}
+
+    def help_text() -> str:
+        parts = []
+        for piece in PIECES:
+            names = ", ".join(accepted[piece]) if factories[piece] is not None else "(an instance)"
+            parts.append(f"{piece} {_label(chosen[piece])}: {names or '(none)'}")
+        return "; ".join(parts)
+
+    for key, value in options.items():
+        target: str | None = None
+        name = key
+        for piece in PIECES:
+            prefix = piece + "_"
+            if key.startswith(prefix):
+                if factories[piece] is None:
+                    raise ContractError(
+                        f"option {key!r} is for the {piece}, which was given as an instance"
+                    )
+                if key[len(prefix) :] in accepted[piece]:
+                    target, name = piece, key[len(prefix) :]
+                    break
+        if target is None:
+            takers = [p for p in PIECES if key in accepted[p]]
+            if len(takers) > 1:
+                spelled = " or ".join(f"{p}_{key}" for p in takers)
+                raise ContractError(f"option {key!r} fits several pieces; write {spelled}")
+            if not takers:
+                raise ContractError(f"unknown option {key!r}; accepted: {help_text()}")
+            target = takers[0]
+        if name in routed[target]:
+            raise ContractError(f"option {name!r} for the {target} is given twice")
+        routed[target][name] = value
+    return routed
+
+
+def _label(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else f"({type(value).__name__} instance)"

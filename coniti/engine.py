@@ -1,0 +1,619 @@
+"""The ContinuityEngine: notes in, answers out, memory underneath.
+
+The engine runs the handshake of the layers spec:
+
+* **ingest**: embed (one batch) -> the strategy admits -> insert into every structure -> write to
+  memory last. If a structure fails, the namespace's structures are rebuilt from memory (which was not
+  written yet) and the error is raised; if the memory write fails, the rows just inserted are taken out
+  of the structures again. Either way a failed ingest changes nothing.
+* **ask**: embed the query text (if any) -> the strategy queries the structures -> hits are resolved
+  to notes with one memory ``get`` -> :class:`Answer`.
+* **remove**: delete from memory, then bring the structures in line (the deleted ids are taken out;
+  if that fails, the structures are rebuilt from memory).
+
+The engine keeps no copy of notes or vectors it cannot rebuild. Per namespace it holds derived data
+only: the structures and, when the strategy asks for one, a content index (content key -> ids). The
+engine cannot list a backend's namespaces, so it loads a namespace lazily the first time a call
+touches it: it checks the namespace's ``embedding_id`` metadata, then fills fresh structures with one
+``scan`` of the namespace (``iter_all``). The root namespace ``()`` is checked when the engine opens.
+
+**The embedding id travels with the memory.** Every record is written with the embedder's
+``spec_id``; the first write to a namespace sets its ``embedding_id`` metadata. A namespace whose
+stored id (or any record's) differs from the engine's raises :class:`EmbeddingMismatch` naming both.
+
+**Following a log.** :meth:`ContinuityEngine.refresh` catches up with writes made through other
+handles or processes. On a backend with an event feed (a ``head`` attribute and an
+``events(after=seq, namespace=...)`` method, as :class:`~coniti.impl.log.LogBackend` provides), it
+reads only the events after the last sequence number it has seen and re-reads just the records they
+touch; elsewhere it rescans the loaded namespaces. :meth:`ContinuityEngine.at` returns a read-only
+engine over ``memory.at(seq, time=...)`` (time travel), for backends that have it.
+
+An engine is thread-safe: every public method holds one re-entrant lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Self
+
+import numpy as np
+import pydantic
+
+from coniti.actor import Note, Query
+from coniti.contracts import Contract
+from coniti.embedding import Embedder
+from coniti.errors import (
+    ContractError,
+    DuplicateRecord,
+    EmbeddingMismatch,
+    NotSupported,
+    ReadOnlyError,
+)
+from coniti.memory import (
+    DeleteRequest,
+    DeleteResult,
+    GetRequest,
+    MemoryBackend,
+    MemoryRecord,
+    MetaGetRequest,
+    MetaSetRequest,
+    Namespace,
+    PutRequest,
+)
+from coniti.strategy import Strategy, StrategyContext
+from coniti.structure import Structure
+
+__all__ = ["Answer", "ContinuityEngine", "Hit", "IngestResult", "Snapshot"]
+
+EMBEDDING_KEY = "embedding_id"
+"""The metadata key holding a namespace's embedding spec id."""
+
+_REBUILD_BATCH = 65_536
+
+
+class IngestResult(Contract):
+    """The outcome of ingesting one note: admitted, or refused with a ``reason``."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    admitted: bool
+    id: str
+    reason: str | None = None
+
+
+class Hit(Contract):
+    """One answer: the stored note and its score (higher is better; see coniti.structure)."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    note: Note
+    score: float
+
+
+class Answer(Contract):
+    """The hits for a query, best first."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    query: Query
+    namespace: Namespace = ()
+    hits: list[Hit]
+
+
+class Snapshot(Contract):
+    """Every record of one namespace, read by scan; :meth:`ContinuityEngine.restore` writes it back."""
+
+    namespace: Namespace = ()
+    embedding_id: str | None = None
+    records: list[MemoryRecord]
+
+
+@dataclass
+class _Space:
+    """Derived state of one namespace."""
+
+    structures: list[Structure]
+    keys: dict[str, list[str]] = field(default_factory=dict)
+    key_of: dict[str, str] = field(default_factory=dict)
+    seq: int | None = None
+    meta_checked: bool = False
+
+
+def _namespace(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ContractError(f"namespace must be a tuple of strings, got {type(value).__name__}")
+    out = tuple(value)
+    for i, part in enumerate(out):
+        if not isinstance(part, str) or not part:
+            raise ContractError(f"namespace[{i}] must be a non-empty string, got {part!r}")
+    return out
+
+
+class ContinuityEngine:
+    """Ingest notes, ask questions, remove notes: over one memory backend; see the module docstring.
+
+    ``structures``: one structure or a sequence of them; each is a prototype, ``spawn()``-ed once per
+    namespace. ``read_only``: refuse writes (always so over a read-only backend such as a time-travel
+    view). Raises :class:`EmbeddingMismatch` if the root namespace holds another embedding's vectors.
+    """
+
+    def __init__(
+        self,
+        memory: MemoryBackend,
+        embedder: Embedder,
+        structures: Structure | Sequence[Structure],
+        strategy: Strategy,
+        *,
+        read_only: bool = False,
+    ) -> None:
+        if not isinstance(memory, MemoryBackend):
+            raise ContractError(f"memory must be a MemoryBackend, got {type(memory).__name__}")
+        if not isinstance(embedder, Embedder):
+            raise ContractError(f"embedder must be an Embedder, got {type(embedder).__name__}")
+        protos = [structures] if isinstance(structures, Structure) else list(structures)
+        if not protos or not all(isinstance(s, Structure) for s in protos):
+            raise ContractError("structures must be a Structure or a non-empty sequence of them")
+        if not isinstance(strategy, Strategy):
+            raise ContractError(f"strategy must be a Strategy, got {type(strategy).__name__}")
+        self.memory = memory
+        self.embedder = embedder
+        self.strategy = strategy
+        self._prototypes = protos
+        self._spec_id = embedder.spec_id
+        self._read_only = read_only or bool(getattr(memory, "read_only", False))
+        self._lock = threading.RLock()
+        self._spaces: dict[tuple[str, ...], _Space] = {}
+        self._check_meta(())
+
+    # -- properties ------------------------------------------------------------------------------
+
+    @property
+    def spec_id(self) -> str:
+        """The embedding spec id this engine writes and accepts."""
+        return self._spec_id
+
+    @property
+    def read_only(self) -> bool:
+        """True when writes are refused (time-travel engines, read-only backends)."""
+        return self._read_only
+
+    @property
+    def namespaces(self) -> list[tuple[str, ...]]:
+        """The namespaces loaded so far (touched by a call), sorted."""
+        with self._lock:
+            return sorted(self._spaces)
+
+    def structures(self, namespace: Sequence[str] = ()) -> list[Structure]:
+        """The structures of ``namespace`` (loaded if needed). Read them; do not modify them."""
+        with self._lock:
+            return list(self._space(_namespace(namespace)).structures)
+
+    # -- ingest ----------------------------------------------------------------------------------
+
+    def ingest(self, note: Note | str, *, namespace: Sequence[str] = ()) -> IngestResult:
+        """Ingest one note (a plain string becomes ``Note.create(text)``); see :meth:`ingest_many`."""
+        return self.ingest_many([note], namespace=namespace)[0]
+
+    def ingest_many(
+        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = ()
+    ) -> list[IngestResult]:
+        """Ingest a batch atomically: one embedding call, one strategy call, one memory ``put``.
+
+        Returns one :class:`IngestResult` per note, in order. Refused notes are not written. If any
+        step fails, nothing of the batch is written and the structures equal memory again.
+        """
+        batch = [_as_note(n, i) for i, n in enumerate(notes)]
+        ns = _namespace(namespace)
+        with self._lock:
+            self._refuse_writes()
+            space = self._space(ns)
+            if not batch:
+                return []
+            vectors = self.embedder.embed([n.text for n in batch])
+            decisions = self.strategy.admit(batch, vectors, self._context(ns, space))
+            if len(decisions) != len(batch):
+                raise ContractError(
+                    f"strategy {self.strategy.name!r} returned {len(decisions)} decisions "
+                    f"for {len(batch)} notes"
+                )
+            chosen = [i for i, d in enumerate(decisions) if d.admitted]
+            records = [
+                MemoryRecord.trusted(batch[i], vectors[i].copy(), self._spec_id, ns) for i in chosen
+            ]
+            self._write(ns, space, records)
+            return [
+                IngestResult.model_construct(admitted=d.admitted, id=n.id, reason=d.reason)
+                for n, d in zip(batch, decisions, strict=True)
+            ]
+
+    def _write(self, ns: tuple[str, ...], space: _Space, records: list[MemoryRecord]) -> None:
+        """Structures first, memory last; undo the structures if memory refuses."""
+        if not records:
+            return
+        ids = [r.note.id for r in records]
+        matrix = np.stack([r.vector for r in records])
+        times = np.array([r.note.timestamp for r in records], dtype=np.float64)
+        try:
+            for structure in space.structures:
+                structure.add(ids, matrix, times)
+        except BaseException:
+            self._recover(ns)
+            raise
+        meta_set = False
+        try:
+            meta_set = self._claim_namespace(ns, space)
+            self.memory.put(PutRequest(records=records))
+        except BaseException:
+            self._undo_add(ns, space, ids)
+            if meta_set:
+                self._release_namespace(ns, space)
+            raise
+        self._index(space, [r.note for r in records])
+
+    def _undo_add(self, ns: tuple[str, ...], space: _Space, ids: list[str]) -> None:
+        try:
+            for structure in space.structures:
+                structure.remove(ids)
+        except BaseException:
+            self._recover(ns)
+
+    def _claim_namespace(self, ns: tuple[str, ...], space: _Space) -> bool:
+        """Set the namespace's embedding id on its first write; True if this call set it."""
+        if space.meta_checked:
+            return False
+        stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
+        if stored is None:
+            self.memory.set_meta(MetaSetRequest(key=EMBEDDING_KEY, value=self._spec_id, namespace=ns))
+            space.meta_checked = True
+            return True
+        self._refuse_mismatch(stored, ns)
+        space.meta_checked = True
+        return False
+
+    def _release_namespace(self, ns: tuple[str, ...], space: _Space) -> None:
+        space.meta_checked = False
+        with contextlib.suppress(Exception):  # best effort: the original error is being raised
+            self.memory.set_meta(MetaSetRequest(key=EMBEDDING_KEY, value=None, namespace=ns))
+
+    # -- ask ---------------------------------------------------------------------------------------
+
+    def ask(self, query: Query | str, *, namespace: Sequence[str] = ()) -> Answer:
+        """Answer ``query`` (a plain string becomes ``Query(text=...)``) from ``namespace``.
+
+        Raises :class:`~coniti.errors.AnchorNotFound` when ``query.near`` is not stored. A hit whose
+        record vanished from memory since the structures last saw it (a write by another process not
+        yet picked up by :meth:`refresh`) is left out.
+        """
+        if isinstance(query, str):
+            query = Query(text=query)
+        if not isinstance(query, Query):
+            raise ContractError(f"query must be a Query or a string, got {type(query).__name__}")
+        ns = _namespace(namespace)
+        with self._lock:
+            space = self._space(ns)
+            vector = None if query.text is None else self.embedder.embed([query.text])[0]
+            hits = self.strategy.answer(query, vector, self._context(ns, space))
+            if not hits:
+                return Answer.model_construct(query=query, namespace=ns, hits=[])
+            found = self.memory.get(GetRequest(ids=[h.id for h in hits], namespace=ns))
+            notes = {r.note.id: r.note for r in found.records}
+            resolved = [
+                Hit.model_construct(note=notes[h.id], score=float(h.score))
+                for h in hits
+                if h.id in notes
+            ]
+            return Answer.model_construct(query=query, namespace=ns, hits=resolved)
+
+    # -- remove ------------------------------------------------------------------------------------
+
+    def remove(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> DeleteResult:
+        """Delete ``ids`` from memory, then from the structures; unknown ids come back in ``missing``."""
+        id_list = list(ids)
+        for i, id_ in enumerate(id_list):
+            if not isinstance(id_, str):
+                raise ContractError(f"ids[{i}] must be a string, got {type(id_).__name__}")
+        ns = _namespace(namespace)
+        with self._lock:
+            self._refuse_writes()
+            space = self._space(ns)
+            result = self.memory.delete(DeleteRequest(ids=id_list, namespace=ns))
+            self._forget(ns, space, result.deleted)
+            return result
+
+    def _forget(self, ns: tuple[str, ...], space: _Space, ids: list[str]) -> None:
+        try:
+            for structure in space.structures:
+                structure.remove(ids)
+        except BaseException:
+            self._recover(ns)
+            raise
+        self._unindex(space, ids)
+
+    # -- snapshot / restore --------------------------------------------------------------------
+
+    def snapshot(self, namespace: Sequence[str] = ()) -> Snapshot:
+        """Every record of ``namespace`` (by scan) with the namespace's embedding id."""
+        ns = _namespace(namespace)
+        with self._lock:
+            self._space(ns)
+            records = list(self.memory.iter_all(namespace=ns))
+            stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
+            return Snapshot.model_construct(
+                namespace=ns, embedding_id=stored if stored is not None else None, records=records
+            )
+
+    def restore(self, snapshot: Snapshot, *, namespace: Sequence[str] | None = None) -> int:
+        """Write a snapshot's records through ``put`` (into ``namespace`` if given); returns the count.
+
+        All or nothing. Raises :class:`EmbeddingMismatch` if the snapshot or a record carries another
+        embedding id, :class:`DuplicateRecord` if an id is already stored (or repeats), and
+        :class:`ContractError` for a vector of the wrong length.
+        """
+        if not isinstance(snapshot, Snapshot):
+            raise ContractError(f"expected a Snapshot, got {type(snapshot).__name__}")
+        ns = snapshot.namespace if namespace is None else _namespace(namespace)
+        if snapshot.embedding_id is not None:
+            self._refuse_mismatch(snapshot.embedding_id, ns, what="the snapshot")
+        records: list[MemoryRecord] = []
+        seen: set[str] = set()
+        for record in snapshot.records:
+            if record.embedding_id is not None and record.embedding_id != self._spec_id:
+                raise EmbeddingMismatch(
+                    f"record {record.id!r} of the snapshot was embedded with "
+                    f"{record.embedding_id!r}; this engine uses {self._spec_id!r}"
+                )
+            if record.vector.shape != (self.embedder.dim,):
+                raise ContractError(
+                    f"record {record.id!r} has a vector of length {record.vector.shape[0]}, "
+                    f"the embedder gives {self.embedder.dim}"
+                )
+            if record.id in seen:
+                raise DuplicateRecord(f"record id {record.id!r} appears twice in the snapshot")
+            seen.add(record.id)
+            records.append(
+                MemoryRecord.trusted(record.note, record.vector, self._spec_id, ns)
+            )
+        with self._lock:
+            self._refuse_writes()
+            space = self._space(ns)
+            for record in records:
+                if record.id in space.structures[0]:
+                    raise DuplicateRecord(
+                        f"record id {record.id!r} already exists in namespace {ns!r}; nothing restored"
+                    )
+            self._write(ns, space, records)
+            return len(records)
+
+    # -- following the log ---------------------------------------------------------------------
+
+    def refresh(self) -> int:
+        """Catch up with writes made through other handles; returns the number of events read.
+
+        With an event feed, reads only events after the last sequence number seen, per loaded
+        namespace, and re-reads the records they touch (a ``clear`` rescans its namespace).
+        Without one, rescans every loaded namespace and returns 0. Raises
+        :class:`EmbeddingMismatch` if another writer set a different embedding id.
+        """
+        with self._lock:
+            events = getattr(self.memory, "events", None)
+            if not callable(events) or not hasattr(self.memory, "head"):
+                for ns in list(self._spaces):
+                    self._rebuild(ns)
+                return 0
+            return self._catch_up(events)
+
+    def _catch_up(self, events: Any) -> int:
+        if not self._spaces:
+            return 0
+        head = int(self.memory.head)  # type: ignore[attr-defined]
+        after = min(space.seq or 0 for space in self._spaces.values())
+        if after >= head:
+            return 0
+        touched: dict[tuple[str, ...], set[str]] = {}
+        cleared: set[tuple[str, ...]] = set()
+        count = 0
+        for event in events(after=after):
+            count += 1
+            ns = tuple(event.namespace)
+            space = self._spaces.get(ns)
+            if space is None or event.seq <= (space.seq or 0):
+                continue
+            if event.kind == "clear":
+                cleared.add(ns)
+            elif event.kind == "meta":
+                if event.key == EMBEDDING_KEY and event.value is not None:
+                    self._refuse_mismatch(event.value, ns)
+            elif event.id is not None:
+                touched.setdefault(ns, set()).add(event.id)
+            head = max(head, int(event.seq))
+        for ns in cleared:
+            self._rebuild(ns)
+        for ns, ids in touched.items():
+            if ns not in cleared:
+                self._reconcile(ns, self._spaces[ns], sorted(ids))
+        for space in self._spaces.values():
+            space.seq = max(space.seq or 0, head)
+        return count
+
+    def _reconcile(self, ns: tuple[str, ...], space: _Space, ids: list[str]) -> None:
+        """Make the structures agree with memory for ``ids``."""
+        try:
+            found = self.memory.get(GetRequest(ids=ids, namespace=ns)).records
+            for structure in space.structures:
+                structure.remove(ids)
+            self._unindex(space, ids)
+            records = [r for r in found if r.embedding_id in (None, self._spec_id)]
+            if len(records) != len(found):
+                bad = next(r for r in found if r.embedding_id not in (None, self._spec_id))
+                self._refuse_mismatch(bad.embedding_id or "", ns, what=f"record {bad.id!r}")
+            if records:
+                matrix = np.stack([r.vector for r in records])
+                times = np.array([r.note.timestamp for r in records], dtype=np.float64)
+                for structure in space.structures:
+                    structure.add([r.id for r in records], matrix, times)
+                self._index(space, [r.note for r in records])
+        except BaseException:
+            self._recover(ns)
+            raise
+
+    # -- time travel -----------------------------------------------------------------------------
+
+    def at(self, seq: int | None = None, *, time: float | datetime | None = None) -> ContinuityEngine:
+        """A read-only engine answering from memory as it was after event ``seq`` (or at ``time``).
+
+        Needs a backend with ``at(seq, time=...)`` (e.g. LogBackend); others raise
+        :class:`NotSupported`. The new engine has fresh structures, filled from the past view.
+        """
+        at = getattr(self.memory, "at", None)
+        if not callable(at):
+            raise NotSupported(
+                f"at() needs a memory backend with time travel (e.g. LogBackend); "
+                f"{self.memory.kind!r} has none"
+            )
+        view = at(seq, time=time)
+        return ContinuityEngine(
+            view,
+            self.embedder,
+            [s.spawn() for s in self._prototypes],
+            self.strategy,
+            read_only=True,
+        )
+
+    # -- loading and rebuilding ---------------------------------------------------------------
+
+    def rebuild(self, namespace: Sequence[str] = ()) -> None:
+        """Refill the structures of ``namespace`` from memory now."""
+        ns = _namespace(namespace)
+        with self._lock:
+            if ns in self._spaces:
+                self._rebuild(ns)
+            else:
+                self._space(ns)
+
+    def _space(self, ns: tuple[str, ...]) -> _Space:
+        space = self._spaces.get(ns)
+        if space is None:
+            self._check_meta(ns)
+            space = self._load(ns)
+            self._spaces[ns] = space
+        return space
+
+    def _rebuild(self, ns: tuple[str, ...]) -> None:
+        self._spaces.pop(ns, None)
+        self._spaces[ns] = self._load(ns)
+
+    def _recover(self, ns: tuple[str, ...]) -> None:
+        """After a failure: rebuild ``ns`` from memory, or, if that fails too, unload it (the next
+        call that touches it loads it again). Never raises, so the original error propagates."""
+        try:
+            self._rebuild(ns)
+        except Exception:
+            self._spaces.pop(ns, None)
+
+    def _load(self, ns: tuple[str, ...]) -> _Space:
+        """Fresh structures and content index for ``ns``, filled by one scan of memory."""
+        space = _Space(structures=[p.spawn() for p in self._prototypes])
+        head = getattr(self.memory, "head", None)
+        space.seq = int(head) if isinstance(head, int) else None
+        for chunk in _chunks(self.memory.iter_all(namespace=ns, page_size=1000), _REBUILD_BATCH):
+            for record in chunk:
+                if record.embedding_id is not None and record.embedding_id != self._spec_id:
+                    self._refuse_mismatch(record.embedding_id, ns, what=f"record {record.id!r}")
+            ids = [r.note.id for r in chunk]
+            matrix = np.stack([r.vector for r in chunk])
+            if matrix.shape[1] != self.embedder.dim:
+                raise EmbeddingMismatch(
+                    f"namespace {ns!r} holds vectors of length {matrix.shape[1]}; "
+                    f"{self._spec_id!r} gives {self.embedder.dim}"
+                )
+            times = np.array([r.note.timestamp for r in chunk], dtype=np.float64)
+            for structure in space.structures:
+                structure.add(ids, matrix, times)
+            self._index(space, [r.note for r in chunk])
+        return space
+
+    def _check_meta(self, ns: tuple[str, ...]) -> None:
+        stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
+        if stored is not None:
+            self._refuse_mismatch(stored, ns)
+
+    def _refuse_mismatch(self, stored: Any, ns: tuple[str, ...], what: str = "memory") -> None:
+        if stored != self._spec_id:
+            raise EmbeddingMismatch(
+                f"{what} in namespace {ns!r} was embedded with {stored!r}; this engine uses "
+                f"{self._spec_id!r} ({self.embedder.name}). Open it with the embedding that wrote it."
+            )
+
+    def _refuse_writes(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"this engine is read-only (memory: {self.memory.kind})")
+
+    # -- content index --------------------------------------------------------------------------
+
+    def _context(self, ns: tuple[str, ...], space: _Space) -> StrategyContext:
+        first = space.structures[0]
+        return StrategyContext(
+            namespace=ns,
+            structures=tuple(space.structures),
+            stored_with_key=lambda key: list(space.keys.get(key, ())),
+            is_stored=first.__contains__,
+        )
+
+    def _index(self, space: _Space, notes: Iterable[Note]) -> None:
+        key_of = self.strategy.content_key
+        for note in notes:
+            key = key_of(note)
+            if key is not None:
+                space.keys.setdefault(key, []).append(note.id)
+                space.key_of[note.id] = key
+
+    def _unindex(self, space: _Space, ids: Iterable[str]) -> None:
+        for id_ in ids:
+            key = space.key_of.pop(id_, None)
+            if key is None:
+                continue
+            holders = space.keys.get(key)
+            if holders is not None:
+                holders.remove(id_)
+                if not holders:
+                    del space.keys[key]
+
+    def __repr__(self) -> str:
+        return (
+            f"ContinuityEngine(memory={self.memory.kind}, embedding={self._spec_id}, "
+            f"structures={[p.name for p in self._prototypes]}, strategy={self.strategy.name})"
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the derived state. The memory backend is not closed (its owner closes it)."""
+        with self._lock:
+            self._spaces.clear()
+
+
+def _as_note(value: Any, index: int) -> Note:
+    if isinstance(value, Note):
+        return value
+    if isinstance(value, str):
+        return Note.create(value)
+    raise ContractError(f"notes[{index}] must be a Note or a string, got {type(value).__name__}")
+
+
+def _chunks(records: Iterator[MemoryRecord], size: int) -> Iterator[list[MemoryRecord]]:
+    chunk: list[MemoryRecord] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

@@ -1,0 +1,167 @@
+"""Strategies: what to admit into memory and how to answer a query from the structures.
+
+A :class:`Strategy` sees notes and vectors, never the memory backend: the engine hands it a
+:class:`StrategyContext` with the namespace's structures and a lookup of stored notes by content key.
+Strategies must not modify the structures; the engine owns them.
+
+Built-in, registered by name in :data:`STRATEGIES`:
+
+``default``
+    Admits a note when its text is not blank, its id is not stored yet, and (unless
+    ``refuse_duplicates=False``) no stored note of the namespace, and no earlier note of the same
+    batch, has the same text and the same metadata: such an exact duplicate is refused with the id of
+    the note it duplicates (timestamps are not compared: recording the same fact again adds nothing).
+    Answers with the first structure: a query with text by cosine similarity to the text's vector
+    (steered towards the ``near`` note when both are given), a ``near`` query without text by
+    closeness in time to that note, a time-only query by the most recent notes; ``time_range`` and
+    ``k`` always apply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from coniti.actor import Note, Query
+from coniti.errors import ContractError
+from coniti.registry import Registry, canonical_json
+from coniti.structure import Structure, StructureHit
+
+__all__ = ["STRATEGIES", "Admission", "DefaultStrategy", "Strategy", "StrategyContext"]
+
+STRATEGIES: Registry[Strategy] = Registry("strategy", "coniti.strategies")
+"""Strategies by name; third parties add theirs here or in the ``coniti.strategies`` entry-point group."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A strategy's decision on one note: admitted, or refused with a reason."""
+
+    admitted: bool
+    reason: str | None = None
+
+
+ADMIT = Admission(True)
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyContext:
+    """What a strategy may consult for one namespace.
+
+    ``structures``: the namespace's structures, in the engine's order (read them, never modify).
+    ``stored_with_key``: ids of stored notes whose :meth:`Strategy.content_key` equals the given key.
+    ``is_stored``: whether an id is stored in the namespace.
+    """
+
+    namespace: tuple[str, ...]
+    structures: Sequence[Structure]
+    stored_with_key: Callable[[str], list[str]]
+    is_stored: Callable[[str], bool]
+
+
+class Strategy(ABC):
+    """Decides what to admit (:meth:`admit`) and how to answer (:meth:`answer`)."""
+
+    name: ClassVar[str]
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The constructor options that reproduce this strategy (``type(s)(**s.options)``)."""
+        return {}
+
+    def content_key(self, note: Note) -> str | None:
+        """A key for the engine's content index (see :attr:`StrategyContext.stored_with_key`).
+
+        ``None`` (the default) means the strategy needs no content index.
+        """
+        return None
+
+    @abstractmethod
+    def admit(
+        self, notes: Sequence[Note], vectors: np.ndarray, context: StrategyContext
+    ) -> list[Admission]:
+        """One :class:`Admission` per note, in order. ``vectors[i]`` is the embedding of ``notes[i]``."""
+
+    @abstractmethod
+    def answer(
+        self, query: Query, vector: np.ndarray | None, context: StrategyContext
+    ) -> list[StructureHit]:
+        """At most ``query.k`` hits, best first. ``vector`` is the embedded ``query.text`` (or None)."""
+
+
+class DefaultStrategy(Strategy):
+    """Admit non-blank, new, non-duplicate notes; answer by similarity, time closeness or recency."""
+
+    name: ClassVar[str] = "default"
+
+    def __init__(self, *, refuse_duplicates: bool = True) -> None:
+        if not isinstance(refuse_duplicates, bool):
+            raise ContractError(
+                f"refuse_duplicates must be a boolean, got {type(refuse_duplicates).__name__}"
+            )
+        self._refuse_duplicates = refuse_duplicates
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"refuse_duplicates": self._refuse_duplicates}
+
+    def content_key(self, note: Note) -> str | None:
+        """BLAKE2b of the canonical JSON of ``[text, metadata]`` (None when duplicates are allowed)."""
+        if not self._refuse_duplicates:
+            return None
+        data = canonical_json([note.text, note.metadata]).encode("ascii")
+        return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+    def admit(
+        self, notes: Sequence[Note], vectors: np.ndarray, context: StrategyContext
+    ) -> list[Admission]:
+        decisions: list[Admission] = []
+        batch_ids: set[str] = set()
+        batch_keys: dict[str, str] = {}
+        for note in notes:
+            decision = self._decide(note, context, batch_ids, batch_keys)
+            decisions.append(decision)
+            batch_ids.add(note.id)
+        return decisions
+
+    def _decide(
+        self,
+        note: Note,
+        context: StrategyContext,
+        batch_ids: set[str],
+        batch_keys: dict[str, str],
+    ) -> Admission:
+        if not note.text.strip():
+            return Admission(False, "blank text")
+        if note.id in batch_ids:
+            return Admission(False, f"id {note.id!r} appears earlier in this batch")
+        if context.is_stored(note.id):
+            return Admission(False, f"id {note.id!r} is already stored")
+        key = self.content_key(note)
+        if key is None:
+            return ADMIT
+        stored = context.stored_with_key(key)
+        if stored:
+            return Admission(False, f"duplicate of stored note {stored[0]!r}")
+        earlier = batch_keys.get(key)
+        if earlier is not None:
+            return Admission(False, f"duplicate of note {earlier!r} earlier in this batch")
+        batch_keys[key] = note.id
+        return ADMIT
+
+    def answer(
+        self, query: Query, vector: np.ndarray | None, context: StrategyContext
+    ) -> list[StructureHit]:
+        if not context.structures:
+            return []
+        return context.structures[0].search(
+            vector, k=query.k, time_range=query.time_range, anchor_id=query.near
+        )
+
+
+STRATEGIES.register(DefaultStrategy.name, DefaultStrategy)
