@@ -154,3 +154,10 @@ def test_rebuild_of_a_damaged_log_raises_and_changes_nothing(store: LogBackend) 
 def test_verify_without_the_structure_walk_is_also_clean(store: LogBackend) -> None:
     """verify(structure=False) skips the offline page walk and checks the log and projections."""
     assert store.verify(structure=False).ok
+
+
+def test_extra_projection_entry_after_the_last_is_reported(store: LogBackend) -> None:
+    """An entry added after the last real one in an index is reported as unexpected."""
+    _tamper(store, lambda txn, dbs: txn.put(b"\xff" * 20, b"", db=dbs[b"tver"]))
+    problems = store.verify().problems
+    assert len(problems) == 1 and "projection tver" in problems[0] and "unexpected entry" in problems[0]

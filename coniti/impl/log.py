@@ -88,7 +88,7 @@ class _Reads:
         request = require(request, GetRequest)
         ns = request.namespace
         rows, missing = self._log.get(ns, unique_ids(request.ids), self._as_of)
-        return GetResult.model_construct(records=[_record(r, ns) for r in rows], missing=missing)
+        return GetResult._construct({"records": [_record(r, ns) for r in rows], "missing": missing})
 
     def scan(self, request: ScanRequest) -> ScanResult:
         request = require(request, ScanRequest)
@@ -104,7 +104,9 @@ class _Reads:
             self._as_of,
         )
         cursor = None if position is None else self._cursors.encode(ns, *position)
-        return ScanResult.model_construct(records=[_record(r, ns) for r in rows], next_cursor=cursor)
+        return ScanResult._construct(
+            {"records": [_record(r, ns) for r in rows], "next_cursor": cursor}
+        )
 
     def count(self, request: CountRequest) -> CountResult:
         request = require(request, CountRequest)
@@ -115,12 +117,12 @@ class _Reads:
             None if tr is None else tr.end,
             self._as_of,
         )
-        return CountResult.model_construct(count=n)
+        return CountResult._construct({"count": n})
 
     def get_meta(self, request: MetaGetRequest) -> MetaResult:
         request = require(request, MetaGetRequest)
-        return MetaResult.model_construct(
-            value=self._log.get_meta(request.namespace, request.key, self._as_of)
+        return MetaResult._construct(
+            {"value": self._log.get_meta(request.namespace, request.key, self._as_of)}
         )
 
 
@@ -221,7 +223,7 @@ class LogBackend(_Reads, MemoryBackend):
             )
             for r in records
         ]
-        return PutResult.model_construct(written=self._log.put(items, actor=actor, reason=reason))
+        return PutResult._construct({"written": self._log.put(items, actor=actor, reason=reason)})
 
     def delete(self, request: DeleteRequest) -> DeleteResult:
         request = require(request, DeleteRequest)
@@ -229,7 +231,7 @@ class LogBackend(_Reads, MemoryBackend):
         deleted, missing = self._log.delete(
             request.namespace, unique_ids(request.ids), actor=actor, reason=reason
         )
-        return DeleteResult.model_construct(deleted=deleted, missing=missing)
+        return DeleteResult._construct({"deleted": deleted, "missing": missing})
 
     def set_meta(self, request: MetaSetRequest) -> MetaResult:
         request = require(request, MetaSetRequest)
@@ -241,7 +243,7 @@ class LogBackend(_Reads, MemoryBackend):
         request = require(request, ClearRequest)
         actor, reason = self._stamp()
         n = self._log.clear(request.namespace, actor=actor, reason=reason)
-        return ClearResult.model_construct(deleted=n)
+        return ClearResult._construct({"deleted": n})
 
     # -- time travel, maintenance -------------------------------------------------------------
 

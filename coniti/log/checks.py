@@ -27,7 +27,7 @@ import lmdb
 import lmdb.verify
 
 from coniti.errors import ConitiError, StoreCorrupted
-from coniti.log.codec import GENESIS, decode_event, event_hash
+from coniti.log.codec import GENESIS, decode_envelope, decode_event, event_hash
 from coniti.log.keys import seq_from_key
 from coniti.log.projections import FoldError, Projections
 from coniti.log.store import LOG_DB, PROJECTION_DBS, Store
@@ -72,8 +72,9 @@ class _Problems:
 
 def rebuild(store: Store) -> int:
     """Recompute every projection from the log alone, in one write transaction; returns the number of
-    events folded. Raises :class:`StoreCorrupted` (and changes nothing) if the log has a gap, a broken
-    chain or an event that does not decode or apply."""
+    events folded. Only envelopes are read (payloads are ``verify``'s business). Raises
+    :class:`StoreCorrupted` (and changes nothing) if the log has a gap, a broken chain or an event
+    whose envelope does not decode or apply."""
     dbs = store.dbs
 
     def write(txn: Any) -> int:
@@ -88,7 +89,7 @@ def rebuild(store: Store) -> int:
             seq = seq_from_key(key)
             if seq != n:
                 raise StoreCorrupted(f"the log has a gap: event {n} is missing (next is {seq})")
-            event = decode_event(frame, seq)
+            event = decode_envelope(frame, seq)
             if event.prev != running:
                 raise StoreCorrupted(f"event {seq}: the hash chain is broken")
             running = event.hash
@@ -147,18 +148,15 @@ class _Scratch:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _entries(txn: Any, db: Any) -> Iterator[tuple[bytes, bytes]]:
-    for key, value in txn.cursor(db=db):
-        yield bytes(key), bytes(value)
-
-
 def _compare(name: str, live: Iterator[tuple[bytes, bytes]], fresh: Iterator[tuple[bytes, bytes]],
              problems: _Problems) -> None:
-    label = name
     diffs: list[str] = []
     total = 0
     a = next(live, None)
     b = next(fresh, None)
+    while a is not None and a == b:
+        a = next(live, None)
+        b = next(fresh, None)
     while a is not None or b is not None:
         if a is not None and b is not None and a[0] == b[0]:
             if a[1] != b[1]:
@@ -177,7 +175,7 @@ def _compare(name: str, live: Iterator[tuple[bytes, bytes]], fresh: Iterator[tup
     if total:
         shown = "; ".join(diffs[:DIFFS_PER_DB])
         problems.add(
-            f"projection {label} differs from a fresh fold of the log in {total} entries: {shown}"
+            f"projection {name} differs from a fresh fold of the log in {total} entries: {shown}"
         )
 
 
@@ -251,8 +249,8 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
                     for name in PROJECTION_DBS:
                         _compare(
                             name.decode(),
-                            _entries(txn, dbs[name]),
-                            _entries(fresh, scratch.dbs[name]),
+                            txn.cursor(db=dbs[name]).iternext(),
+                            fresh.cursor(db=scratch.dbs[name]).iternext(),
                             problems,
                         )
                 else:

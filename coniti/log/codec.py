@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -45,6 +46,7 @@ __all__ = [
     "PUT",
     "Event",
     "RecordData",
+    "decode_envelope",
     "decode_event",
     "decode_record",
     "decode_value",
@@ -119,13 +121,19 @@ def _bigints(value: Any) -> Any:
     return value
 
 
+_local = threading.local()
+
+
 def _pack(obj: Any) -> bytes:
     try:
-        return bytes(msgpack.packb(obj, use_bin_type=True, unicode_errors="surrogatepass"))
+        packer = _local.packer
+    except AttributeError:
+        packer = _local.packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass")
+    try:
+        out: bytes = packer.pack(obj)
     except OverflowError:
-        return bytes(
-            msgpack.packb(_bigints(obj), use_bin_type=True, unicode_errors="surrogatepass")
-        )
+        out = packer.pack(_bigints(obj))
+    return out
 
 
 def encode_put_payload(
@@ -390,23 +398,56 @@ def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: b
         raise StoreCorrupted(f"{where} does not decode: {exc}") from exc
 
 
-def decode_record(frame: bytes | memoryview) -> tuple[str, float, RecordData | None]:
+def decode_envelope(frame: bytes, seq: int | None = None) -> Event:
+    """Decode and check a frame's envelope only (no payload: ``record``/``value`` are None and
+    ``erased`` is not set). Enough to fold and to follow the hash chain; raises like
+    :func:`decode_event`."""
+    try:
+        (elen,) = _U32.unpack_from(frame)
+        end = _HEAD + elen
+        if end + _DIGEST > len(frame):
+            raise ValueError("envelope length exceeds the frame")
+        env_bytes = frame[_HEAD:end]
+        digest = frame[end : end + _DIGEST]
+        env = _envelope(_unpack(env_bytes), seq)
+        prev = env["p"]
+        return Event(
+            seq=env["s"],
+            at=env["t"],
+            kind=env["k"],
+            namespace=tuple(env["n"]),
+            prev=prev,
+            digest=digest,
+            hash=_sha256(prev + env_bytes + digest).digest(),
+            id=env.get("i"),
+            timestamp=env.get("ts"),
+            key=env.get("mk"),
+            actor=env.get("a"),
+            reason=env.get("r"),
+        )
+    except StoreVersionError:
+        raise
+    except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
+        where = f"event {seq}" if seq is not None else "event"
+        raise StoreCorrupted(f"{where} does not decode: {exc}") from exc
+
+
+def decode_record(frame: bytes) -> tuple[str, float, RecordData | None]:
     """Fast path for reads: ``(record id, note timestamp, content)`` of a put frame the store wrote.
 
     The payload is not re-checked against its digest (``verify`` does that). Content is None when
     erased. Raises :class:`StoreCorrupted` if the frame is not a put that decodes.
     """
     try:
-        view = memoryview(frame)
-        (elen,) = _U32.unpack_from(view)
+        (elen,) = _U32.unpack_from(frame)
         end = _HEAD + elen
-        env = _unpack(view[_HEAD:end])
+        env = _unpack(frame[_HEAD:end])
         if env["k"] != PUT:
             raise ValueError(f"expected a put event, found {env['k']!r}")
         if env["v"] > FORMAT_VERSION:
             _envelope(env, None)
-        payload = view[end + _DIGEST :]
-        record = _record(_unpack(payload), False) if len(payload) else None
+        payload = frame[end + _DIGEST :]
+        record = _record(_unpack(payload), False) if payload else None
         return env["i"], env["ts"], record
     except StoreVersionError:
         raise
@@ -414,19 +455,18 @@ def decode_record(frame: bytes | memoryview) -> tuple[str, float, RecordData | N
         raise StoreCorrupted(f"a put event does not decode: {exc}") from exc
 
 
-def decode_value(frame: bytes | memoryview) -> tuple[str, Any, bool]:
+def decode_value(frame: bytes) -> tuple[str, Any, bool]:
     """Fast path for reads: ``(key, value, erased)`` of a meta frame the store wrote."""
     try:
-        view = memoryview(frame)
-        (elen,) = _U32.unpack_from(view)
+        (elen,) = _U32.unpack_from(frame)
         end = _HEAD + elen
-        env = _unpack(view[_HEAD:end])
+        env = _unpack(frame[_HEAD:end])
         if env["k"] != META:
             raise ValueError(f"expected a meta event, found {env['k']!r}")
         if env["v"] > FORMAT_VERSION:
             _envelope(env, None)
-        payload = view[end + _DIGEST :]
-        if not len(payload):
+        payload = frame[end + _DIGEST :]
+        if not payload:
             return env["mk"], None, True
         return env["mk"], _unpack(payload)["mv"], False
     except StoreVersionError:

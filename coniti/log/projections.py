@@ -99,6 +99,7 @@ class Projections:
         self.atix_db = dbs[b"atix"]
         self._counts: dict[bytes, int] = {}
         self._ver_cur: Any = None
+        self._interned: dict[tuple[str, ...], bytes] = {}
 
     # -- head and log --------------------------------------------------------------------------
 
@@ -283,11 +284,12 @@ class Projections:
     def fold(self, event: Event, prev_at: float | None) -> None:
         """Apply one decoded event. Raises :class:`FoldError` if it does not apply."""
         seq = event.seq
-        canonical = ns_bytes(event.namespace)
+        namespace = event.namespace
         kind = event.kind
         if kind == PUT:
             assert event.id is not None and event.timestamp is not None
-            nsid = self.intern(canonical)
+            nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
+            self._interned[namespace] = nsid
             idk = name_key(event.id)
             latest = self.latest(nsid, idk)
             if latest is not None and latest[1][:SEQ_LEN] == ZERO8:
@@ -295,17 +297,19 @@ class Projections:
             self.put(seq, nsid, idk, ts_key(event.timestamp))
         elif kind in (DELETE, ERASE):
             assert event.id is not None
-            found = self.nsid(canonical)
+            found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
             deleted = found is not None and self.delete(seq, found, name_key(event.id))
             if kind == DELETE and not deleted:
                 raise FoldError(f"event {seq}: delete of record {event.id!r}, which is not live")
         elif kind == CLEAR:
-            found = self.nsid(canonical)
+            found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
             if found is not None:
                 self.clear(seq, found)
         elif kind == META:
             assert event.key is not None
-            self.meta(seq, self.intern(canonical), name_key(event.key))
+            nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
+            self._interned[namespace] = nsid
+            self.meta(seq, nsid, name_key(event.key))
         self.mark_time(seq, event.at, prev_at)
 
     # -- reads ---------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ __all__ = [
     "SYS_DB",
     "Store",
     "lmdb_errors",
+    "translate",
 ]
 
 T = TypeVar("T")
@@ -99,37 +100,45 @@ def _out_of_space(path: str) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def lmdb_errors(path: str) -> Iterator[None]:
-    """Translate LMDB and OS errors raised inside the block into the most specific coniti error."""
-    try:
-        yield
-    except (lmdb.MapFullError, lmdb.DiskError) as exc:
-        raise StoreFull(f"store {path} is full: {exc}") from exc
-    except (
-        lmdb.CorruptedError,
-        lmdb.PageNotFoundError,
-        lmdb.PanicError,
-        lmdb.BadChecksumError,
-        lmdb.InvalidError,
-    ) as exc:
-        raise StoreCorrupted(f"store {path} is damaged: {exc}") from exc
-    except lmdb.VersionMismatchError as exc:
-        raise StoreVersionError(f"store {path} was written by another LMDB version: {exc}") from exc
-    except lmdb.ReadonlyError as exc:
-        raise ReadOnlyError(f"store {path} is read-only: {exc}") from exc
-    except lmdb.Error as exc:
-        code = getattr(exc, "code", None)
+def translate(path: str, exc: BaseException) -> StoreError | ReadOnlyError | None:
+    """The coniti error for an LMDB or OS error raised on store ``path``, or None for other errors."""
+    if isinstance(exc, lmdb.MapFullError | lmdb.DiskError):
+        return StoreFull(f"store {path} is full: {exc}")
+    if isinstance(
+        exc,
+        lmdb.CorruptedError
+        | lmdb.PageNotFoundError
+        | lmdb.PanicError
+        | lmdb.BadChecksumError
+        | lmdb.InvalidError,
+    ):
+        return StoreCorrupted(f"store {path} is damaged: {exc}")
+    if isinstance(exc, lmdb.VersionMismatchError):
+        return StoreVersionError(f"store {path} was written by another LMDB version: {exc}")
+    if isinstance(exc, lmdb.ReadonlyError):
+        return ReadOnlyError(f"store {path} is read-only: {exc}")
+    if isinstance(exc, lmdb.Error | OSError):
+        code = exc.errno if isinstance(exc, OSError) else getattr(exc, "code", None)
         if code in _STORAGE_ERRNOS:
-            raise StoreFull(f"store {path} could not grow: {exc}") from exc
+            return StoreFull(f"store {path} could not grow: {exc}")
         why = _out_of_space(path) if code == errno.EIO else None
         if why is not None:
-            raise StoreFull(f"store {path} could not grow: {why} ({exc})") from exc
-        raise StoreError(f"store {path}: {exc}") from exc
-    except OSError as exc:
-        if exc.errno in _STORAGE_ERRNOS:
-            raise StoreFull(f"store {path} could not grow: {exc}") from exc
-        raise StoreError(f"store {path}: {exc}") from exc
+            return StoreFull(f"store {path} could not grow: {why} ({exc})")
+        return StoreError(f"store {path}: {exc}")
+    return None
+
+
+@contextlib.contextmanager
+def lmdb_errors(path: str) -> Iterator[None]:
+    """Translate LMDB and OS errors raised inside the block into the most specific coniti error
+    (see :func:`translate`); the original is kept as ``__cause__``."""
+    try:
+        yield
+    except (lmdb.Error, OSError) as exc:
+        error = translate(path, exc)
+        if error is None:
+            raise
+        raise error from exc
 
 
 class _Gate:
@@ -184,6 +193,7 @@ class _Shared:
         self.readonly = readonly
         self.durability = durability
         self.pid = os.getpid()
+        self.forks = _FORKS[0]
         self.refs = 0
         self.write_lock = threading.Lock()
         self.gate = _Gate()
@@ -194,11 +204,14 @@ class _Shared:
 
 _REGISTRY: dict[str, _Shared] = {}
 _REGISTRY_LOCK = threading.Lock()
+_FORKS = [0]
+"""How many times this process image has been forked into a child (a cheap fork check)."""
 
 
 def _after_fork_in_child() -> None:
     global _REGISTRY_LOCK
     _REGISTRY_LOCK = threading.Lock()
+    _FORKS[0] += 1
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -254,7 +267,7 @@ def _acquire(path: str, durability: str, map_size: int, readonly: bool) -> _Shar
     real = os.path.realpath(os.fspath(path))
     with _REGISTRY_LOCK:
         shared = _REGISTRY.get(real)
-        if shared is not None and shared.pid != os.getpid():
+        if shared is not None and shared.forks != _FORKS[0]:
             # Inherited across fork(): release the parent's handle in this process, open anew.
             del _REGISTRY[real]
             with contextlib.suppress(Exception):
@@ -310,6 +323,43 @@ def _release(shared: _Shared) -> None:
         shared.env.close()
 
 
+class _Read:
+    """Context manager of :meth:`Store.read`: begins a read transaction, aborts it on exit."""
+
+    __slots__ = ("_shared", "_store", "_txn")
+
+    def __init__(self, store: Store, shared: _Shared) -> None:
+        self._store = store
+        self._shared = shared
+        self._txn: Any = None
+
+    def __enter__(self) -> Any:
+        shared = self._shared
+        gate = shared.gate
+        with lmdb_errors(shared.path):
+            while True:
+                gate.enter()
+                try:
+                    self._txn = shared.env.begin()
+                    return self._txn
+                except lmdb.MapResizedError:
+                    gate.leave()
+                    self._store._adopt_new_size(shared)
+                except BaseException:
+                    gate.leave()
+                    raise
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        try:
+            self._txn.abort()
+        finally:
+            self._shared.gate.leave()
+        if exc is not None:
+            error = translate(self._shared.path, exc)
+            if error is not None:
+                raise error from exc
+
+
 class Store:
     """A handle on a store directory. Thread-safe; share it or open more, they share one environment.
 
@@ -336,6 +386,7 @@ class Store:
         self.path = self._shared.path
         self.durability = durability
         self._pid = os.getpid()
+        self._forks = _FORKS[0]
 
     @property
     def store_id(self) -> bytes:
@@ -362,7 +413,7 @@ class Store:
         shared = self._shared
         if shared is None:
             raise StoreClosed(f"store {self.path} is closed")
-        if os.getpid() != self._pid:
+        if _FORKS[0] != self._forks:
             raise StoreForked(
                 f"store {self.path} was opened in process {self._pid}; this is process "
                 f"{os.getpid()} (after fork): open a new LogBackend here"
@@ -379,7 +430,7 @@ class Store:
         In a forked child the handle is dropped without touching the parent's environment.
         """
         shared, self._shared = self._shared, None
-        if shared is not None and os.getpid() == self._pid:
+        if shared is not None and _FORKS[0] == self._forks:
             _release(shared)
 
     # -- transactions ------------------------------------------------------------------------
@@ -388,31 +439,9 @@ class Store:
         with shared.gate.exclusive():
             shared.env.set_mapsize(0)
 
-    @contextlib.contextmanager
-    def read(self) -> Iterator[Any]:
-        """A read transaction over one consistent snapshot, for the length of the block."""
-        shared = self._live()
-        gate = shared.gate
-        with lmdb_errors(self.path):
-            while True:
-                gate.enter()
-                try:
-                    txn = shared.env.begin(buffers=False)
-                except lmdb.MapResizedError:
-                    gate.leave()
-                    self._adopt_new_size(shared)
-                    continue
-                except BaseException:
-                    gate.leave()
-                    raise
-                break
-            try:
-                yield txn
-            finally:
-                try:
-                    txn.abort()
-                finally:
-                    gate.leave()
+    def read(self) -> _Read:
+        """A read transaction over one consistent snapshot: ``with store.read() as txn: ...``."""
+        return _Read(self, self._live())
 
     def write(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn(txn)`` in a write transaction and commit; returns what ``fn`` returned.
