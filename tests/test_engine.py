@@ -1,0 +1,531 @@
+"""ContinuityEngine: the handshake, atomic ingest, the embedding-id guard, snapshots, following a log."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coniti import (
+    AnchorNotFound,
+    ContinuityEngine,
+    ContractError,
+    DuplicateRecord,
+    EmbeddingMismatch,
+    Note,
+    NotSupported,
+    Query,
+    ReadOnlyError,
+    Snapshot,
+    TimeRange,
+)
+from coniti.embedding import LocalHashEmbedder, RandomProjectionEmbedder
+from coniti.errors import StructureError
+from coniti.impl.log import LogBackend
+from coniti.impl.memory import InMemoryBackend
+from coniti.memory import MemoryBackend, MemoryRecord, PutRequest, PutResult
+from coniti.strategy import DefaultStrategy
+from coniti.structure import FlatStructure, SegmentTreeStructure, Structure
+
+EMBEDDER = LocalHashEmbedder(dim=64)
+SPEC = EMBEDDER.spec_id
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def engine(memory: MemoryBackend | None = None, *structures: Structure) -> ContinuityEngine:
+    return ContinuityEngine(
+        memory if memory is not None else InMemoryBackend(),
+        EMBEDDER,
+        list(structures) or [FlatStructure(), SegmentTreeStructure(leaf_size=2)],
+        DefaultStrategy(),
+    )
+
+
+def note(id_: str, text: str, t: float, **metadata: Any) -> Note:
+    return Note(id=id_, text=text, timestamp=t, metadata=metadata)
+
+
+DIARY = [
+    note("d1", "budget meeting with Ana", 10.0, project="q3"),
+    note("d2", "lunch with Bob", 20.0),
+    note("d3", "the budget is approved", 30.0),
+    note("d4", "gym session", 40.0),
+    note("d5", "Ana sent the budget spreadsheet", 50.0),
+]
+
+
+def ids(answer: Any) -> list[str]:
+    return [h.note.id for h in answer.hits]
+
+
+def count(memory: MemoryBackend, namespace: Sequence[str] = ()) -> int:
+    return memory.count(memory.count_request(namespace=namespace)).count
+
+
+def meta(memory: MemoryBackend, namespace: Sequence[str] = ()) -> Any:
+    return memory.get_meta(memory.meta_get_request("embedding_id", namespace)).value
+
+
+class CountingEmbedder(LocalHashEmbedder):
+    """local_hash that counts its embed calls."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=64)
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        return super().embed(texts)
+
+
+class FailingStructure(FlatStructure):
+    """A flat structure whose add fails when the batch holds the id 'boom'."""
+
+    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
+        if "boom" in ids:
+            raise StructureError("injected structure failure")
+        super()._add(ids, unit, times)
+
+
+class FailingPut(InMemoryBackend):
+    """An in-memory backend whose put fails while ``fail`` is set."""
+
+    fail = False
+
+    def put(self, request: PutRequest) -> PutResult:
+        if self.fail:
+            raise OSError("injected memory failure")
+        return super().put(request)
+
+
+# -- the handshake ------------------------------------------------------------------------------
+
+
+def test_ingest_then_ask_returns_best_first() -> None:
+    """Ingested notes come back as Hits with note and score, most similar first."""
+    e = engine()
+    e.ingest_many(DIARY)
+    answer = e.ask(Query(text="budget", k=3))
+    assert ids(answer) == ["d3", "d1", "d5"]
+    assert answer.hits[0].note == DIARY[2]
+    scores = [h.score for h in answer.hits]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+
+
+def test_ingest_result_reports_admission() -> None:
+    """IngestResult carries admitted, the note's id and the reason for a refusal."""
+    e = engine()
+    first = e.ingest(DIARY[0])
+    again = e.ingest(note("copy", DIARY[0].text, 99.0, project="q3"))
+    assert (first.admitted, first.id, first.reason) == (True, "d1", None)
+    assert (again.admitted, again.id, again.reason) == (False, "copy", "duplicate of stored note 'd1'")
+
+
+def test_refused_notes_are_not_written() -> None:
+    """Only admitted notes reach memory."""
+    memory = InMemoryBackend()
+    results = engine(memory).ingest_many([DIARY[0], note("b", "  ", 1.0), DIARY[1]])
+    assert [r.admitted for r in results] == [True, False, True]
+    assert count(memory) == 2
+
+
+def test_ingest_many_embeds_in_one_call() -> None:
+    """A batch of notes is embedded with a single embed call."""
+    embedder = CountingEmbedder()
+    e = ContinuityEngine(InMemoryBackend(), embedder, FlatStructure(), DefaultStrategy())
+    e.ingest_many([note(f"n{i}", f"note number {i}", float(i)) for i in range(50)])
+    assert embedder.calls == 1
+
+
+def test_records_carry_embedding_id_and_meta_is_set() -> None:
+    """Written records carry the spec id, and the namespace's embedding_id meta is set."""
+    memory = InMemoryBackend()
+    engine(memory).ingest(DIARY[0], namespace=("alice",))
+    [record] = memory.iter_all(namespace=("alice",))
+    assert record.embedding_id == SPEC
+    assert meta(memory, ("alice",)) == SPEC
+    assert meta(memory) is None
+
+
+def test_strings_are_accepted_as_notes_and_queries() -> None:
+    """ingest('text') creates a note; ask('text') is a text query."""
+    e = engine()
+    result = e.ingest("remember the milk")
+    assert ids(e.ask("milk")) == [result.id]
+
+
+def test_time_only_query_gives_recent_notes() -> None:
+    """A query with only a time range returns the newest notes in it."""
+    e = engine()
+    e.ingest_many(DIARY)
+    assert ids(e.ask(Query(time_range=TimeRange(end=40.0), k=2))) == ["d3", "d2"]
+
+
+def test_near_query_recalls_around_the_anchor() -> None:
+    """near without text gives the notes closest in time, without the anchor."""
+    e = engine()
+    e.ingest_many(DIARY)
+    assert ids(e.ask(Query(near="d3", k=2))) == ["d4", "d2"]
+
+
+def test_near_unknown_note_raises() -> None:
+    """A near id that is not stored raises AnchorNotFound."""
+    e = engine()
+    e.ingest_many(DIARY)
+    with pytest.raises(AnchorNotFound, match="'ghost'"):
+        e.ask(Query(near="ghost"))
+
+
+def test_namespaces_are_isolated() -> None:
+    """Notes of one namespace never answer in another."""
+    e = engine()
+    e.ingest(DIARY[0], namespace=("alice",))
+    e.ingest(DIARY[1], namespace=("bob",))
+    assert ids(e.ask(Query(text="budget"), namespace=("bob",))) == ["d2"]
+    assert ids(e.ask(Query(text="budget"), namespace=("alice",))) == ["d1"]
+
+
+def test_remove_deletes_from_memory_and_answers() -> None:
+    """remove deletes the notes, reports unknown ids, and they no longer answer."""
+    memory = InMemoryBackend()
+    e = engine(memory)
+    e.ingest_many(DIARY)
+    result = e.remove(["d3", "nope"])
+    assert (result.deleted, result.missing) == (["d3"], ["nope"])
+    assert count(memory) == 4
+    assert "d3" not in ids(e.ask(Query(text="budget")))
+
+
+def test_removed_note_can_be_ingested_again() -> None:
+    """After remove, the same note is admitted again (it is no longer stored)."""
+    e = engine()
+    e.ingest_many(DIARY)
+    e.remove(["d1"])
+    assert e.ingest(DIARY[0]).admitted
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda e: e.ingest(42), "notes\\[0\\] must be a Note or a string"),
+        (lambda e: e.ask(42), "query must be a Query"),
+        (lambda e: e.remove([1]), "ids\\[0\\] must be a string"),
+        (lambda e: e.ingest("x", namespace="alice"), "namespace must be a tuple"),
+        (lambda e: e.ask("x", namespace=("",)), "namespace\\[0\\]"),
+    ],
+)
+def test_bad_input_is_refused(call: Any, message: str) -> None:
+    """Wrong types raise ContractError naming the field, and nothing is written."""
+    memory = InMemoryBackend()
+    with pytest.raises(ContractError, match=message):
+        call(engine(memory))
+    assert count(memory) == 0
+
+
+# -- atomicity -----------------------------------------------------------------------------------
+
+
+def test_ingest_is_atomic_when_a_structure_fails() -> None:
+    """A structure failure raises, writes nothing, and the structures match memory again."""
+    memory = InMemoryBackend()
+    e = engine(memory, FlatStructure(), FailingStructure())
+    e.ingest_many(DIARY[:2])
+    with pytest.raises(StructureError, match="injected"):
+        e.ingest_many([note("ok", "budget for the trip", 60.0), note("boom", "budget bomb", 70.0)])
+    assert count(memory) == 2
+    assert ids(e.ask(Query(text="budget", k=10))) == ["d1", "d2"]
+    assert all(len(s) == 2 for s in e.structures())
+    assert e.ingest(note("ok", "budget for the trip", 60.0)).admitted
+
+
+def test_ingest_is_atomic_when_memory_fails() -> None:
+    """A failing memory write leaves the structures and the embedding meta as they were."""
+    memory = FailingPut()
+    e = engine(memory)
+    memory.fail = True
+    with pytest.raises(OSError, match="injected"):
+        e.ingest_many(DIARY)
+    assert meta(memory) is None
+    assert all(len(s) == 0 for s in e.structures())
+    memory.fail = False
+    assert all(r.admitted for r in e.ingest_many(DIARY))
+    assert count(memory) == 5 and meta(memory) == SPEC
+
+
+def test_put_of_an_id_written_elsewhere_fails_cleanly() -> None:
+    """An id stored by another handle since loading raises DuplicateRecord and changes nothing."""
+    memory = InMemoryBackend()
+    e = engine(memory)
+    e.ingest(DIARY[0])
+    engine(memory).ingest(DIARY[1])
+    with pytest.raises(DuplicateRecord):
+        e.ingest(DIARY[1])
+    assert count(memory) == 2
+    assert len(e.structures()[0]) == 1
+
+
+# -- the embedding id guard ------------------------------------------------------------------
+
+
+def test_refuses_memory_of_another_embedding() -> None:
+    """Opening memory written with another embedder raises EmbeddingMismatch naming both ids."""
+    memory = InMemoryBackend()
+    engine(memory).ingest(DIARY[0])
+    other = RandomProjectionEmbedder(dim=64)
+    with pytest.raises(EmbeddingMismatch) as info:
+        ContinuityEngine(memory, other, FlatStructure(), DefaultStrategy())
+    assert SPEC in str(info.value) and other.spec_id in str(info.value)
+
+
+def test_refuses_a_namespace_of_another_embedding_on_first_use() -> None:
+    """Another embedding's namespace is refused when first touched, and nothing is written."""
+    memory = InMemoryBackend()
+    memory.set_meta(memory.meta_set_request("embedding_id", "emb-000000000000", ("old",)))
+    e = engine(memory)
+    with pytest.raises(EmbeddingMismatch, match="emb-000000000000"):
+        e.ingest(DIARY[0], namespace=("old",))
+    assert count(memory, ("old",)) == 0
+
+
+def test_refuses_records_of_another_embedding_without_meta() -> None:
+    """Records carrying another embedding id are refused even when the meta is unset."""
+    memory = InMemoryBackend()
+    record = MemoryRecord(note=DIARY[0], vector=np.ones(64), embedding_id="emb-ffffffffffff")
+    memory.put(PutRequest(records=[record]))
+    with pytest.raises(EmbeddingMismatch, match="record 'd1'.*emb-ffffffffffff"):
+        engine(memory).ask("budget")
+
+
+# -- structures derive from memory ----------------------------------------------------------
+
+
+def test_structures_are_rebuilt_from_memory_on_open() -> None:
+    """A new engine on the same memory answers exactly like the one that wrote it."""
+    memory = InMemoryBackend()
+    first = engine(memory)
+    first.ingest_many(DIARY)
+    first.remove(["d2"])
+    second = engine(memory)
+    for query in (Query(text="budget"), Query(near="d3"), Query(time_range=TimeRange(start=15.0))):
+        assert second.ask(query) == first.ask(query)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ingest", "remove", "boom"]),
+            st.lists(st.integers(min_value=0, max_value=15), min_size=1, max_size=4),
+        ),
+        max_size=12,
+    )
+)
+def test_engine_always_equals_a_fresh_engine(steps: list[tuple[str, list[int]]]) -> None:
+    """After any ingests, removals and failed ingests, answers equal a freshly opened engine's."""
+    words = ["budget", "ana", "bob", "gym", "trip", "report"]
+    memory = InMemoryBackend()
+    e = engine(memory, FlatStructure(), SegmentTreeStructure(leaf_size=2), FailingStructure())
+    for op, numbers in steps:
+        notes = [note(f"n{i}", f"{words[i % 6]} {words[i * 7 % 6]} {i}", float(i % 5)) for i in numbers]
+        if op == "ingest":
+            e.ingest_many(notes)
+        elif op == "remove":
+            e.remove([n.id for n in notes])
+        else:
+            with pytest.raises(StructureError):
+                e.ingest_many([*notes, note("boom", "boom", 1.0)])
+    fresh = engine(memory)
+    for query in (Query(text="budget ana", k=5), Query(time_range=TimeRange(start=1.0, end=4.0))):
+        assert e.ask(query) == fresh.ask(query)
+
+
+# -- snapshot and restore ---------------------------------------------------------------------
+
+
+def test_snapshot_moves_memory_between_backends(tmp_path: Path) -> None:
+    """snapshot from in-memory, restore into a LogBackend: same answers, same embedding id."""
+    source = engine()
+    source.ingest_many(DIARY, namespace=("alice",))
+    snap = source.snapshot(("alice",))
+    assert snap.embedding_id == SPEC and len(snap.records) == 5
+    with LogBackend(tmp_path / "store") as store:
+        target = engine(store)
+        assert target.restore(snap) == 5
+        assert meta(store, ("alice",)) == SPEC
+        query = Query(text="budget")
+        assert target.ask(query, namespace=("alice",)) == source.ask(query, namespace=("alice",))
+
+
+def test_snapshot_round_trips_through_json() -> None:
+    """A snapshot survives to_json/from_json and restores into another namespace."""
+    source = engine()
+    source.ingest_many(DIARY)
+    snap = Snapshot.from_json(source.snapshot().to_json())
+    target = engine()
+    assert target.restore(snap, namespace=("copy",)) == 5
+    assert ids(target.ask("budget", namespace=("copy",))) == ids(source.ask("budget"))
+
+
+def test_restore_refuses_another_embedding() -> None:
+    """A snapshot of another embedding is refused and nothing is written."""
+    source = ContinuityEngine(
+        InMemoryBackend(), RandomProjectionEmbedder(dim=64), FlatStructure(), DefaultStrategy()
+    )
+    source.ingest_many(DIARY)
+    memory = InMemoryBackend()
+    with pytest.raises(EmbeddingMismatch):
+        engine(memory).restore(source.snapshot())
+    assert count(memory) == 0
+
+
+def test_restore_refuses_existing_ids_and_changes_nothing() -> None:
+    """Restoring over an existing id raises DuplicateRecord; nothing of the snapshot is written."""
+    source = engine()
+    source.ingest_many(DIARY)
+    memory = InMemoryBackend()
+    target = engine(memory)
+    target.ingest(DIARY[4])
+    with pytest.raises(DuplicateRecord, match="'d5'"):
+        target.restore(source.snapshot())
+    assert count(memory) == 1
+    assert len(target.structures()[0]) == 1
+
+
+def test_restore_refuses_wrong_vector_length() -> None:
+    """A record whose vector does not fit the embedder is refused with ContractError."""
+    record = MemoryRecord(note=DIARY[0], vector=np.ones(3))
+    with pytest.raises(ContractError, match="length 3"):
+        engine().restore(Snapshot(records=[record]))
+
+
+# -- read-only engines and time travel ----------------------------------------------------------
+
+
+def test_at_needs_a_backend_with_time_travel() -> None:
+    """at() on an in-memory backend raises NotSupported."""
+    with pytest.raises(NotSupported, match="in_memory"):
+        engine().at(0)
+
+
+def test_at_answers_as_of_a_past_sequence(tmp_path: Path) -> None:
+    """at(seq) answers from memory as it was after that event, and refuses writes."""
+    with LogBackend(tmp_path / "store") as store:
+        e = engine(store)
+        e.ingest_many(DIARY[:2])
+        seq = store.head
+        e.ingest_many(DIARY[2:])
+        e.remove(["d1"])
+        past = e.at(seq)
+        assert sorted(ids(past.ask(Query(time_range=TimeRange())))) == ["d1", "d2"]
+        assert ids(e.ask(Query(text="budget meeting", k=1))) != ["d1"]
+        assert ids(past.ask(Query(text="budget meeting", k=1))) == ["d1"]
+        with pytest.raises(ReadOnlyError):
+            past.ingest(DIARY[3])
+
+
+def test_read_only_engine_refuses_every_write() -> None:
+    """read_only=True refuses ingest, remove and restore with ReadOnlyError."""
+    memory = InMemoryBackend()
+    e = ContinuityEngine(memory, EMBEDDER, FlatStructure(), DefaultStrategy(), read_only=True)
+    for call in (lambda: e.ingest(DIARY[0]), lambda: e.remove(["d1"]), lambda: e.restore(Snapshot(records=[]))):
+        with pytest.raises(ReadOnlyError):
+            call()
+    assert count(memory) == 0
+
+
+# -- following writes of other handles and processes -----------------------------------------
+
+
+def test_refresh_sees_writes_through_another_handle() -> None:
+    """Without an event feed, refresh rescans: another engine's ingest and remove show up."""
+    memory = InMemoryBackend()
+    reader, writer = engine(memory), engine(memory)
+    reader.ingest_many(DIARY[:2])
+    writer.ingest(DIARY[2])
+    writer.remove(["d1"])
+    reader.refresh()
+    assert sorted(ids(reader.ask(Query(time_range=TimeRange())))) == ["d2", "d3"]
+
+
+WRITER = textwrap.dedent(
+    """
+    import json, sys
+    from coniti import ContinuityEngine, Note
+    from coniti.embedding import LocalHashEmbedder
+    from coniti.impl.log import LogBackend
+    from coniti.strategy import DefaultStrategy
+    from coniti.structure import FlatStructure
+
+    path, ids, remove = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+    with LogBackend(path) as store:
+        e = ContinuityEngine(store, LocalHashEmbedder(dim=64), FlatStructure(), DefaultStrategy())
+        e.ingest_many([Note(id=i, text="budget from process " + i, timestamp=100.0) for i in ids])
+        e.remove(remove)
+    """
+)
+
+
+def run_writer(path: Path, new: list[str], remove: list[str]) -> None:
+    subprocess.run(
+        [sys.executable, "-c", WRITER, str(path), json.dumps(new), json.dumps(remove)],
+        check=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+def test_refresh_sees_another_process(tmp_path: Path) -> None:
+    """Ingests and removals by another process appear after refresh(), not before."""
+    path = tmp_path / "store"
+    with LogBackend(path) as store:
+        e = engine(store)
+        e.ingest_many(DIARY)
+        run_writer(path, ["p1", "p2"], ["d2"])
+        assert "p1" not in ids(e.ask(Query(text="budget process", k=3)))
+        e.refresh()
+        assert sorted(ids(e.ask(Query(text="budget process", k=2)))) == ["p1", "p2"]
+        assert "d2" not in ids(e.ask(Query(time_range=TimeRange(), k=20)))
+
+
+def _has_event_feed() -> bool:
+    return callable(getattr(LogBackend, "events", None))
+
+
+@pytest.mark.skipif(not _has_event_feed(), reason="LogBackend.events() has not landed yet")
+def test_refresh_reads_only_new_events(tmp_path: Path) -> None:
+    """refresh() reads the events after the last one seen, not the whole log."""
+    path = tmp_path / "store"
+    with LogBackend(path) as store:
+        e = engine(store)
+        e.ingest_many([note(f"n{i}", f"note {i}", float(i)) for i in range(40)])
+        e.ask("note")
+        run_writer(path, ["p1"], [])
+        assert e.refresh() == 2
+        assert e.refresh() == 0
+
+
+def test_refresh_picks_up_a_clear(tmp_path: Path) -> None:
+    """A clear made through another handle empties the structures on refresh."""
+    with LogBackend(tmp_path / "store") as store:
+        e = engine(store)
+        e.ingest_many(DIARY)
+        store.clear(store.clear_request())
+        e.refresh()
+        assert ids(e.ask(Query(time_range=TimeRange()))) == []
+
+
+def test_structures_of_a_namespace() -> None:
+    """structures(namespace) loads it and lists one structure per prototype."""
+    e = engine()
+    e.ingest_many(DIARY, namespace=("a",))
+    assert [type(s) for s in e.structures(("a",))] == [FlatStructure, SegmentTreeStructure]
+    assert e.namespaces == [("a",)]
