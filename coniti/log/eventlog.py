@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from coniti.errors import DuplicateRecord, StoreError
+from coniti.errors import DuplicateRecord, StoreCorrupted, StoreError
 from coniti.log.codec import (
     CLEAR,
     DELETE,
@@ -272,6 +272,37 @@ class EventLog:
             return removed
 
         return self.store.write(write)
+
+    def import_frames(self, frames: Iterable[bytes]) -> int:
+        """Append stored frames verbatim (from another store, a golden set or an export) after the
+        head, folding each; all or nothing. Each frame must decode strictly, carry the next sequence
+        number and chain onto the previous hash, and recorded times must not go backwards. Returns
+        how many were appended; raises :class:`StoreCorrupted` naming the first bad frame."""
+        batch = [bytes(f) for f in frames]
+        log_db = self._log_db
+
+        def write(txn: Any) -> int:
+            p = Projections(txn, self._dbs)
+            head = p.head()
+            seq, h, prev_at = head.seq, head.hash, (head.at if head.seq else None)
+            for frame in batch:
+                seq += 1
+                event = decode_event(frame, seq)
+                if event.prev != h:
+                    raise StoreCorrupted(f"event {seq}: does not chain onto event {seq - 1}")
+                if prev_at is not None and event.at < prev_at:
+                    raise StoreCorrupted(f"event {seq}: recorded time goes backwards")
+                txn.put(seq_key(seq), frame, db=log_db, append=True)
+                p.fold(event, prev_at)
+                h, prev_at = event.hash, event.at
+            if batch:
+                assert prev_at is not None
+                p.set_head(Head(seq, prev_at, h))
+            return len(batch)
+
+        n = self.store.write(write)
+        self.forget_namespaces()
+        return n
 
     # -- reads -----------------------------------------------------------------------------------
 

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Write a golden set of event logs for the current log format: ``log/golden/v<N>/<case>/``.
+
+Each case is a small scripted history written through ``LogBackend``. For each case two files are
+written (format: ``log/FORMAT.md``, "Golden logs"):
+
+* ``events.jsonl``: a header line, then one line per event with its exact stored frame (base64) and
+  its decoded fields, readable;
+* ``state.json``: the memory the log must fold to, after *every* event (records in scan order with
+  exact vector bits, counts, metadata).
+
+A case that already exists is never touched: golden logs are written once, by the version that
+defines their format, and kept forever (``tests/test_log_golden.py`` replays every one). Exit status
+1 when every case already exists.
+
+Usage: ``tools/golden.py [--root log/golden]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from coniti.actor import Note
+from coniti.impl.log import LogBackend
+from coniti.log import FORMAT_VERSION, EventLog
+from coniti.log.codec import decode_event
+from coniti.log.store import LOG_DB
+from coniti.memory import (
+    ClearRequest,
+    CountRequest,
+    DeleteRequest,
+    MemoryBackend,
+    MemoryRecord,
+    MetaGetRequest,
+    MetaSetRequest,
+    PutRequest,
+)
+
+ROOT = Path(__file__).resolve().parent.parent / "log" / "golden"
+
+Namespace = tuple[str, ...]
+
+
+def rec(rid: str, ts: float, ns: Namespace = (), *, dtype: str = "float32", dim: int = 4,
+        text: str | None = None, metadata: dict[str, Any] | None = None,
+        embedding_id: str | None = "emb-golden") -> MemoryRecord:
+    """A record with a vector derived from its id (deterministic across runs and machines)."""
+    seed = sum(rid.encode("utf-8", "surrogatepass")) + len(rid)
+    vector = np.random.default_rng(seed).standard_normal(dim).astype(dtype)
+    return MemoryRecord(
+        note=Note(id=rid, text=text if text is not None else f"note {rid[:24]}", timestamp=ts,
+                  metadata=metadata or {}),
+        vector=vector,
+        embedding_id=embedding_id,
+        namespace=ns,
+    )
+
+
+def _basic(store: LogBackend) -> None:
+    store.put(PutRequest(records=[rec("a", 1.0), rec("b", 2.0), rec("c", 2.0), rec("d", -3.5)]))
+    store.set_meta(MetaSetRequest(key="embedding_id", value="emb-golden"))
+    store.delete(DeleteRequest(ids=["b", "missing"]))
+    store.put(PutRequest(records=[rec("b", 0.5, text="b again")]))
+    store.clear(ClearRequest())
+    store.put(PutRequest(records=[rec("e", 10.0, metadata={"after": "clear"})]))
+
+
+LONG_ID = "long-" + "\u00e9" * 300  # 605 UTF-8 bytes: keyed by hash
+LONG_NS = ("tenant-" + "x" * 600, "inbox")
+
+
+def _namespaces_and_keys(store: LogBackend) -> None:
+    with store.audit(actor="golden-writer", reason="format fixture"):
+        store.put(PutRequest(records=[
+            rec("shared", 1.0, ("alice",), dtype="float16"),
+            rec("shared", 1.0, ("bob",), dtype="float64", dim=3),
+            rec(LONG_ID, -0.0, LONG_NS, metadata={"big": 2**63 - 1, "neg": -(2**63), "nested": [1, {"x": None}]}),
+            rec("\u2603 snow", 5e-324, LONG_NS, embedding_id=None, text=""),
+        ]))
+    store.set_meta(MetaSetRequest(key="k" * 450, value={"deep": [1.5, "two", None]}, namespace=LONG_NS))
+    store.set_meta(MetaSetRequest(key="plain", value=None, namespace=("alice",)))
+    store.delete(DeleteRequest(ids=[LONG_ID], namespace=LONG_NS))
+    store.clear(ClearRequest(namespace=("nobody",)))
+    store.put(PutRequest(records=[rec(LONG_ID, 2.0, LONG_NS, text="back")]))
+
+
+def _history(store: LogBackend) -> None:
+    store.put(PutRequest(records=[rec(f"r{i}", float(i % 3), dim=2) for i in range(6)]))
+    store.set_meta(MetaSetRequest(key="v", value=1))
+    store.delete(DeleteRequest(ids=["r1", "r4"]))
+    store.set_meta(MetaSetRequest(key="v", value=2))
+    store.put(PutRequest(records=[rec("r1", 9.0, dim=2, text="r1 v2")]))
+    store.clear(ClearRequest())
+    store.put(PutRequest(records=[rec("r4", 1.0, dim=2, text="r4 v2"), rec("r1", 1.0, dim=2)]))
+    store.delete(DeleteRequest(ids=["r1"]))
+    store.set_meta(MetaSetRequest(key="v", value=[3]))
+
+
+CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]] = {
+    "basic": (_basic, [()], ["embedding_id", "absent"]),
+    "namespaces_and_long_keys": (
+        _namespaces_and_keys,
+        [("alice",), ("bob",), LONG_NS, ("nobody",), ()],
+        ["k" * 450, "plain"],
+    ),
+    "history": (_history, [()], ["v"]),
+}
+"""Case name -> (script, namespaces to record, metadata keys to record)."""
+
+
+def vector_json(vector: np.ndarray) -> dict[str, str]:
+    return {"dtype": vector.dtype.str, "hex": vector.tobytes().hex()}
+
+
+def state_of(backend: MemoryBackend, namespaces: Sequence[Namespace], keys: Sequence[str]) -> list[Any]:
+    """The memory as JSON: per namespace, records in scan order (exact), count and metadata."""
+    out = []
+    for ns in namespaces:
+        records = [
+            {
+                "id": r.note.id,
+                "timestamp": r.note.timestamp,
+                "text": r.note.text,
+                "metadata": r.note.metadata,
+                "embedding_id": r.embedding_id,
+                "vector": vector_json(r.vector),
+            }
+            for r in backend.iter_all(namespace=ns, page_size=2)
+        ]
+        meta = {k: backend.get_meta(MetaGetRequest(key=k, namespace=ns)).value for k in keys}
+        count = backend.count(CountRequest(namespace=ns)).count
+        out.append({"namespace": list(ns), "count": count, "records": records, "meta": meta})
+    return out
+
+
+def event_lines(log: EventLog) -> list[dict[str, Any]]:
+    """One JSON object per event: the exact frame (base64) and its decoded envelope."""
+    lines = []
+    with log.store.read() as txn:
+        for key, frame in txn.cursor(db=log.store.dbs[LOG_DB]):
+            seq = int.from_bytes(key, "big")
+            event = decode_event(frame, seq)
+            lines.append({
+                "seq": seq,
+                "kind": event.kind,
+                "at": event.at,
+                "namespace": list(event.namespace),
+                "id": event.id,
+                "timestamp": event.timestamp,
+                "key": event.key,
+                "actor": event.actor,
+                "reason": event.reason,
+                "hash": event.hash.hex(),
+                "frame": base64.b64encode(bytes(frame)).decode("ascii"),
+            })
+    assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
+    return lines
+
+
+def write_case(directory: Path, name: str) -> None:
+    """Run case ``name`` in a fresh store and write its two files into ``directory`` (new)."""
+    script, namespaces, keys = CASES[name]
+    with tempfile.TemporaryDirectory() as tmp, LogBackend(Path(tmp) / "store") as store:
+        script(store)
+        head = store.head
+        states = [
+            {"seq": seq, "namespaces": state_of(store.at(seq), namespaces, keys)}
+            for seq in range(head + 1)
+        ]
+        lines = event_lines(store._log)
+        head_hash = store._log.head().hash.hex()
+        if not store.verify().ok:
+            raise SystemExit(f"golden: case {name} does not verify")
+    directory.mkdir(parents=True)
+    header = {"format": "coniti-log-golden", "version": FORMAT_VERSION, "case": name,
+              "events": len(lines), "head_hash": head_hash}
+    with open(directory / "events.jsonl", "w", encoding="utf-8", newline="\n") as f:
+        for obj in (header, *lines):
+            f.write(json.dumps(obj, ensure_ascii=True, sort_keys=True) + "\n")
+    state = {"format_version": FORMAT_VERSION, "case": name, "head": head,
+             "namespaces": [list(ns) for ns in namespaces], "meta_keys": keys, "states": states}
+    (directory / "state.json").write_text(
+        json.dumps(state, ensure_ascii=True, sort_keys=True, indent=1) + "\n", encoding="utf-8"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="golden root (default: log/golden)")
+    args = parser.parse_args(argv)
+    target = args.root / f"v{FORMAT_VERSION}"
+    written = 0
+    for name in CASES:
+        directory = target / name
+        if directory.exists():
+            print(f"golden: {directory} exists; golden logs are never overwritten, left untouched")
+            continue
+        write_case(directory, name)
+        print(f"golden: wrote {directory}")
+        written += 1
+    if not written:
+        print(f"golden: nothing written: every case of format v{FORMAT_VERSION} exists")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
