@@ -1,0 +1,271 @@
+"""Helpers shared by the LogBackend durability tests (crash, multi-process, faults, stateful).
+
+A plain module, not a conftest: tests import it, and child processes run it as a script
+(``python tests/helpers_log.py <command> '<json args>'``) so that each child is a fresh interpreter
+with its own LMDB environment. Children write one JSON object per line on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from coniti.actor import Note
+from coniti.memory import (
+    CountRequest,
+    GetRequest,
+    MemoryBackend,
+    MemoryRecord,
+    MetaGetRequest,
+    PutRequest,
+)
+
+HERE = Path(__file__).resolve()
+
+
+def rec(
+    rid: str,
+    ts: float = 0.0,
+    ns: Sequence[str] = (),
+    *,
+    text: str | None = None,
+    dim: int = 4,
+    dtype: str = "float32",
+    metadata: dict[str, Any] | None = None,
+    embedding_id: str | None = None,
+) -> MemoryRecord:
+    """A record whose vector is derived from its id (so equal ids give equal vectors)."""
+    seed = sum(rid.encode()) + len(rid)
+    vector = np.random.default_rng(seed).standard_normal(dim).astype(dtype)
+    return MemoryRecord(
+        note=Note(id=rid, text=text if text is not None else f"note {rid[:60]}", timestamp=ts,
+                  metadata=metadata or {}),
+        vector=vector,
+        embedding_id=embedding_id,
+        namespace=tuple(ns),
+    )
+
+
+def put(backend: MemoryBackend, records: Iterable[MemoryRecord]) -> int:
+    return backend.put(PutRequest(records=list(records))).written
+
+
+def records_of(backend: MemoryBackend, ns: Sequence[str] = ()) -> list[MemoryRecord]:
+    return list(backend.iter_all(namespace=ns, page_size=1000))
+
+
+def state_of(
+    backend: MemoryBackend, namespaces: Iterable[Sequence[str]], meta_keys: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Every record (as dicts) and the given metadata of each namespace: comparable with ``==``."""
+    keys = list(meta_keys)
+    return {
+        repr(tuple(ns)): {
+            "records": [r.to_dict() for r in records_of(backend, ns)],
+            "meta": {k: backend.get_meta(MetaGetRequest(key=k, namespace=ns)).value for k in keys},
+        }
+        for ns in namespaces
+    }
+
+
+def count(backend: MemoryBackend, ns: Sequence[str] = ()) -> int:
+    return backend.count(CountRequest(namespace=ns)).count
+
+
+def missing(backend: MemoryBackend, ids: list[str], ns: Sequence[str] = ()) -> list[str]:
+    return backend.get(GetRequest(ids=ids, namespace=ns)).missing
+
+
+def assert_verified(store: Any) -> Any:
+    """``verify()`` is clean and the log is gap-free up to ``store.head``; returns the report."""
+    report = store.verify()
+    assert list(report.problems) == [], f"verify() found problems: {list(report.problems)[:5]}"
+    assert report.events_checked == report.head_seq == store.head, (
+        f"events_checked {report.events_checked}, head_seq {report.head_seq}, head {store.head}"
+    )
+    return report
+
+
+# -- child processes ---------------------------------------------------------------------------
+
+
+def spawn(command: str, args: dict[str, Any], **popen: Any) -> subprocess.Popen[str]:
+    """Start ``python tests/helpers_log.py command args`` with text pipes."""
+    return subprocess.Popen(
+        [sys.executable, str(HERE), command, json.dumps(args)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen,
+    )
+
+
+def run_child(command: str, args: dict[str, Any], timeout: float = 60) -> tuple[int, list[Any], str]:
+    """Run a child to completion: (return code, its JSON lines, its stderr)."""
+    proc = spawn(command, args)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"child {command} hung for {timeout}s; stderr: {err[-2000:]}") from None
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return proc.returncode, lines, err
+
+
+def _say(obj: Any) -> None:
+    os.write(1, (json.dumps(obj) + "\n").encode())
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    return {
+        "error": type(exc).__name__,
+        "mro": [c.__name__ for c in type(exc).__mro__],
+        "module": type(exc).__module__,
+        "message": str(exc)[:500],
+    }
+
+
+def _open(path: str, **kwargs: Any) -> Any:
+    from coniti.impl.log import LogBackend
+
+    return LogBackend(path, **kwargs)
+
+
+def child_mp_writer(a: dict[str, Any]) -> None:
+    """Put ``n`` records ``w<k>-<i>``: the first ``single`` one per call, the rest in batches."""
+    store = _open(a["store"])
+    ns = tuple(a["ns"])
+    w, n, single, batch = a["writer"], a["n"], a["single"], a["batch"]
+    _say({"ready": True})
+    sys.stdin.readline()
+    started = time.monotonic()
+    i = 0
+    while i < n:
+        size = 1 if i < single else min(batch, n - i)
+        put(store, [rec(f"w{w}-{k:05d}", ts=float(k), ns=ns, metadata={"w": w, "k": k})
+                    for k in range(i, i + size)])
+        i += size
+    store.close()
+    _say({"done": True, "seconds": time.monotonic() - started})
+
+
+def child_mp_reader(a: dict[str, Any]) -> None:
+    """Poll count and head until count reaches ``target``; report every regression seen."""
+    store = _open(a["store"])
+    ns = tuple(a["ns"])
+    _say({"ready": True})
+    sys.stdin.readline()
+    deadline = time.monotonic() + a["timeout"]
+    last_count = last_head = -1
+    seen: set[int] = set()
+    polls = 0
+    regressions: list[str] = []
+    while time.monotonic() < deadline:
+        c = count(store, ns)
+        h = store.head
+        polls += 1
+        seen.add(c)
+        if c < last_count:
+            regressions.append(f"count went from {last_count} to {c}")
+        if h < last_head:
+            regressions.append(f"head went from {last_head} to {h}")
+        last_count, last_head = c, h
+        if c >= a["target"]:
+            break
+    store.close()
+    _say({"polls": polls, "distinct": len(seen), "last": last_count, "regressions": regressions[:20]})
+
+
+def child_fsize_writer(a: dict[str, Any]) -> None:
+    """Cap file size at the data file's size + ``margin`` bytes, then try a put that cannot fit."""
+    import resource
+
+    store = _open(a["store"], **a.get("open", {}))
+    data_size = os.path.getsize(os.path.join(a["store"], a["data_file"]))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    limit = data_size + a["margin"]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    outcome: dict[str, Any] = {"limit": limit, "head_before": store.head}
+    try:
+        put(store, [rec(f"big-{i}", ts=float(i), dim=a["dim"], dtype="float64") for i in range(a["n"])])
+        outcome["written"] = True
+    except BaseException as exc:
+        outcome.update(_error(exc))
+    try:
+        outcome["head_after"] = store.head
+        outcome["missing_after"] = missing(store, a["check_ids"])
+    except BaseException as exc:
+        outcome["after_error"] = _error(exc)
+    _say(outcome)
+
+
+def child_read_all(a: dict[str, Any]) -> None:
+    """Open a (possibly corrupt) store, run verify() and read everything; report what happened."""
+    out: dict[str, Any] = {}
+    try:
+        store = _open(a["store"])
+    except BaseException as exc:
+        out["open_error"] = _error(exc)
+        _say(out)
+        return
+    try:
+        report = store.verify()
+        out["verify"] = {
+            "problems": [str(p) for p in report.problems][:5],
+            "events_checked": report.events_checked,
+            "head_seq": report.head_seq,
+        }
+    except BaseException as exc:
+        out["verify_error"] = _error(exc)
+    try:
+        out["state"] = state_of(store, [tuple(ns) for ns in a["namespaces"]], a["meta_keys"])
+        out["head"] = store.head
+    except BaseException as exc:
+        out["read_error"] = _error(exc)
+    _say(out)
+
+
+def child_hold_reader_and_die(a: dict[str, Any]) -> None:
+    """Open the store, take a read transaction on its LMDB environment, then SIGKILL itself."""
+    store = _open(a["store"])
+    env = lmdb_env(store)
+    txn = env.begin()
+    _say({"pid": os.getpid(), "readers": env.readers()})
+    del txn
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def child_grow(a: dict[str, Any]) -> None:
+    """Open the store and write ``n`` records of ``dim`` float64 each (forcing the map to grow)."""
+    store = _open(a["store"])
+    for b in range(a["n"] // 10):
+        put(store, [rec(f"grow-{b}-{i}", ts=float(b), dim=a["dim"], dtype="float64")
+                    for i in range(10)])
+    _say({"head": store.head, "map_size": lmdb_env(store).info()["map_size"]})
+    store.close()
+
+
+def lmdb_env(store: Any) -> Any:
+    """The ``lmdb.Environment`` behind a LogBackend (white-box access for fault tests)."""
+    return store._env
+
+
+COMMANDS = {
+    "mp-writer": child_mp_writer,
+    "mp-reader": child_mp_reader,
+    "fsize-writer": child_fsize_writer,
+    "read-all": child_read_all,
+    "hold-reader-and-die": child_hold_reader_and_die,
+    "grow": child_grow,
+}
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parent.parent))
+    COMMANDS[sys.argv[1]](json.loads(sys.argv[2]))
