@@ -179,6 +179,7 @@ def _refuse_constant(token: str) -> Any:
 
 
 _KEY_END = re.compile(r'"\s*:')
+_LONG_INTEGER = re.compile(r"(?<![\d.])-?[1-9]\d{18,}(?![\d.eE])")
 
 
 def _key_ends(line: str) -> int:
@@ -214,10 +215,13 @@ def parse_json_line(line: str, lineno: int) -> Any:
     except orjson.JSONDecodeError as exc:
         raise MemoryFileError(f"line {lineno}: invalid JSON: {exc}") from None
     # Every key ends with '"' then ':', so the pattern count is at least the number of keys written;
-    # when it equals the number of keys parsed, no key was repeated. Otherwise look closely.
-    if isinstance(data, dict | list) and _parsed_keys(data) != _key_ends(line):
+    # when it equals the number of keys parsed, no key was repeated. Otherwise look closely. Also
+    # look closely at integers of 19+ digits: orjson turns those beyond 64 bits into floats silently.
+    if isinstance(data, dict | list) and (
+        _parsed_keys(data) != _key_ends(line) or _LONG_INTEGER.search(line)
+    ):
         try:
-            json.loads(line, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
+            data = json.loads(line, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
         except RecursionError:
             raise MemoryFileError(f"line {lineno}: JSON is nested too deeply") from None
         except ValueError as exc:
