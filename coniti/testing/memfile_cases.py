@@ -132,6 +132,8 @@ BAD_FILES: dict[str, str | bytes] = {
     "overflow-timestamp": _with("note.timestamp", "1e400"),
     "overflow-in-metadata": _with("note.metadata.m", "-1e999"),
     "overflow-float32-vector": jsonl(header(1), {**rec("a"), "vector": [1e39], "dtype": "float32"}),
+    "integer-beyond-64-bits-in-metadata": _with("note.metadata.m", str(2**70)),
+    "negative-integer-beyond-64-bits-in-metadata": _with("note.metadata.m", str(-(2**63) - 1)),
     "overflow-float16-vector": jsonl(header(1), {**rec("a"), "vector": [7e4], "dtype": "float16"}),
     # duplicate JSON keys
     "duplicate-key-in-record": jsonl(header(1), json.dumps(rec("a"))[:-1] + ', "embedding_id": "x"}'),
