@@ -463,3 +463,17 @@ def test_bad_segment_tree_options_are_refused(kwargs: dict[str, object], message
     """Bad segment_tree options raise ContractError naming the option."""
     with pytest.raises(ContractError, match=message):
         SegmentTreeStructure(**kwargs)  # type: ignore[arg-type]
+
+
+def test_many_rows_are_scored_in_chunks() -> None:
+    """Beyond one scoring chunk (4096 rows), both structures still equal the reference."""
+    rng = np.random.default_rng(11)
+    n, dim = 9000, 4
+    ids = [f"r{i}" for i in range(n)]
+    vectors = rng.normal(size=(n, dim))
+    times = rng.integers(0, 1000, size=n).astype(float).tolist()
+    query = rng.normal(size=dim)
+    expected = reference(ids, vectors, times, query, 7, None, None)
+    for structure in (FlatStructure(), SegmentTreeStructure()):
+        structure.add(ids, vectors, times)
+        assert structure.search(query, k=7) == expected
