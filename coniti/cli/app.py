@@ -23,6 +23,7 @@ from coniti.cli.parse import ParseError, resolve_store_path
 from coniti.errors import ConitiError
 
 if TYPE_CHECKING:
+    from coniti.engine import ContinuityEngine
     from coniti.impl.log import LogBackend
 
 __all__ = ["CliError", "Settings", "cli", "common_options", "run"]
@@ -80,6 +81,14 @@ class Settings:
                 "'coniti add', 'load' or 'import' create one)"
             )
         return LogBackend(path, actor=self.actor_name, readonly=mode == "read")
+
+    @contextmanager
+    def open_engine(self, store: LogBackend) -> Iterator[ContinuityEngine]:
+        """The engine over ``store`` with coniti's default pieces (:class:`~coniti.Container`)."""
+        from coniti.container import Container
+
+        with Container(memory=store) as container:
+            yield container.engine
 
     def stamp(self, store: LogBackend) -> AbstractContextManager[None]:
         """The audit block that stamps events written inside it with ``--actor``/``--reason``."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import click
 
-from coniti.cli import care_cmds, file_cmds, memory_cmds
+from coniti.cli import care_cmds, engine_cmds, file_cmds, memory_cmds
 
 __all__ = ["COMMANDS"]
 
 COMMANDS: list[click.Command] = [
+    engine_cmds.add,
+    engine_cmds.ask,
     memory_cmds.get,
     memory_cmds.rm,
     memory_cmds.ls,

@@ -1,0 +1,119 @@
+"""add and ask through main(argv): notes go in through the engine, answers come back best first."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from cli_support import Cli, no_traceback
+
+from coniti.impl.log import LogBackend
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    return Cli(tmp_path / "store", capsys, monkeypatch)
+
+
+def test_add_creates_the_store_and_stores_the_note(cli: Cli) -> None:
+    """add on a missing store creates it; the note is embedded and readable with get."""
+    doc = cli.ok("add", "Alice prefers tea over coffee", "--ns", "alice", "--id", "tea",
+                 "--time", "2025-03-01", "--meta", "source=chat", "--meta", "weight=2",
+                 "--json").json()
+    assert doc == {"id": "tea", "namespace": ["alice"], "admitted": True}
+    record = cli.ok("get", "tea", "--ns", "alice", "--json").json()
+    assert record["text"] == "Alice prefers tea over coffee"
+    assert record["time"] == "2025-03-01T00:00:00Z"
+    assert record["metadata"] == {"source": "chat", "weight": 2}
+    assert record["embedding_id"].startswith("emb-") and record["dim"] > 0
+
+
+def test_add_random_id(cli: Cli) -> None:
+    """Without --id the note gets a fresh random id, printed."""
+    out = cli.ok("add", "hello").out
+    assert out.startswith("added ") and out.strip().endswith(" to /")
+
+
+def test_add_reads_stdin(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """add - takes the text from stdin."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("from a pipe\n"))
+    cli.ok("add", "-", "--id", "p")
+    assert cli.ok("get", "p", "--json").json()["text"] == "from a pipe"
+
+
+def test_add_refused_duplicate_exits_1(cli: Cli) -> None:
+    """A note the strategy refuses (an exact duplicate) exits 1 with the engine's reason."""
+    cli.ok("add", "same text", "--id", "a")
+    result = cli("add", "same text", "--id", "b")
+    assert result.code == 1 and "not added" in result.err and "duplicate" in result.err
+    assert no_traceback(result)
+
+
+def test_add_existing_id_exits_1(cli: Cli) -> None:
+    """Reusing a live id exits 1 naming it."""
+    cli.ok("add", "one", "--id", "x")
+    result = cli("add", "two", "--id", "x")
+    assert result.code == 1 and "'x'" in result.err and no_traceback(result)
+
+
+def test_add_stamps_actor_and_reason(cli: Cli) -> None:
+    """--actor and --reason are recorded on the put event."""
+    cli.ok("add", "hello", "--id", "h", "--actor", "alice", "--reason", "demo")
+    with LogBackend(cli.store) as store:
+        puts = [e for e in store._log.events(0) if e.kind == "put"]
+    assert [(e.actor, e.reason) for e in puts] == [("alice", "demo")]
+
+
+def test_bad_meta_is_a_usage_error(cli: Cli) -> None:
+    """--meta without '=' exits 2 naming the option."""
+    result = cli("add", "x", "--meta", "novalue")
+    assert result.code == 2 and "--meta" in result.err and no_traceback(result)
+
+
+def _seed(cli: Cli) -> None:
+    cli.ok("add", "The Atlas launch is planned for April 1", "--ns", "team", "--id", "plan",
+           "--time", "2025-01-15")
+    cli.ok("add", "Atlas launch moved to May 15 after the vendor delay", "--ns", "team",
+           "--id", "moved", "--time", "2025-03-12")
+    cli.ok("add", "Bob bought a new bicycle", "--ns", "team", "--id", "bike", "--time", "2025-02-01")
+
+
+def test_ask_best_first(cli: Cli) -> None:
+    """ask returns the notes that best match, best first, with scores."""
+    _seed(cli)
+    doc = cli.ok("ask", "when is the Atlas launch", "--ns", "team", "--json").json()
+    ids = [h["id"] for h in doc["hits"]]
+    assert set(ids[:2]) == {"plan", "moved"}
+    scores = [h["score"] for h in doc["hits"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_ask_k_and_note_time_window(cli: Cli) -> None:
+    """-k caps the hits; --to keeps only notes dated before it."""
+    _seed(cli)
+    doc = cli.ok("ask", "Atlas launch", "--ns", "team", "-k", "1", "--to", "2025-03-01",
+                 "--json").json()
+    assert [h["id"] for h in doc["hits"]] == ["plan"]
+
+
+def test_ask_as_of_an_earlier_point(cli: Cli) -> None:
+    """--as-of answers from the memory as it was: a note written later is not there."""
+    _seed(cli)
+    with LogBackend(cli.store) as store:
+        first_put = next(e.seq for e in store._log.events(0) if e.kind == "put")
+    doc = cli.ok("ask", "Atlas launch", "--ns", "team", "--as-of", str(first_put), "--json").json()
+    assert [h["id"] for h in doc["hits"]] == ["plan"]
+
+
+def test_ask_table_for_people(cli: Cli) -> None:
+    """Without --json, ask prints a table with score, time, id and text."""
+    _seed(cli)
+    out = cli.ok("ask", "Atlas launch", "--ns", "team").out
+    assert "score" in out and "plan" in out and "2025-01-15" in out
+
+
+def test_ask_on_a_missing_store(cli: Cli) -> None:
+    """ask is a read command: on a missing store it exits 1 and creates nothing."""
+    result = cli("ask", "anything")
+    assert result.code == 1 and not cli.store.exists()
