@@ -179,7 +179,6 @@ def _refuse_constant(token: str) -> Any:
 
 
 _KEY_END = re.compile(r'"\s*:')
-_LONG_INTEGER = re.compile(r"(?<![\d.])-?[1-9]\d{18,}(?![\d.eE])")
 
 
 def _key_ends(line: str) -> int:
@@ -207,6 +206,24 @@ def _parsed_keys(value: Any) -> int:
     return keys
 
 
+def _huge_whole_float(value: Any) -> bool:
+    """True if a float of magnitude >= 2**63 with no fraction appears outside a record's ``vector``
+    (where numbers are floats anyway): it may have been an integer token beyond 64 bits."""
+    stack = [value]
+    if isinstance(value, dict) and isinstance(value.get("vector"), list):
+        stack = [v for k, v in value.items() if k != "vector"]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if abs(item) >= 2.0**63 and item.is_integer():
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def parse_json_line(line: str, lineno: int) -> Any:
     """Strict JSON for one line: no NaN/Infinity, no numbers overflowing to infinity, no duplicate
     keys. Errors raise :class:`MemoryFileError` naming ``lineno``."""
@@ -216,9 +233,9 @@ def parse_json_line(line: str, lineno: int) -> Any:
         raise MemoryFileError(f"line {lineno}: invalid JSON: {exc}") from None
     # Every key ends with '"' then ':', so the pattern count is at least the number of keys written;
     # when it equals the number of keys parsed, no key was repeated. Otherwise look closely. Also
-    # look closely at integers of 19+ digits: orjson turns those beyond 64 bits into floats silently.
+    # look closely when a huge whole float appears: orjson reads integers beyond 64 bits as floats.
     if isinstance(data, dict | list) and (
-        _parsed_keys(data) != _key_ends(line) or _LONG_INTEGER.search(line)
+        _parsed_keys(data) != _key_ends(line) or _huge_whole_float(data)
     ):
         try:
             data = json.loads(line, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
