@@ -206,15 +206,18 @@ def child_fsize_writer(a: dict[str, Any]) -> None:
     _say(outcome)
 
 
-def child_read_all(a: dict[str, Any]) -> None:
-    """Open a (possibly corrupt) store, run verify() and read everything; report what happened."""
-    out: dict[str, Any] = {}
+def read_everything(path: str, namespaces: list[list[str]], meta_keys: list[str]) -> dict[str, Any]:
+    """Open a (possibly corrupt) store, run verify() and read everything; say what happened.
+
+    Keys: ``open_error`` | (``verify`` or ``verify_error``) and (``state`` + ``head`` or
+    ``read_error``); errors as their class names (with MRO) and message.
+    """
+    out: dict[str, Any] = {"store": path}
     try:
-        store = _open(a["store"])
+        store = _open(path)
     except BaseException as exc:
         out["open_error"] = _error(exc)
-        _say(out)
-        return
+        return out
     try:
         report = store.verify()
         out["verify"] = {
@@ -225,11 +228,22 @@ def child_read_all(a: dict[str, Any]) -> None:
     except BaseException as exc:
         out["verify_error"] = _error(exc)
     try:
-        out["state"] = state_of(store, [tuple(ns) for ns in a["namespaces"]], a["meta_keys"])
+        out["state"] = state_of(store, [tuple(ns) for ns in namespaces], meta_keys)
         out["head"] = store.head
     except BaseException as exc:
         out["read_error"] = _error(exc)
-    _say(out)
+    try:
+        store.close()
+    except BaseException as exc:
+        out["close_error"] = _error(exc)
+    return out
+
+
+def child_read_all(a: dict[str, Any]) -> None:
+    """``read_everything`` on each of ``stores`` in turn, one JSON line per store as it finishes
+    (so that if one crashes the process, the lines before it still tell which)."""
+    for path in a["stores"]:
+        _say(read_everything(path, a["namespaces"], a["meta_keys"]))
 
 
 def child_hold_reader_and_die(a: dict[str, Any]) -> None:
@@ -237,8 +251,7 @@ def child_hold_reader_and_die(a: dict[str, Any]) -> None:
     store = _open(a["store"])
     env = lmdb_env(store)
     txn = env.begin()
-    _say({"pid": os.getpid(), "readers": env.readers()})
-    del txn
+    _say({"pid": os.getpid(), "readers": env.readers(), "txn": txn.id()})
     os.kill(os.getpid(), signal.SIGKILL)
 
 
