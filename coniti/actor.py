@@ -41,8 +41,8 @@ class Note(Contract):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    id: str = pydantic.Field(min_length=1)
-    text: str
+    id: pydantic.StrictStr = pydantic.Field(min_length=1)
+    text: pydantic.StrictStr
     timestamp: float
     metadata: dict[str, Any] = pydantic.Field(default_factory=dict)
 
@@ -109,9 +109,9 @@ class Query(Contract):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    text: str | None = None
+    text: pydantic.StrictStr | None = None
     time_range: TimeRange | None = None
-    near: str | None = pydantic.Field(default=None, min_length=1)
+    near: pydantic.StrictStr | None = pydantic.Field(default=None, min_length=1)
     k: int = pydantic.Field(default=10, ge=1, le=10_000, strict=True)
 
     @pydantic.model_validator(mode="after")

@@ -149,7 +149,7 @@ class MemoryRecord(Contract):
 
     note: Note
     vector: Vector
-    embedding_id: str | None = None
+    embedding_id: pydantic.StrictStr | None = None
     namespace: Namespace = ()
 
     @pydantic.model_validator(mode="before")
@@ -226,7 +226,7 @@ class PutResult(Contract):
 class GetRequest(Contract):
     """Read ``ids`` from ``namespace``; unknown ids are reported, not raised."""
 
-    ids: list[str]
+    ids: list[pydantic.StrictStr]
     namespace: Namespace = ()
 
 
@@ -238,7 +238,7 @@ class GetResult(Contract):
 class DeleteRequest(Contract):
     """Remove ``ids`` from ``namespace``; unknown ids are reported, not raised."""
 
-    ids: list[str]
+    ids: list[pydantic.StrictStr]
     namespace: Namespace = ()
 
 
@@ -272,7 +272,7 @@ class CountResult(Contract):
     count: int
 
 
-MetaKey = Annotated[str, pydantic.Field(min_length=1)]
+MetaKey = Annotated[pydantic.StrictStr, pydantic.Field(min_length=1)]
 
 
 class MetaGetRequest(Contract):
@@ -297,6 +297,11 @@ class MetaSetRequest(Contract):
 
 class MetaResult(Contract):
     value: Any = None
+
+    @pydantic.field_validator("value", mode="before")
+    @classmethod
+    def _json(cls, value: Any) -> Any:
+        return check_json_value(value, "value")
 
 
 class ClearRequest(Contract):
