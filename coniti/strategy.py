@@ -111,11 +111,17 @@ class DefaultStrategy(Strategy):
         return {"refuse_duplicates": self._refuse_duplicates}
 
     def content_key(self, note: Note) -> str | None:
-        """BLAKE2b of the canonical JSON of ``[text, metadata]`` (None when duplicates are allowed)."""
+        """BLAKE2b of the length-prefixed UTF-8 text and the canonical JSON of the metadata.
+
+        ``None`` when duplicates are allowed.
+        """
         if not self._refuse_duplicates:
             return None
-        data = canonical_json([note.text, note.metadata]).encode("ascii")
-        return hashlib.blake2b(data, digest_size=16).hexdigest()
+        text = note.text.encode("utf-8", "surrogatepass")
+        digest = hashlib.blake2b(len(text).to_bytes(8, "little"), digest_size=16)
+        digest.update(text)
+        digest.update(canonical_json(note.metadata).encode("ascii") if note.metadata else b"{}")
+        return digest.hexdigest()
 
     def admit(
         self, notes: Sequence[Note], vectors: np.ndarray, context: StrategyContext

@@ -501,12 +501,12 @@ class _Tree:
         radius = np.zeros(w, dtype=np.float64)
         full = n // leaf
         if full:
-            block = self.vecs[: full * leaf].astype(np.float64).reshape(full, leaf, dim)
-            centers[:full] = block.mean(axis=1)
+            block = self.vecs[: full * leaf].reshape(full, leaf, dim)
+            centers[:full] = block.mean(axis=1, dtype=np.float64)
             radius[:full] = _radii(block, centers[:full])
         if full < blocks:
-            tail = self.vecs[full * leaf : n].astype(np.float64)[None]
-            centers[full] = tail[0].mean(axis=0)
+            tail = self.vecs[full * leaf : n][None]
+            centers[full] = tail[0].mean(axis=0, dtype=np.float64)
             radius[full] = _radii(tail, centers[full : full + 1])[0]
         level_centers, level_radius, level_counts = centers, radius, counts
         self.center[w:] = centers
@@ -563,10 +563,16 @@ class _Tree:
 
 
 def _radii(blocks: np.ndarray, centers: np.ndarray) -> np.ndarray:
-    """Per block, an upper bound on the distance from its rows to its center (with a safety margin)."""
-    diff = blocks - centers[:, None, :]
-    sq = np.einsum("bld,bld->bl", diff, diff)
-    out: np.ndarray = np.sqrt(sq.max(axis=1)) * (1.0 + 1e-9) + 1e-7
+    """Per block, an upper bound on the distance from its rows to its float64 center.
+
+    ``|v - c|^2 = v.v - 2 v.c + c.c`` in float64 (no full-size temporaries); the cancellation error is
+    far below the added margins.
+    """
+    vv = np.einsum("bld,bld->bl", blocks, blocks, dtype=np.float64)
+    vc = np.einsum("bld,bd->bl", blocks, centers, dtype=np.float64)
+    cc = np.einsum("bd,bd->b", centers, centers)
+    sq = (vv - 2.0 * vc).max(axis=1) + cc
+    out: np.ndarray = np.sqrt(np.maximum(sq, 0.0) + 1e-12) * (1.0 + 1e-9) + 1e-7
     return out
 
 
