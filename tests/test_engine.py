@@ -21,10 +21,12 @@ from readme_blocks import python_blocks
 
 from coniti import (
     AnchorNotFound,
+    Answer,
     ContinuityEngine,
     ContractError,
     DuplicateRecord,
     EmbeddingMismatch,
+    IngestResult,
     Note,
     NotSupported,
     Query,
@@ -158,6 +160,15 @@ def test_records_carry_embedding_id_and_meta_is_set() -> None:
     assert record.embedding_id == SPEC
     assert meta(memory, ("alice",)) == SPEC
     assert meta(memory) is None
+
+
+def test_results_round_trip_through_json() -> None:
+    """IngestResult and Answer are contracts: to_json/from_json give equal objects."""
+    e = engine()
+    [result] = e.ingest_many(DIARY[:1])
+    answer = e.ask(Query(text="budget", time_range=TimeRange(start=0.0), k=3))
+    assert IngestResult.from_json(result.to_json()) == result
+    assert Answer.from_json(answer.to_json()) == answer
 
 
 def test_strings_are_accepted_as_notes_and_queries() -> None:
