@@ -212,3 +212,13 @@ def test_vector_whose_bytes_disagree_with_its_shape_is_corrupt() -> None:
     frame = _reframe(_env(k=PUT, ts=0.0), payload)
     with pytest.raises(StoreCorrupted, match="shape"):
         decode_event(frame, 1)
+
+
+def test_lone_surrogates_round_trip() -> None:
+    """Strings holding lone surrogates (valid Python str) encode and decode unchanged."""
+    payload = encode_put_payload("x\udfffy", {"k\ud801": "v\udc00"}, None, np.ones(2, dtype="float64"))
+    frame, _ = encode_event(1, 1.0, PUT, ("n\ud800",), GENESIS, payload, id="a\ud800b", timestamp=0.5)
+    event = decode_event(frame, 1)
+    assert event.id == "a\ud800b" and event.namespace == ("n\ud800",)
+    assert event.record is not None
+    assert (event.record.text, event.record.metadata) == ("x\udfffy", {"k\ud801": "v\udc00"})

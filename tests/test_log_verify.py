@@ -12,6 +12,7 @@ import pytest
 
 from coniti.errors import StoreCorrupted
 from coniti.impl.log import LogBackend
+from coniti.log import EventLog
 from coniti.log.keys import seq_key
 from coniti.log.store import LOG_DB, PROJECTION_DBS, SYS_DB, SYS_HEAD
 from coniti.memory import ClearRequest, DeleteRequest, MetaSetRequest
@@ -161,3 +162,19 @@ def test_extra_projection_entry_after_the_last_is_reported(store: LogBackend) ->
     _tamper(store, lambda txn, dbs: txn.put(b"\xff" * 20, b"", db=dbs[b"tver"]))
     problems = store.verify().problems
     assert len(problems) == 1 and "projection tver" in problems[0] and "unexpected entry" in problems[0]
+
+
+def test_import_of_frames_that_do_not_chain_is_refused(store: LogBackend, tmp_path: Path) -> None:
+    """import_frames refuses frames with a gap (the chain breaks) and writes nothing."""
+    dbs = store._log.store.dbs
+    with store._env.begin() as txn:
+        frames = [bytes(v) for _, v in txn.cursor(db=dbs[LOG_DB])]
+    target = EventLog(tmp_path / "copy")
+    try:
+        with pytest.raises(StoreCorrupted, match="event 3"):
+            target.import_frames(frames[:2] + frames[3:])
+        assert target.head().seq == 0
+        assert target.import_frames(frames) == len(frames)
+        assert target.head().hash.hex() == store.verify().head_hash
+    finally:
+        target.close()

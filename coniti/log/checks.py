@@ -29,7 +29,7 @@ import lmdb.verify
 from coniti.errors import ConitiError, StoreCorrupted
 from coniti.log.codec import GENESIS, decode_envelope, decode_event, event_hash
 from coniti.log.keys import seq_from_key
-from coniti.log.projections import FoldError, Projections
+from coniti.log.projections import Dbs, FoldError, Projections
 from coniti.log.store import LOG_DB, PROJECTION_DBS, Store
 
 __all__ = ["VerifyReport", "rebuild", "verify"]
@@ -80,7 +80,7 @@ def rebuild(store: Store) -> int:
     def write(txn: Any) -> int:
         for name in PROJECTION_DBS:
             txn.drop(dbs[name], delete=False)
-        p = Projections(txn, dbs)
+        p = Projections(txn, Dbs(dbs))
         n = 0
         running = GENESIS
         prev_at: float | None = None
@@ -127,13 +127,14 @@ class _Scratch:
             mode=0o700,
         )
         self.dbs = {name: self.env.open_db(name) for name in PROJECTION_DBS}
+        self.d = Dbs(self.dbs)
         self.txn: Any = self.env.begin(write=True)
-        self.p = Projections(self.txn, self.dbs)
+        self.p = Projections(self.txn, self.d)
 
     def commit_chunk(self) -> None:
         self.txn.commit()
         self.txn = self.env.begin(write=True)
-        self.p = Projections(self.txn, self.dbs)
+        self.p = Projections(self.txn, self.d)
 
     def finish(self) -> Any:
         self.txn.commit()
@@ -192,7 +193,7 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
             if txn is None:
                 return VerifyReport(0, 0, "", problems.result())
             dbs = store.dbs
-            p = Projections(txn, dbs)
+            p = Projections(txn, Dbs(dbs))
             head = p.head()
             size = os.path.getsize(os.path.join(store.path, "data.mdb"))
             scratch = _Scratch(size, scratch_dir)

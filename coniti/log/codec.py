@@ -46,6 +46,7 @@ __all__ = [
     "PUT",
     "Event",
     "RecordData",
+    "decode_content",
     "decode_envelope",
     "decode_event",
     "decode_record",
@@ -209,14 +210,12 @@ def _ext_hook(code: int, data: bytes) -> Any:
 
 
 def _unpack(data: bytes | memoryview) -> Any:
-    return msgpack.unpackb(
-        data,
-        raw=False,
-        strict_map_key=True,
-        ext_hook=_ext_hook,
-        unicode_errors="surrogatepass",
-        use_list=True,
-    )
+    # msgpack >= 1.0 defaults: raw=False (str as str), strict_map_key=True, use_list=True.
+    # Strict UTF-8 first (fast); a lone surrogate, written with "surrogatepass", takes the retry.
+    try:
+        return msgpack.unpackb(data, ext_hook=_ext_hook)
+    except UnicodeDecodeError:
+        return msgpack.unpackb(data, ext_hook=_ext_hook, unicode_errors="surrogatepass")
 
 
 def split_frame(frame: bytes | memoryview) -> tuple[memoryview, bytes, memoryview]:
@@ -451,6 +450,17 @@ def decode_record(frame: bytes) -> tuple[str, float, RecordData | None]:
         return env["i"], env["ts"], record
     except StoreVersionError:
         raise
+    except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
+        raise StoreCorrupted(f"a put event does not decode: {exc}") from exc
+
+
+def decode_content(frame: bytes) -> RecordData | None:
+    """Fastest read path: only the content of a put frame the store wrote (None when erased). The
+    caller knows the id and timestamp from the indexes."""
+    try:
+        (elen,) = _U32.unpack_from(frame)
+        payload = frame[_HEAD + elen + _DIGEST :]
+        return _record(_unpack(payload), False) if payload else None
     except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
         raise StoreCorrupted(f"a put event does not decode: {exc}") from exc
 

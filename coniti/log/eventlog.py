@@ -23,6 +23,7 @@ from coniti.log.codec import (
     PUT,
     Event,
     RecordData,
+    decode_content,
     decode_event,
     decode_record,
     decode_value,
@@ -32,6 +33,7 @@ from coniti.log.codec import (
 )
 from coniti.log.keys import (
     decode_ts_key,
+    inline_name,
     is_hashed,
     name_key,
     ns_bytes,
@@ -39,10 +41,12 @@ from coniti.log.keys import (
     seq_key,
     ts_key,
 )
-from coniti.log.projections import Head, Projections
-from coniti.log.store import DEFAULT_MAP_SIZE, LOG_DB, Store
+from coniti.log.projections import Dbs, Head, Projections
+from coniti.log.store import DEFAULT_MAP_SIZE, Store
 
 __all__ = ["EventLog", "PutItem", "Row"]
+
+_TS_ZERO = ts_key(0.0)
 
 Namespace = tuple[str, ...]
 
@@ -82,8 +86,8 @@ class EventLog:
         readonly: bool = False,
     ) -> None:
         self.store = Store(path, durability=durability, map_size=map_size, readonly=readonly)
-        self._dbs = self.store.dbs
-        self._log_db = self._dbs[LOG_DB]
+        self._dbs = Dbs(self.store.dbs)
+        self._log_db = self._dbs.log
         self._nsids: dict[Namespace, bytes] = {}
 
     @property
@@ -316,8 +320,17 @@ class EventLog:
         with self.store.read() as txn:
             return Projections(txn, self._dbs).seq_at_time(at)
 
-    def _row(self, p: Projections, seq: int, record_id: str | None) -> Row | None:
-        rid, ts, data = decode_record(p.frame(seq))
+    def _row(self, p: Projections, seq: int, tsk: bytes, idk: bytes | None, record_id: str | None) -> Row | None:
+        """The row of put event ``seq``. With an inline id key and a nonzero timestamp key the
+        id and timestamp come from the indexes and only the payload is decoded; otherwise the
+        envelope is read too (a hashed id must be checked, and the key of 0.0 loses -0.0's sign)."""
+        frame = p.frame(seq)
+        if idk is not None and tsk != _TS_ZERO and not is_hashed(idk):
+            data = decode_content(frame)
+            if data is None:
+                return None
+            return Row(record_id if record_id is not None else inline_name(idk), decode_ts_key(tsk), data)
+        rid, ts, data = decode_record(frame)
         if data is None or (record_id is not None and rid != record_id):
             return None
         return Row(rid, ts, data)
@@ -334,8 +347,9 @@ class EventLog:
             if nsid is None:
                 return rows, list(ids)
             for record_id in ids:
-                seq = p.live_seq(nsid, name_key(record_id), as_of)
-                row = None if seq is None else self._row(p, seq, record_id)
+                idk = name_key(record_id)
+                found = p.visible(nsid, idk, as_of)
+                row = None if found is None else self._row(p, found[0], found[1], idk, record_id)
                 if row is None:
                     missing.append(record_id)
                 else:
@@ -362,10 +376,11 @@ class EventLog:
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], None
-            seqs, more = p.scan(nsid, lo, hi, pos, limit, as_of)
+            entries, more = p.scan(nsid, lo, hi, pos, limit, as_of)
             rows = []
-            for seq in seqs:
-                row = self._row(p, seq, None)
+            row_of = self._row
+            for seq, tsk, idk in entries:
+                row = row_of(p, seq, tsk, idk, None)
                 if row is not None:
                     rows.append(row)
         if more is None:

@@ -28,7 +28,9 @@ __all__ = [
     "NSID_LEN",
     "SEQ_LEN",
     "decode_ts_key",
+    "inline_name",
     "inv_seq_key",
+    "is_hashed",
     "name_key",
     "ns_bytes",
     "ns_key",
@@ -93,6 +95,11 @@ def _blob_key(raw: bytes) -> bytes:
 def name_key(name: str) -> bytes:
     """The key form of a record id or metadata key (inline up to :data:`INLINE_MAX` bytes, else hashed)."""
     return _blob_key(name.encode("utf-8", "surrogatepass"))
+
+
+def inline_name(key: bytes) -> str:
+    """The name of an inline (not hashed) :func:`name_key`."""
+    return key[3:].decode("utf-8", "surrogatepass")
 
 
 def is_hashed(key: bytes) -> bool:

@@ -42,7 +42,7 @@ from coniti.log.keys import (
 )
 from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD
 
-__all__ = ["FoldError", "Head", "Projections"]
+__all__ = ["Dbs", "FoldError", "Head", "Projections"]
 
 ZERO8 = bytes(8)
 MAX8 = b"\xff" * 8
@@ -79,24 +79,36 @@ class Head:
         return cls(_U64.unpack_from(raw)[0], _F64.unpack_from(raw, 8)[0], bytes(raw[16:]))
 
 
+class Dbs:
+    """The sub-database handles of one environment by name (built once, shared by transactions).
+    ``log`` and ``sys`` are None for a scratch environment holding projections only."""
+
+    __slots__ = ("atix", "cnt", "log", "meta", "ns", "nsn", "sys", "time", "tver", "ver")
+
+    def __init__(self, dbs: dict[bytes, Any]) -> None:
+        self.log = dbs.get(LOG_DB)
+        self.sys = dbs.get(SYS_DB)
+        self.ns = dbs[b"ns"]
+        self.nsn = dbs[b"nsn"]
+        self.ver = dbs[b"ver"]
+        self.tver = dbs[b"tver"]
+        self.time = dbs[b"time"]
+        self.meta = dbs[b"meta"]
+        self.cnt = dbs[b"cnt"]
+        self.atix = dbs[b"atix"]
+
+
 class Projections:
     """The projection sub-databases seen through one LMDB transaction (read or write).
 
     Write methods need a write transaction. Nothing is cached beyond the transaction.
     """
 
-    def __init__(self, txn: Any, dbs: dict[bytes, Any]) -> None:
+    __slots__ = ("_counts", "_interned", "_ver_cur", "d", "txn")
+
+    def __init__(self, txn: Any, dbs: Dbs) -> None:
         self.txn = txn
-        self.log_db = dbs.get(LOG_DB)
-        self.sys_db = dbs.get(SYS_DB)
-        self.ns_db = dbs[b"ns"]
-        self.nsn_db = dbs[b"nsn"]
-        self.ver_db = dbs[b"ver"]
-        self.tver_db = dbs[b"tver"]
-        self.time_db = dbs[b"time"]
-        self.meta_db = dbs[b"meta"]
-        self.cnt_db = dbs[b"cnt"]
-        self.atix_db = dbs[b"atix"]
+        self.d = dbs
         self._counts: dict[bytes, int] = {}
         self._ver_cur: Any = None
         self._interned: dict[tuple[str, ...], bytes] = {}
@@ -105,21 +117,21 @@ class Projections:
 
     def head(self) -> Head:
         """The head event as recorded in the system table."""
-        return Head.decode(self.txn.get(SYS_HEAD, db=self.sys_db))
+        return Head.decode(self.txn.get(SYS_HEAD, db=self.d.sys))
 
     def set_head(self, head: Head) -> None:
-        self.txn.put(SYS_HEAD, head.encode(), db=self.sys_db)
+        self.txn.put(SYS_HEAD, head.encode(), db=self.d.sys)
 
     def frame(self, seq: int) -> bytes:
         """The stored frame of event ``seq``; :class:`StoreCorrupted` if the log lacks it."""
-        raw = self.txn.get(seq_key(seq), db=self.log_db)
+        raw = self.txn.get(seq_key(seq), db=self.d.log)
         if raw is None:
             raise StoreCorrupted(f"event {seq} is referenced by an index but missing from the log")
         return bytes(raw)
 
     def seq_at_time(self, at: float) -> int:
         """The last event recorded at or before ``at`` (0 if none)."""
-        cur = self.txn.cursor(db=self.atix_db)
+        cur = self.txn.cursor(db=self.d.atix)
         if cur.set_range(ts_key(at) + MAX8):
             return seq_from_key(cur.key()[8:]) - 1
         return self.head().seq
@@ -129,38 +141,38 @@ class Projections:
     def nsid(self, canonical: bytes) -> bytes | None:
         """The namespace id of canonical namespace bytes, or None if never used."""
         key = ns_key(canonical)
-        found = self.txn.get(key, db=self.ns_db)
+        found = self.txn.get(key, db=self.d.ns)
         if found is None:
             return None
-        if is_hashed(key) and self.txn.get(found, db=self.nsn_db) != canonical:
+        if is_hashed(key) and self.txn.get(found, db=self.d.nsn) != canonical:
             return None
         return bytes(found)
 
     def intern(self, canonical: bytes) -> bytes:
         """The namespace id of ``canonical``, assigning the next one if it is new."""
         key = ns_key(canonical)
-        found = self.txn.get(key, db=self.ns_db)
+        found = self.txn.get(key, db=self.d.ns)
         if found is not None:
-            if is_hashed(key) and self.txn.get(found, db=self.nsn_db) != canonical:
+            if is_hashed(key) and self.txn.get(found, db=self.d.nsn) != canonical:
                 raise StoreError("two namespaces share a SHA-256 key; refusing to mix them")
             return bytes(found)
-        cur = self.txn.cursor(db=self.nsn_db)
+        cur = self.txn.cursor(db=self.d.nsn)
         number = _U32.unpack(cur.key())[0] + 1 if cur.last() else 0
         nsid = _U32.pack(number)
-        self.txn.put(key, nsid, db=self.ns_db)
-        self.txn.put(nsid, canonical, db=self.nsn_db, append=True)
+        self.txn.put(key, nsid, db=self.d.ns)
+        self.txn.put(nsid, canonical, db=self.d.nsn, append=True)
         return nsid
 
     def namespaces(self) -> Iterator[tuple[bytes, tuple[str, ...]]]:
         """Every namespace ever used: ``(namespace id, namespace)`` in id order."""
-        for nsid, canonical in self.txn.cursor(db=self.nsn_db):
+        for nsid, canonical in self.txn.cursor(db=self.d.nsn):
             yield bytes(nsid), tuple(msgpack.unpackb(canonical, raw=False))
 
     # -- versions ------------------------------------------------------------------------------
 
     def _vcur(self) -> Any:
         if self._ver_cur is None:
-            self._ver_cur = self.txn.cursor(db=self.ver_db)
+            self._ver_cur = self.txn.cursor(db=self.d.ver)
         return self._ver_cur
 
     def latest(self, nsid: bytes, idk: bytes) -> tuple[int, bytes] | None:
@@ -176,6 +188,12 @@ class Projections:
 
     def live_seq(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> int | None:
         """The put seq of the version visible now (or right after event ``as_of``), else None."""
+        found = self.visible(nsid, idk, as_of)
+        return None if found is None else found[0]
+
+    def visible(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> tuple[int, bytes] | None:
+        """``(put seq, timestamp key)`` of the version visible now (or right after event
+        ``as_of``), else None."""
         prefix = nsid + idk
         cur = self._vcur()
         if not cur.set_range(prefix if as_of is None else prefix + inv_seq_key(as_of)):
@@ -183,16 +201,17 @@ class Projections:
         key = cur.key()
         if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
             return None
-        end = cur.value()[:SEQ_LEN]
+        value = cur.value()
+        end = value[:SEQ_LEN]
         if end != ZERO8 and (as_of is None or seq_from_key(end) <= as_of):
             return None
-        return seq_from_inv(key[-SEQ_LEN:])
+        return seq_from_inv(key[-SEQ_LEN:]), value[SEQ_LEN:]
 
     def versions(self, nsid: bytes, idk: bytes) -> list[tuple[int, int]]:
         """Every version of a record as ``(put seq, end seq or 0)``, oldest first."""
         prefix = nsid + idk
         out: list[tuple[int, int]] = []
-        cur = self.txn.cursor(db=self.ver_db)
+        cur = self.txn.cursor(db=self.d.ver)
         if cur.set_range(prefix):
             for key, value in cur:
                 if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
@@ -207,7 +226,7 @@ class Projections:
         """Live records in the namespace now (or right after event ``as_of``)."""
         if as_of is None and nsid in self._counts:
             return self._counts[nsid]
-        cur = self.txn.cursor(db=self.cnt_db)
+        cur = self.txn.cursor(db=self.d.cnt)
         target = nsid + (MAX8 if as_of is None else seq_key(as_of + 1))
         found = cur.prev() if cur.set_range(target) else cur.last()
         value = 0
@@ -221,25 +240,25 @@ class Projections:
 
     def _set_count(self, nsid: bytes, seq: int, value: int) -> None:
         self._counts[nsid] = value
-        self.txn.put(nsid + seq_key(seq), _U64.pack(value), db=self.cnt_db)
+        self.txn.put(nsid + seq_key(seq), _U64.pack(value), db=self.d.cnt)
 
     def put(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
         """Fold a put of a record that is not live."""
         txn = self.txn
         sk = seq_key(seq)
-        txn.put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk, db=self.ver_db)
+        txn.put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk, db=self.d.ver)
         tk = nsid + tsk + sk
-        txn.put(tk, ZERO8, db=self.tver_db)
-        txn.put(tk, idk, db=self.time_db)
+        txn.put(tk, ZERO8, db=self.d.tver)
+        txn.put(tk, idk, db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid) + 1)
 
     def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> None:
         txn = self.txn
         end = seq_key(seq)
-        txn.put(nsid + idk + inv_seq_key(put_seq), end + tsk, db=self.ver_db)
+        txn.put(nsid + idk + inv_seq_key(put_seq), end + tsk, db=self.d.ver)
         tk = nsid + tsk + seq_key(put_seq)
-        txn.put(tk, end, db=self.tver_db)
-        txn.delete(tk, db=self.time_db)
+        txn.put(tk, end, db=self.d.tver)
+        txn.delete(tk, db=self.d.time)
 
     def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
         """Fold a delete (or erase): end the live version. False if the record is not live."""
@@ -254,7 +273,7 @@ class Projections:
         """Fold a clear: end every live version of the namespace. Returns how many."""
         txn = self.txn
         end = seq_key(seq)
-        cur = txn.cursor(db=self.time_db)
+        cur = txn.cursor(db=self.d.time)
         removed = 0
         if cur.set_range(nsid):
             while True:
@@ -264,8 +283,8 @@ class Projections:
                 tsk = key[NSID_LEN:_TS_END]
                 put_seq = key[_TS_END:]
                 idk = cur.value()
-                txn.put(nsid + idk + inv_seq_key(seq_from_key(put_seq)), end + tsk, db=self.ver_db)
-                txn.put(key, end, db=self.tver_db)
+                txn.put(nsid + idk + inv_seq_key(seq_from_key(put_seq)), end + tsk, db=self.d.ver)
+                txn.put(key, end, db=self.d.tver)
                 removed += 1
                 if not cur.delete() or not cur.key():
                     break
@@ -274,12 +293,12 @@ class Projections:
 
     def meta(self, seq: int, nsid: bytes, mk: bytes) -> None:
         """Fold a metadata write (the value stays in the event)."""
-        self.txn.put(nsid + mk + inv_seq_key(seq), b"", db=self.meta_db)
+        self.txn.put(nsid + mk + inv_seq_key(seq), b"", db=self.d.meta)
 
     def mark_time(self, seq: int, at: float, prev_at: float | None) -> None:
         """Index the first event of each distinct recorded time."""
         if at != prev_at:
-            self.txn.put(ts_key(at) + seq_key(seq), b"", db=self.atix_db, append=True)
+            self.txn.put(ts_key(at) + seq_key(seq), b"", db=self.d.atix, append=True)
 
     def fold(self, event: Event, prev_at: float | None) -> None:
         """Apply one decoded event. Raises :class:`FoldError` if it does not apply."""
@@ -322,29 +341,30 @@ class Projections:
         after: bytes | None,
         limit: int | None,
         as_of: int | None = None,
-    ) -> tuple[list[int], bytes | None]:
-        """Put seqs of visible records in (timestamp, write order) within ``[lo, hi)`` (timestamp
-        keys), strictly after position ``after`` (``T S``), at most ``limit``; plus the position of
-        the last one returned when more follow (else None)."""
+    ) -> tuple[list[tuple[int, bytes, bytes | None]], bytes | None]:
+        """Visible records in (timestamp, write order) within ``[lo, hi)`` (timestamp keys),
+        strictly after position ``after`` (``T S``), at most ``limit``, as ``(put seq, timestamp
+        key, record id key or None)``; plus the position of the last one returned when more follow
+        (else None)."""
         start = nsid + lo if lo is not None else nsid
         if after is not None:
             pos = nsid + after[:8] + seq_key(seq_from_key(after[8:]) + 1)
             start = max(start, pos)
-        out: list[int] = []
+        out: list[tuple[int, bytes, bytes | None]] = []
         last_key = b""
         if as_of is None:
-            cur = self.txn.cursor(db=self.time_db)
+            cur = self.txn.cursor(db=self.d.time)
             if not cur.set_range(start):
                 return out, None
-            for key in cur.iternext(keys=True, values=False):
+            for key, idk in cur.iternext(keys=True, values=True):
                 if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
                     return out, None
                 if limit is not None and len(out) == limit:
                     return out, last_key[NSID_LEN:]
-                out.append(seq_from_key(key[_TS_END:]))
+                out.append((seq_from_key(key[_TS_END:]), key[NSID_LEN:_TS_END], idk))
                 last_key = key
             return out, None
-        cur = self.txn.cursor(db=self.tver_db)
+        cur = self.txn.cursor(db=self.d.tver)
         if not cur.set_range(start):
             return out, None
         for key, end in cur.iternext(keys=True, values=True):
@@ -355,7 +375,7 @@ class Projections:
                 continue
             if limit is not None and len(out) == limit:
                 return out, last_key[NSID_LEN:]
-            out.append(put_seq)
+            out.append((put_seq, key[NSID_LEN:_TS_END], None))
             last_key = key
         return out, None
 
@@ -368,14 +388,14 @@ class Projections:
         start = nsid + lo if lo is not None else nsid
         n = 0
         if as_of is None:
-            cur = self.txn.cursor(db=self.time_db)
+            cur = self.txn.cursor(db=self.d.time)
             if cur.set_range(start):
                 for key in cur.iternext(keys=True, values=False):
                     if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
                         break
                     n += 1
             return n
-        cur = self.txn.cursor(db=self.tver_db)
+        cur = self.txn.cursor(db=self.d.tver)
         if cur.set_range(start):
             for key, end in cur.iternext(keys=True, values=True):
                 if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
@@ -389,7 +409,7 @@ class Projections:
     def meta_seq(self, nsid: bytes, mk: bytes, as_of: int | None = None) -> int | None:
         """The seq of the metadata write in effect now (or right after ``as_of``), else None."""
         prefix = nsid + mk
-        cur = self.txn.cursor(db=self.meta_db)
+        cur = self.txn.cursor(db=self.d.meta)
         if not cur.set_range(prefix if as_of is None else prefix + inv_seq_key(as_of)):
             return None
         key = cur.key()

@@ -142,31 +142,35 @@ def lmdb_errors(path: str) -> Iterator[None]:
 
 
 class _Gate:
-    """Shared/exclusive gate: transactions hold it shared, a map resize holds it exclusive."""
+    """Shared/exclusive gate: transactions hold it shared, a map resize holds it exclusive.
 
-    __slots__ = ("_active", "_cond", "_exclusive", "_waiting")
+    Waiting exclusive holders block new shared holders (so a resize cannot starve).
+    """
+
+    __slots__ = ("_active", "_cond", "_exclusive", "_lock", "_waiting")
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._active = 0
         self._waiting = 0
         self._exclusive = False
 
     def enter(self) -> None:
-        with self._cond:
+        with self._lock:
             while self._exclusive or self._waiting:
                 self._cond.wait()
             self._active += 1
 
     def leave(self) -> None:
-        with self._cond:
+        with self._lock:
             self._active -= 1
             if not self._active and self._waiting:
                 self._cond.notify_all()
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        with self._cond:
+        with self._lock:
             self._waiting += 1
             try:
                 while self._exclusive or self._active:
@@ -177,7 +181,7 @@ class _Gate:
         try:
             yield
         finally:
-            with self._cond:
+            with self._lock:
                 self._exclusive = False
                 self._cond.notify_all()
 
@@ -326,36 +330,20 @@ def _release(shared: _Shared) -> None:
 class _Read:
     """Context manager of :meth:`Store.read`: begins a read transaction, aborts it on exit."""
 
-    __slots__ = ("_shared", "_store", "_txn")
+    __slots__ = ("_store", "_txn")
 
-    def __init__(self, store: Store, shared: _Shared) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
-        self._shared = shared
         self._txn: Any = None
 
     def __enter__(self) -> Any:
-        shared = self._shared
-        gate = shared.gate
-        with lmdb_errors(shared.path):
-            while True:
-                gate.enter()
-                try:
-                    self._txn = shared.env.begin()
-                    return self._txn
-                except lmdb.MapResizedError:
-                    gate.leave()
-                    self._store._adopt_new_size(shared)
-                except BaseException:
-                    gate.leave()
-                    raise
+        self._txn = self._store.begin_read()
+        return self._txn
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        try:
-            self._txn.abort()
-        finally:
-            self._shared.gate.leave()
+        self._store.end_read(self._txn)
         if exc is not None:
-            error = translate(self._shared.path, exc)
+            error = translate(self._store.path, exc)
             if error is not None:
                 raise error from exc
 
@@ -384,6 +372,7 @@ class Store:
         self.readonly = readonly
         self._shared: _Shared | None = _acquire(os.fspath(path), durability, map_size, readonly)
         self.path = self._shared.path
+        self._gate = self._shared.gate
         self.durability = durability
         self._pid = os.getpid()
         self._forks = _FORKS[0]
@@ -440,8 +429,37 @@ class Store:
             shared.env.set_mapsize(0)
 
     def read(self) -> _Read:
-        """A read transaction over one consistent snapshot: ``with store.read() as txn: ...``."""
-        return _Read(self, self._live())
+        """A read transaction over one consistent snapshot: ``with store.read() as txn: ...``.
+        LMDB errors raised in the block are translated (:func:`translate`)."""
+        return _Read(self)
+
+    def begin_read(self) -> Any:
+        """Begin a read transaction; the caller MUST pass it to :meth:`end_read` (hot paths use
+        this pair instead of :meth:`read`)."""
+        shared = self._shared
+        if shared is None or _FORKS[0] != self._forks:
+            shared = self._live()
+        gate = shared.gate
+        while True:
+            gate.enter()
+            try:
+                return shared.env.begin()
+            except lmdb.MapResizedError:
+                gate.leave()
+                self._adopt_new_size(shared)
+            except BaseException as exc:
+                gate.leave()
+                error = translate(self.path, exc)
+                if error is None:
+                    raise
+                raise error from exc
+
+    def end_read(self, txn: Any) -> None:
+        """End a transaction from :meth:`begin_read`."""
+        try:
+            txn.abort()
+        finally:
+            self._gate.leave()
 
     def write(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn(txn)`` in a write transaction and commit; returns what ``fn`` returned.
