@@ -244,6 +244,7 @@ class ContinuityEngine:
             self._recover(ns)
             raise
         meta_set = False
+        before = self._head()
         try:
             meta_set = self._claim_namespace(ns, space)
             self.memory.put(PutRequest(records=records))
@@ -253,6 +254,7 @@ class ContinuityEngine:
                 self._release_namespace(ns, space)
             raise
         self._index(space, [r.note for r in records])
+        self._advance(space, before, len(records) + int(meta_set))
 
     def _undo_add(self, ns: tuple[str, ...], space: _Space, ids: list[str]) -> None:
         try:
@@ -320,8 +322,10 @@ class ContinuityEngine:
         with self._lock:
             self._refuse_writes()
             space = self._space(ns)
+            before = self._head()
             result = self.memory.delete(DeleteRequest(ids=id_list, namespace=ns))
             self._forget(ns, space, result.deleted)
+            self._advance(space, before, len(result.deleted))
             return result
 
     def _forget(self, ns: tuple[str, ...], space: _Space, ids: list[str]) -> None:
@@ -406,10 +410,28 @@ class ContinuityEngine:
                 return 0
             return self._catch_up(events)
 
+    def _head(self) -> int | None:
+        """The backend's last sequence number, if it has an event feed."""
+        head = getattr(self.memory, "head", None)
+        return head if isinstance(head, int) and not isinstance(head, bool) else None
+
+    def _advance(self, space: _Space, before: int | None, written: int) -> None:
+        """Skip our own events on the next refresh when nobody else wrote meanwhile.
+
+        Holds when the namespace had seen everything up to ``before`` and the head moved by exactly
+        the events this call wrote (one per record put or id deleted, one per metadata write, as
+        LogBackend records them). Otherwise refresh re-reads them, which is harmless.
+        """
+        if before is None or space.seq != before or written == 0:
+            return
+        after = self._head()
+        if after is not None and after == before + written:
+            space.seq = after
+
     def _catch_up(self, events: Any) -> int:
         if not self._spaces:
             return 0
-        head = int(self.memory.head)  # type: ignore[attr-defined]
+        head = self._head() or 0
         after = min(space.seq or 0 for space in self._spaces.values())
         if after >= head:
             return 0
@@ -517,8 +539,7 @@ class ContinuityEngine:
     def _load(self, ns: tuple[str, ...]) -> _Space:
         """Fresh structures and content index for ``ns``, filled by one scan of memory."""
         space = _Space(structures=[p.spawn() for p in self._prototypes])
-        head = getattr(self.memory, "head", None)
-        space.seq = int(head) if isinstance(head, int) else None
+        space.seq = self._head()
         for chunk in _chunks(self.memory.iter_all(namespace=ns, page_size=1000), _REBUILD_BATCH):
             for record in chunk:
                 if record.embedding_id is not None and record.embedding_id != self._spec_id:

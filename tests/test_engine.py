@@ -524,8 +524,54 @@ def test_refresh_reads_only_new_events(tmp_path: Path) -> None:
         e.ingest_many([note(f"n{i}", f"note {i}", float(i)) for i in range(40)])
         e.ask("note")
         run_writer(path, ["p1"], [])
-        assert e.refresh() == 2
+        assert e.refresh() == 1
         assert e.refresh() == 0
+
+
+class FeedLog(LogBackend):
+    """LogBackend with the planned public ``events(after=...)`` feed, read from its own event log.
+
+    Lets the incremental refresh run before the public feed lands; same event fields it will have.
+    """
+
+    def events(self, after: int = 0, **_: Any) -> Any:
+        return self._log.events(after)
+
+
+def test_incremental_refresh_follows_puts_and_deletes(tmp_path: Path) -> None:
+    """With an event feed, refresh reads only new events and applies puts and deletes."""
+    path = tmp_path / "store"
+    with FeedLog(path) as store:
+        e = engine(store)
+        e.ingest_many(DIARY)
+        e.ask("budget")
+        assert e.refresh() == 0
+        run_writer(path, ["p1", "p2"], ["d2"])
+        assert e.refresh() == 3
+        assert sorted(ids(e.ask(Query(text="budget process", k=2)))) == ["p1", "p2"]
+        assert "d2" not in ids(e.ask(Query(time_range=TimeRange(), k=20)))
+        assert e.refresh() == 0
+
+
+def test_incremental_refresh_applies_a_clear(tmp_path: Path) -> None:
+    """A clear event empties the namespace's structures."""
+    with FeedLog(tmp_path / "store") as store:
+        e = engine(store)
+        e.ingest_many(DIARY)
+        engine(store).ingest(note("late", "late note", 60.0))
+        store.clear(store.clear_request())
+        e.refresh()
+        assert ids(e.ask(Query(time_range=TimeRange()))) == []
+
+
+def test_incremental_refresh_refuses_another_embedding(tmp_path: Path) -> None:
+    """A new embedding_id written by another handle is refused on refresh."""
+    with FeedLog(tmp_path / "store") as store:
+        e = engine(store)
+        e.ingest_many(DIARY)
+        store.set_meta(store.meta_set_request("embedding_id", "emb-aaaaaaaaaaaa"))
+        with pytest.raises(EmbeddingMismatch, match="emb-aaaaaaaaaaaa"):
+            e.refresh()
 
 
 def test_refresh_picks_up_a_clear(tmp_path: Path) -> None:
