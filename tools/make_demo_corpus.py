@@ -35,12 +35,12 @@ STORY: list[tuple[str, str, datetime, str, dict[str, object]]] = [
      "Atlas launch date set for April 1: cut over the EU region first, then US a week later.",
      {"source": "meeting", "tags": ["launch", "decision"]}),
     ("atlas-vendor-delay", "team/atlas", at("2025-03-12", 16, 10),
-     "The Kafka vendor delayed the managed cluster upgrade; the Atlas launch date moves from April 1 "
-     "to May 15.",
+     "New Atlas launch date: May 15, moved from April 1 because the Kafka vendor delayed the managed "
+     "cluster upgrade.",
      {"source": "email", "tags": ["launch", "risk"]}),
     ("atlas-launched", "team/atlas", at("2025-05-20", 18, 5),
-     "Atlas launched on May 20: the EU region is live on streaming, the launch date slipped five days "
-     "for the consumer lag fix. US cut-over follows on May 27.",
+     "Atlas launch date was May 20: the EU region is live on streaming after a five-day slip for the "
+     "consumer lag fix; the US cut-over follows on May 27.",
      {"source": "chat", "tags": ["launch"]}),
     ("atlas-retro", "team/atlas", at("2025-05-28", 11),
      "Atlas retrospective is booked for June 3 in the Harbour room.",
