@@ -366,3 +366,49 @@ def test_view_by_recorded_time(store: LogBackend) -> None:
     assert store.at(time=t1).seq == 1
     assert store.at(time=t1 - 1).seq == 0
     assert store.at(time=time.time() + 10).seq == 2
+
+
+def test_map_grows_while_other_threads_read(path: Path) -> None:
+    """Readers on three threads keep working while a writer on a 64 KiB map forces it to grow
+    several times; nothing raises and every record lands."""
+    import threading
+
+    backend = LogBackend(path, map_size=1 << 16)
+    put(backend, record("seed", 0.0))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                assert ids(backend.get(GetRequest(ids=["seed", "nope"])).records) == ["seed"]
+                assert backend.count(CountRequest()).count >= 1
+                time.sleep(0.0005)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for b in range(12):
+            put(backend, *[record(f"r{b}-{i}", 1.0 + b, vector=[0.25] * 1024) for i in range(8)])
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert backend.count(CountRequest()).count == 97
+    assert backend._env.info()["map_size"] > 1 << 16
+    backend.close()
+
+
+def test_store_of_a_newer_format_is_refused(path: Path) -> None:
+    """A store whose system table names a newer format version raises StoreVersionError at open."""
+    from coniti.errors import StoreVersionError
+    from coniti.log.store import SYS_DB, SYS_FORMAT
+
+    with LogBackend(path) as backend, backend._env.begin(write=True) as txn:
+        txn.put(SYS_FORMAT, (99).to_bytes(4, "big"), db=backend._log.store.dbs[SYS_DB])
+    with pytest.raises(StoreVersionError, match="format version 99"):
+        LogBackend(path)
