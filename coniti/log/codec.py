@@ -55,6 +55,7 @@ __all__ = [
     "encode_meta_payload",
     "encode_put_payload",
     "event_hash",
+    "payload_digest",
     "split_frame",
 ]
 
@@ -153,6 +154,11 @@ def encode_put_payload(
     )
 
 
+def payload_digest(payload: bytes) -> bytes:
+    """``SHA-256(payload)``, the digest a frame carries."""
+    return _sha256(payload).digest() if payload else _EMPTY_DIGEST
+
+
 def encode_meta_payload(value: Any) -> bytes:
     """The payload of a meta event."""
     return _pack({"mv": value})
@@ -171,8 +177,10 @@ def encode_event(
     key: str | None = None,
     actor: str | None = None,
     reason: str | None = None,
+    digest: bytes | None = None,
 ) -> tuple[bytes, bytes]:
-    """Encode one event; returns ``(frame, hash)``. ``prev`` is the previous event's hash."""
+    """Encode one event; returns ``(frame, hash)``. ``prev`` is the previous event's hash;
+    ``digest`` may be given if already computed (:func:`payload_digest`)."""
     env: dict[str, Any] = {
         "v": FORMAT_VERSION,
         "k": kind,
@@ -192,7 +200,8 @@ def encode_event(
     if reason is not None:
         env["r"] = reason
     env_bytes = _pack(env)
-    digest = _sha256(payload).digest() if payload else _EMPTY_DIGEST
+    if digest is None:
+        digest = _sha256(payload).digest() if payload else _EMPTY_DIGEST
     h = _sha256(prev + env_bytes + digest).digest()
     return _U32.pack(len(env_bytes)) + env_bytes + digest + payload, h
 

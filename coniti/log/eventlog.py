@@ -30,6 +30,7 @@ from coniti.log.codec import (
     encode_event,
     encode_meta_payload,
     encode_put_payload,
+    payload_digest,
 )
 from coniti.log.keys import (
     decode_ts_key,
@@ -133,7 +134,9 @@ class EventLog:
                 canon[ns] = ns_bytes(ns)
             ts = float(item.timestamp)
             payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
-            prepared.append((item, name_key(item.id), ts, ts_key(ts), payload))
+            prepared.append(
+                (item, name_key(item.id), ts, ts_key(ts), payload, payload_digest(payload))
+            )
         log_db = self._log_db
         cache = self._nsids
 
@@ -143,7 +146,7 @@ class EventLog:
             at = max(time.time(), head.at)
             nsids = {ns: cache.get(ns) or p.intern(c) for ns, c in canon.items()}
             seen: set[bytes] = set()
-            for item, idk, _, _, _ in prepared:
+            for item, idk, _, _, _, _ in prepared:
                 nsid = nsids[item.namespace]
                 key = nsid + idk
                 if key in seen:
@@ -160,11 +163,11 @@ class EventLog:
                     )
             seq = head.seq
             h = head.hash
-            for item, idk, ts, tsk, payload in prepared:
+            for item, idk, ts, tsk, payload, digest in prepared:
                 seq += 1
                 frame, h = encode_event(
                     seq, at, PUT, item.namespace, h, payload,
-                    id=item.id, timestamp=ts, actor=actor, reason=reason,
+                    id=item.id, timestamp=ts, actor=actor, reason=reason, digest=digest,
                 )
                 txn.put(seq_key(seq), frame, db=log_db, append=True)
                 p.put(seq, nsids[item.namespace], idk, tsk)
