@@ -29,7 +29,7 @@ import lmdb.verify
 from coniti.errors import ConitiError, StoreCorrupted
 from coniti.log.codec import GENESIS, decode_envelope, decode_event, event_hash
 from coniti.log.keys import seq_from_key
-from coniti.log.projections import Dbs, FoldError, Projections
+from coniti.log.projections import Dbs, Projections
 from coniti.log.store import LOG_DB, PROJECTION_DBS, Store
 
 __all__ = ["VerifyReport", "rebuild", "verify"]
@@ -232,7 +232,7 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
                     if fold_ok:
                         try:
                             scratch.p.fold(event, prev_at)
-                        except FoldError as exc:
+                        except StoreCorrupted as exc:
                             problems.add(str(exc))
                             fold_ok = False
                     prev_at = event.at

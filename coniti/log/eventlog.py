@@ -137,7 +137,6 @@ class EventLog:
             prepared.append(
                 (item, name_key(item.id), ts, ts_key(ts), payload, payload_digest(payload))
             )
-        log_db = self._log_db
         cache = self._nsids
 
         def write(txn: Any) -> dict[Namespace, bytes]:
@@ -169,7 +168,7 @@ class EventLog:
                     seq, at, PUT, item.namespace, h, payload,
                     id=item.id, timestamp=ts, actor=actor, reason=reason, digest=digest,
                 )
-                txn.put(seq_key(seq), frame, db=log_db, append=True)
+                p.append(seq, frame)
                 p.put(seq, nsids[item.namespace], idk, tsk)
             p.mark_time(head.seq + 1, at, head.at if head.seq else None)
             p.set_head(Head(seq, at, h))
@@ -189,7 +188,6 @@ class EventLog:
         """Append one delete event per live id; returns ``(deleted, missing)`` in the order of ``ids``
         (which must hold no repeats)."""
         canonical = ns_bytes(namespace)
-        log_db = self._log_db
 
         def write(txn: Any) -> tuple[list[str], list[str]]:
             p = Projections(txn, self._dbs)
@@ -215,7 +213,7 @@ class EventLog:
                 frame, h = encode_event(
                     seq, at, DELETE, namespace, h, id=record_id, actor=actor, reason=reason
                 )
-                txn.put(seq_key(seq), frame, db=log_db, append=True)
+                p.append(seq, frame)
                 p.delete(seq, nsid, idk)
             p.mark_time(head.seq + 1, at, head.at if head.seq else None)
             p.set_head(Head(seq, at, h))
@@ -236,7 +234,6 @@ class EventLog:
         canonical = ns_bytes(namespace)
         payload = encode_meta_payload(value)
         mk = name_key(key)
-        log_db = self._log_db
 
         def write(txn: Any) -> bytes:
             p = Projections(txn, self._dbs)
@@ -247,7 +244,7 @@ class EventLog:
             frame, h = encode_event(
                 seq, at, META, namespace, head.hash, payload, key=key, actor=actor, reason=reason
             )
-            txn.put(seq_key(seq), frame, db=log_db, append=True)
+            p.append(seq, frame)
             p.meta(seq, nsid, mk)
             p.mark_time(seq, at, head.at if head.seq else None)
             p.set_head(Head(seq, at, h))
@@ -261,7 +258,6 @@ class EventLog:
         """Append one clear event (even when the namespace is empty: the request is on record);
         returns how many live records it ended. Metadata is kept."""
         canonical = ns_bytes(namespace)
-        log_db = self._log_db
 
         def write(txn: Any) -> int:
             p = Projections(txn, self._dbs)
@@ -272,7 +268,7 @@ class EventLog:
             frame, h = encode_event(
                 seq, at, CLEAR, namespace, head.hash, actor=actor, reason=reason
             )
-            txn.put(seq_key(seq), frame, db=log_db, append=True)
+            p.append(seq, frame)
             removed = 0 if nsid is None else p.clear(seq, nsid)
             p.mark_time(seq, at, head.at if head.seq else None)
             p.set_head(Head(seq, at, h))
@@ -286,7 +282,6 @@ class EventLog:
         number and chain onto the previous hash, and recorded times must not go backwards. Returns
         how many were appended; raises :class:`StoreCorrupted` naming the first bad frame."""
         batch = [bytes(f) for f in frames]
-        log_db = self._log_db
 
         def write(txn: Any) -> int:
             p = Projections(txn, self._dbs)
@@ -299,7 +294,7 @@ class EventLog:
                     raise StoreCorrupted(f"event {seq}: does not chain onto event {seq - 1}")
                 if prev_at is not None and event.at < prev_at:
                     raise StoreCorrupted(f"event {seq}: recorded time goes backwards")
-                txn.put(seq_key(seq), frame, db=log_db, append=True)
+                p.append(seq, frame)
                 p.fold(event, prev_at)
                 h, prev_at = event.hash, event.at
             if batch:

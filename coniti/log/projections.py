@@ -129,6 +129,11 @@ class Projections:
             raise StoreCorrupted(f"event {seq} is referenced by an index but missing from the log")
         return bytes(raw)
 
+    def append(self, seq: int, frame: bytes) -> None:
+        """Append event ``seq`` to the log (LMDB append mode: it must sort after every key)."""
+        if not self.txn.put(seq_key(seq), frame, db=self.d.log, append=True):
+            raise StoreCorrupted(f"event {seq} cannot be appended: the log already holds it or later")
+
     def seq_at_time(self, at: float) -> int:
         """The last event recorded at or before ``at`` (0 if none)."""
         cur = self.txn.cursor(db=self.d.atix)
@@ -160,7 +165,8 @@ class Projections:
         number = _U32.unpack(cur.key())[0] + 1 if cur.last() else 0
         nsid = _U32.pack(number)
         self.txn.put(key, nsid, db=self.d.ns)
-        self.txn.put(nsid, canonical, db=self.d.nsn, append=True)
+        if not self.txn.put(nsid, canonical, db=self.d.nsn, append=True):
+            raise StoreCorrupted(f"namespace id {number} is already taken")
         return nsid
 
     def namespaces(self) -> Iterator[tuple[bytes, tuple[str, ...]]]:
@@ -297,8 +303,10 @@ class Projections:
 
     def mark_time(self, seq: int, at: float, prev_at: float | None) -> None:
         """Index the first event of each distinct recorded time."""
-        if at != prev_at:
-            self.txn.put(ts_key(at) + seq_key(seq), b"", db=self.d.atix, append=True)
+        if at != prev_at and not self.txn.put(
+            ts_key(at) + seq_key(seq), b"", db=self.d.atix, append=True
+        ):
+            raise StoreCorrupted(f"event {seq}: recorded time goes backwards")
 
     def fold(self, event: Event, prev_at: float | None) -> None:
         """Apply one decoded event. Raises :class:`FoldError` if it does not apply."""
