@@ -197,23 +197,12 @@ def _register() -> None:
 _register()
 
 
-@contextmanager
-def _broken_pipe_guard() -> Iterator[None]:
-    try:
-        yield
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise
-
-
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the command, map every failure to an exit status (see :func:`main`)."""
     obj = Settings()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        with _broken_pipe_guard():
-            result = cli.main(args=args, prog_name="coniti", standalone_mode=False, obj=obj)
+        result = cli.main(args=args, prog_name="coniti", standalone_mode=False, obj=obj)
         return result if isinstance(result, int) else 0
     except click.ClickException as exc:
         if obj.debug:
@@ -223,8 +212,6 @@ def run(argv: Sequence[str] | None = None) -> int:
     except click.Abort:
         click.echo("coniti: aborted", err=True)
         return 130
-    except BrokenPipeError:
-        return 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except (ConitiError, ParseError, OSError) as exc:

@@ -8,6 +8,7 @@ import click
 
 from coniti.cli.app import common_options, settings
 from coniti.cli.memory_cmds import as_of_option, at_point
+from coniti.cli.output import reader_gone
 from coniti.cli.parse import format_namespace
 from coniti.cli.types import NAMESPACE
 
@@ -25,9 +26,12 @@ def dump(file: str, namespace: tuple[str, ...], as_of: int | float | None) -> No
     s = settings()
     with s.open_store() as store, s.out.progress(f"dumping {format_namespace(namespace)}"):
         view = at_point(store, as_of)
-        n = view.dump(sys.stdout if file == "-" else file, namespace)
-    if file == "-":
-        return
+        if file == "-":
+            with reader_gone():
+                view.dump(sys.stdout, namespace)
+                sys.stdout.flush()
+            return
+        n = view.dump(file, namespace)
     if s.json:
         s.out.json({"file": file, "namespace": list(namespace), "records": n})
     else:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+import click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -26,7 +27,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-__all__ = ["PIPE_WIDTH", "Output", "Ticker"]
+__all__ = ["PIPE_WIDTH", "Output", "Ticker", "reader_gone"]
 
 PIPE_WIDTH = 100
 """Columns used for tables when stdout is not a terminal and ``COLUMNS`` is not set."""
@@ -53,35 +54,39 @@ class Output:
 
     def json(self, document: Any) -> None:
         """One JSON document on stdout."""
-        sys.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n")
-        sys.stdout.flush()
+        with reader_gone():
+            sys.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n")
+            sys.stdout.flush()
 
     def json_lines(self, documents: Iterable[Any]) -> int:
         """One JSON object per line, flushed as each is written; returns how many."""
         n = 0
-        for document in documents:
-            sys.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n")
-            sys.stdout.flush()
-            n += 1
+        with reader_gone():
+            for document in documents:
+                sys.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n")
+                sys.stdout.flush()
+                n += 1
         return n
 
     # -- people --------------------------------------------------------------------------------
 
     def line(self, text: str = "", *, style: str | None = None) -> None:
         """A line of plain text (no markup interpretation)."""
-        self.console.print(escape(text), style=style, highlight=False, soft_wrap=True)
+        with reader_gone():
+            self.console.print(escape(text), style=style, highlight=False, soft_wrap=True)
 
     def rich(self, renderable: Any) -> None:
         """Print a rich renderable (table, rule, markup string); off a terminal, without the
         trailing spaces rich pads lines with."""
-        if not self._plain:
-            self.console.print(renderable)
-            return
-        with self.console.capture() as captured:
-            self.console.print(renderable)
-        text = "\n".join(line.rstrip() for line in captured.get().split("\n"))
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        with reader_gone():
+            if not self._plain:
+                self.console.print(renderable)
+                return
+            with self.console.capture() as captured:
+                self.console.print(renderable)
+            text = "\n".join(line.rstrip() for line in captured.get().split("\n"))
+            sys.stdout.write(text)
+            sys.stdout.flush()
 
     def note(self, text: str) -> None:
         """A remark for people on stderr (not part of the command's output)."""
@@ -146,6 +151,18 @@ class Output:
                 bar.advance(task, n)
 
             yield tick
+
+
+@contextmanager
+def reader_gone() -> Iterator[None]:
+    """A closed pipe on stdout (``coniti log | head``) ends the command quietly with status 0."""
+    try:
+        yield
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise click.exceptions.Exit(0) from None
 
 
 def _no_tick(n: int = 1) -> None:
