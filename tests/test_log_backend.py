@@ -412,3 +412,13 @@ def test_store_of_a_newer_format_is_refused(path: Path) -> None:
         txn.put(SYS_FORMAT, (99).to_bytes(4, "big"), db=backend._log.store.dbs[SYS_DB])
     with pytest.raises(StoreVersionError, match="format version 99"):
         LogBackend(path)
+
+
+def test_head_hash_and_namespaces(store: LogBackend) -> None:
+    """head_hash names the chain's head (zeros when empty) and equals verify()'s; namespaces() lists
+    every namespace written to, in order of first use."""
+    assert store.head_hash == "0" * 64 and store.namespaces() == []
+    put(store, record("a", 1.0, namespace=("x",)), record("b", 1.0))
+    store.set_meta(MetaSetRequest(key="k", value=1, namespace=("y", "z")))
+    assert store.head_hash == store.verify().head_hash != "0" * 64
+    assert store.namespaces() == [("x",), (), ("y", "z")]

@@ -181,6 +181,16 @@ class LogBackend(_Reads, MemoryBackend):
         """Sequence number of the last event (0 when the store is empty)."""
         return self._log.head().seq
 
+    @property
+    def head_hash(self) -> str:
+        """Hash (hex) of the last event, the head of the hash chain (64 zeros when empty)."""
+        return self._log.head().hash.hex()
+
+    def namespaces(self) -> list[tuple[str, ...]]:
+        """Every namespace a record or metadata was ever written to, in order of first use (cleared
+        ones included)."""
+        return self._log.namespaces()
+
     def close(self) -> None:
         """Release this handle (the environment closes with the last handle). Idempotent."""
         self._log.close()

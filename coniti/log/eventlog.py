@@ -313,6 +313,11 @@ class EventLog:
         with self.store.read() as txn:
             return Projections(txn, self._dbs).head()
 
+    def namespaces(self) -> list[Namespace]:
+        """Every namespace the log has put a record or metadata into, in order of first use."""
+        with self.store.read() as txn:
+            return [ns for _, ns in Projections(txn, self._dbs).namespaces()]
+
     def seq_at_time(self, at: float) -> int:
         """The last event recorded at or before ``at`` (0 if none)."""
         with self.store.read() as txn:
