@@ -19,8 +19,8 @@ Contracts:
 * **Hygiene.** Stale reader slots of dead processes are cleared at open. The directory is created
   0700 and the files 0600. A handle used in a process other than the one that opened it (after
   ``fork()``) raises :class:`StoreForked`; opening the path anew in the child works.
-* **Errors.** LMDB and OS errors are translated to coniti errors in :func:`lmdb_errors`, the one
-  boundary of this package.
+* **Errors.** LMDB and OS errors are translated to coniti errors by :func:`translate`, the one
+  boundary of this package (used by :func:`lmdb_errors`, read transactions and :meth:`Store.write`).
 """
 
 from __future__ import annotations
