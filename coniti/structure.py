@@ -800,15 +800,47 @@ class SegmentTreeStructure(Structure):
             push(nodes)
         while heap:
             negative, node = heapq.heappop(heap)
-            if -negative < pool.threshold():
+            threshold = pool.threshold()
+            if -negative < threshold:
                 break
             a, b = int(tree.lo[node]), int(tree.hi[node])
             if b - a <= self._direct_rows or node >= tree.width:
                 self._score_rows(tree, pool, a, b, query, skip)
+                if self._sweep_pays(tree, heap, pool.threshold(), hi - lo):
+                    self._sweep(tree, pool, heap, query, skip)
+                    return
             else:
                 children = [c for c in (2 * node, 2 * node + 1) if tree.hi[c] > tree.lo[c]]
                 if children:
                     push(children)
+
+    def _sweep_pays(self, tree: _Tree, heap: list[tuple[float, int]], threshold: float, rows: int) -> bool:
+        """True when the nodes that can still qualify hold at least half the rows of the range:
+        bounds no longer prune, so scoring them in time order beats descending node by node."""
+        if len(heap) < 2:
+            return False
+        open_rows = sum(int(tree.hi[n] - tree.lo[n]) for neg, n in heap if -neg >= threshold)
+        return 2 * open_rows >= rows
+
+    def _sweep(
+        self,
+        tree: _Tree,
+        pool: _Pool,
+        heap: list[tuple[float, int]],
+        query: np.ndarray,
+        skip: int | None,
+    ) -> None:
+        """Score every node left in ``heap`` that can still qualify, as few contiguous slices."""
+        threshold = pool.threshold()
+        spans = sorted((int(tree.lo[n]), int(tree.hi[n])) for neg, n in heap if -neg >= threshold)
+        merged: list[list[int]] = []
+        for a, b in spans:
+            if merged and merged[-1][1] == a:
+                merged[-1][1] = b
+            else:
+                merged.append([a, b])
+        for a, b in merged:
+            self._score_rows(tree, pool, a, b, query, skip)
 
     def _finish(self, pool: _Pool, query: np.ndarray) -> list[StructureHit]:
         if not pool.parts:
