@@ -157,7 +157,8 @@ def child_mp_writer(a: dict[str, Any]) -> None:
 
 
 def child_mp_reader(a: dict[str, Any]) -> None:
-    """Poll count and head until count reaches ``target``; report every regression seen."""
+    """Poll count and head until count reaches ``target``; report every regression seen. Once,
+    halfway, run verify() while the writers are still writing."""
     store = _open(a["store"])
     ns = tuple(a["ns"])
     _say({"ready": True})
@@ -167,6 +168,7 @@ def child_mp_reader(a: dict[str, Any]) -> None:
     seen: set[int] = set()
     polls = 0
     regressions: list[str] = []
+    verified: dict[str, Any] | None = None
     while time.monotonic() < deadline:
         c = count(store, ns)
         h = store.head
@@ -177,10 +179,16 @@ def child_mp_reader(a: dict[str, Any]) -> None:
         if h < last_head:
             regressions.append(f"head went from {last_head} to {h}")
         last_count, last_head = c, h
+        if verified is None and c >= a["target"] // 2:
+            report = store.verify()
+            verified = {"problems": [str(p) for p in report.problems][:5],
+                        "events_checked": report.events_checked, "head_seq": report.head_seq,
+                        "count_before": c}
         if c >= a["target"]:
             break
     store.close()
-    _say({"polls": polls, "distinct": len(seen), "last": last_count, "regressions": regressions[:20]})
+    _say({"polls": polls, "distinct": len(seen), "last": last_count, "regressions": regressions[:20],
+          "verified_mid_run": verified})
 
 
 def child_fsize_writer(a: dict[str, Any]) -> None:
@@ -256,12 +264,46 @@ def child_hold_reader_and_die(a: dict[str, Any]) -> None:
 
 
 def child_grow(a: dict[str, Any]) -> None:
-    """Open the store and write ``n`` records of ``dim`` float64 each (forcing the map to grow)."""
-    store = _open(a["store"])
+    """Open the store (map ``map_size``, default the library's) and write ``n`` records of ``dim``
+    float64 each in batches of 10, forcing the map to grow; ids ``<prefix>-<b>-<i>``. With
+    ``wait``, say ready once open and wait for a line on stdin before writing."""
+    kwargs = {"map_size": a["map_size"]} if "map_size" in a else {}
+    store = _open(a["store"], **kwargs)
+    if a.get("wait"):
+        _say({"ready": True})
+        sys.stdin.readline()
+    prefix = a.get("prefix", "grow")
     for b in range(a["n"] // 10):
-        put(store, [rec(f"grow-{b}-{i}", ts=float(b), dim=a["dim"], dtype="float64")
+        put(store, [rec(f"{prefix}-{b}-{i}", ts=float(b), dim=a["dim"], dtype="float64")
                     for i in range(10)])
     _say({"head": store.head, "map_size": lmdb_env(store).info()["map_size"]})
+    store.close()
+
+
+def child_open_while_another_grows(a: dict[str, Any]) -> None:
+    """Open the store with map ``map_size``, while another process grows it between LMDB's
+    ``mdb_env_open`` and the open's first transaction (a ``grow`` child run from inside
+    ``lmdb.open``): the window in which a concurrent writer can outgrow the opener's map."""
+    import lmdb
+
+    real_open = lmdb.open
+
+    def open_then_grow(*args: Any, **kwargs: Any) -> Any:
+        env = real_open(*args, **kwargs)
+        grow = {"store": a["store"], "n": a["n"], "dim": a["dim"], "prefix": "other"}
+        subprocess.run([sys.executable, str(HERE), "grow", json.dumps(grow)], check=True,
+                       capture_output=True, timeout=120)
+        return env
+
+    lmdb.open = open_then_grow
+    try:
+        store = _open(a["store"], map_size=a["map_size"])
+    except BaseException as exc:
+        _say({"open_error": _error(exc)})
+        return
+    finally:
+        lmdb.open = real_open
+    _say({"count": count(store), "head": store.head})
     store.close()
 
 
@@ -277,6 +319,7 @@ COMMANDS = {
     "read-all": child_read_all,
     "hold-reader-and-die": child_hold_reader_and_die,
     "grow": child_grow,
+    "open-while-another-grows": child_open_while_another_grows,
 }
 
 if __name__ == "__main__":
