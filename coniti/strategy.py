@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import orjson
 
 from coniti.actor import Note, Query
 from coniti.errors import ContractError
@@ -111,16 +112,16 @@ class DefaultStrategy(Strategy):
         return {"refuse_duplicates": self._refuse_duplicates}
 
     def content_key(self, note: Note) -> str | None:
-        """BLAKE2b of the length-prefixed UTF-8 text and the canonical JSON of the metadata.
+        """BLAKE2b of the length-prefixed UTF-8 text and the metadata as sorted-key JSON.
 
-        ``None`` when duplicates are allowed.
+        ``None`` when duplicates are allowed. The key lives only in the engine's in-process index.
         """
         if not self._refuse_duplicates:
             return None
         text = note.text.encode("utf-8", "surrogatepass")
         digest = hashlib.blake2b(len(text).to_bytes(8, "little"), digest_size=16)
         digest.update(text)
-        digest.update(canonical_json(note.metadata).encode("ascii") if note.metadata else b"{}")
+        digest.update(_metadata_bytes(note.metadata))
         return digest.hexdigest()
 
     def admit(
@@ -168,6 +169,17 @@ class DefaultStrategy(Strategy):
         return context.structures[0].search(
             vector, k=query.k, time_range=query.time_range, anchor_id=query.near
         )
+
+
+def _metadata_bytes(metadata: dict[str, Any]) -> bytes:
+    """Sorted-key JSON of ``metadata``: orjson when it can encode it, else the standard library
+    (integers beyond 64 bits, lone surrogates); the same metadata always takes the same path."""
+    if not metadata:
+        return b"{}"
+    try:
+        return b"o" + orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        return b"j" + canonical_json(metadata).encode("ascii")
 
 
 STRATEGIES.register(DefaultStrategy.name, DefaultStrategy)

@@ -190,3 +190,14 @@ def test_registry_has_default_and_refuses_unknown() -> None:
     assert isinstance(STRATEGIES.create("default"), DefaultStrategy)
     with pytest.raises(UnknownPiece, match="unknown strategy 'greedy'; registered: .*default"):
         STRATEGIES.create("greedy")
+
+
+@pytest.mark.parametrize("value", [2**70, "\ud800", [1.5, {"z": None, "a": True}]])
+def test_duplicates_found_for_any_json_metadata(value: object) -> None:
+    """Exact duplicates are refused whatever JSON the metadata holds (huge ints, lone surrogates)."""
+    s = DefaultStrategy()
+    stored = Stored(s)
+    stored.add(note("orig", "same text", key=value))
+    assert admit(s, stored, note("copy", "same text", key=value))[0] == Admission(
+        False, "duplicate of stored note 'orig'"
+    )
