@@ -25,13 +25,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
 from coniti.cursor import CursorCodec
 from coniti.errors import ContractError, ReadOnlyError
+from coniti.events import Diff, Event
+from coniti.impl import log_audit as _audit
+from coniti.impl.log_audit import Subscription
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport
 from coniti.log import rebuild as _rebuild
 from coniti.log import verify as _verify
@@ -293,6 +296,61 @@ class LogBackend(_Reads, MemoryBackend):
         hash chain) and that the projections equal a fresh fold of the log. Returns a report; never
         raises on a problem it can describe. Holds writers off while the file structure is read."""
         return _verify(self._log.store, structure=structure)
+
+    # -- audit trail, history, diff, change feed (coniti/impl/log_audit.py) ---------------------
+
+    def events(
+        self,
+        after: int = 0,
+        *,
+        until: int | None = None,
+        namespace: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Event]:
+        """The audit trail: events with ``after < seq <= until`` (``until`` None: to the head), of
+        ``namespace`` only when given (``()`` is the root namespace), at most ``limit``, in sequence
+        order. Lazy; reads in batches, holding no transaction between them."""
+        return _audit.events(self, after, until, namespace, limit)
+
+    def history(self, id: str, namespace: Sequence[str] = ()) -> list[Event]:
+        """Every event that touched record ``id`` of ``namespace``, oldest first: each put of it and
+        the delete, clear or erase that ended each version. Empty if it never existed."""
+        return _audit.history(self, id, namespace)
+
+    def diff(self, a: int, b: int, *, namespace: Sequence[str] = ()) -> Diff:
+        """Record ids added, removed and changed in ``namespace`` between the memory right after event
+        ``a`` and right after event ``b`` (each ``0..head``)."""
+        return _audit.diff(self, a, b, namespace)
+
+    def follow(
+        self,
+        after: int | None = None,
+        *,
+        timeout: float | None = None,
+        namespace: Sequence[str] | None = None,
+    ) -> Iterator[Event]:
+        """A live tail: the events after ``after`` (None: the current head) as they commit, from any
+        handle or process; stops once ``timeout`` seconds pass without a new event (None: never)."""
+        return _audit.follow(self, after, timeout, namespace)
+
+    def afollow(
+        self,
+        after: int | None = None,
+        *,
+        timeout: float | None = None,
+        namespace: Sequence[str] | None = None,
+    ) -> AsyncIterator[Event]:
+        """The async :meth:`follow`: reads on worker threads, waits with ``asyncio.sleep``."""
+        return _audit.afollow(self, after, timeout, namespace)
+
+    def subscription(self, name: str, *, start: int = 0) -> Subscription:
+        """The durable subscription ``name`` (created at position ``start`` if new; an existing one
+        keeps its position). See :class:`~coniti.impl.log_audit.Subscription`."""
+        return _audit.subscription(self, name, start)
+
+    def subscriptions(self) -> dict[str, int]:
+        """Every subscription of the store and its position."""
+        return _audit.subscriptions(self)
 
 
 class LogView(_Reads, MemoryBackend):

@@ -1,0 +1,291 @@
+"""The audit trail, history, diff, change feed and durable subscriptions of a
+:class:`~coniti.impl.log.LogBackend` (its methods delegate here).
+
+Contracts:
+
+* Every function validates its arguments before touching the store and raises
+  :class:`~coniti.errors.ContractError` naming the argument.
+* Events are :class:`coniti.events.Event` models built fresh per call (records are new objects).
+  Erased content reads as ``record=None``/``value=None`` with ``erased=True``.
+* Iterators read the log in batches, each from a fresh snapshot; no read transaction is held while
+  the caller consumes events. They see the commits of other processes.
+* ``follow`` polls (1 ms backing off to 50 ms) and returns after ``timeout`` seconds in which no
+  event was yielded; ``afollow`` does the same without blocking the event loop.
+* A :class:`Subscription`'s position is stored in the store (outside the log) and moves only when
+  acknowledged, so after a crash a consumer resumes right after the last event it acknowledged:
+  every event is delivered until acknowledged, and none is acknowledged twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+
+from coniti.actor import Note
+from coniti.contracts import describe_validation_error
+from coniti.errors import ContractError
+from coniti.events import Diff, Event
+from coniti.log import feed
+from coniti.log.codec import Event as LogEvent
+from coniti.memory import MemoryRecord, Namespace
+
+if TYPE_CHECKING:
+    from coniti.impl.log import LogBackend
+
+__all__ = ["Subscription", "public_event"]
+
+_NAMESPACE = pydantic.TypeAdapter(Namespace)
+_BATCH = 256
+
+
+# -- validation ----------------------------------------------------------------------------------
+
+
+def check_namespace(value: Any, field: str = "namespace") -> tuple[str, ...]:
+    """``value`` as a namespace tuple, or :class:`ContractError` naming ``field``."""
+    try:
+        ns: tuple[str, ...] = _NAMESPACE.validate_python(value)
+    except pydantic.ValidationError as exc:
+        raise ContractError(describe_validation_error(field, exc)) from None
+    return ns
+
+
+def check_seq(value: Any, field: str, head: int | None = None) -> int:
+    """``value`` as a sequence number ``>= 0`` (and ``<= head`` when given)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ContractError(f"{field} must be an integer sequence number, got {type(value).__name__}")
+    if value < 0:
+        raise ContractError(f"{field} must be >= 0, got {value}")
+    if head is not None and value > head:
+        raise ContractError(f"{field} must be between 0 and the head ({head}), got {value}")
+    return value
+
+
+def check_timeout(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ContractError(f"timeout must be None or a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+# -- events --------------------------------------------------------------------------------------
+
+
+def public_event(e: LogEvent) -> Event:
+    """The public model of a decoded log event (trusted: the store wrote it)."""
+    record = None
+    data = e.record
+    if data is not None:
+        assert e.id is not None and e.timestamp is not None
+        record = MemoryRecord.trusted(
+            Note.trusted(e.id, data.text, e.timestamp, data.metadata),
+            data.vector,
+            data.embedding_id,
+            e.namespace,
+        )
+    return Event._construct(
+        {
+            "seq": e.seq,
+            "at": e.at,
+            "kind": e.kind,
+            "namespace": e.namespace,
+            "id": e.id,
+            "timestamp": e.timestamp,
+            "record": record,
+            "key": e.key,
+            "value": e.value,
+            "actor": e.actor,
+            "reason": e.reason,
+            "hash": e.hash.hex(),
+            "prev": e.prev.hex(),
+            "erased": e.erased,
+        }
+    )
+
+
+def events(
+    backend: LogBackend,
+    after: Any = 0,
+    until: Any = None,
+    namespace: Any = None,
+    limit: Any = None,
+) -> Iterator[Event]:
+    after = check_seq(after, "after")
+    until = None if until is None else check_seq(until, "until")
+    ns = None if namespace is None else check_namespace(namespace)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ContractError(f"limit must be None or an integer >= 1, got {limit!r}")
+    store = backend._log.store
+    return (public_event(e) for e in feed.read_events(store, after, until, ns, limit, _BATCH))
+
+
+def history(backend: LogBackend, record_id: Any, namespace: Any) -> list[Event]:
+    if not isinstance(record_id, str) or not record_id:
+        raise ContractError(f"id must be a non-empty string, got {record_id!r}")
+    ns = check_namespace(namespace)
+    return [public_event(e) for e in feed.history(backend._log.store, ns, record_id)]
+
+
+def diff(backend: LogBackend, a: Any, b: Any, namespace: Any) -> Diff:
+    head = backend.head
+    a = check_seq(a, "a", head)
+    b = check_seq(b, "b", head)
+    ns = check_namespace(namespace)
+    added, removed, changed = feed.diff(backend._log.store, ns, a, b)
+    return Diff._construct(
+        {"a": a, "b": b, "namespace": ns, "added": added, "removed": removed, "changed": changed}
+    )
+
+
+# -- the live tail ---------------------------------------------------------------------------------
+
+
+def _start(backend: LogBackend, after: Any) -> int:
+    return backend.head if after is None else check_seq(after, "after")
+
+
+def follow(
+    backend: LogBackend, after: Any, timeout: Any, namespace: Any = None
+) -> Iterator[Event]:
+    pos = _start(backend, after)
+    wait = check_timeout(timeout)
+    ns = None if namespace is None else check_namespace(namespace)
+    return _follow(backend, pos, wait, ns)
+
+
+def _follow(
+    backend: LogBackend, pos: int, timeout: float | None, ns: tuple[str, ...] | None
+) -> Iterator[Event]:
+    store = backend._log.store
+    last_new = time.monotonic()
+    while True:
+        batch, pos = feed.read_batch(store, pos, None, ns, _BATCH)
+        if batch:
+            for e in batch:
+                yield public_event(e)
+            last_new = time.monotonic()
+            continue
+        deadline = None if timeout is None else last_new + timeout
+        if feed.wait_for_head(store, pos, deadline) <= pos:
+            return
+
+
+def afollow(
+    backend: LogBackend, after: Any, timeout: Any, namespace: Any = None
+) -> AsyncIterator[Event]:
+    pos = _start(backend, after)
+    wait = check_timeout(timeout)
+    ns = None if namespace is None else check_namespace(namespace)
+    return _afollow(backend, pos, wait, ns)
+
+
+async def _afollow(
+    backend: LogBackend, pos: int, timeout: float | None, ns: tuple[str, ...] | None
+) -> AsyncIterator[Event]:
+    store = backend._log.store
+    last_new = time.monotonic()
+    while True:
+        batch, pos = await asyncio.to_thread(feed.read_batch, store, pos, None, ns, _BATCH)
+        if batch:
+            for e in batch:
+                yield public_event(e)
+            last_new = time.monotonic()
+            continue
+        deadline = None if timeout is None else last_new + timeout
+        delay = 0.001
+        while True:
+            head = await asyncio.to_thread(feed.head_seq, store)
+            if head > pos:
+                break
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return
+            await asyncio.sleep(delay if deadline is None else min(delay, deadline - now))
+            delay = min(delay * 2, 0.05)
+
+
+# -- durable named subscriptions -------------------------------------------------------------------
+
+
+class Subscription:
+    """A named, durable position in a store's log: the sequence number of the last event its
+    consumer acknowledged, kept in the store itself (outside the log, so acknowledging appends no
+    event).
+
+    Use: iterate :meth:`follow` (or :meth:`pending`, or :meth:`afollow`), process each event, then
+    :meth:`ack` its ``seq``. After a crash or restart, the same name resumes right after the last
+    acknowledged event: nothing acknowledged is delivered again and nothing after it is skipped.
+    Events delivered but not yet acknowledged are delivered again, so acknowledge after the effect
+    is durable (or make the effect idempotent). One consumer per name; positions only move forward
+    except through :meth:`seek`. Thread-safe like its store.
+    """
+
+    __slots__ = ("_backend", "name")
+
+    def __init__(self, backend: LogBackend, name: str) -> None:
+        self._backend = backend
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Subscription({self.name!r}, position={self.position})"
+
+    @property
+    def position(self) -> int:
+        """The last acknowledged sequence number (0: nothing yet), read from the store."""
+        found = feed.subscription(self._backend._log.store, self.name)
+        if found is None:
+            raise ContractError(f"subscription {self.name!r} was deleted")
+        return found
+
+    def pending(self, *, limit: int | None = None) -> Iterator[Event]:
+        """The events after :attr:`position` up to the head, without waiting."""
+        return events(self._backend, self.position, None, None, limit)
+
+    def follow(self, *, timeout: float | None = None) -> Iterator[Event]:
+        """A live tail from :attr:`position`, as :meth:`LogBackend.follow`. Does not acknowledge."""
+        return follow(self._backend, self.position, timeout)
+
+    def afollow(self, *, timeout: float | None = None) -> AsyncIterator[Event]:
+        """The async :meth:`follow`."""
+        return afollow(self._backend, self.position, timeout)
+
+    def ack(self, seq: int) -> None:
+        """Record durably that every event up to and including ``seq`` was processed. ``seq`` must not
+        be behind :attr:`position` nor beyond the head (:class:`ContractError`)."""
+        seq = check_seq(seq, "seq")
+        feed.set_subscription(
+            self._backend._log.store, self.name, seq, forward_only=True
+        )
+
+    async def aack(self, seq: int) -> None:
+        """The async :meth:`ack` (on a worker thread)."""
+        await asyncio.to_thread(self.ack, seq)
+
+    def seek(self, seq: int) -> None:
+        """Move the position to ``seq`` (``0..head``), backwards too: replays from there."""
+        seq = check_seq(seq, "seq")
+        feed.set_subscription(
+            self._backend._log.store, self.name, seq, forward_only=False
+        )
+
+    def delete(self) -> None:
+        """Remove the subscription from the store."""
+        feed.drop_subscription(self._backend._log.store, self.name)
+
+
+def subscription(backend: LogBackend, name: Any, start: Any) -> Subscription:
+    store = backend._log.store
+    start = check_seq(start, "start")
+    if feed.subscription(store, name) is None:
+        feed.create_subscription(store, name, start)
+    return Subscription(backend, name)
+
+
+def subscriptions(backend: LogBackend) -> dict[str, int]:
+    return feed.subscriptions(backend._log.store)

@@ -1,0 +1,348 @@
+"""Reading the log as a feed: event ranges, a record's history, diffs between two points, waiting for
+new events, and durable subscription positions. Plain values only (events of :mod:`coniti.log.codec`).
+
+Contracts:
+
+* Ranges are half-open on the left: ``after < seq <= until``. Events are read ``batch`` per read
+  transaction, so no transaction is held while a caller consumes them, and every batch sees the
+  commits of every process up to its start.
+* :func:`history` and :func:`diff` read one snapshot and cost index walks plus one frame decode per
+  event returned (``diff``: one envelope decode per event between the two points).
+* Subscription positions live in the ``sys`` sub-database (``sub:<name>`` -> u64 big-endian), outside
+  the log: moving one appends no event, and neither ``rebuild`` nor ``verify`` touches them.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from coniti.errors import ContractError, StoreCorrupted
+from coniti.log.codec import (
+    CLEAR,
+    DELETE,
+    ERASE,
+    PUT,
+    Event,
+    decode_envelope,
+    decode_event,
+    decode_record,
+)
+from coniti.log.keys import SEQ_LEN, name_key, ns_bytes, seq_from_key, seq_key
+from coniti.log.projections import Dbs, Head, Projections
+from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD, Store
+
+__all__ = [
+    "MAX_SUBSCRIPTION_NAME",
+    "create_subscription",
+    "diff",
+    "drop_subscription",
+    "head_seq",
+    "history",
+    "read_batch",
+    "read_events",
+    "set_subscription",
+    "subscription",
+    "subscriptions",
+    "wait_for_head",
+]
+
+Namespace = tuple[str, ...]
+
+SUB_PREFIX = b"sub:"
+MAX_SUBSCRIPTION_NAME = 200
+"""Longest subscription name, in UTF-8 bytes."""
+_U64 = struct.Struct(">Q")
+_POLL_MIN = 0.001
+_POLL_MAX = 0.05
+
+
+# -- ranges --------------------------------------------------------------------------------------
+
+
+def head_seq(store: Store) -> int:
+    """The sequence number of the last committed event (0 when empty), as of now."""
+    with store.read() as txn:
+        return Head.decode(txn.get(SYS_HEAD, db=store.dbs[SYS_DB])).seq
+
+
+def read_batch(
+    store: Store,
+    after: int,
+    until: int | None,
+    namespace: Namespace | None,
+    batch: int,
+) -> tuple[list[Event], int]:
+    """Up to ``batch`` events with ``after < seq <= until`` (of ``namespace`` when given), in order,
+    from one snapshot; plus the last sequence number examined (``after`` if none), from which the
+    next batch continues."""
+    out: list[Event] = []
+    last = after
+    with store.read() as txn:
+        cur = txn.cursor(db=store.dbs[LOG_DB])
+        if not cur.set_range(seq_key(after + 1)):
+            return out, last
+        for key, frame in cur:
+            seq = seq_from_key(key)
+            if until is not None and seq > until:
+                break
+            if seq != last + 1:
+                raise StoreCorrupted(f"the log has a gap: after event {last} comes event {seq}")
+            last = seq
+            if namespace is not None and decode_envelope(frame, seq).namespace != namespace:
+                continue
+            out.append(decode_event(frame, seq, strict=False))
+            if len(out) == batch:
+                break
+    return out, last
+
+
+def read_events(
+    store: Store,
+    after: int = 0,
+    until: int | None = None,
+    namespace: Namespace | None = None,
+    limit: int | None = None,
+    batch: int = 256,
+) -> Iterator[Event]:
+    """Events with ``after < seq <= until`` (``until`` None: up to the head as each batch begins),
+    of ``namespace`` when given, at most ``limit``, in sequence order."""
+    left = math.inf if limit is None else limit
+    pos = after
+    while left > 0:
+        size = int(min(batch, left))
+        events, pos = read_batch(store, pos, until, namespace, size)
+        yield from events
+        left -= len(events)
+        if len(events) < size:
+            return
+
+
+# -- one record, two points ----------------------------------------------------------------------
+
+
+def history(store: Store, namespace: Namespace, record_id: str) -> list[Event]:
+    """Every event that touched record ``record_id`` of ``namespace``, oldest first: each put of it,
+    and the delete, clear or erase that ended each version. Empty if the record never existed."""
+    idk = name_key(record_id)
+    with store.read() as txn:
+        p = Projections(txn, Dbs(store.dbs))
+        nsid = p.nsid(ns_bytes(namespace))
+        if nsid is None:
+            return []
+        seqs: set[int] = set()
+        for put_seq, end_seq in p.versions(nsid, idk):
+            if decode_envelope(p.frame(put_seq), put_seq).id != record_id:
+                continue  # another id sharing a hashed key
+            seqs.add(put_seq)
+            if end_seq:
+                seqs.add(end_seq)
+        return [decode_event(p.frame(seq), seq, strict=False) for seq in sorted(seqs)]
+
+
+def _visible(p: Projections, nsid: bytes, record_id: str, as_of: int) -> tuple[int, bytes] | None:
+    found = p.visible(nsid, name_key(record_id), as_of)
+    if found is None:
+        return None
+    frame = p.frame(found[0])
+    return (found[0], frame) if decode_envelope(frame, found[0]).id == record_id else None
+
+
+def _strict_equal(x: Any, y: Any) -> bool:
+    """JSON values equal with their types (``1``, ``1.0`` and ``True`` differ; so do 0.0 and -0.0)."""
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, float):
+        return bool(x.hex() == y.hex())
+    if isinstance(x, list):
+        return len(x) == len(y) and all(_strict_equal(a, b) for a, b in zip(x, y, strict=True))
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(_strict_equal(v, y[k]) for k, v in x.items())
+    return bool(x == y)
+
+
+def _same_content(frame_a: bytes, frame_b: bytes) -> bool:
+    _, ts_a, a = decode_record(frame_a)
+    _, ts_b, b = decode_record(frame_b)
+    if a is None or b is None:
+        return False
+    return (
+        ts_a.hex() == ts_b.hex()
+        and a.text == b.text
+        and a.embedding_id == b.embedding_id
+        and a.vector.dtype == b.vector.dtype
+        and a.vector.tobytes() == b.vector.tobytes()
+        and _strict_equal(a.metadata, b.metadata)
+    )
+
+
+def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str], list[str], list[str]]:
+    """``(added, removed, changed)`` record ids of ``namespace`` between the state right after event
+    ``a`` and right after event ``b`` (either order), each sorted. Only ids touched by an event
+    between the two points are examined (all ids visible at the earlier point if a clear lies
+    between)."""
+    lo, hi = min(a, b), max(a, b)
+    with store.read() as txn:
+        p = Projections(txn, Dbs(store.dbs))
+        nsid = p.nsid(ns_bytes(namespace))
+        if nsid is None or lo == hi:
+            return [], [], []
+        touched: dict[str, None] = {}
+        cleared = False
+        cur = txn.cursor(db=store.dbs[LOG_DB])
+        if cur.set_range(seq_key(lo + 1)):
+            for key, frame in cur:
+                seq = seq_from_key(key)
+                if seq > hi:
+                    break
+                env = decode_envelope(frame, seq)
+                if env.namespace != namespace:
+                    continue
+                if env.kind in (PUT, DELETE, ERASE):
+                    assert env.id is not None
+                    touched[env.id] = None
+                elif env.kind == CLEAR:
+                    cleared = True
+        if cleared:
+            entries, _ = p.scan(nsid, None, None, None, None, lo)
+            for put_seq, _, _ in entries:
+                rid = decode_envelope(p.frame(put_seq), put_seq).id
+                assert rid is not None
+                touched[rid] = None
+        added: list[str] = []
+        removed: list[str] = []
+        changed: list[str] = []
+        for rid in touched:
+            at_a = _visible(p, nsid, rid, a)
+            at_b = _visible(p, nsid, rid, b)
+            if at_a is None and at_b is not None:
+                added.append(rid)
+            elif at_a is not None and at_b is None:
+                removed.append(rid)
+            elif (
+                at_a is not None
+                and at_b is not None
+                and at_a[0] != at_b[0]
+                and not _same_content(at_a[1], at_b[1])
+            ):
+                changed.append(rid)
+    return sorted(added), sorted(removed), sorted(changed)
+
+
+# -- waiting -------------------------------------------------------------------------------------
+
+
+def wait_for_head(
+    store: Store, after: int, deadline: float | None, stop: threading.Event | None = None
+) -> int:
+    """Poll until the head passes ``after`` (returns the head), ``deadline`` (a ``time.monotonic``
+    value; returns the head, possibly ``<= after``) or ``stop`` is set. Polls every 1 ms at first,
+    backing off to 50 ms; each poll is one read transaction, so other processes' commits are seen."""
+    delay = _POLL_MIN
+    while True:
+        head = head_seq(store)
+        if head > after or (stop is not None and stop.is_set()):
+            return head
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return head
+        pause = delay if deadline is None else min(delay, deadline - now)
+        if stop is not None:
+            stop.wait(pause)
+        else:
+            time.sleep(pause)
+        delay = min(delay * 2, _POLL_MAX)
+
+
+# -- subscription positions ----------------------------------------------------------------------
+
+
+def _sub_key(name: str) -> bytes:
+    if not isinstance(name, str) or not name:
+        raise ContractError("subscription name must be a non-empty string")
+    raw = name.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_SUBSCRIPTION_NAME:
+        raise ContractError(
+            f"subscription name is {len(raw)} bytes of UTF-8; at most {MAX_SUBSCRIPTION_NAME} allowed"
+        )
+    return SUB_PREFIX + raw
+
+
+def subscription(store: Store, name: str) -> int | None:
+    """The stored position of subscription ``name``, or None if it does not exist."""
+    key = _sub_key(name)
+    with store.read() as txn:
+        raw = txn.get(key, db=store.dbs[SYS_DB])
+    if raw is None:
+        return None
+    if len(raw) != SEQ_LEN:
+        raise StoreCorrupted(f"subscription {name!r}: its stored position is malformed")
+    return int(_U64.unpack(raw)[0])
+
+
+def subscriptions(store: Store) -> dict[str, int]:
+    """Every subscription and its position, by name."""
+    out: dict[str, int] = {}
+    with store.read() as txn:
+        cur = txn.cursor(db=store.dbs[SYS_DB])
+        if cur.set_range(SUB_PREFIX):
+            for key, value in cur:
+                if not bytes(key).startswith(SUB_PREFIX):
+                    break
+                out[bytes(key[len(SUB_PREFIX) :]).decode("utf-8", "surrogatepass")] = int(
+                    _U64.unpack(value)[0]
+                )
+    return out
+
+
+def _position(txn: Any, store: Store, position: int, name: str) -> None:
+    head = Head.decode(txn.get(SYS_HEAD, db=store.dbs[SYS_DB])).seq
+    if position > head:
+        raise ContractError(f"position {position} of subscription {name!r} is beyond the head ({head})")
+
+
+def create_subscription(store: Store, name: str, start: int) -> int:
+    """Create subscription ``name`` at position ``start`` (``0..head``) unless it exists; returns its
+    position (the existing one if it did). One durable write transaction."""
+    key = _sub_key(name)
+
+    def write(txn: Any) -> int:
+        raw = txn.get(key, db=store.dbs[SYS_DB])
+        if raw is not None:
+            return int(_U64.unpack(raw)[0])
+        _position(txn, store, start, name)
+        txn.put(key, _U64.pack(start), db=store.dbs[SYS_DB])
+        return start
+
+    return store.write(write)
+
+
+def set_subscription(store: Store, name: str, position: int, *, forward_only: bool) -> None:
+    """Store ``position`` (``0..head``) for the existing subscription ``name`` in one durable write
+    transaction. ``forward_only``: refuse to move it backwards. :class:`ContractError` otherwise."""
+    key = _sub_key(name)
+
+    def write(txn: Any) -> None:
+        sys_db = store.dbs[SYS_DB]
+        raw = txn.get(key, db=sys_db)
+        if raw is None:
+            raise ContractError(f"no subscription named {name!r}")
+        _position(txn, store, position, name)
+        current = int(_U64.unpack(raw)[0])
+        if forward_only and position < current:
+            raise ContractError(
+                f"subscription {name!r} is at {current}; acknowledging {position} would move it back"
+            )
+        txn.put(key, _U64.pack(position), db=sys_db)
+
+    store.write(write)
+
+
+def drop_subscription(store: Store, name: str) -> bool:
+    """Remove subscription ``name``; True if it existed."""
+    key = _sub_key(name)
+    return bool(store.write(lambda txn: txn.delete(key, db=store.dbs[SYS_DB])))
