@@ -233,6 +233,18 @@ def _prepare_dir(path: str, readonly: bool) -> None:
 
 
 def _init_env(shared: _Shared) -> None:
+    """Open the sub-databases and read (or create) the system table. The environment is new to
+    this process, so a map another process grew meanwhile is adopted on the spot."""
+    for _ in range(MAX_GROWTHS):
+        try:
+            _init_tables(shared)
+            return
+        except lmdb.MapResizedError:
+            shared.env.set_mapsize(0)
+    _init_tables(shared)
+
+
+def _init_tables(shared: _Shared) -> None:
     env = shared.env
     if shared.readonly:
         for name in ALL_DBS:
@@ -535,18 +547,24 @@ class Store:
         data_file = os.path.join(self.path, "data.mdb")
         with lmdb_errors(self.path):
             with shared.write_lock:
-                shared.gate.enter()
-                try:
-                    wtxn = None if self.readonly else env.begin(write=True)
+                while True:
+                    shared.gate.enter()
                     try:
-                        result = check(data_file)
-                        rtxn = None if result else env.begin()
-                    finally:
-                        if wtxn is not None:
-                            wtxn.abort()
-                except BaseException:
-                    shared.gate.leave()
-                    raise
+                        wtxn = None if self.readonly else env.begin(write=True)
+                        try:
+                            result = check(data_file)
+                            rtxn = None if result else env.begin()
+                        finally:
+                            if wtxn is not None:
+                                wtxn.abort()
+                    except lmdb.MapResizedError:
+                        shared.gate.leave()
+                        self._adopt_new_size(shared)
+                        continue
+                    except BaseException:
+                        shared.gate.leave()
+                        raise
+                    break
             try:
                 yield result, rtxn
             finally:
