@@ -511,37 +511,10 @@ def test_refresh_sees_another_process(tmp_path: Path) -> None:
         assert "d2" not in ids(e.ask(Query(time_range=TimeRange(), k=20)))
 
 
-def _has_event_feed() -> bool:
-    return callable(getattr(LogBackend, "events", None))
-
-
-@pytest.mark.skipif(not _has_event_feed(), reason="LogBackend.events() has not landed yet")
-def test_refresh_reads_only_new_events(tmp_path: Path) -> None:
-    """refresh() reads the events after the last one seen, not the whole log."""
+def test_incremental_refresh_follows_puts_and_deletes(tmp_path: Path) -> None:
+    """With the log's event feed, refresh reads only new events and applies puts and deletes."""
     path = tmp_path / "store"
     with LogBackend(path) as store:
-        e = engine(store)
-        e.ingest_many([note(f"n{i}", f"note {i}", float(i)) for i in range(40)])
-        e.ask("note")
-        run_writer(path, ["p1"], [])
-        assert e.refresh() == 1
-        assert e.refresh() == 0
-
-
-class FeedLog(LogBackend):
-    """LogBackend with the planned public ``events(after=...)`` feed, read from its own event log.
-
-    Lets the incremental refresh run before the public feed lands; same event fields it will have.
-    """
-
-    def events(self, after: int = 0, **_: Any) -> Any:
-        return self._log.events(after)
-
-
-def test_incremental_refresh_follows_puts_and_deletes(tmp_path: Path) -> None:
-    """With an event feed, refresh reads only new events and applies puts and deletes."""
-    path = tmp_path / "store"
-    with FeedLog(path) as store:
         e = engine(store)
         e.ingest_many(DIARY)
         e.ask("budget")
@@ -554,8 +527,8 @@ def test_incremental_refresh_follows_puts_and_deletes(tmp_path: Path) -> None:
 
 
 def test_incremental_refresh_applies_a_clear(tmp_path: Path) -> None:
-    """A clear event empties the namespace's structures."""
-    with FeedLog(tmp_path / "store") as store:
+    """A clear event (after a put by another handle) empties the namespace's structures."""
+    with LogBackend(tmp_path / "store") as store:
         e = engine(store)
         e.ingest_many(DIARY)
         engine(store).ingest(note("late", "late note", 60.0))
@@ -566,12 +539,27 @@ def test_incremental_refresh_applies_a_clear(tmp_path: Path) -> None:
 
 def test_incremental_refresh_refuses_another_embedding(tmp_path: Path) -> None:
     """A new embedding_id written by another handle is refused on refresh."""
-    with FeedLog(tmp_path / "store") as store:
+    with LogBackend(tmp_path / "store") as store:
         e = engine(store)
         e.ingest_many(DIARY)
         store.set_meta(store.meta_set_request("embedding_id", "emb-aaaaaaaaaaaa"))
         with pytest.raises(EmbeddingMismatch, match="emb-aaaaaaaaaaaa"):
             e.refresh()
+
+
+def test_refresh_only_touches_loaded_namespaces(tmp_path: Path) -> None:
+    """Events of a namespace the engine never loaded are skipped; it loads by scan when touched."""
+    with LogBackend(tmp_path / "store") as store:
+        e = engine(store)
+        e.ingest_many(DIARY[:2])
+        engine(store).ingest_many(DIARY[2:], namespace=("other",))
+        assert e.refresh() == 4
+        assert e.namespaces == [()]
+        assert sorted(ids(e.ask(Query(time_range=TimeRange()), namespace=("other",)))) == [
+            "d3",
+            "d4",
+            "d5",
+        ]
 
 
 def test_refresh_picks_up_a_clear(tmp_path: Path) -> None:
