@@ -27,7 +27,7 @@ import contextvars
 import os
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
-from typing import Any, ClassVar, NoReturn
+from typing import IO, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
 from coniti.cursor import CursorCodec
@@ -351,6 +351,36 @@ class LogBackend(_Reads, MemoryBackend):
     def subscriptions(self) -> dict[str, int]:
         """Every subscription of the store and its position."""
         return _audit.subscriptions(self)
+
+    # -- the log export (coniti/logfile.py) ----------------------------------------------------
+
+    def export_log(self, target: str | os.PathLike[str] | IO[str]) -> int:
+        """Write the whole history, every event up to the current head, as a ``coniti-log`` JSONL
+        file; returns the number of events. Atomic for a path (``.partial`` then rename; ``.gz``
+        selects gzip). See :mod:`coniti.logfile`."""
+        from coniti import logfile
+
+        return logfile.export_log(self, target)
+
+    @classmethod
+    def import_log(
+        cls,
+        source: str | os.PathLike[str] | IO[str],
+        path: str | os.PathLike[str],
+        *,
+        durability: str = "sync",
+        actor: str | None = None,
+        map_size: int = DEFAULT_MAP_SIZE,
+    ) -> LogBackend:
+        """A new store at ``path`` (absent or an empty directory) with exactly the events of a
+        ``coniti-log`` file: same sequence numbers, hashes and head hash. Everything is checked before
+        the store appears; a rejection raises :class:`MemoryFileError` naming the line and creates
+        nothing at ``path``. Returns the opened store."""
+        from coniti import logfile
+
+        return logfile.import_log(
+            source, path, durability=durability, actor=actor, map_size=map_size
+        )
 
 
 class LogView(_Reads, MemoryBackend):

@@ -45,6 +45,7 @@ __all__ = [
     "history",
     "read_batch",
     "read_events",
+    "read_frames",
     "set_subscription",
     "subscription",
     "subscriptions",
@@ -99,6 +100,28 @@ def read_batch(
             if len(out) == batch:
                 break
     return out, last
+
+
+def read_frames(store: Store, after: int, until: int, batch: int) -> list[tuple[int, bytes]]:
+    """Up to ``batch`` stored frames ``(seq, bytes)`` with ``after < seq <= until``, from one
+    snapshot, checked gap-free."""
+    out: list[tuple[int, bytes]] = []
+    with store.read() as txn:
+        cur = txn.cursor(db=store.dbs[LOG_DB])
+        if not cur.set_range(seq_key(after + 1)):
+            return out
+        expected = after + 1
+        for key, frame in cur:
+            seq = seq_from_key(key)
+            if seq > until:
+                break
+            if seq != expected:
+                raise StoreCorrupted(f"the log has a gap: after event {expected - 1} comes event {seq}")
+            out.append((seq, bytes(frame)))
+            expected += 1
+            if len(out) == batch:
+                break
+    return out
 
 
 def read_events(
