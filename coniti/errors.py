@@ -10,6 +10,11 @@
     │   ├── MemoryFileError                a memory or log file is unreadable, invalid or could not be written
     │   ├── ReadOnlyError                  a write on a read-only view (time travel)
     │   └── StoreError                     the LMDB store failed (see coniti.impl.log)
+    │       ├── StoreCorrupted             stored data does not decode or contradicts itself
+    │       ├── StoreVersionError          written by a newer format version
+    │       ├── StoreFull                  could not grow (map limit, disk full, file-size limit)
+    │       ├── StoreClosed                the store or view was closed
+    │       └── StoreForked                a handle opened before fork() used in the child
     └── EngineError (RuntimeError)         the engine or one of its pieces refused or failed
         ├── EmbeddingMismatch              memory holds another embedding spec's vectors
         ├── UnknownPiece (LookupError)     no piece registered under that name
