@@ -19,7 +19,12 @@ from coniti.errors import (
     MemoryFileError,
     NotSupported,
     ReadOnlyError,
+    StoreClosed,
+    StoreCorrupted,
     StoreError,
+    StoreForked,
+    StoreFull,
+    StoreVersionError,
     StructureError,
     UnknownPiece,
 )
