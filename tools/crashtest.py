@@ -76,7 +76,9 @@ def plan(seed: int, trial: int, n_ops: int) -> list[Op]:
     scratch_full = False
     for i in range(n_ops):
         roll = rng.random()
-        if roll < 0.12 and live:
+        if roll < 0.01:
+            ops.append({"kind": "rebuild"})
+        elif roll < 0.12 and live:
             targets = rng.sample(live, min(len(live), rng.randint(1, 3)))
             ns = targets[0][0]
             ids = [rid for tns, rid in targets if tns == ns]
@@ -132,7 +134,7 @@ def apply(backend: Any, op: Op) -> int:
         PutRequest,
     )
 
-    ns = tuple(op["ns"])
+    ns = tuple(op.get("ns", ()))
     kind = op["kind"]
     if kind == "put":
         backend.put(PutRequest(records=[build_record(op["ns"], r) for r in op["records"]]))
@@ -145,22 +147,27 @@ def apply(backend: Any, op: Op) -> int:
     if kind == "clear":
         backend.clear(ClearRequest(namespace=ns))
         return 1
+    if kind == "rebuild":
+        if hasattr(backend, "rebuild"):  # the model has nothing to rebuild
+            backend.rebuild()
+        return 0
     raise ValueError(f"unknown op kind {kind!r}")
 
 
 # -- the writer --------------------------------------------------------------------------------
 
 
-def writer(store: str, seed: int, trial: int, n_ops: int) -> int:
+def writer(store: str, seed: int, trial: int, n_ops: int, **options: Any) -> int:
     """Open ``store`` and run the plan, writing ``OPEN``, ``ACK <i>`` and ``DONE`` lines to fd 1.
 
-    Returns 0, or 3 after an ``ERROR <traceback>`` line if anything raised.
+    ``options`` go to ``LogBackend`` (``durability``, ``map_size``). Returns 0, or 3 after an
+    ``ERROR <traceback>`` line if anything raised.
     """
     try:
         from coniti.impl.log import LogBackend
 
         ops = plan(seed, trial, n_ops)
-        backend = LogBackend(store)
+        backend = LogBackend(store, **options)
         os.write(1, b"OPEN\n")
         for i, op in enumerate(ops):
             apply(backend, op)
@@ -299,7 +306,8 @@ def _spawn_run(args: dict[str, Any], delay: float, from_start: bool) -> list[str
                 break
     time.sleep(delay)
     proc.kill()
-    rest, _ = proc.communicate(timeout=60)
+    rest = proc.stdout.read()  # the same buffered reader as above: no line is skipped
+    proc.wait(timeout=60)
     return out + rest.splitlines()
 
 
@@ -319,6 +327,8 @@ def _inflight_present(store: Any, op: Op) -> bool:
     """Whether the unacknowledged call ``op`` reached the store (judged by one of its effects)."""
     from coniti.memory import CountRequest, GetRequest, MetaGetRequest
 
+    if op["kind"] == "rebuild":  # leaves no trace but the projections it rewrote
+        return False
     ns = tuple(op["ns"])
     if op["kind"] == "put":
         return not store.get(GetRequest(ids=[op["records"][0]["id"]], namespace=ns)).missing
@@ -348,9 +358,14 @@ def run(
     max_delay: float = 0.12,
     n_ops: int = 400,
     spawn: bool = False,
+    durability: str = "sync",
     log: Any = None,
 ) -> Report:
-    """Run ``trials`` kill trials on ``store_dir``; raise :class:`CrashTestFailure` on the first bad one."""
+    """Run ``trials`` kill trials on ``store_dir``; raise :class:`CrashTestFailure` on the first bad one.
+
+    Writers open the store with ``durability``; every third one with a 64 KiB map, so that kills
+    also land while the map grows.
+    """
     from coniti.impl.log import LogBackend
     from coniti.impl.memory import InMemoryBackend
 
@@ -366,7 +381,10 @@ def run(
     try:
         for trial in range(trials):
             early = trial % 10 == 0
-            args = {"store": store_dir, "seed": seed, "trial": trial, "n_ops": n_ops}
+            args: dict[str, Any] = {"store": store_dir, "seed": seed, "trial": trial, "n_ops": n_ops,
+                                    "durability": durability}
+            if trial % 3 == 1:
+                args["map_size"] = 1 << 16
             if spawn:
                 delay = rng.uniform(0, 0.7) if early else rng.uniform(0, max_delay)
                 lines = _spawn_run(args, delay, from_start=early)
@@ -444,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-delay", type=float, default=0.12, help="seconds before the kill")
     parser.add_argument("--ops", type=int, default=400, help="calls per writer plan")
     parser.add_argument("--spawn", action="store_true", help="a fresh interpreter per trial")
+    parser.add_argument("--durability", default="sync", help="the writers' LogBackend durability")
     parser.add_argument("--rotate", type=int, default=50,
                         help="start a new store every N trials (checks walk the whole store)")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per trial")
@@ -464,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         part_store = store if args.rotate >= args.trials else os.path.join(store, f"part-{part}")
         try:
             chunk = run(part_store, n, seed=seed + part, max_delay=args.max_delay, n_ops=args.ops,
-                        spawn=args.spawn, log=log)
+                        spawn=args.spawn, durability=args.durability, log=log)
         except CrashTestFailure as exc:
             print(f"FAILED: {exc}", flush=True)
             print(f"store kept at {part_store} for inspection (seed {seed + part})", flush=True)
