@@ -61,7 +61,7 @@ def test_add_stamps_actor_and_reason(cli: Cli) -> None:
     """--actor and --reason are recorded on the put event."""
     cli.ok("add", "hello", "--id", "h", "--actor", "alice", "--reason", "demo")
     with LogBackend(cli.store) as store:
-        puts = [e for e in store._log.events(0) if e.kind == "put"]
+        puts = [e for e in store.events() if e.kind == "put"]
     assert [(e.actor, e.reason) for e in puts] == [("alice", "demo")]
 
 
@@ -101,7 +101,7 @@ def test_ask_as_of_an_earlier_point(cli: Cli) -> None:
     """--as-of answers from the memory as it was: a note written later is not there."""
     _seed(cli)
     with LogBackend(cli.store) as store:
-        first_put = next(e.seq for e in store._log.events(0) if e.kind == "put")
+        first_put = next(e.seq for e in store.events() if e.kind == "put")
     doc = cli.ok("ask", "Atlas launch", "--ns", "team", "--as-of", str(first_put), "--json").json()
     assert [h["id"] for h in doc["hits"]] == ["plan"]
 

@@ -105,7 +105,7 @@ def test_rm_is_stamped_with_actor_and_reason(cli: Cli) -> None:
     """--actor and --reason are recorded on the delete event."""
     cli.ok("rm", "a1", "--ns", "alice/notes", "--actor", "alice", "--reason", "outdated")
     with LogBackend(cli.store) as store:
-        event = store._log.events(store.head - 1).__next__()
+        event = next(store.events(store.head - 1))
     assert (event.actor, event.reason) == ("alice", "outdated")
 
 
@@ -114,7 +114,7 @@ def test_actor_from_environment(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("CONITI_ACTOR", "cron")
     cli.ok("rm", "a1", "--ns", "alice/notes")
     with LogBackend(cli.store) as store:
-        event = store._log.events(store.head - 1).__next__()
+        event = next(store.events(store.head - 1))
     assert event.actor == "cron"
 
 

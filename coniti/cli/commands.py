@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from coniti.cli import care_cmds, engine_cmds, file_cmds, memory_cmds
+from coniti.cli import care_cmds, demo_cmd, engine_cmds, file_cmds, log_cmds, memory_cmds
 
 __all__ = ["COMMANDS"]
 
@@ -18,6 +18,14 @@ COMMANDS: list[click.Command] = [
     memory_cmds.meta,
     file_cmds.dump,
     file_cmds.load,
+    log_cmds.log,
+    log_cmds.history,
+    log_cmds.diff,
+    log_cmds.at_cmd,
+    log_cmds.export,
+    log_cmds.import_,
     care_cmds.verify,
     care_cmds.rebuild,
+    log_cmds.stats,
+    demo_cmd.demo,
 ]

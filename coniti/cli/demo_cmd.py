@@ -1,0 +1,185 @@
+"""``coniti demo``: run :mod:`coniti.demo` and show what it found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.rule import Rule
+
+from coniti.cli.app import common_options, settings
+from coniti.cli.log_cmds import event_json, show_events
+from coniti.cli.output import Output
+from coniti.cli.parse import format_namespace, format_time, iso_time
+
+__all__ = ["COMMANDS"]
+
+
+@click.command()
+@common_options
+def demo() -> None:
+    """Run the demo: a fresh store in ./coniti-demo/store (or --store PATH's directory), a story, a tour.
+
+    \b
+    Ingests a bundled corpus of notes through the engine, corrects and deletes some under different
+    actors with reasons, then shows answers, answers as of earlier points, one record's audit trail,
+    the change between two points, verify with the head hash, the files written and the figures.
+    Rerunning replaces an earlier demo directory; any other non-empty directory is refused.
+    """
+    from coniti import demo as story
+
+    s = settings()
+    directory = Path(s.store) if s.store else story.DEFAULT_DIR
+    total = len(story.load_corpus())
+    with s.out.progress("ingesting the corpus", total=total) as tick:
+        report = story.run(directory, progress=tick)
+    if s.json:
+        s.out.json(_report_json(report))
+    else:
+        _show(s.out, report)
+
+
+def _hit(score: float, note: Any) -> str:
+    return f"{score:.2f}  {format_time(note.timestamp)[:10]}  {note.text}  ({note.id})"
+
+
+def _hits(out: Output, label: str, asked: Any, style: str) -> None:
+    if not asked.hits:
+        out.line(f"    {label}(nothing)", style=style)
+    for i, (score, note) in enumerate(asked.hits):
+        out.line(f"    {label if i == 0 else ' ' * len(label)}{_hit(score, note)}", style=style)
+
+
+def _section(out: Output, title: str) -> None:
+    out.line()
+    out.rich(Rule(title, align="left"))
+
+
+def _show(out: Output, r: Any) -> None:
+    _section(out, "1. Ingest")
+    out.line(
+        f"{r.notes} notes of 7 people and projects, Jan-Jun 2025, ingested through the engine "
+        f"(embedded, indexed, written) in {r.ingest_seconds:.2f} s as actor 'assistant': "
+        f"events 1..{r.seq_after_ingest} (one per note, one embedding-id setting per namespace)"
+    )
+    out.table(["namespace", "notes"], sorted(r.namespaces.items()))
+
+    _section(out, "2. Corrections and deletions, each by someone, for a reason")
+    out.table(
+        ["events up to", "actor", "what", "namespace", "id", "reason"],
+        (
+            [seq, e.actor, "corrected" if e.new_text else "deleted", format_namespace(e.namespace),
+             e.id, e.reason]
+            for e, seq in r.edits
+        ),
+        wrap=["reason"],
+    )
+
+    _section(out, "3. Questions (best hit: score, note date, text, id)")
+    for asked in r.answers:
+        out.line(f"[{format_namespace(asked.namespace)}] {asked.question}")
+        _hits(out, "", asked, "green")
+
+    _section(out, "4. The same question, earlier")
+    for group in r.earlier:
+        out.line(f"[{format_namespace(group.now.namespace)}] {group.now.question}")
+        for then, why in group.then:
+            _hits(out, f"as of {then.as_of}: ", then, "yellow")
+            out.line(f"      why: {why}", style="dim")
+        _hits(out, "now: ", group.now, "green")
+
+    ns, rid = r.trail_of
+    _section(out, f"5. Audit trail of {rid} in {format_namespace(ns)}: who, when, why")
+    show_events(out, r.trail, one_record=True)
+
+    _section(out, "6. What changed between two points")
+    out.line(
+        f"from {format_time(r.time_after_ingest)} UTC (seq {r.seq_after_ingest}, after the ingest) "
+        f"to now (seq {r.events}):"
+    )
+    out.table(
+        ["namespace", "change", "id", "text"],
+        ([format_namespace(n), c, i, t] for n, c, i, t in r.changes),
+        wrap=["text"],
+    )
+
+    _section(out, "7. verify")
+    v = r.verify
+    state = "clean" if not v.problems else f"{len(v.problems)} problem(s)"
+    out.line(f"{v.events_checked} events checked: hash chain and projections {state}")
+    out.line(f"head seq {v.head_seq}, head hash {v.head_hash}")
+
+    _section(out, "8. Files written")
+    out.line(f"{r.dump_file}  ({r.dumped} notes of team/atlas, coniti-memory JSONL)")
+    out.line(f"{r.export_file}  ({r.exported} events, the whole history, coniti-log JSONL)")
+
+    _section(out, "9. Figures")
+    out.fields(
+        [
+            ("notes ingested", r.notes),
+            ("notes now", r.live_notes),
+            ("events", r.events),
+            ("store size", f"{r.store_bytes:,} bytes"),
+            ("time taken", f"{r.seconds:.2f} s"),
+        ]
+    )
+    out.line()
+    out.line(f"Look around: export CONITI_STORE={r.store}; coniti stats; coniti log --limit 5")
+
+
+def _asked_json(asked: Any) -> dict[str, Any]:
+    return {
+        "question": asked.question,
+        "namespace": list(asked.namespace),
+        "as_of": asked.as_of,
+        "hits": [
+            {"score": score, "id": note.id, "text": note.text, "time": iso_time(note.timestamp)}
+            for score, note in asked.hits
+        ],
+    }
+
+
+def _report_json(r: Any) -> dict[str, Any]:
+    v = r.verify
+    return {
+        "store": str(r.store),
+        "notes": r.notes,
+        "namespaces": r.namespaces,
+        "seq_after_ingest": r.seq_after_ingest,
+        "edits": [
+            {"seq": seq, "actor": e.actor, "reason": e.reason, "namespace": list(e.namespace),
+             "id": e.id, "deleted": e.new_text is None}
+            for e, seq in r.edits
+        ],
+        "answers": [_asked_json(a) for a in r.answers],
+        "earlier": [
+            {
+                "then": [{**_asked_json(t), "why": why} for t, why in group.then],
+                "now": _asked_json(group.now),
+            }
+            for group in r.earlier
+        ],
+        "trail": [event_json(e) for e in r.trail],
+        "changes": [
+            {"namespace": list(n), "change": c, "id": i, "text": t} for n, c, i, t in r.changes
+        ],
+        "verify": {
+            "events_checked": v.events_checked,
+            "head_seq": v.head_seq,
+            "head_hash": v.head_hash,
+            "problems": [str(p) for p in v.problems],
+        },
+        "dump": {"file": str(r.dump_file), "records": r.dumped},
+        "export": {"file": str(r.export_file), "events": r.exported},
+        "figures": {
+            "notes": r.notes,
+            "live_notes": r.live_notes,
+            "events": r.events,
+            "store_bytes": r.store_bytes,
+            "seconds": r.seconds,
+        },
+    }
+
+
+COMMANDS: list[click.Command] = [demo]

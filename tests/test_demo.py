@@ -1,0 +1,137 @@
+"""The demo: `coniti demo` as a subprocess of the installed console script, and coniti.demo.run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from cli_support import ROOT, no_traceback, run_script
+
+from coniti import demo
+from coniti.impl.log import LogBackend
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+    """One `coniti demo --json` run in a fresh working directory (./coniti-demo/)."""
+    cwd = tmp_path_factory.mktemp("demo")
+    result = run_script("demo", "--json", cwd=cwd)
+    assert result.code == 0, result.err
+    return cwd, json.loads(result.out)
+
+
+def test_demo_uses_coniti_demo_in_the_working_directory(
+    demo_run: tuple[Path, dict[str, object]],
+) -> None:
+    """Without --store the demo works in ./coniti-demo/, with the store in ./coniti-demo/store."""
+    cwd, report = demo_run
+    assert (cwd / "coniti-demo" / demo.MARKER).is_file()
+    assert report["store"] == "coniti-demo/store"
+
+
+def test_demo_ingests_the_whole_corpus(demo_run: tuple[Path, dict[str, object]]) -> None:
+    """Every note of the bundled corpus is admitted, in several namespaces."""
+    _, report = demo_run
+    assert report["notes"] == len(demo.load_corpus()) >= 300
+    assert len(report["namespaces"]) >= 5  # type: ignore[arg-type]
+
+
+def test_demo_store_matches_its_report(demo_run: tuple[Path, dict[str, object]]) -> None:
+    """The store left behind has the reported head, verifies clean, and has lost the deleted notes."""
+    cwd, report = demo_run
+    with LogBackend(cwd / "coniti-demo" / "store", readonly=True) as store:
+        assert store.head == report["figures"]["events"]  # type: ignore[index]
+        assert store.head_hash == report["verify"]["head_hash"]  # type: ignore[index]
+        assert store.verify().ok
+        for edit in demo.EDITS:
+            found = store.get(store.get_request([edit.id], edit.namespace)).records
+            assert [r.note.text for r in found] == ([edit.new_text] if edit.new_text else [])
+
+
+def test_demo_edits_carry_actor_and_reason(demo_run: tuple[Path, dict[str, object]]) -> None:
+    """The audit trail of the corrected record shows the ingest, then the actor's delete and put."""
+    _, report = demo_run
+    trail = report["trail"]
+    assert [(e["kind"], e["actor"]) for e in trail] == [  # type: ignore[union-attr]
+        ("put", "assistant"), ("delete", "bob"), ("put", "bob")
+    ]
+    assert trail[1]["reason"] == demo.EDITS[0].reason  # type: ignore[index]
+
+
+def test_demo_earlier_answers_differ(demo_run: tuple[Path, dict[str, object]]) -> None:
+    """Asked as of an earlier point, the same question gets a different answer."""
+    _, report = demo_run
+    for group in report["earlier"]:  # type: ignore[union-attr]
+        now = [h["text"] for h in group["now"]["hits"]]
+        for then in group["then"]:
+            assert [h["text"] for h in then["hits"]] != now, then["as_of"]
+            assert then["why"]
+
+
+def test_demo_changes_between_points(demo_run: tuple[Path, dict[str, object]]) -> None:
+    """The diff lists every edit: corrections as changed, deletions as removed."""
+    _, report = demo_run
+    changes = {(c["id"], c["change"]) for c in report["changes"]}  # type: ignore[union-attr]
+    expected = {(e.id, "changed" if e.new_text else "removed") for e in demo.EDITS}
+    assert changes == expected
+
+
+def test_demo_writes_its_files(demo_run: tuple[Path, dict[str, object]]) -> None:
+    """The memory dump and the log export exist, and the export holds every event."""
+    cwd, report = demo_run
+    dump, export = report["dump"], report["export"]
+    assert (cwd / dump["file"]).stat().st_size > 0  # type: ignore[index]
+    assert export["events"] == report["figures"]["events"]  # type: ignore[index]
+    assert (cwd / export["file"]).stat().st_size > 0  # type: ignore[index]
+
+
+def test_demo_is_quick(demo_run: tuple[Path, dict[str, object]]) -> None:
+    """The demo's own work takes well under a minute."""
+    _, report = demo_run
+    assert report["figures"]["seconds"] < 30  # type: ignore[index]
+
+
+def test_demo_rerun_replaces_its_directory(tmp_path: Path) -> None:
+    """Running the demo twice in one directory works: the second run starts from a fresh store."""
+    first = demo.run(tmp_path / "d")
+    second = demo.run(tmp_path / "d")
+    assert second.events == first.events and second.notes == first.notes
+
+
+def test_demo_refuses_a_foreign_directory(tmp_path: Path) -> None:
+    """A non-empty directory the demo did not make is refused and left untouched (exit 1)."""
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "precious.txt").write_text("keep me")
+    result = run_script("demo", "--store", str(foreign))
+    assert result.code == 1 and "was not made by the demo" in result.err and no_traceback(result)
+    assert (foreign / "precious.txt").read_text() == "keep me"
+    assert sorted(p.name for p in foreign.iterdir()) == ["precious.txt"]
+
+
+def test_demo_prints_every_section(tmp_path: Path) -> None:
+    """Without --json the demo prints its nine sections, the head hash and the figures."""
+    result = run_script("demo", "--store", str(tmp_path / "d"))
+    assert result.code == 0, result.err
+    for title in ("1. Ingest", "2. Corrections", "3. Questions", "4. The same question, earlier",
+                  "5. Audit trail", "6. What changed", "7. verify", "8. Files written",
+                  "9. Figures"):
+        assert title in result.out
+    assert "hash chain and projections clean" in result.out
+    assert result.err == ""
+
+
+def test_tools_demo_script(tmp_path: Path) -> None:
+    """./tools/demo (with .venv already installed) runs the demo in the caller's directory."""
+    stamp = ROOT / ".venv" / ".coniti-installed"
+    if not stamp.exists() or (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
+        pytest.skip("tools/demo would install into .venv first; ./tools/test installs it")
+    env = {**os.environ, "COLUMNS": "120"}
+    proc = subprocess.run([str(ROOT / "tools" / "demo"), "--json"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["verify"]["problems"] == []
+    assert (tmp_path / "coniti-demo" / "store").is_dir()
