@@ -153,7 +153,7 @@ def test_verify_adopts_a_map_grown_by_another_process(tmp_path: Path) -> None:
 
 
 def test_map_grows_while_other_threads_read(tmp_path: Path) -> None:
-    """Readers in 3 threads (scans, gets, iter_all) run while a 4th thread's puts grow a 64 KiB map
+    """Readers in 2 threads (scans, gets) run while a 3rd thread's puts grow a 64 KiB map
     many times: no reader errs, every read is consistent, and the writer loses nothing."""
     path = str(tmp_path / "store")
     store = LogBackend(path, map_size=SMALL_MAP)
@@ -167,14 +167,16 @@ def test_map_grows_while_other_threads_read(tmp_path: Path) -> None:
             while not stop.is_set():
                 got = records_of(store)
                 assert [r.id for r in got[:20]] == [f"seed{i}" for i in range(20)]
+                assert len({r.id for r in got}) == len(got)
+                assert (len(got) - 20) % 8 == 0, "a scan saw part of a put"
                 assert missing(store, ["seed3", "seed17"]) == []
-                assert count(store) >= len(got) - 0 or True
                 reads[0] += 1
+                time.sleep(0.002)  # let the writer have the GIL now and then
         except BaseException as exc:
             errors.append(exc)
             stop.set()
 
-    threads = [threading.Thread(target=reader) for _ in range(3)]
+    threads = [threading.Thread(target=reader) for _ in range(2)]
     for t in threads:
         t.start()
     try:
