@@ -122,10 +122,11 @@ def log(
 
 
 def _first(events: Iterator[Event], n: int) -> Iterator[Event]:
-    for i, event in enumerate(events):
+    """The first ``n`` events, returning as soon as the last is yielded (not at the next one)."""
+    for i, event in enumerate(events, 1):
+        yield event
         if i >= n:
             return
-        yield event
 
 
 @click.command()
