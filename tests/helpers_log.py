@@ -192,14 +192,15 @@ def child_mp_reader(a: dict[str, Any]) -> None:
 
 
 def child_fsize_writer(a: dict[str, Any]) -> None:
-    """Cap file size at the data file's size + ``margin`` bytes, then try a put that cannot fit."""
+    """Cap file size at the data file's size + ``margin`` bytes, try a put that cannot fit, read;
+    with ``retry``, then lift the cap and put one small record through the same handle."""
     import resource
 
     store = _open(a["store"], **a.get("open", {}))
     data_size = os.path.getsize(os.path.join(a["store"], a["data_file"]))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     limit = data_size + a["margin"]
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))  # soft cap
     outcome: dict[str, Any] = {"limit": limit, "head_before": store.head}
     try:
         put(store, [rec(f"big-{i}", ts=float(i), dim=a["dim"], dtype="float64") for i in range(a["n"])])
@@ -211,6 +212,16 @@ def child_fsize_writer(a: dict[str, Any]) -> None:
         outcome["missing_after"] = missing(store, a["check_ids"])
     except BaseException as exc:
         outcome["after_error"] = _error(exc)
+    if not a.get("retry"):
+        _say(outcome)
+        return
+    # Space comes back: the same handle writes again.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    try:
+        put(store, [rec("after-space-returned", ts=0.5)])
+        outcome["head_after_space_returned"] = store.head
+    except BaseException as exc:
+        outcome["retry_error"] = _error(exc)
     _say(outcome)
 
 

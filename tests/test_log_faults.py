@@ -223,6 +223,26 @@ def test_disk_full_write_fails_with_store_full_and_changes_nothing(tmp_path: Pat
     assert out["missing_after"] == ["big-0"], out
 
 
+def test_the_same_handle_writes_again_once_space_returns(tmp_path: Path) -> None:
+    """After a put failed with StoreFull, lifting the file-size limit lets the same handle (no
+    reopen) write again, right after the earlier writes."""
+    path = str(tmp_path / "store")
+    _fill(path)
+    code, lines, err = run_child(
+        "fsize-writer",
+        {"store": path, "data_file": "data.mdb", "margin": 8192, "n": 64, "dim": 4096, "check_ids": [],
+         "retry": True},
+    )
+    assert code == 0, err[-3000:]
+    out = lines[0]
+    assert "StoreFull" in out["mro"], out
+    assert out.get("head_after_space_returned") == 52, out
+    with LogBackend(path) as store:
+        assert store.head == 52
+        assert missing(store, ["after-space-returned", "big-0"]) == ["big-0"]
+        assert_verified(store)
+
+
 def test_every_write_before_a_full_disk_survives_reopen(tmp_path: Path) -> None:
     """After the failed put, a fresh process finds every earlier write, verify clean, and writes again."""
     path = str(tmp_path / "store")

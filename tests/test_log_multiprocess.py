@@ -184,11 +184,12 @@ def test_closing_one_handle_leaves_the_other_working(tmp_path: Path) -> None:
 
 
 def test_handle_used_after_fork_raises_a_clear_error_in_the_child(tmp_path: Path) -> None:
-    """In a forked child, the parent's handle raises StoreForked on read and on write; a handle
-    opened in the child works; the parent's handle is unharmed."""
+    """In a forked child, the parent's handle (and a view of it) raises StoreForked on read and on
+    write; a handle opened in the child works; the parent's handle is unharmed."""
     path = str(tmp_path / "store")
     store = LogBackend(path)
     put(store, [rec("before", 1.0)])
+    view = store.at(1)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report through the pipe, never return into pytest
@@ -196,7 +197,12 @@ def test_handle_used_after_fork_raises_a_clear_error_in_the_child(tmp_path: Path
         try:
             from coniti.errors import StoreForked
 
-            for name, call in [("read", lambda: count(store)), ("write", lambda: put(store, [rec("child", 2.0)]))]:
+            calls = [
+                ("read", lambda: count(store)),
+                ("write", lambda: put(store, [rec("child", 2.0)])),
+                ("view", lambda: count(view)),
+            ]
+            for name, call in calls:
                 try:
                     call()
                     out[name] = "no error"
@@ -219,6 +225,7 @@ def test_handle_used_after_fork_raises_a_clear_error_in_the_child(tmp_path: Path
     assert status == 0
     assert out["read"].startswith("StoreForked"), out
     assert out["write"].startswith("StoreForked"), out
+    assert out["view"].startswith("StoreForked"), out
     assert "fork" in out["write"].lower()
     assert out["fresh"] == 2, out
     assert [r.id for r in records_of(store)] == ["before", "from-child"]
