@@ -846,6 +846,15 @@ def header(cfg: Config, argv: Sequence[str]) -> str:
             cwd=ROOT,
             check=False,
         ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "coniti"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=False,
+        ).stdout.strip()
+        if dirty:
+            commit += " + uncommitted changes in coniti/"
     except OSError:
         commit = "?"
     cmd = " ".join(["tools/bench.py", *argv])
