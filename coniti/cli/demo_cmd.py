@@ -51,13 +51,14 @@ def _hits(out: Output, label: str, asked: Any, style: str) -> None:
         out.line(f"    {label if i == 0 else ' ' * len(label)}{_hit(score, note)}", style=style)
 
 
-def _section(out: Output, title: str) -> None:
-    out.line()
+def _section(out: Output, title: str, *, first: bool = False) -> None:
+    if not first:
+        out.line()
     out.rich(Rule(title, align="left"))
 
 
 def _show(out: Output, r: Any) -> None:
-    _section(out, "1. Ingest")
+    _section(out, "1. Ingest", first=True)
     out.line(
         f"{r.notes} notes of 7 people and projects, Jan-Jun 2025, ingested through the engine "
         f"(embedded, indexed, written) in {r.ingest_seconds:.2f} s as actor 'assistant': "

@@ -253,7 +253,8 @@ def stats() -> None:
     path = s.store_path
     with s.open_store() as store:
         spaces = [
-            (ns, store.count(store.count_request(None, ns)).count) for ns in store.namespaces()
+            (ns, store.count(store.count_request(None, ns)).count)
+            for ns in sorted(store.namespaces())
         ]
         head, head_hash = store.head, store.head_hash
     size = store_size(path)
