@@ -15,8 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -24,7 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from coniti.actor import Note, Query, TimeRange
+from coniti.container import Container
+from coniti.engine import ContinuityEngine
 from coniti.errors import ConitiError
+from coniti.events import Event
+from coniti.impl.log import LogBackend, VerifyReport
 
 __all__ = [
     "CORPUS",
@@ -159,9 +162,9 @@ class DemoReport:
     answers: list[Asked] = field(default_factory=list)
     earlier: list[Earlier] = field(default_factory=list)
     trail_of: tuple[tuple[str, ...], str] = ((), "")
-    trail: list[Any] = field(default_factory=list)
+    trail: list[Event] = field(default_factory=list)
     changes: list[tuple[tuple[str, ...], str, str, str]] = field(default_factory=list)
-    verify: Any = None
+    verify: VerifyReport | None = None
     dump_file: Path | None = None
     dumped: int = 0
     export_file: Path | None = None
@@ -195,9 +198,6 @@ def run(
     progress: Callable[[int], None] | None = None,
 ) -> DemoReport:
     """Run the demo in ``directory`` (see the module doc); ``progress(n)`` is told of each batch."""
-    from coniti.container import Container
-    from coniti.impl.log import LogBackend
-
     started = time.perf_counter()
     corpus = load_corpus()
     store_path = prepare(directory)
@@ -208,12 +208,12 @@ def run(
         _ingest(report, store, engine, corpus, tick)
         _edit(report, store, engine)
         _ask(report, engine)
-        _earlier(report, engine)
+        _earlier(report, store, engine)
         _trail(report, store)
         _changes(report, store)
         report.verify = store.verify()
         _files(report, store, directory)
-        report.events = int(store.head)
+        report.events = store.head
         report.live_notes = sum(
             store.count(store.count_request(None, ns)).count
             for ns in {c.namespace for c in corpus}
@@ -223,19 +223,18 @@ def run(
     return report
 
 
-@contextmanager
-def _audit(store: Any, actor: str, reason: str) -> Iterator[None]:
-    with store.audit(actor=actor, reason=reason):
-        yield
-
-
-def _ingest(report: DemoReport, store: Any, engine: Any, corpus: list[CorpusNote],
-            tick: Callable[[int], None]) -> None:
+def _ingest(
+    report: DemoReport,
+    store: LogBackend,
+    engine: ContinuityEngine,
+    corpus: list[CorpusNote],
+    tick: Callable[[int], None],
+) -> None:
     t0 = time.perf_counter()
     by_ns: dict[tuple[str, ...], list[CorpusNote]] = {}
     for item in corpus:
         by_ns.setdefault(item.namespace, []).append(item)
-    with _audit(store, INGEST_ACTOR, INGEST_REASON):
+    with store.audit(actor=INGEST_ACTOR, reason=INGEST_REASON):
         for namespace, items in by_ns.items():
             for i in range(0, len(items), INGEST_BATCH):
                 batch = items[i : i + INGEST_BATCH]
@@ -244,31 +243,31 @@ def _ingest(report: DemoReport, store: Any, engine: Any, corpus: list[CorpusNote
                 tick(len(batch))
     report.namespaces = {"/".join(ns): len(items) for ns, items in by_ns.items()}
     report.ingest_seconds = time.perf_counter() - t0
-    report.seq_after_ingest = int(store.head)
+    report.seq_after_ingest = store.head
     report.time_after_ingest = time.time()
     time.sleep(0.01)  # the edits are recorded strictly later than this instant
 
 
-def _edit(report: DemoReport, store: Any, engine: Any) -> None:
+def _edit(report: DemoReport, store: LogBackend, engine: ContinuityEngine) -> None:
     for edit in EDITS:
-        with _audit(store, edit.actor, edit.reason):
+        with store.audit(actor=edit.actor, reason=edit.reason):
             old = store.get(store.get_request([edit.id], edit.namespace)).records[0].note
             engine.remove([edit.id], namespace=edit.namespace)
             if edit.new_text is not None:
                 note = Note(id=old.id, text=edit.new_text, timestamp=old.timestamp,
                             metadata=old.metadata)
                 engine.ingest(note, namespace=edit.namespace)
-        report.edits.append((edit, int(store.head)))
+        report.edits.append((edit, store.head))
 
 
-def _asked(engine: Any, namespace: tuple[str, ...], question: str, *, k: int = 1,
+def _asked(engine: ContinuityEngine, namespace: tuple[str, ...], question: str, *, k: int = 1,
            before: float | None = None, as_of: str = "now", seq: int | None = None) -> Asked:
     window = None if before is None else TimeRange(end=before)
     answer = engine.ask(Query(text=question, time_range=window, k=k), namespace=namespace)
     return Asked(question, namespace, [(h.score, h.note) for h in answer.hits], as_of, before, seq)
 
 
-def _ask(report: DemoReport, engine: Any) -> None:
+def _ask(report: DemoReport, engine: ContinuityEngine) -> None:
     for namespace, question in QUESTIONS:
         report.answers.append(_asked(engine, namespace, question))
 
@@ -277,7 +276,7 @@ def _day(text: str) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
-def _earlier(report: DemoReport, engine: Any) -> None:
+def _earlier(report: DemoReport, store: LogBackend, engine: ContinuityEngine) -> None:
     namespace, question = LAUNCH
     report.earlier.append(
         Earlier(
@@ -294,7 +293,7 @@ def _earlier(report: DemoReport, engine: Any) -> None:
     budget_ns, budget = QUESTIONS[0]
     when = report.time_after_ingest
     past = engine.at(time=when)
-    seq = int(past.memory.seq)
+    seq = store.at(time=when).seq
     edit, edit_seq = report.edits[0]
     why = (
         f"the store is read as it was at that moment, before {edit.actor} corrected the note "
@@ -308,26 +307,26 @@ def _clock(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _trail(report: DemoReport, store: Any) -> None:
+def _trail(report: DemoReport, store: LogBackend) -> None:
     edit = report.edits[0][0]
     report.trail_of = (edit.namespace, edit.id)
-    report.trail = list(store.history(edit.id, edit.namespace))
+    report.trail = store.history(edit.id, edit.namespace)
 
 
-def _changes(report: DemoReport, store: Any) -> None:
-    a = int(store.at(time=report.time_after_ingest).seq)
-    b = int(store.head)
+def _changes(report: DemoReport, store: LogBackend) -> None:
+    a = store.at(time=report.time_after_ingest).seq
+    b = store.head
     before, after = store.at(a), store.at(b)
     for namespace in sorted({e.namespace for e, _ in report.edits}):
         result = store.diff(a, b, namespace=namespace)
         for change, ids, view in (("added", result.added, after),
                                   ("removed", result.removed, before),
                                   ("changed", result.changed, after)):
-            for record in view.get(view.get_request(list(ids), namespace)).records:
+            for record in view.get(view.get_request(ids, namespace)).records:
                 report.changes.append((namespace, change, record.id, record.note.text))
 
 
-def _files(report: DemoReport, store: Any, directory: Path) -> None:
+def _files(report: DemoReport, store: LogBackend, directory: Path) -> None:
     report.dump_file = directory / "team-atlas.coniti-memory.jsonl"
     report.dumped = store.dump(report.dump_file, ("team", "atlas"))
     report.export_file = directory / "history.coniti-log.jsonl.gz"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -26,7 +25,14 @@ def verify() -> None:
         report = store.verify()
     problems = list(report.problems)
     if s.json:
-        s.out.json(report.to_dict() if hasattr(report, "to_dict") else vars(report))
+        s.out.json(
+            {
+                "events_checked": report.events_checked,
+                "head_seq": report.head_seq,
+                "head_hash": report.head_hash,
+                "problems": problems,
+            }
+        )
     else:
         s.out.fields(
             [
@@ -48,20 +54,11 @@ def rebuild() -> None:
     """Recompute every projection from the log alone."""
     s = settings()
     with s.open_store("write") as store, s.out.progress("rebuilding projections"):
-        result = store.rebuild()
-        head = store.head
+        folded = store.rebuild()
     if s.json:
-        s.out.json({"head": head, "result": _plain(result)})
+        s.out.json({"events": folded})
     else:
-        s.out.line(f"rebuilt the projections from {head} events")
-
-
-def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, int | float | str | bool):
-        return value
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    return str(value)
+        s.out.line(f"rebuilt the projections from {folded} events")
 
 
 COMMANDS: list[click.Command] = [verify, rebuild]

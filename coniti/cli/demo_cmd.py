@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.rule import Rule
 
+from coniti.actor import Note
 from coniti.cli.app import common_options, settings
 from coniti.cli.log_cmds import event_json, show_events
 from coniti.cli.output import Output
 from coniti.cli.parse import format_namespace, format_time, iso_time
+
+if TYPE_CHECKING:
+    from coniti.demo import Asked, DemoReport
 
 __all__ = ["COMMANDS"]
 
@@ -40,11 +44,11 @@ def demo() -> None:
         _show(s.out, report)
 
 
-def _hit(score: float, note: Any) -> str:
+def _hit(score: float, note: Note) -> str:
     return f"{score:.2f}  {format_time(note.timestamp)[:10]}  {note.text}  ({note.id})"
 
 
-def _hits(out: Output, label: str, asked: Any, style: str) -> None:
+def _hits(out: Output, label: str, asked: Asked, style: str) -> None:
     if not asked.hits:
         out.line(f"    {label}(nothing)", style=style)
     for i, (score, note) in enumerate(asked.hits):
@@ -57,7 +61,7 @@ def _section(out: Output, title: str, *, first: bool = False) -> None:
     out.rich(Rule(title, align="left"))
 
 
-def _show(out: Output, r: Any) -> None:
+def _show(out: Output, r: DemoReport) -> None:
     _section(out, "1. Ingest", first=True)
     out.line(
         f"{r.notes} notes of 7 people and projects, Jan-Jun 2025, ingested through the engine "
@@ -107,6 +111,7 @@ def _show(out: Output, r: Any) -> None:
 
     _section(out, "7. verify")
     v = r.verify
+    assert v is not None, "run() always verifies"
     state = "clean" if not v.problems else f"{len(v.problems)} problem(s)"
     out.line(f"{v.events_checked} events checked: hash chain and projections {state}")
     out.line(f"head seq {v.head_seq}, head hash {v.head_hash}")
@@ -129,7 +134,7 @@ def _show(out: Output, r: Any) -> None:
     out.line(f"Look around: export CONITI_STORE={r.store}; coniti stats; coniti log --limit 5")
 
 
-def _asked_json(asked: Any) -> dict[str, Any]:
+def _asked_json(asked: Asked) -> dict[str, Any]:
     return {
         "question": asked.question,
         "namespace": list(asked.namespace),
@@ -141,8 +146,9 @@ def _asked_json(asked: Any) -> dict[str, Any]:
     }
 
 
-def _report_json(r: Any) -> dict[str, Any]:
+def _report_json(r: DemoReport) -> dict[str, Any]:
     v = r.verify
+    assert v is not None, "run() always verifies"
     return {
         "store": str(r.store),
         "notes": r.notes,

@@ -11,6 +11,7 @@ from coniti.cli.app import CliError, common_options, settings
 from coniti.cli.parse import format_namespace
 from coniti.cli.show import record_json, show_record, show_records
 from coniti.cli.types import NAMESPACE, POINT, TIME
+from coniti.impl.log import LogBackend
 from coniti.memory import MemoryBackend
 
 __all__ = ["COMMANDS"]
@@ -49,13 +50,13 @@ def range_options(func: Any) -> Any:
     )(func)
 
 
-def at_point(store: Any, point: int | float | None) -> MemoryBackend:
+def at_point(store: LogBackend, point: int | float | None) -> MemoryBackend:
     """The store itself, or its read-only view at a sequence number (int) or a recorded time."""
     if point is None:
-        return store  # type: ignore[no-any-return]
+        return store
     if isinstance(point, int):
-        return store.at(point)  # type: ignore[no-any-return]
-    return store.at(time=point)  # type: ignore[no-any-return]
+        return store.at(point)
+    return store.at(time=point)
 
 
 @click.command()
