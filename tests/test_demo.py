@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_support import ROOT, no_traceback, run_script
+from cli_support import ROOT, run_script
 
 from coniti import demo
+from coniti.cli import main
 from coniti.impl.log import LogBackend
 
 
@@ -101,27 +102,29 @@ def test_demo_rerun_replaces_its_directory(tmp_path: Path) -> None:
     assert second.events == first.events and second.notes == first.notes
 
 
-def test_demo_refuses_a_foreign_directory(tmp_path: Path) -> None:
+def test_demo_refuses_a_foreign_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A non-empty directory the demo did not make is refused and left untouched (exit 1)."""
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "precious.txt").write_text("keep me")
-    result = run_script("demo", "--store", str(foreign))
-    assert result.code == 1 and "was not made by the demo" in result.err and no_traceback(result)
-    assert (foreign / "precious.txt").read_text() == "keep me"
+    assert main(["demo", "--store", str(foreign)]) == 1
+    err = capsys.readouterr().err
+    assert "was not made by the demo" in err and "Traceback" not in err
     assert sorted(p.name for p in foreign.iterdir()) == ["precious.txt"]
 
 
-def test_demo_prints_every_section(tmp_path: Path) -> None:
+def test_demo_prints_every_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Without --json the demo prints its nine sections, the head hash and the figures."""
-    result = run_script("demo", "--store", str(tmp_path / "d"))
-    assert result.code == 0, result.err
+    assert main(["demo", "--store", str(tmp_path / "d")]) == 0
+    captured = capsys.readouterr()
     for title in ("1. Ingest", "2. Corrections", "3. Questions", "4. The same question, earlier",
                   "5. Audit trail", "6. What changed", "7. verify", "8. Files written",
                   "9. Figures"):
-        assert title in result.out
-    assert "hash chain and projections clean" in result.out
-    assert result.err == ""
+        assert title in captured.out
+    assert "hash chain and projections clean" in captured.out
+    assert captured.err == ""
 
 
 def test_tools_demo_script(tmp_path: Path) -> None:
