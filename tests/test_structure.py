@@ -465,8 +465,8 @@ def test_bad_segment_tree_options_are_refused(kwargs: dict[str, object], message
         SegmentTreeStructure(**kwargs)  # type: ignore[arg-type]
 
 
-def test_many_rows_are_scored_in_chunks() -> None:
-    """Beyond one scoring chunk (4096 rows), both structures still equal the reference."""
+def test_many_rows_match_the_reference() -> None:
+    """With thousands of rows (several tree levels, sweeps), both structures equal the reference."""
     rng = np.random.default_rng(11)
     n, dim = 9000, 4
     ids = [f"r{i}" for i in range(n)]

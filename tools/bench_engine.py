@@ -8,16 +8,19 @@ Usage (from the repository root)::
     .venv/bin/python tools/bench_engine.py --n 20000 --memory log --queries 100
 
 Workload (deterministic from ``--seed``): N notes of 8 to 30 words drawn from a Zipf-weighted
-vocabulary, timestamps increasing by about five minutes with jitter, random hex ids. Per round and per
-structure (their order alternates between rounds), the benchmark
+vocabulary, timestamps increasing by about five minutes with jitter, random hex ids. Per round, for
+each structure in turn (the order alternates between rounds), the benchmark
 
 * ingests every note through ``Container(memory=..., structure=...).engine.ingest_many`` in batches of
   500 (embedding, admission, structures and the memory write included): **ingest** in notes/s;
 * opens a second engine on the same memory (structures rebuilt by scan): **open** in s;
-* asks ``--queries`` text queries (k=10) with no time range, a random 10% window and a random 1%
-  window: **ask** latency per call in ms (embedding the question, the search and resolving the hits
-  with one memory get);
-* times the structure search alone for the same queries: **search** in ms.
+
+then, with both engines open, asks ``--queries`` text queries (k=10) with no time range, a random 10%
+window and a random 1% window, each query of both structures back to back:
+
+* **ask**: latency per call in ms (embedding the question, the search, resolving the hits with one
+  memory get);
+* **search**: the structure's search alone for the same query, in ms.
 
 Figures are medians over the queries of a round; the table shows the median over rounds and
 [min..max]. Both structures must return the same hits for every query; the run stops if they do not.
@@ -100,49 +103,67 @@ def questions(notes: Sequence[Note], count: int, seed: int) -> list[str]:
     return [" ".join(rng.choice(notes).text.split()[:4]) for _ in range(count)]
 
 
+def build(
+    notes: list[Note], structure: str, memory: str, workdir: Path
+) -> tuple[Container, ContinuityEngine, dict[str, float]]:
+    """Ingest every note into a new container, then open a second engine on its memory."""
+    options: dict[str, Any] = {}
+    if memory == "log":
+        options["path"] = Path(tempfile.mkdtemp(dir=workdir)) / "store"
+    container = Container(memory=memory, structure=structure, **options)
+    figures: dict[str, float] = {}
+    start = time.perf_counter()
+    for i in range(0, len(notes), BATCH):
+        container.engine.ingest_many(notes[i : i + BATCH])
+    figures["ingest"] = len(notes) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    engine = ContinuityEngine(
+        container.memory, container.embedder, container.structure.spawn(), container.strategy
+    )
+    engine.structures()
+    figures["open"] = time.perf_counter() - start
+    return container, engine, figures
+
+
 def one_round(
     notes: list[Note],
-    structure: str,
+    order: Sequence[str],
     memory: str,
     texts: list[str],
     ranges: dict[str, list[TimeRange | None]],
     workdir: Path,
-) -> tuple[dict[str, float], dict[str, list[list[str]]]]:
-    """Ingest, reopen and ask with one structure; returns figures and the hit ids per query."""
-    options: dict[str, Any] = {}
-    if memory == "log":
-        options["path"] = Path(tempfile.mkdtemp(dir=workdir)) / "store"
-    figures: dict[str, float] = {}
-    answers: dict[str, list[list[str]]] = {}
-    with Container(memory=memory, structure=structure, **options) as container:
-        start = time.perf_counter()
-        for i in range(0, len(notes), BATCH):
-            container.engine.ingest_many(notes[i : i + BATCH])
-        figures["ingest"] = len(notes) / (time.perf_counter() - start)
-
-        start = time.perf_counter()
-        engine = ContinuityEngine(
-            container.memory, container.embedder, container.structure.spawn(), container.strategy
-        )
-        engine.structures()
-        figures["open"] = time.perf_counter() - start
-        searcher = engine.structures()[0]
+) -> dict[str, dict[str, float]]:
+    """Build one engine per structure, then ask the same queries of each, interleaved query by
+    query (so load drift falls on both alike). Stops if their hits differ."""
+    built = {s: build(notes, s, memory, workdir) for s in order}
+    figures = {s: dict(built[s][2]) for s in order}
+    try:
         for name, _ in WINDOWS:
-            asks, searches, hits = [], [], []
-            for text, window in zip(texts, ranges[name], strict=True):
+            asks: dict[str, list[float]] = {s: [] for s in order}
+            searches: dict[str, list[float]] = {s: [] for s in order}
+            for i, (text, window) in enumerate(zip(texts, ranges[name], strict=True)):
                 query = Query(text=text, time_range=window, k=10)
-                t = time.perf_counter()
-                answer = engine.ask(query)
-                asks.append(time.perf_counter() - t)
-                vector = container.embedder.embed([text])[0]
-                t = time.perf_counter()
-                searcher.search(vector, k=10, time_range=window)
-                searches.append(time.perf_counter() - t)
-                hits.append([h.note.id for h in answer.hits])
-            figures[f"ask_{name}"] = statistics.median(asks) * 1000.0
-            figures[f"search_{name}"] = statistics.median(searches) * 1000.0
-            answers[name] = hits
-    return figures, answers
+                hits = {}
+                for s in order if i % 2 == 0 else order[::-1]:
+                    container, engine, _ = built[s]
+                    t = time.perf_counter()
+                    answer = engine.ask(query)
+                    asks[s].append(time.perf_counter() - t)
+                    vector = container.embedder.embed([text])[0]
+                    searcher = engine.structures()[0]
+                    t = time.perf_counter()
+                    searcher.search(vector, k=10, time_range=window)
+                    searches[s].append(time.perf_counter() - t)
+                    hits[s] = [h.note.id for h in answer.hits]
+                if len({tuple(h) for h in hits.values()}) != 1:
+                    raise SystemExit(f"structures returned different hits for {query!r}: stopping")
+            for s in order:
+                figures[s][f"ask_{name}"] = statistics.median(asks[s]) * 1000.0
+                figures[s][f"search_{name}"] = statistics.median(searches[s]) * 1000.0
+    finally:
+        for container, _, _ in built.values():
+            container.close()
+    return figures
 
 
 METRICS = {
@@ -170,14 +191,10 @@ def run(
     with tempfile.TemporaryDirectory(prefix="coniti-bench-engine-") as tmp:
         for r in range(rounds):
             order = STRUCTURES if r % 2 == 0 else STRUCTURES[::-1]
-            seen: dict[str, dict[str, list[list[str]]]] = {}
-            for structure in order:
-                figures, answers = one_round(notes, structure, memory, texts, ranges, Path(tmp))
-                seen[structure] = answers
-                for metric, value in figures.items():
+            figures = one_round(notes, order, memory, texts, ranges, Path(tmp))
+            for structure, values in figures.items():
+                for metric, value in values.items():
                     results.setdefault((metric, structure), []).append(value)
-            if seen["flat"] != seen["segment_tree"]:
-                raise SystemExit("flat and segment_tree returned different hits: stopping")
     return results
 
 
