@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 
@@ -69,7 +69,7 @@ class Settings:
             self._output = Output(json_mode=self.json)
         return self._output
 
-    def open_store(self, mode: str = "read") -> LogBackend:
+    def open_store(self, mode: Literal["read", "write", "create"] = "read") -> LogBackend:
         """Open the selected store: ``"read"`` (read-only) and ``"write"`` need an existing, non-empty
         store directory; ``"create"`` makes one if missing. Only ``"create"`` makes a store."""
         from coniti.impl.log import LogBackend
