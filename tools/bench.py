@@ -33,7 +33,9 @@ get         5,000 random ids, one id per call, full records back (us/call)
 scan        every record in (timestamp, write order), pages of 500 (rec/s)
 count       count over the middle half of the time range (us/call)
 asof        LogBackend.at(seq): view open, get and a scan page at the start (5%), middle and head of
-            history, with the current store's get and page from the same start points (us/call, ms/page)
+            history, with the current store's get and page from the same start points (us/call,
+            ms/page); and, at the start and middle, the page that ends the view's visible records
+            (it must find that nothing later is visible)
 reopen      close, open, first get (ms)
 size        bytes on disk per record (files of the store, lock files excluded)
 dump        dump and load of the memory file (rec/s)
@@ -209,6 +211,22 @@ METRICS: dict[str, Metric] = {
         _m(
             "asof_page_head",
             "as-of page @ head",
+            "ms/page",
+            False,
+            Term("<=", 3.0, "log", "asof_page_cur"),
+            digits=2,
+        ),
+        _m(
+            "asof_last_start",
+            "as-of last page @ start (5%)",
+            "ms/page",
+            False,
+            Term("<=", 3.0, "log", "asof_page_cur"),
+            digits=2,
+        ),
+        _m(
+            "asof_last_middle",
+            "as-of last page @ middle",
             "ms/page",
             False,
             Term("<=", 3.0, "log", "asof_page_cur"),
@@ -575,6 +593,21 @@ class Bench:
             )
             self.results.add(f"asof_page_{name}", s.key, t_vp / cfg.asof_pages * 1e3)
             cur_page += t_cp / cfg.asof_pages * 1e3 / len(points)
+            if name != "head":
+                # The page holding the last 100 visible records: it must also establish that no
+                # later version of the range is visible at this point (next_cursor None).
+                ts_visible = sorted(self.work.timestamps[i] for i in visible)
+                t_last = ts_visible[max(0, len(ts_visible) - 100)]
+                expect_last = sum(1 for t in ts_visible if t >= t_last)
+                records, more = scan_page_of(view, ns0, None, 500, t_last)
+                if len(records) != expect_last or more is not None:
+                    self.fail(
+                        f"at({seq}): last page holds {len(records)} records, expected {expect_last}"
+                    )
+                t_lp = self.timed_loop(
+                    "asof", s, lambda _, v=view, t=t_last: scan_page_of(v, ns0, None, 500, t), reps
+                )
+                self.results.add(f"asof_last_{name}", s.key, t_lp / cfg.asof_pages * 1e3)
             if hasattr(view, "close"):
                 view.close()
         self.results.add("asof_open", s.key, opened / len(points) * 1e6)
