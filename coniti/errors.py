@@ -14,7 +14,8 @@
     │       ├── StoreVersionError          written by a newer format version
     │       ├── StoreFull                  could not grow (map limit, disk full, file-size limit)
     │       ├── StoreClosed                the store or view was closed
-    │       └── StoreForked                a handle opened before fork() used in the child
+    │       ├── StoreForked                a handle opened before fork() used in the child
+    │       └── StoreBusy                  the store is open elsewhere and the call needs it alone
     └── EngineError (RuntimeError)         the engine or one of its pieces refused or failed
         ├── EmbeddingMismatch              memory holds another embedding spec's vectors
         ├── UnknownPiece (LookupError)     no piece registered under that name
@@ -109,3 +110,7 @@ class StoreClosed(StoreError):
 
 class StoreForked(StoreError):
     """A LogBackend opened before ``fork()`` was used in the child; open a new one in the child."""
+
+
+class StoreBusy(StoreError):
+    """The call needs the store alone (``compact``) but another process or handle has it open."""

@@ -32,7 +32,7 @@ from typing import IO, Any, ClassVar, NoReturn
 from coniti.actor import Note, to_timestamp
 from coniti.cursor import CursorCodec
 from coniti.errors import ContractError, ReadOnlyError
-from coniti.events import Diff, Event
+from coniti.events import Diff, EraseResult, Event
 from coniti.impl import log_audit as _audit
 from coniti.impl.log_audit import Subscription
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport
@@ -351,6 +351,43 @@ class LogBackend(_Reads, MemoryBackend):
     def subscriptions(self) -> dict[str, int]:
         """Every subscription of the store and its position."""
         return _audit.subscriptions(self)
+
+    # -- erasure and compaction ------------------------------------------------------------------
+
+    def erase(
+        self, ids: Sequence[str], *, namespace: Sequence[str] = (), reason: str
+    ) -> EraseResult:
+        """Erase the text, vector and metadata of every version of records ``ids`` of ``namespace``
+        from the log and from every read: current reads, views of any point, ``history``,
+        ``events``, ``dump`` and ``export_log``. Each put event keeps its envelope (id, timestamp,
+        who, when) and its payload digest, so the hash chain and ``verify()`` stay clean; one
+        ``erase`` event per id, stamped with ``reason`` (required) and the current actor, is the
+        receipt and removes the record if it is live. All ids in one transaction. Ids the namespace
+        never held are reported ``missing`` and get no event.
+
+        The freed bytes can stay in the data file until :meth:`compact`.
+        """
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise ContractError(f"ids must be a list of record ids, got {type(ids).__name__}")
+        for i, rid in enumerate(ids):
+            if not isinstance(rid, str) or not rid:
+                raise ContractError(f"ids[{i}] must be a non-empty string, got {rid!r}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ContractError("reason must be a non-empty string: an erasure is always explained")
+        ns = _audit.check_namespace(namespace)
+        actor, _ = self._stamp()
+        erased, missing, receipts = self._log.erase(ns, unique_ids(ids), actor=actor, reason=reason)
+        return EraseResult._construct({"erased": erased, "missing": missing, "receipts": receipts})
+
+    def compact(self) -> tuple[int, int]:
+        """Rewrite the store's data file without free pages, so that no byte of erased content
+        remains in the store's files; returns the file's size ``(before, after)`` in bytes.
+
+        Needs the store alone: raises :class:`StoreBusy` if another process has it open or another
+        handle of this process does (views of this handle are fine). Other processes that open the
+        store meanwhile wait. Crash-safe: the compacted copy is flushed, then renamed over the file.
+        """
+        return self._log.compact()
 
     # -- the log export (coniti/logfile.py) ----------------------------------------------------
 

@@ -54,7 +54,9 @@ __all__ = [
     "encode_event",
     "encode_meta_payload",
     "encode_put_payload",
+    "erase_payload",
     "event_hash",
+    "is_erased",
     "payload_digest",
     "split_frame",
 ]
@@ -407,9 +409,9 @@ def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: b
 
 
 def decode_envelope(frame: bytes, seq: int | None = None) -> Event:
-    """Decode and check a frame's envelope only (no payload: ``record``/``value`` are None and
-    ``erased`` is not set). Enough to fold and to follow the hash chain; raises like
-    :func:`decode_event`."""
+    """Decode and check a frame's envelope only (no payload: ``record``/``value`` are None;
+    ``erased`` is set for a put or meta frame without a payload). Enough to fold and to follow the
+    hash chain; raises like :func:`decode_event`."""
     try:
         (elen,) = _U32.unpack_from(frame)
         end = _HEAD + elen
@@ -419,10 +421,11 @@ def decode_envelope(frame: bytes, seq: int | None = None) -> Event:
         digest = frame[end : end + _DIGEST]
         env = _envelope(_unpack(env_bytes), seq)
         prev = env["p"]
+        kind = env["k"]
         return Event(
             seq=env["s"],
             at=env["t"],
-            kind=env["k"],
+            kind=kind,
             namespace=tuple(env["n"]),
             prev=prev,
             digest=digest,
@@ -432,12 +435,25 @@ def decode_envelope(frame: bytes, seq: int | None = None) -> Event:
             key=env.get("mk"),
             actor=env.get("a"),
             reason=env.get("r"),
+            erased=end + _DIGEST == len(frame) and kind in (PUT, META),
         )
     except StoreVersionError:
         raise
     except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
         where = f"event {seq}" if seq is not None else "event"
         raise StoreCorrupted(f"{where} does not decode: {exc}") from exc
+
+
+def erase_payload(frame: bytes) -> bytes:
+    """``frame`` without its payload: envelope and digest kept, so its hash is unchanged."""
+    env, _, _ = split_frame(frame)
+    return bytes(frame[: _HEAD + len(env) + _DIGEST])
+
+
+def is_erased(frame: bytes) -> bool:
+    """True when a put or meta ``frame`` has no payload (its content was erased)."""
+    (elen,) = _U32.unpack_from(frame)
+    return bool(len(frame) == _HEAD + elen + _DIGEST)
 
 
 def decode_record(frame: bytes) -> tuple[str, float, RecordData | None]:

@@ -19,17 +19,21 @@ from coniti.errors import DuplicateRecord, StoreCorrupted, StoreError
 from coniti.log.codec import (
     CLEAR,
     DELETE,
+    ERASE,
     META,
     PUT,
     Event,
     RecordData,
     decode_content,
+    decode_envelope,
     decode_event,
     decode_record,
     decode_value,
     encode_event,
     encode_meta_payload,
     encode_put_payload,
+    erase_payload,
+    is_erased,
     payload_digest,
 )
 from coniti.log.keys import (
@@ -275,6 +279,77 @@ class EventLog:
             return removed
 
         return self.store.write(write)
+
+    def erase(
+        self,
+        namespace: Namespace,
+        ids: Sequence[str],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> tuple[list[str], list[str], list[int]]:
+        """Erase the content of every version of each record in ``ids`` (no repeats): each of its put
+        frames loses its payload (envelope and digest stay, so the chain holds), the projections
+        drop the versions from every read, and one ``erase`` event per id is appended as the
+        receipt (ending the record if it is live). One transaction. Returns ``(erased, missing,
+        receipt sequence numbers)``; ids the namespace never held are missing and get no event."""
+        canonical = ns_bytes(namespace)
+        log_db = self._log_db
+
+        def write(txn: Any) -> tuple[list[str], list[str], list[int]]:
+            p = Projections(txn, self._dbs)
+            nsid = p.nsid(canonical)
+            if nsid is None:
+                return [], list(ids), []
+            found: list[tuple[str, bytes, list[tuple[int, int, bytes]]]] = []
+            missing: list[str] = []
+            for record_id in ids:
+                idk = name_key(record_id)
+                versions = []
+                for put_seq, end_seq in p.versions(nsid, idk):
+                    env = decode_envelope(p.frame(put_seq), put_seq)
+                    if env.id == record_id:
+                        assert env.timestamp is not None
+                        versions.append((put_seq, end_seq, ts_key(env.timestamp)))
+                if versions:
+                    found.append((record_id, idk, versions))
+                else:
+                    missing.append(record_id)
+            if not found:
+                return [], missing, []
+            head = p.head()
+            at = max(time.time(), head.at)
+            seq, h = head.seq, head.hash
+            receipts: list[int] = []
+            for record_id, idk, versions in found:
+                for put_seq, end_seq, tsk in versions:
+                    frame = p.frame(put_seq)
+                    if not is_erased(frame):
+                        txn.put(seq_key(put_seq), erase_payload(frame), db=log_db)
+                    p.unindex_version(nsid, put_seq, end_seq, tsk)
+                seq += 1
+                frame, h = encode_event(
+                    seq, at, ERASE, namespace, h, id=record_id, actor=actor, reason=reason
+                )
+                p.append(seq, frame)
+                p.delete(seq, nsid, idk)
+                p.erasure(seq, nsid, idk)
+                receipts.append(seq)
+            p.mark_time(head.seq + 1, at, head.at if head.seq else None)
+            p.set_head(Head(seq, at, h))
+            return [record_id for record_id, _, _ in found], missing, receipts
+
+        return self.store.write(write)
+
+    def compact(self) -> tuple[int, int]:
+        """Rewrite the store without free pages (see :meth:`Store.compact`); returns the data file's
+        size before and after."""
+        try:
+            return self.store.compact()
+        finally:
+            if not self.store.closed:
+                self._dbs = Dbs(self.store.dbs)
+                self._log_db = self._dbs.log
 
     def import_frames(self, frames: Iterable[bytes]) -> int:
         """Append stored frames verbatim (from another store, a golden set or an export) after the

@@ -150,7 +150,8 @@ def read_events(
 
 def history(store: Store, namespace: Namespace, record_id: str) -> list[Event]:
     """Every event that touched record ``record_id`` of ``namespace``, oldest first: each put of it,
-    and the delete, clear or erase that ended each version. Empty if the record never existed."""
+    the delete, clear or erase that ended each version, and every erase of it (its receipts).
+    Empty if the record never existed."""
     idk = name_key(record_id)
     with store.read() as txn:
         p = Projections(txn, Dbs(store.dbs))
@@ -164,15 +165,22 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[Event]:
             seqs.add(put_seq)
             if end_seq:
                 seqs.add(end_seq)
-        return [decode_event(p.frame(seq), seq, strict=False) for seq in sorted(seqs)]
+        events = []
+        for seq in sorted(seqs.union(p.erasures(nsid, idk))):
+            event = decode_event(p.frame(seq), seq, strict=False)
+            if event.kind != ERASE or event.id == record_id:
+                events.append(event)
+        return events
 
 
 def _visible(p: Projections, nsid: bytes, record_id: str, as_of: int) -> tuple[int, bytes] | None:
+    """The version of ``record_id`` a read right after ``as_of`` sees (erased ones are not seen)."""
     found = p.visible(nsid, name_key(record_id), as_of)
     if found is None:
         return None
     frame = p.frame(found[0])
-    return (found[0], frame) if decode_envelope(frame, found[0]).id == record_id else None
+    env = decode_envelope(frame, found[0])
+    return (found[0], frame) if env.id == record_id and not env.erased else None
 
 
 def _strict_equal(x: Any, y: Any) -> bool:

@@ -11,10 +11,15 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
     meta  N K ~S -> b""                      every metadata write (value in the event at S)
     cnt   N S -> u64                         live record count of N after event S
     atix  A S -> b""                         first event of each distinct recorded time A
+    erx   N I S -> b""                       every erase event of a record
 
 The fold is a pure function of the events in order: :meth:`Projections.fold` (used by ``rebuild`` and
 ``verify``) and the write path call the same primitives. As-of reads (``as_of=S``) are index walks:
 a version is visible at S when its put is at or before S and its end is 0 or after S.
+
+An *erased* version (its put frame has no payload) has a ``ver`` entry (so history and the fold of
+its end still find it) but no ``tver`` entry and no share in ``cnt``: no read, now or as of any
+point, returns or counts it.
 """
 
 from __future__ import annotations
@@ -83,7 +88,7 @@ class Dbs:
     """The sub-database handles of one environment by name (built once, shared by transactions).
     ``log`` and ``sys`` are None for a scratch environment holding projections only."""
 
-    __slots__ = ("atix", "cnt", "log", "meta", "ns", "nsn", "sys", "time", "tver", "ver")
+    __slots__ = ("atix", "cnt", "erx", "log", "meta", "ns", "nsn", "sys", "time", "tver", "ver")
 
     def __init__(self, dbs: dict[bytes, Any]) -> None:
         self.log = dbs.get(LOG_DB)
@@ -96,6 +101,7 @@ class Dbs:
         self.meta = dbs[b"meta"]
         self.cnt = dbs[b"cnt"]
         self.atix = dbs[b"atix"]
+        self.erx = dbs.get(b"erx")
 
 
 class Projections:
@@ -258,21 +264,33 @@ class Projections:
         txn.put(tk, idk, db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid) + 1)
 
-    def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> None:
+    def put_erased(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
+        """Fold a put whose content was erased: a version that history and the fold of its end find
+        (``ver``, ``time``), but no read sees (no ``tver`` entry, not counted)."""
+        txn = self.txn
+        txn.put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk, db=self.d.ver)
+        txn.put(nsid + tsk + seq_key(seq), idk, db=self.d.time)
+        self._set_count(nsid, seq, self.count(nsid))
+
+    def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> bool:
+        """End a version at ``seq``; returns whether it was counted (False: erased)."""
         txn = self.txn
         end = seq_key(seq)
         txn.put(nsid + idk + inv_seq_key(put_seq), end + tsk, db=self.d.ver)
         tk = nsid + tsk + seq_key(put_seq)
-        txn.put(tk, end, db=self.d.tver)
+        counted = txn.get(tk, db=self.d.tver) is not None
+        if counted:
+            txn.put(tk, end, db=self.d.tver)
         txn.delete(tk, db=self.d.time)
+        return counted
 
     def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
         """Fold a delete (or erase): end the live version. False if the record is not live."""
         latest = self.latest(nsid, idk)
         if latest is None or latest[1][:SEQ_LEN] != ZERO8:
             return False
-        self._end(seq, nsid, idk, latest[0], bytes(latest[1][SEQ_LEN:]))
-        self._set_count(nsid, seq, self.count(nsid) - 1)
+        counted = self._end(seq, nsid, idk, latest[0], bytes(latest[1][SEQ_LEN:]))
+        self._set_count(nsid, seq, self.count(nsid) - counted)
         return True
 
     def clear(self, seq: int, nsid: bytes) -> int:
@@ -290,12 +308,51 @@ class Projections:
                 put_seq = key[_TS_END:]
                 idk = cur.value()
                 txn.put(nsid + idk + inv_seq_key(seq_from_key(put_seq)), end + tsk, db=self.d.ver)
-                txn.put(key, end, db=self.d.tver)
-                removed += 1
+                if txn.get(key, db=self.d.tver) is not None:
+                    txn.put(key, end, db=self.d.tver)
+                    removed += 1
                 if not cur.delete() or not cur.key():
                     break
         self._set_count(nsid, seq, 0)
         return removed
+
+    def erasure(self, seq: int, nsid: bytes, idk: bytes) -> None:
+        """Fold the receipt of an erase event (``erx``)."""
+        self.txn.put(nsid + idk + seq_key(seq), b"", db=self.d.erx)
+
+    def erasures(self, nsid: bytes, idk: bytes) -> list[int]:
+        """The sequence numbers of the erase events of a record, oldest first."""
+        if self.d.erx is None:
+            return []
+        prefix = nsid + idk
+        out: list[int] = []
+        cur = self.txn.cursor(db=self.d.erx)
+        if cur.set_range(prefix):
+            for key in cur.iternext(keys=True, values=False):
+                if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
+                    break
+                out.append(seq_from_key(key[-SEQ_LEN:]))
+        return out
+
+    def unindex_version(self, nsid: bytes, put_seq: int, end_seq: int, tsk: bytes) -> None:
+        """Make the version put at ``put_seq`` (ended at ``end_seq``, 0 if live) what the fold of an
+        erased put gives: drop its ``tver`` entry and its share of every ``cnt`` entry from
+        ``put_seq`` up to (not including) its end. Its ``ver`` and ``time`` entries stay."""
+        txn = self.txn
+        if not txn.delete(nsid + tsk + seq_key(put_seq), db=self.d.tver):
+            return  # already unindexed
+        lo = nsid + seq_key(put_seq)
+        hi = nsid + (seq_key(end_seq) if end_seq else MAX8)
+        cur = txn.cursor(db=self.d.cnt)
+        changed: list[tuple[bytes, int]] = []
+        if cur.set_range(lo):
+            for key, value in cur.iternext(keys=True, values=True):
+                if key >= hi or key[:NSID_LEN] != nsid:
+                    break
+                changed.append((bytes(key), _U64.unpack(value)[0] - 1))
+        for key, value in changed:
+            txn.put(key, _U64.pack(value), db=self.d.cnt)
+        self._counts.pop(nsid, None)
 
     def meta(self, seq: int, nsid: bytes, mk: bytes) -> None:
         """Fold a metadata write (the value stays in the event)."""
@@ -321,13 +378,19 @@ class Projections:
             latest = self.latest(nsid, idk)
             if latest is not None and latest[1][:SEQ_LEN] == ZERO8:
                 raise FoldError(f"event {seq}: put of record {event.id!r}, which is already live")
-            self.put(seq, nsid, idk, ts_key(event.timestamp))
+            if event.erased:
+                self.put_erased(seq, nsid, idk, ts_key(event.timestamp))
+            else:
+                self.put(seq, nsid, idk, ts_key(event.timestamp))
         elif kind in (DELETE, ERASE):
             assert event.id is not None
             found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
-            deleted = found is not None and self.delete(seq, found, name_key(event.id))
+            idk = name_key(event.id)
+            deleted = found is not None and self.delete(seq, found, idk)
             if kind == DELETE and not deleted:
                 raise FoldError(f"event {seq}: delete of record {event.id!r}, which is not live")
+            if kind == ERASE and found is not None:
+                self.erasure(seq, found, idk)
         elif kind == CLEAR:
             found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
             if found is not None:

@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import resource
 import secrets
+import shutil
 import struct
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -41,6 +44,7 @@ import lmdb
 from coniti.errors import (
     ContractError,
     ReadOnlyError,
+    StoreBusy,
     StoreClosed,
     StoreCorrupted,
     StoreError,
@@ -70,9 +74,12 @@ DURABILITIES = ("sync", "nosync")
 
 LOG_DB = b"log"
 SYS_DB = b"sys"
-PROJECTION_DBS = (b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"atix")
+PROJECTION_DBS = (b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"atix", b"erx")
 """Sub-databases derived from the log (see ``log/FORMAT.md``); ``rebuild`` recomputes all of them."""
 ALL_DBS = (LOG_DB, SYS_DB, *PROJECTION_DBS)
+LATER_DBS = frozenset({b"erx"})
+"""Sub-databases added after the first stores were written: a read-only open of a store that lacks
+one reads it as empty (a writable open creates it)."""
 
 SYS_ID = b"id"
 SYS_SECRET = b"secret"
@@ -190,10 +197,11 @@ class _Shared:
     """One open LMDB environment and what every handle on it shares."""
 
     def __init__(
-        self, path: str, env: lmdb.Environment, readonly: bool, durability: str
+        self, path: str, env: lmdb.Environment, readonly: bool, durability: str, lock_fd: int
     ) -> None:
         self.path = path
         self.env = env
+        self.lock_fd = lock_fd
         self.readonly = readonly
         self.durability = durability
         self.pid = os.getpid()
@@ -251,6 +259,8 @@ def _init_tables(shared: _Shared) -> None:
             try:
                 shared.dbs[name] = env.open_db(name, create=False)
             except lmdb.NotFoundError:
+                if name in LATER_DBS:
+                    continue
                 raise StoreError(f"{shared.path} is not a coniti store (no {name.decode()} table)") from None
         sys_db = shared.dbs[SYS_DB]
         with env.begin() as txn:
@@ -288,6 +298,8 @@ def _acquire(path: str, durability: str, map_size: int, readonly: bool) -> _Shar
             del _REGISTRY[real]
             with contextlib.suppress(Exception):
                 shared.env.close()
+            with contextlib.suppress(OSError):
+                os.close(shared.lock_fd)
             shared = None
         if shared is not None:
             if shared.durability != durability:
@@ -300,29 +312,22 @@ def _acquire(path: str, durability: str, map_size: int, readonly: bool) -> _Shar
             shared.refs += 1
             return shared
         _prepare_dir(real, readonly)
-        sync = durability == "sync"
-        with lmdb_errors(real):
-            env = lmdb.open(
-                real,
-                map_size=map_size,
-                subdir=True,
-                readonly=readonly,
-                sync=sync,
-                metasync=sync,
-                mode=0o700,
-                create=not readonly,
-                max_dbs=len(ALL_DBS) + 4,
-                max_readers=1024,
-                max_spare_txns=0,
-            )
-            try:
-                shared = _Shared(real, env, readonly, durability)
-                if not readonly:
-                    env.reader_check()
-                _init_env(shared)
-            except BaseException:
-                env.close()
-                raise
+        lock_fd = _lock_dir(real)
+        try:
+            with lmdb_errors(real):
+                env = _open_env(real, map_size, readonly, durability)
+                try:
+                    shared = _Shared(real, env, readonly, durability, lock_fd)
+                    if not readonly:
+                        env.reader_check()
+                        _remove_leftovers(real)
+                    _init_env(shared)
+                except BaseException:
+                    env.close()
+                    raise
+        except BaseException:
+            os.close(lock_fd)
+            raise
         shared.refs = 1
         _REGISTRY[real] = shared
         return shared
@@ -336,7 +341,62 @@ def _release(shared: _Shared) -> None:
         if _REGISTRY.get(shared.path) is shared:
             del _REGISTRY[shared.path]
     with shared.write_lock, shared.gate.exclusive():
-        shared.env.close()
+        try:
+            shared.env.close()
+        finally:
+            os.close(shared.lock_fd)
+
+
+def _open_env(real: str, map_size: int, readonly: bool, durability: str) -> lmdb.Environment:
+    sync = durability == "sync"
+    return lmdb.open(
+        real,
+        map_size=map_size,
+        subdir=True,
+        readonly=readonly,
+        sync=sync,
+        metasync=sync,
+        mode=0o700,
+        create=not readonly,
+        max_dbs=len(ALL_DBS) + 4,
+        max_readers=1024,
+        max_spare_txns=0,
+    )
+
+
+def _lock_dir(real: str) -> int:
+    """Open the store directory and take a shared ``flock`` on it: every process holding the store
+    open holds one, so :meth:`Store.compact` can tell whether it is alone. Waits while a compaction
+    holds it exclusively."""
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise StoreError(f"store {real}: cannot open the directory: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError as exc:
+        os.close(fd)
+        raise StoreError(f"store {real}: cannot lock the directory: {exc.strerror or exc}") from exc
+    return fd
+
+
+_COMPACT_PREFIX = ".compact-"
+
+
+def _remove_leftovers(real: str) -> None:
+    """Remove what a compaction killed midway left behind (its copy is never the live file)."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(real):
+            if name.startswith(_COMPACT_PREFIX):
+                shutil.rmtree(os.path.join(real, name), ignore_errors=True)
+
+
+def _fsync_path(path: str, flags: int = os.O_RDONLY) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class _Read:
@@ -532,6 +592,62 @@ class Store:
         shared = self._live()
         with lmdb_errors(self.path):
             shared.env.sync(True)
+
+    def compact(self) -> tuple[int, int]:
+        """Rewrite the data file without free pages; returns its size ``(before, after)`` in bytes.
+
+        LMDB never shrinks its file and leaves the bytes of freed pages in it (an erased payload, for
+        one); the compacted copy holds only live pages. The store must be open nowhere else: not in
+        another process (:class:`StoreBusy`; detected with the directory lock every process holds
+        while it has the store open) and through no other handle of this process (:class:`StoreBusy`).
+        Transactions of this process are held off meanwhile, and other processes that open the store
+        wait. The copy is written beside the data file, flushed, and renamed over it, so a crash at
+        any point leaves either the old file or the new one. This handle's sub-database handles are
+        replaced: callers holding :attr:`dbs` values must fetch them again.
+        """
+        shared = self._live()
+        if self.readonly:
+            raise ReadOnlyError(f"store {self.path} was opened read-only")
+        with _REGISTRY_LOCK:
+            others = shared.refs - 1
+        if others:
+            raise StoreBusy(
+                f"store {self.path} has {others} other open handle(s) in this process; compact() "
+                "needs the store alone: close them first"
+            )
+        data_file = os.path.join(self.path, "data.mdb")
+        with shared.write_lock, shared.gate.exclusive():
+            try:
+                fcntl.flock(shared.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fcntl.flock(shared.lock_fd, fcntl.LOCK_SH)  # the conversion may have dropped it
+                raise StoreBusy(
+                    f"store {self.path} is open in another process; compact() needs it alone: "
+                    "close it there first"
+                ) from None
+            try:
+                before = os.path.getsize(data_file)
+                map_size = int(shared.env.info()["map_size"])
+                scratch = tempfile.mkdtemp(prefix=_COMPACT_PREFIX, dir=self.path)
+                try:
+                    copy = os.path.join(scratch, "data.mdb")
+                    with lmdb_errors(self.path):
+                        shared.env.copy(scratch, compact=True)
+                    os.chmod(copy, 0o600)
+                    _fsync_path(copy)
+                    shared.env.close()
+                    try:
+                        os.replace(copy, data_file)
+                        _fsync_path(self.path)
+                    finally:
+                        with lmdb_errors(self.path):
+                            shared.env = _open_env(self.path, map_size, False, shared.durability)
+                            _init_env(shared)
+                finally:
+                    shutil.rmtree(scratch, ignore_errors=True)
+                return before, os.path.getsize(data_file)
+            finally:
+                fcntl.flock(shared.lock_fd, fcntl.LOCK_SH)
 
     @contextlib.contextmanager
     def read_at_rest(self, check: Callable[[str], T]) -> Iterator[tuple[T, Any]]:
