@@ -19,6 +19,7 @@ from coniti.errors import (
     MemoryFileError,
     NotSupported,
     ReadOnlyError,
+    StoreBusy,
     StoreClosed,
     StoreCorrupted,
     StoreError,
@@ -28,6 +29,7 @@ from coniti.errors import (
     StructureError,
     UnknownPiece,
 )
+from coniti.events import Diff, EraseResult, Event
 from coniti.memory import (
     ClearRequest,
     ClearResult,
@@ -62,9 +64,12 @@ __all__ = [
     "CountResult",
     "DeleteRequest",
     "DeleteResult",
+    "Diff",
     "DuplicateRecord",
     "EmbeddingMismatch",
     "EngineError",
+    "EraseResult",
+    "Event",
     "GetRequest",
     "GetResult",
     "Hit",
@@ -86,6 +91,7 @@ __all__ = [
     "ScanRequest",
     "ScanResult",
     "Snapshot",
+    "StoreBusy",
     "StoreClosed",
     "StoreCorrupted",
     "StoreError",
