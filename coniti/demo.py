@@ -2,9 +2,9 @@
 
 :func:`run` builds a fresh LogBackend store, ingests the bundled corpus (``coniti/data/demo-notes.jsonl``:
 an assistant's memory of several people over six months, in several namespaces) through the engine,
-applies a few corrections and deletions under different actors with reasons, and collects what the
-command line then shows: answers, answers as of earlier points, one record's audit trail, the change
-between two points, ``verify``, the files written and the figures. It prints nothing itself.
+applies corrections, deletions and one erasure under different actors with reasons, and collects what
+the command line then shows: answers, answers as of earlier points, audit trails, the change between
+two points, ``verify``, the files written, the store compacted, and the figures. It prints nothing.
 
 A directory is reused only if the demo made it (it holds the marker file ``.coniti-demo``); any other
 non-empty directory is refused with :class:`DemoError`, so the demo never deletes data it did not write.
@@ -91,13 +91,20 @@ def load_corpus() -> list[CorpusNote]:
 
 @dataclass(frozen=True)
 class Edit:
-    """A change made after the ingest: ``new_text`` replaces the note's text, ``None`` deletes it."""
+    """A change made after the ingest: ``new_text`` replaces the note's text, ``None`` deletes it;
+    ``erase`` erases its content from the whole history instead (:meth:`LogBackend.erase`)."""
 
     actor: str
     reason: str
     namespace: tuple[str, ...]
     id: str
     new_text: str | None = None
+    erase: bool = False
+
+    @property
+    def what(self) -> str:
+        """``corrected``, ``deleted`` or ``erased``."""
+        return "erased" if self.erase else "corrected" if self.new_text else "deleted"
 
 
 EDITS = (
@@ -111,6 +118,8 @@ EDITS = (
          "alice-address"),
     Edit("bob", "passwords do not belong in the assistant's memory", ("bob", "home"), "bob-wifi"),
     Edit("carmen", "superseded by the switch to PLOS ONE", ("carmen", "thesis"), "carmen-journal"),
+    Edit("privacy-officer", "erasure request from Alice (GDPR art. 17)", ("alice", "personal"),
+         "alice-phone", erase=True),
 )
 
 QUESTIONS = (
@@ -161,8 +170,7 @@ class DemoReport:
     edits: list[tuple[Edit, int]] = field(default_factory=list)
     answers: list[Asked] = field(default_factory=list)
     earlier: list[Earlier] = field(default_factory=list)
-    trail_of: tuple[tuple[str, ...], str] = ((), "")
-    trail: list[Event] = field(default_factory=list)
+    trails: list[tuple[tuple[str, ...], str, list[Event]]] = field(default_factory=list)
     changes: list[tuple[tuple[str, ...], str, str, str]] = field(default_factory=list)
     verify: VerifyReport | None = None
     dump_file: Path | None = None
@@ -171,6 +179,7 @@ class DemoReport:
     exported: int = 0
     events: int = 0
     live_notes: int = 0
+    compacted: tuple[int, int] = (0, 0)
     store_bytes: int = 0
     seconds: float = 0.0
 
@@ -214,6 +223,7 @@ def run(
         report.verify = store.verify()
         _files(report, store, directory)
         report.events = store.head
+        report.compacted = store.compact()
         report.live_notes = sum(
             store.count(store.count_request(None, ns)).count
             for ns in {c.namespace for c in corpus}
@@ -251,6 +261,11 @@ def _ingest(
 def _edit(report: DemoReport, store: LogBackend, engine: ContinuityEngine) -> None:
     for edit in EDITS:
         with store.audit(actor=edit.actor, reason=edit.reason):
+            if edit.erase:
+                store.erase([edit.id], namespace=edit.namespace, reason=edit.reason)
+                engine.refresh()
+                report.edits.append((edit, store.head))
+                continue
             old = store.get(store.get_request([edit.id], edit.namespace)).records[0].note
             engine.remove([edit.id], namespace=edit.namespace)
             if edit.new_text is not None:
@@ -308,9 +323,8 @@ def _clock(seconds: float) -> str:
 
 
 def _trail(report: DemoReport, store: LogBackend) -> None:
-    edit = report.edits[0][0]
-    report.trail_of = (edit.namespace, edit.id)
-    report.trail = store.history(edit.id, edit.namespace)
+    for edit in (EDITS[0], next(e for e in EDITS if e.erase)):
+        report.trails.append((edit.namespace, edit.id, store.history(edit.id, edit.namespace)))
 
 
 def _changes(report: DemoReport, store: LogBackend) -> None:
@@ -322,8 +336,10 @@ def _changes(report: DemoReport, store: LogBackend) -> None:
         for change, ids, view in (("added", result.added, after),
                                   ("removed", result.removed, before),
                                   ("changed", result.changed, after)):
-            for record in view.get(view.get_request(ids, namespace)).records:
-                report.changes.append((namespace, change, record.id, record.note.text))
+            found = {r.id: r.note.text for r in view.get(view.get_request(ids, namespace)).records}
+            for rid in ids:
+                text = found.get(rid, "(content erased)")
+                report.changes.append((namespace, change, rid, text))
 
 
 def _files(report: DemoReport, store: LogBackend, directory: Path) -> None:

@@ -34,3 +34,42 @@ def test_rebuild(cli: Cli) -> None:
     assert "3 events" in cli.ok("rebuild").out
     assert cli.ok("meta", "get", "k2", "--ns", "alice").out.strip() == "2"
     assert cli.ok("verify", "--json").json()["problems"] == []
+
+
+def test_erase_needs_a_reason(cli: Cli) -> None:
+    """erase without --reason is a usage error (exit 2) and erases nothing."""
+    cli.ok("add", "Alice's phone is 555-0100", "--ns", "alice", "--id", "ph")
+    result = cli("erase", "ph", "--ns", "alice")
+    assert result.code == 2 and "--reason" in result.err
+    assert "555-0100" in cli.ok("get", "ph", "--ns", "alice").out
+
+
+def test_erase_removes_the_content_from_every_read(cli: Cli) -> None:
+    """erase prints the receipt; get, history and log no longer show the text; verify stays clean."""
+    cli.ok("add", "Alice's phone is 555-0100", "--ns", "alice", "--id", "ph")
+    doc = cli.ok("erase", "ph", "--ns", "alice", "--reason", "privacy request", "--actor", "dpo",
+                 "--json").json()
+    assert doc["erased"] == ["ph"] and doc["missing"] == [] and len(doc["receipts"]) == 1
+    assert cli("get", "ph", "--ns", "alice").code == 1
+    history = cli.ok("history", "ph", "--ns", "alice", "--json").lines()
+    assert [e["kind"] for e in history] == ["put", "erase"] and history[0]["erased"]
+    assert history[1]["actor"] == "dpo" and history[1]["reason"] == "privacy request"
+    assert "555-0100" not in cli.ok("log", "--json").out
+    assert cli.ok("verify", "--json").json()["problems"] == []
+
+
+def test_erase_unknown_id_exits_1(cli: Cli) -> None:
+    """An id the namespace never held is named, with exit status 1."""
+    result = cli("erase", "nope", "--ns", "alice", "--reason", "x")
+    assert result.code == 1 and "nope" in result.err and "Traceback" not in result.err
+
+
+def test_compact_drops_erased_bytes(cli: Cli) -> None:
+    """After erase and compact, no file of the store holds the erased text."""
+    cli.ok("add", "secret-token-4242 belongs to Alice", "--ns", "alice", "--id", "s")
+    cli.ok("erase", "s", "--ns", "alice", "--reason", "privacy request")
+    doc = cli.ok("compact", "--json").json()
+    assert doc["bytes_after"] > 0
+    for path in cli.store.iterdir():
+        assert b"secret-token-4242" not in path.read_bytes(), path
+    assert cli.ok("verify", "--json").json()["problems"] == []

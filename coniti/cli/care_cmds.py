@@ -1,4 +1,4 @@
-"""Care commands: verify, rebuild (compact, stats and erase are in log_cmds)."""
+"""Care commands: verify, rebuild, compact, erase (stats is in log_cmds)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from coniti.cli.app import CliError, common_options, settings
+from coniti.cli.parse import format_namespace
+from coniti.cli.types import NAMESPACE
 
 __all__ = ["COMMANDS", "store_size"]
 
@@ -61,4 +63,47 @@ def rebuild() -> None:
         s.out.line(f"rebuilt the projections from {folded} events")
 
 
-COMMANDS: list[click.Command] = [verify, rebuild]
+@click.command()
+@common_options
+def compact() -> None:
+    """Rewrite the store without free pages, so no byte of erased content stays in its files.
+
+    Needs the store alone: it fails (exit 1) while another process has it open.
+    """
+    s = settings()
+    with s.open_store("write") as store, s.out.progress("compacting"):
+        before, after = store.compact()
+    if s.json:
+        s.out.json({"bytes_before": before, "bytes_after": after})
+    else:
+        s.out.line(f"compacted {s.store_path}: {before:,} bytes -> {after:,} bytes")
+
+
+@click.command()
+@click.argument("ids", nargs=-1, required=True, metavar="ID...")
+@click.option("--ns", "namespace", type=NAMESPACE, default="/", show_default=True,
+              help="Namespace of the records.")
+@common_options
+def erase(ids: tuple[str, ...], namespace: tuple[str, ...]) -> None:
+    """Erase the content of every version of records ID... from the whole history (for privacy
+    requests); --reason is required and kept in the erase event. Exit 1 if an id was never there.
+
+    The hash chain still verifies. Run 'coniti compact' afterwards to drop the freed bytes.
+    """
+    s = settings()
+    if not s.reason:
+        raise click.UsageError("erase needs --reason: it is kept in the erase event")
+    with s.open_store("write") as store:
+        result = store.erase(list(ids), namespace=namespace, reason=s.reason)
+    if s.json:
+        s.out.json(result.to_dict())
+    else:
+        for note_id, seq in zip(result.erased, result.receipts, strict=True):
+            s.out.line(f"erased {note_id} (receipt: event {seq})")
+    if result.missing:
+        raise CliError(
+            f"never in {format_namespace(namespace)}: {', '.join(result.missing)}"
+        )
+
+
+COMMANDS: list[click.Command] = [verify, rebuild, compact, erase]

@@ -26,6 +26,8 @@ COMMANDS: list[click.Command] = [
     log_cmds.import_,
     care_cmds.verify,
     care_cmds.rebuild,
+    care_cmds.compact,
+    care_cmds.erase,
     log_cmds.stats,
     demo_cmd.demo,
 ]

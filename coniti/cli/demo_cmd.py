@@ -70,12 +70,11 @@ def _show(out: Output, r: DemoReport) -> None:
     )
     out.table(["namespace", "notes"], sorted(r.namespaces.items()))
 
-    _section(out, "2. Corrections and deletions, each by someone, for a reason")
+    _section(out, "2. Corrections, deletions and an erasure, each by someone, for a reason")
     out.table(
         ["events up to", "actor", "what", "namespace", "id", "reason"],
         (
-            [seq, e.actor, "corrected" if e.new_text else "deleted", format_namespace(e.namespace),
-             e.id, e.reason]
+            [seq, e.actor, e.what, format_namespace(e.namespace), e.id, e.reason]
             for e, seq in r.edits
         ),
         wrap=["reason"],
@@ -94,9 +93,10 @@ def _show(out: Output, r: DemoReport) -> None:
             out.line(f"      why: {why}", style="dim")
         _hits(out, "now: ", group.now, "green")
 
-    ns, rid = r.trail_of
-    _section(out, f"5. Audit trail of {rid} in {format_namespace(ns)}: who, when, why")
-    show_events(out, r.trail, one_record=True)
+    _section(out, "5. Audit trails: who, when, why")
+    for ns, rid, trail in r.trails:
+        out.line(f"{rid} in {format_namespace(ns)}:")
+        show_events(out, trail, one_record=True)
 
     _section(out, "6. What changed between two points")
     out.line(
@@ -119,6 +119,8 @@ def _show(out: Output, r: DemoReport) -> None:
     _section(out, "8. Files written")
     out.line(f"{r.dump_file}  ({r.dumped} notes of team/atlas, coniti-memory JSONL)")
     out.line(f"{r.export_file}  ({r.exported} events, the whole history, coniti-log JSONL)")
+    before, after = r.compacted
+    out.line(f"{r.store}  (compacted after the erasure: {before:,} -> {after:,} bytes)")
 
     _section(out, "9. Figures")
     out.fields(
@@ -156,7 +158,7 @@ def _report_json(r: DemoReport) -> dict[str, Any]:
         "seq_after_ingest": r.seq_after_ingest,
         "edits": [
             {"seq": seq, "actor": e.actor, "reason": e.reason, "namespace": list(e.namespace),
-             "id": e.id, "deleted": e.new_text is None}
+             "id": e.id, "what": e.what}
             for e, seq in r.edits
         ],
         "answers": [_asked_json(a) for a in r.answers],
@@ -167,7 +169,10 @@ def _report_json(r: DemoReport) -> dict[str, Any]:
             }
             for group in r.earlier
         ],
-        "trail": [event_json(e) for e in r.trail],
+        "trails": [
+            {"namespace": list(ns), "id": rid, "events": [event_json(e) for e in trail]}
+            for ns, rid, trail in r.trails
+        ],
         "changes": [
             {"namespace": list(n), "change": c, "id": i, "text": t} for n, c, i, t in r.changes
         ],
@@ -184,6 +189,7 @@ def _report_json(r: DemoReport) -> dict[str, Any]:
             "live_notes": r.live_notes,
             "events": r.events,
             "store_bytes": r.store_bytes,
+            "compacted": {"before": r.compacted[0], "after": r.compacted[1]},
             "seconds": r.seconds,
         },
     }
