@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_support import ROOT, run_script
+from cli_support import CONSOLE_SCRIPT, ROOT, run_script
 
 from coniti import demo
 from coniti.cli import main
@@ -18,10 +18,11 @@ from coniti.impl.log import LogBackend
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
-    """One `coniti demo --json` run in a fresh working directory (./coniti-demo/)."""
+    """One `coniti demo --json` run in a fresh working directory (./coniti-demo/), output piped."""
     cwd = tmp_path_factory.mktemp("demo")
     result = run_script("demo", "--json", cwd=cwd)
     assert result.code == 0, result.err
+    assert result.err == "", "piped: no progress bar, nothing on stderr"
     return cwd, json.loads(result.out)
 
 
@@ -158,3 +159,30 @@ def test_tools_demo_script(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["verify"]["problems"] == []
     assert (tmp_path / "coniti-demo" / "store").is_dir()
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO once the child has closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_progress_shows_on_a_terminal_only(tmp_path: Path) -> None:
+    """On a terminal the demo's ingest shows a progress bar."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([str(CONSOLE_SCRIPT), "demo", "--store", str(tmp_path / "tty")],
+                            stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    output = _read_all(master)
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    assert b"ingesting the corpus" in output
