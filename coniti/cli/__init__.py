@@ -1,7 +1,8 @@
 """The ``coniti`` command line: a thin layer over coniti's public library calls.
 
 Entry points: the ``coniti`` console script and ``python -m coniti`` both call :func:`main`. The
-command line needs the ``cli`` extra (click and rich); without it :func:`main` says so and returns 1.
+command line needs click and rich (dependencies of coniti); if either is missing, :func:`main` says
+so and returns 1.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as exc:
         if exc.name in ("click", "rich"):
             print(
-                f"coniti: the command line needs {exc.name}: pip install 'coniti[cli]'",
+                f"coniti: the command line needs {exc.name}: pip install click rich",
                 file=sys.stderr,
             )
             return 1
