@@ -63,6 +63,7 @@ from coniti.memory import (
     MetaSetRequest,
     Namespace,
     PutRequest,
+    as_namespace,
 )
 from coniti.strategy import Strategy, StrategyContext
 from coniti.structure import Structure
@@ -123,16 +124,6 @@ class _Space:
     meta_checked: bool = False
 
 
-def _namespace(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ContractError(f"namespace must be a tuple of strings, got {type(value).__name__}")
-    out = tuple(value)
-    for i, part in enumerate(out):
-        if not isinstance(part, str) or not part:
-            raise ContractError(f"namespace[{i}] must be a non-empty string, got {part!r}")
-    return out
-
-
 class ContinuityEngine:
     """Ingest notes, ask questions, remove notes: over one memory backend; see the module docstring.
 
@@ -190,7 +181,7 @@ class ContinuityEngine:
     def structures(self, namespace: Sequence[str] = ()) -> list[Structure]:
         """The structures of ``namespace`` (loaded if needed). Read them; do not modify them."""
         with self._lock:
-            return list(self._space(_namespace(namespace)).structures)
+            return list(self._space(as_namespace(namespace)).structures)
 
     # -- ingest ----------------------------------------------------------------------------------
 
@@ -207,7 +198,7 @@ class ContinuityEngine:
         step fails, nothing of the batch is written and the structures equal memory again.
         """
         batch = [_as_note(n, i) for i, n in enumerate(notes)]
-        ns = _namespace(namespace)
+        ns = as_namespace(namespace)
         with self._lock:
             self._refuse_writes()
             space = self._space(ns)
@@ -294,7 +285,7 @@ class ContinuityEngine:
             query = Query(text=query)
         if not isinstance(query, Query):
             raise ContractError(f"query must be a Query or a string, got {type(query).__name__}")
-        ns = _namespace(namespace)
+        ns = as_namespace(namespace)
         with self._lock:
             space = self._space(ns)
             vector = None if query.text is None else self.embedder.embed([query.text])[0]
@@ -318,7 +309,7 @@ class ContinuityEngine:
         for i, id_ in enumerate(id_list):
             if not isinstance(id_, str):
                 raise ContractError(f"ids[{i}] must be a string, got {type(id_).__name__}")
-        ns = _namespace(namespace)
+        ns = as_namespace(namespace)
         with self._lock:
             self._refuse_writes()
             space = self._space(ns)
@@ -341,7 +332,7 @@ class ContinuityEngine:
 
     def snapshot(self, namespace: Sequence[str] = ()) -> Snapshot:
         """Every record of ``namespace`` (by scan) with the namespace's embedding id."""
-        ns = _namespace(namespace)
+        ns = as_namespace(namespace)
         with self._lock:
             self._space(ns)
             records = list(self.memory.iter_all(namespace=ns))
@@ -359,7 +350,7 @@ class ContinuityEngine:
         """
         if not isinstance(snapshot, Snapshot):
             raise ContractError(f"expected a Snapshot, got {type(snapshot).__name__}")
-        ns = snapshot.namespace if namespace is None else _namespace(namespace)
+        ns = snapshot.namespace if namespace is None else as_namespace(namespace)
         if snapshot.embedding_id is not None:
             self._refuse_mismatch(snapshot.embedding_id, ns, what="the snapshot")
         records: list[MemoryRecord] = []
@@ -509,7 +500,7 @@ class ContinuityEngine:
 
     def rebuild(self, namespace: Sequence[str] = ()) -> None:
         """Refill the structures of ``namespace`` from memory now."""
-        ns = _namespace(namespace)
+        ns = as_namespace(namespace)
         with self._lock:
             if ns in self._spaces:
                 self._rebuild(ns)

@@ -66,6 +66,7 @@ __all__ = [
     "ReadOnlyError",
     "ScanRequest",
     "ScanResult",
+    "as_namespace",
     "require",
     "unique_ids",
 ]
@@ -75,19 +76,21 @@ _FLOAT_TYPES = (np.float16, np.float32, np.float64)
 _NUMBER_TYPES = {int, float, np.float16, np.float32, np.float64, np.int32, np.int64}
 
 
-def _validate_namespace(value: Any) -> tuple[str, ...]:
+def as_namespace(value: Any) -> tuple[str, ...]:
+    """``value`` as a namespace tuple; raises :class:`ContractError` unless it is a sequence of
+    non-empty strings (a bare string is refused: ``"alice"`` is not ``("alice",)``)."""
     if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ValueError(f"namespace must be a tuple of strings, got {type(value).__name__}")
+        raise ContractError(f"namespace must be a tuple of strings, got {type(value).__name__}")
     out = tuple(value)
     for i, part in enumerate(out):
         if not isinstance(part, str) or not part:
-            raise ValueError(f"namespace[{i}] must be a non-empty string, got {part!r}")
+            raise ContractError(f"namespace[{i}] must be a non-empty string, got {part!r}")
     return out
 
 
 Namespace = Annotated[
     tuple[str, ...],
-    pydantic.BeforeValidator(_validate_namespace),
+    pydantic.BeforeValidator(as_namespace),
     pydantic.PlainSerializer(list, return_type=list[str]),
 ]
 """A namespace: a tuple of non-empty strings, ``()`` by default. Addressing, not a session."""
@@ -439,10 +442,6 @@ class MemoryBackend(ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-    def _refuse_write(self) -> None:
-        if self.read_only:
-            raise ReadOnlyError(f"this {self.kind} backend is read-only")
 
     # -- request factories -------------------------------------------------------------------
 
