@@ -23,7 +23,7 @@ __all__ = ["COMMANDS"]
 @click.command()
 @common_options
 def demo() -> None:
-    """Run the demo: a fresh store in ./coniti-demo/store (or --store PATH's directory), a story, a tour.
+    """Run the demo in ./coniti-demo/ (or --store DIR): a fresh store in DIR/store, a story, a tour.
 
     \b
     Ingests a bundled corpus of notes through the engine, corrects and deletes some under different

@@ -1,4 +1,5 @@
-"""File commands: dump and load (the portable memory file), export and import (the whole log)."""
+"""File commands: dump and load, the portable memory file of one namespace (export and import of
+the whole log are in log_cmds)."""
 
 from __future__ import annotations
 

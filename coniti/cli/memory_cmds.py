@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
 
 from coniti.actor import TimeRange
 from coniti.cli.app import CliError, common_options, settings
-from coniti.cli.parse import format_namespace
+from coniti.cli.parse import format_namespace, parse_meta_value
 from coniti.cli.show import record_json, show_record, show_records
 from coniti.cli.types import NAMESPACE, POINT, TIME
 from coniti.impl.log import LogBackend
@@ -175,21 +176,13 @@ def meta_get(key: str, namespace: tuple[str, ...], as_of: int | float | None) ->
 @common_options
 def meta_set(key: str, value: str, namespace: tuple[str, ...]) -> None:
     """Set KEY to VALUE (read as JSON when it parses, else as text; null unsets)."""
-    from coniti.cli.parse import parse_meta_value
-
     s = settings()
     with s.open_store("create") as store, s.stamp(store):
         stored = store.set_meta(store.meta_set_request(key, parse_meta_value(value), namespace)).value
     if s.json:
         s.out.json({"key": key, "namespace": list(namespace), "value": stored})
     else:
-        s.out.line(f"{key} = {_compact(stored)}")
-
-
-def _compact(value: Any) -> str:
-    import json
-
-    return json.dumps(value, ensure_ascii=False)
+        s.out.line(f"{key} = {json.dumps(stored, ensure_ascii=False)}")
 
 
 COMMANDS: list[click.Command] = [get, rm, ls, count, meta]
