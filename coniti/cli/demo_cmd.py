@@ -25,11 +25,11 @@ __all__ = ["COMMANDS"]
 def demo() -> None:
     """Run the demo in ./coniti-demo/ (or --store DIR): a fresh store in DIR/store, a story, a tour.
 
-    \b
-    Ingests a bundled corpus of notes through the engine, corrects and deletes some under different
-    actors with reasons, then shows answers, answers as of earlier points, one record's audit trail,
-    the change between two points, verify with the head hash, the files written and the figures.
-    Rerunning replaces an earlier demo directory; any other non-empty directory is refused.
+    Ingests a bundled corpus of notes through the engine; corrects, deletes and erases some under
+    different actors with reasons; then shows answers, answers as of earlier points, audit trails,
+    the change between two points, verify with the head hash, the files written, the compaction and
+    the figures. Rerunning replaces an earlier demo directory; any other non-empty directory is
+    refused. $CONITI_STORE is ignored: the demo never writes to your own store.
     """
     from coniti import demo as story
 
