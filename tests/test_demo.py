@@ -20,7 +20,7 @@ from coniti.impl.log import LogBackend
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
     """One `coniti demo --json` run in a fresh working directory (./coniti-demo/), output piped."""
     cwd = tmp_path_factory.mktemp("demo")
-    result = run_script("demo", "--json", cwd=cwd)
+    result = run_script("demo", "--json", cwd=cwd, env={"CONITI_STORE": str(cwd / "mine")})
     assert result.code == 0, result.err
     assert result.err == "", "piped: no progress bar, nothing on stderr"
     return cwd, json.loads(result.out)
@@ -29,8 +29,10 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 def test_demo_uses_coniti_demo_in_the_working_directory(
     demo_run: tuple[Path, dict[str, object]],
 ) -> None:
-    """Without --store the demo works in ./coniti-demo/, with the store in ./coniti-demo/store."""
+    """Without --store the demo works in ./coniti-demo/, with the store in ./coniti-demo/store;
+    it ignores CONITI_STORE (the user's own store)."""
     cwd, report = demo_run
+    assert not (cwd / "mine").exists()
     assert (cwd / "coniti-demo" / demo.MARKER).is_file()
     assert report["store"] == "coniti-demo/store"
 
