@@ -137,4 +137,4 @@ def test_readme_tour_is_real_output(
         captured = capsys.readouterr()
         printed = (captured.out + captured.err).rstrip("\n").split("\n")
         assert code == status, (argv, captured.err)
-        assert _masked(printed) == _masked(expected), argv
+        assert _masked(printed) == _masked(expected), (argv, "run tools/readme_tour.py")

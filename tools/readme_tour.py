@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Rewrite the outputs of the README's command-line tour by running its commands.
+
+The tour ("## The command line") holds ```text blocks of ``$ coniti ...`` commands, each followed by
+what it printed. This script runs ``coniti demo`` in a temporary directory, then every command of the
+tour in order through ``coniti.cli.main`` (``CONITI_STORE=coniti-demo/store``, 100 columns), and
+writes the new outputs into README.md. ``$ echo $?`` lines get the exit status of the command before.
+Blocks without commands (the demo excerpt) are left alone. Differences in recorded times, hashes and
+sizes alone do not count (as in tests/test_cli_docs.py): the README is then left as it is unless
+``--force``; ``--check`` only reports. Run: ``.venv/bin/python tools/readme_tour.py [--check|--force]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import re
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+SECTION = "## The command line"
+VARIES = [
+    (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\.\d{3}Z?"), "<recorded>"),
+    (re.compile(r"\b[0-9a-f]{64}\b"), "<hash>"),
+    (re.compile(r'"at": [0-9.]+'), '"at": <at>'),
+    (re.compile(r"[\d,]+ bytes"), "<size> bytes"),
+]
+
+
+def masked(text: str) -> str:
+    """``text`` with the parts that differ between runs replaced by placeholders."""
+    for pattern, replacement in VARIES:
+        text = pattern.sub(replacement, text)
+    return "\n".join(line.rstrip() for line in text.split("\n"))
+
+
+def run_coniti(argv: list[str]) -> tuple[int, str]:
+    """Exit status and stdout+stderr of one command, run in process."""
+    from coniti.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(argv)
+    return code, out.getvalue()
+
+
+def rerun_block(block: str, last_code: list[int]) -> str:
+    """The block with every command's output replaced by what it prints now."""
+    parts = re.split(r"^(?=\$ )", block, flags=re.M)
+    out = [parts[0]]
+    for part in parts[1:]:
+        command, _, old = part.partition("\n")
+        gap = old[len(old.rstrip("\n")):]
+        if command.startswith("$ coniti "):
+            code, printed = run_coniti(shlex.split(command)[2:])
+            last_code[0] = code
+            out.append(f"{command}\n{printed.rstrip(chr(10))}{gap or chr(10)}")
+        elif command.startswith("$ echo $?"):
+            out.append(f"{command}\n{last_code[0]}{gap or chr(10)}")
+        else:
+            out.append(part)
+    return "".join(out)
+
+
+def rewrite(readme: str) -> str:
+    """The README with the tour's outputs rerun (in the current directory, which must be empty)."""
+    from coniti import demo
+
+    head, found, rest = readme.partition(SECTION)
+    if not found:
+        raise SystemExit(f"README has no {SECTION!r} section")
+    section, sep, tail = rest.partition("\n## ")
+    demo.run(Path("coniti-demo"))
+    last_code = [0]
+
+    def replace(match: re.Match[str]) -> str:
+        body = match.group(1)
+        if not re.search(r"^\$ coniti ", body, re.M):
+            return match.group(0)
+        return "```text\n" + rerun_block(body, last_code) + "```"
+
+    section = re.sub(r"```text\n(.*?)```", replace, section, flags=re.S)
+    return head + found + section + sep + tail
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="report only; exit 1 if out of date")
+    parser.add_argument("--force", action="store_true",
+                        help="rewrite even when only recorded times, hashes and sizes differ")
+    args = parser.parse_args()
+    old = README.read_text(encoding="utf-8")
+    os.environ.update(CONITI_STORE="coniti-demo/store", COLUMNS="100")
+    os.environ.pop("CONITI_ACTOR", None)
+    here = Path.cwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)
+        try:
+            new = rewrite(old)
+        finally:
+            os.chdir(here)
+    same = masked(new) == masked(old)
+    if args.check or (same and not args.force):
+        print("README tour is up to date" if same else "README tour is out of date", file=sys.stderr)
+        return 0 if same or not args.check else 1
+    README.write_text(new, encoding="utf-8")
+    print(f"rewrote the tour in {README}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
