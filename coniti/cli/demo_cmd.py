@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,9 +66,10 @@ def _section(out: Output, title: str, *, first: bool = False) -> None:
 def _show(out: Output, r: DemoReport) -> None:
     _section(out, "1. Ingest", first=True)
     out.line(
-        f"{r.notes} notes of 7 people and projects, Jan-Jun 2025, ingested through the engine "
-        f"(embedded, indexed, written) in {r.ingest_seconds:.2f} s as actor 'assistant': "
-        f"events 1..{r.seq_after_ingest} (one per note, one embedding-id setting per namespace)"
+        f"{r.notes} notes about four people and their team, Jan-Jun 2025, in {len(r.namespaces)} "
+        f"namespaces, ingested through the engine (embedded, indexed, written) in "
+        f"{r.ingest_seconds:.2f} s as actor 'assistant': events 1..{r.seq_after_ingest} "
+        "(one per note, one embedding-id setting per namespace)"
     )
     out.table(["namespace", "notes"], sorted(r.namespaces.items()))
 
@@ -133,7 +136,17 @@ def _show(out: Output, r: DemoReport) -> None:
         ]
     )
     out.line()
-    out.line(f"Look around: export CONITI_STORE={r.store}; coniti stats; coniti log --limit 5")
+    coniti = _console_script()
+    out.line(f"Look around: export CONITI_STORE={r.store}; {coniti} stats; {coniti} log --limit 5")
+
+
+def _console_script() -> str:
+    """How to type the ``coniti`` command: beside this interpreter (a virtualenv), else by name."""
+    script = Path(sys.executable).parent / "coniti"
+    if not script.exists():
+        return "coniti"
+    relative = os.path.relpath(script)
+    return script.as_posix() if relative.startswith("..") else relative
 
 
 def _asked_json(asked: Asked) -> dict[str, Any]:
