@@ -112,9 +112,10 @@ class Model:
         for e in self.events:
             if e.ns != ns:
                 continue
-            if e.kind in ("put", "delete", "erase") and e.id == rid:
-                out.append(e.seq)
-            elif e.kind == "clear" and rid in self.states[e.seq - 1].records.get(ns, {}):
+            touched = e.id == rid if e.kind in ("put", "delete", "erase") else (
+                e.kind == "clear" and rid in self.states[e.seq - 1].records.get(ns, {})
+            )
+            if touched:
                 out.append(e.seq)
         return out
 

@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""As-of reads against current reads on a LogBackend with a long history (issue 4's requirement:
+``at(seq).get`` and one page of ``at(seq).scan`` within 3x of the current get and page, for a point
+near the start, the middle and the head of 1,000,000 events).
+
+Usage (from the repository root)::
+
+    .venv/bin/python tools/bench_asof.py                           # 1,000,000 events, both timestamp orders
+    .venv/bin/python tools/bench_asof.py --quick                   # 20,000 events: a smoke run, seconds
+    .venv/bin/python tools/bench_asof.py --events 200000 --order random --rounds 7
+    .venv/bin/python tools/bench_asof.py --keep /tmp/asof-stores   # keep the built stores afterwards
+
+The history (seeded, deterministic): puts in calls of 500 records, each followed by a delete call
+removing 75 live records chosen at random (15% of what was put), until the log holds ``--events``
+events; so the version history holds about 1.2 versions per live record, and deleted versions lie
+everywhere in the indexes.
+Note timestamps (``--order``): ``ordered`` follow write order with jitter (an agent's notes ingested
+as they happen), ``random`` are uniform over the whole span (a back-filled memory: the adversarial
+case for as-of scans, whose pages must skip the versions not visible at the point).
+
+Points: the event at 5% of the log (``start``), 50% (``middle``) and the head. For each point, one
+round times ``--gets`` one-id gets of ids visible at the point, on the view and (the same number of
+calls, ids live now) on the store; and ``--pages`` scan pages of 500 records from start timestamps
+spread over the records visible at the point, on the view and on the store. Calls alternate between
+view and store. The table shows the median over ``--rounds`` rounds of the per-call mean, and the
+ratio as-of / current. Wall-clock ``time.perf_counter``; nothing here is asserted by a test (a smoke
+test runs ``--quick``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from coniti.actor import Note, TimeRange  # noqa: E402
+from coniti.impl.log import LogBackend  # noqa: E402
+from coniti.memory import (  # noqa: E402
+    DeleteRequest,
+    GetRequest,
+    MemoryBackend,
+    MemoryRecord,
+    PutRequest,
+    ScanRequest,
+)
+
+BATCH = 500
+DELETE_SHARE = 0.15
+PAGE = 500
+DIM = 64
+BASE_TIME = 1_700_000_000.0
+TARGET = 3.0
+
+
+class History:
+    """Every version written: put seq, end seq (0 while live), id, note timestamp."""
+
+    def __init__(self) -> None:
+        self.put: list[int] = []
+        self.end: list[int] = []
+        self.ids: list[str] = []
+        self.ts: list[float] = []
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return np.asarray(self.put), np.asarray(self.end), np.asarray(self.ts)
+
+    def visible(self, seq: int) -> np.ndarray:
+        put, end, _ = self.arrays()
+        return np.nonzero((put <= seq) & ((end == 0) | (end > seq)))[0]
+
+
+def build(path: Path, events: int, order: str, seed: int) -> History:
+    """Write the seeded history into a new store at ``path`` (durability "nosync", synced at the end)."""
+    rng = random.Random(seed)
+    np_rng = np.random.default_rng(seed)
+    history = History()
+    live: list[int] = []
+    seq = 0
+    n = 0
+    span = events * 1.0
+    started = time.perf_counter()
+    with LogBackend(path, durability="nosync", actor="bench") as store:
+        while seq < events:
+            size = min(BATCH, events - seq)
+            vectors = np_rng.standard_normal((size, DIM)).astype("float32")
+            records = []
+            for k in range(size):
+                if order == "ordered":
+                    ts = BASE_TIME + n + rng.gauss(0.0, 0.25)
+                else:
+                    ts = BASE_TIME + rng.random() * span
+                rid = f"rec-{n:08d}"
+                records.append(
+                    MemoryRecord.trusted(
+                        Note.trusted(rid, f"note {n}: " + "lorem ipsum dolor " * 5, ts, {"n": n}),
+                        vectors[k],
+                        "bench-emb",
+                        (),
+                    )
+                )
+                history.put.append(seq + k + 1)
+                history.end.append(0)
+                history.ids.append(rid)
+                history.ts.append(ts)
+                live.append(len(history.put) - 1)
+                n += 1
+            store.put(PutRequest.model_construct(records=records))
+            seq += size
+            doomed = min(int(size * DELETE_SHARE), len(live), events - seq)
+            if doomed > 0:
+                gone = []
+                for _ in range(doomed):
+                    i = rng.randrange(len(live))
+                    live[i], live[-1] = live[-1], live[i]
+                    gone.append(live.pop())
+                result = store.delete(DeleteRequest(ids=[history.ids[v] for v in gone]))
+                assert len(result.deleted) == doomed, result.missing[:3]
+                for v, rid in zip(gone, result.deleted, strict=True):
+                    assert history.ids[v] == rid
+                    seq += 1
+                    history.end[v] = seq
+            if seq % 100_000 < BATCH + doomed:
+                print(f"  built {seq:,} events ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+        store.sync()
+        assert store.head == seq, (store.head, seq)
+    return history
+
+
+def _ids_at(history: History, seq: int, count: int, rng: random.Random) -> list[str]:
+    vis = history.visible(seq)
+    picks = [int(vis[rng.randrange(len(vis))]) for _ in range(count)]
+    return [history.ids[v] for v in picks]
+
+
+def _starts_at(history: History, seq: int, count: int) -> list[float]:
+    vis = history.visible(seq)
+    ts = np.sort(np.asarray(history.ts)[vis])
+    usable = max(1, len(ts) - PAGE)
+    return [float(ts[int(usable * (k + 0.5) / count)]) for k in range(count)]
+
+
+def _timed(fn: Callable[..., Any], *args: Any) -> float:
+    started = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - started
+
+
+def _get(backend: MemoryBackend, rid: str) -> None:
+    if not backend.get(GetRequest(ids=[rid])).records:
+        raise AssertionError(f"{rid} not found in {backend!r}")
+
+
+def _page(backend: MemoryBackend, start: float) -> None:
+    got = backend.scan(ScanRequest(time_range=TimeRange(start=start), limit=PAGE)).records
+    if len(got) != PAGE:
+        raise AssertionError(f"a page from {start} held {len(got)} records on {backend!r}")
+
+
+def measure(store: LogBackend, history: History, points: dict[str, int], args: argparse.Namespace
+            ) -> dict[str, dict[str, float]]:
+    rng = random.Random(args.seed + 1)
+    head = store.head
+    out: dict[str, dict[str, float]] = {}
+    for name, seq in points.items():
+        view = store.at(seq)
+        opened = [sum(_timed(store.at, seq) for _ in range(200)) / 200 for _ in range(3)]
+        get_view, get_cur, page_view, page_cur = [], [], [], []
+        for _ in range(args.rounds):
+            view_ids = _ids_at(history, seq, args.gets, rng)
+            cur_ids = _ids_at(history, head, args.gets, rng)
+            t_view = t_cur = 0.0
+            for a, b in zip(view_ids, cur_ids, strict=True):
+                t_view += _timed(_get, view, a)
+                t_cur += _timed(_get, store, b)
+            get_view.append(t_view / args.gets)
+            get_cur.append(t_cur / args.gets)
+            starts_view = _starts_at(history, seq, args.pages)
+            starts_cur = _starts_at(history, head, args.pages)
+            t_view = t_cur = 0.0
+            for a2, b2 in zip(starts_view, starts_cur, strict=True):
+                t_view += _timed(_page, view, a2)
+                t_cur += _timed(_page, store, b2)
+            page_view.append(t_view / args.pages)
+            page_cur.append(t_cur / args.pages)
+        out[name] = {
+            "seq": seq,
+            "visible": int(len(history.visible(seq))),
+            "open_us": statistics.median(opened) * 1e6,
+            "get_asof_us": statistics.median(get_view) * 1e6,
+            "get_current_us": statistics.median(get_cur) * 1e6,
+            "page_asof_ms": statistics.median(page_view) * 1e3,
+            "page_current_ms": statistics.median(page_cur) * 1e3,
+        }
+    return out
+
+
+def table(order: str, events: int, results: dict[str, dict[str, float]]) -> str:
+    lines = [
+        f"timestamps {order}, {events:,} events: medians of per-call means",
+        f"{'point':<8} {'seq':>9} {'visible':>9} {'open us':>8} | {'get as-of':>10} {'current':>8} "
+        f"{'ratio':>6} | {'page as-of':>10} {'current':>8} {'ratio':>6}",
+    ]
+    for name, r in results.items():
+        g = r["get_asof_us"] / r["get_current_us"]
+        p = r["page_asof_ms"] / r["page_current_ms"]
+        lines.append(
+            f"{name:<8} {int(r['seq']):>9,} {int(r['visible']):>9,} {r['open_us']:>8.1f} | "
+            f"{r['get_asof_us']:>8.1f}us {r['get_current_us']:>6.1f}us {g:>5.2f}x{'' if g <= TARGET else '!'} | "
+            f"{r['page_asof_ms']:>8.2f}ms {r['page_current_ms']:>6.2f}ms {p:>5.2f}x{'' if p <= TARGET else '!'}"
+        )
+    return "\n".join(lines)
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--events", type=int, default=1_000_000, help="events in the log (default 1,000,000)")
+    ap.add_argument("--order", choices=["ordered", "random", "both"], default="both",
+                    help="note timestamps in write order, random, or a run of each (default)")
+    ap.add_argument("--rounds", type=int, default=5, help="timing rounds per point (median shown)")
+    ap.add_argument("--gets", type=int, default=2000, help="get calls per round and side")
+    ap.add_argument("--pages", type=int, default=20, help="scan pages per round and side")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="directory to build the stores in and keep them (default: a temporary one)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
+    ap.add_argument("--quick", action="store_true", help="20,000 events, 2 rounds, fewer calls")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.events, args.rounds, args.gets, args.pages = 20_000, 2, 200, 3
+    if args.events < 4 * BATCH:
+        ap.error(f"--events must be at least {4 * BATCH}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    orders = ["ordered", "random"] if args.order == "both" else [args.order]
+    root = args.keep or Path(tempfile.mkdtemp(prefix="coniti-bench-asof-"))
+    print(f"coniti as-of benchmark: python {platform.python_version()}, {platform.machine()}, "
+          f"{os.cpu_count()} cpus; argv {sys.argv[1:]}")
+    report: dict[str, Any] = {"events": args.events, "rounds": args.rounds, "orders": {}}
+    try:
+        for order in orders:
+            path = root / f"store-{order}-{args.events}-{args.seed}"
+            if path.exists():
+                shutil.rmtree(path)
+            started = time.perf_counter()
+            history = build(path, args.events, order, args.seed)
+            built = time.perf_counter() - started
+            with LogBackend(path) as store:
+                head = store.head
+                points = {"start": max(1, head // 20), "middle": head // 2, "head": head}
+                results = measure(store, history, points, args)
+            size = os.path.getsize(path / "data.mdb")
+            print(f"\nbuilt in {built:.0f} s, data file {size / 1e6:.0f} MB")
+            print(table(order, head, results))
+            report["orders"][order] = {"build_s": built, "bytes": size, "points": results}
+            if args.keep is None:
+                shutil.rmtree(path, ignore_errors=True)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2))
+    worst = max(
+        max(r["get_asof_us"] / r["get_current_us"], r["page_asof_ms"] / r["page_current_ms"])
+        for o in report["orders"].values()
+        for r in o["points"].values()
+    )
+    print(f"\nworst as-of / current ratio: {worst:.2f}x (target <= {TARGET:.0f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
