@@ -244,8 +244,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         args.rounds, args.gets, args.pages = 2, 200, 3
     if args.events is None:
         args.events = 20_000 if args.quick else 1_000_000
-    if args.events < 4 * BATCH:
-        ap.error(f"--events must be at least {4 * BATCH}")
+    if args.events < 12_000:
+        ap.error("--events must be at least 12,000 (the start point needs a full page of records)")
     return args
 
 
