@@ -36,6 +36,7 @@ from coniti.log.codec import (
     is_erased,
     payload_digest,
 )
+from coniti.log.group import GroupCommit
 from coniti.log.keys import (
     decode_ts_key,
     inline_name,
@@ -79,7 +80,9 @@ class Row(NamedTuple):
 class EventLog:
     """The event log and its projections in one store directory. Thread-safe.
 
-    ``actor``/``reason`` given to a write are recorded on each of its events.
+    ``actor``/``reason`` given to a write are recorded on each of its events. Concurrent ``put``,
+    ``delete``, ``set_meta`` and ``clear`` calls share one transaction and one flush, each still all
+    or nothing (:mod:`coniti.log.group`); ``group_commit=False`` commits every call on its own.
     """
 
     def __init__(
@@ -89,8 +92,11 @@ class EventLog:
         durability: str = "sync",
         map_size: int = DEFAULT_MAP_SIZE,
         readonly: bool = False,
+        group_commit: bool = True,
     ) -> None:
         self.store = Store(path, durability=durability, map_size=map_size, readonly=readonly)
+        self.group = GroupCommit(self.store) if group_commit and not readonly else None
+        self._commit = self.store.write if self.group is None else self.group.run
         self._dbs = Dbs(self.store.dbs)
         self._log_db = self._dbs.log
         self._nsids: dict[Namespace, bytes] = {}
@@ -178,7 +184,7 @@ class EventLog:
             p.set_head(Head(seq, at, h))
             return nsids
 
-        cache.update(self.store.write(write))
+        cache.update(self._commit(write))
         return len(items)
 
     def delete(
@@ -223,7 +229,7 @@ class EventLog:
             p.set_head(Head(seq, at, h))
             return [record_id for record_id, _ in found], missing
 
-        return self.store.write(write)
+        return self._commit(write)
 
     def set_meta(
         self,
@@ -254,7 +260,7 @@ class EventLog:
             p.set_head(Head(seq, at, h))
             return nsid
 
-        self._nsids[namespace] = self.store.write(write)
+        self._nsids[namespace] = self._commit(write)
 
     def clear(
         self, namespace: Namespace, *, actor: str | None = None, reason: str | None = None
@@ -278,7 +284,7 @@ class EventLog:
             p.set_head(Head(seq, at, h))
             return removed
 
-        return self.store.write(write)
+        return self._commit(write)
 
     def erase(
         self,

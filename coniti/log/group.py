@@ -1,0 +1,210 @@
+"""Group commit: concurrent write calls on one store handle share one LMDB write transaction and one flush.
+
+A durable LMDB commit costs two flushes (data pages, then the meta page), so one-record writes are
+bound by the disk, not by the work. :class:`GroupCommit` merges the write calls that arrive while
+another commit is under way: the first caller to reach the front of the queue becomes the *leader*,
+takes every call queued behind it (up to :attr:`GroupCommit.max_group`), runs them in one write
+transaction and commits once; every *follower* sleeps until its call is settled.
+
+Contracts:
+
+* **Each call is all or nothing on its own.** With more than one call in a group, each call's work
+  function runs in its own nested write transaction (``env.begin(write=True, parent=txn)``), in
+  arrival order, and sees the calls before it. A call that raises is rolled back alone and gets its
+  own exception; the others commit. A group of one runs directly in the transaction.
+* **Acknowledged after the flush.** No call returns before the group's transaction has committed
+  (with durability ``"sync"``: flushed). If the commit fails, nothing of the group is written and
+  every call raises the failure (followers a copy of it, with the original as ``__cause__``).
+* **Growth.** A full map is grown and the whole group runs again from a fresh transaction (see
+  :meth:`Store.write <coniti.log.store.Store.write>`): work functions keep their state in the
+  transaction, as for ``Store.write``.
+* **Order.** Calls commit in the order they were queued; a call's effects are visible to the calls
+  after it in the same group and to every later group.
+* **Scope.** One queue per handle: calls through one :class:`~coniti.log.store.Store` (one
+  ``EventLog``/``LogBackend`` and its views) are merged; calls through other handles or processes are
+  serialised with them by the store's write lock and LMDB's, not merged.
+* Work functions run on the leader's thread. They must not depend on the calling thread (capture
+  context-local values such as audit stamps before the call) and must not call back into the queue.
+* After ``fork()`` the queue is not used: calls go straight to the store, which refuses them
+  (:class:`~coniti.errors.StoreForked`).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import lmdb
+
+from coniti.errors import StoreError
+from coniti.log.store import Store, translate
+
+__all__ = ["MAX_GROUP", "GroupCommit"]
+
+T = TypeVar("T")
+
+MAX_GROUP = 128
+"""Most calls one group commits (bounds a group's transaction and the wait of its last caller)."""
+
+
+class _Call:
+    """One queued write call and, once settled, its outcome."""
+
+    __slots__ = ("done", "error", "fn", "result", "taken", "wake")
+
+    def __init__(self, fn: Callable[[Any], Any], wake: threading.Condition) -> None:
+        self.fn = fn
+        self.wake = wake
+        self.taken = False
+        """A leader has put the call in its group: it will be settled by that leader."""
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Any:
+        error = self.error
+        if error is not None:
+            self.error = None  # no reference cycle through the traceback
+            raise error
+        return self.result
+
+
+def _shared_failure(exc: BaseException) -> BaseException:
+    """The error a follower raises when its group failed as a whole: a copy of ``exc`` (one object
+    must not be raised in several threads), or a :class:`StoreError` when it cannot be copied or
+    is not an ``Exception`` (an interrupt belongs to the leader's thread only)."""
+    if isinstance(exc, Exception):
+        try:
+            clone = copy.copy(exc)
+        except Exception:  # noqa: BLE001 - an exception type that cannot be copied
+            clone = None
+        if isinstance(clone, Exception) and clone is not exc:
+            clone.__traceback__ = None
+            clone.__cause__ = exc
+            return clone
+    error = StoreError(f"the write was not committed: its group failed with {exc!r}")
+    error.__cause__ = exc
+    return error
+
+
+class GroupCommit:
+    """The write queue of one :class:`Store` handle; see the module docstring. Thread-safe.
+
+    ``commits`` and ``calls`` count the transactions committed (or attempted) and the calls they
+    carried, for tests and benchmarks.
+    """
+
+    def __init__(self, store: Store, *, max_group: int = MAX_GROUP) -> None:
+        if max_group < 1:
+            raise ValueError(f"max_group must be at least 1, got {max_group}")
+        self._store = store
+        self.max_group = max_group
+        self._mu = threading.Lock()
+        self._queue: deque[_Call] = deque()
+        self._pid = os.getpid()
+        self.commits = 0
+        self.calls = 0
+
+    def pending(self) -> int:
+        """Calls queued or being committed right now."""
+        with self._mu:
+            return len(self._queue)
+
+    def run(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(txn)`` in a write transaction shared with concurrent calls and return its result
+        once that transaction has committed. Raises what ``fn`` raised (its writes rolled back, the
+        other calls unaffected), or the commit's failure (nothing of the group written)."""
+        if os.getpid() != self._pid:
+            return self._store.write(fn)
+        mu = self._mu
+        call = _Call(fn, threading.Condition(mu))
+        queue = self._queue
+        with mu:
+            queue.append(call)
+            try:
+                while not call.done and queue[0] is not call:
+                    call.wake.wait()
+            except BaseException:
+                self._withdraw(call)
+                raise
+            if call.done:
+                return cast(T, call.outcome())
+            group = [queue[i] for i in range(min(len(queue), self.max_group))]
+            for c in group:
+                c.taken = True
+        try:
+            self._execute(group)
+        except BaseException as exc:  # the group failed as a whole (commit, growth, interrupt)
+            for c in group:
+                c.result = None
+                c.error = exc if c is call else _shared_failure(exc)
+        finally:
+            with mu:
+                for c in group:
+                    queue.popleft()
+                    c.done = True
+                    if c is not call:
+                        c.wake.notify()
+                if queue:
+                    queue[0].wake.notify()
+        return cast(T, call.outcome())
+
+    def _withdraw(self, call: _Call) -> None:
+        """Take a call whose caller was interrupted while waiting out of the queue, unless a leader
+        already holds it (then it runs, unacknowledged, like any write in flight). Holds ``_mu``."""
+        if call.taken or call.done:
+            return
+        queue = self._queue
+        front = queue[0] is call
+        queue.remove(call)
+        if front and queue:
+            queue[0].wake.notify()
+
+    def _execute(self, group: list[_Call]) -> None:
+        """Run ``group`` in one write transaction and commit; settle each call's result or error."""
+        store = self._store
+        self.commits += 1
+        self.calls += len(group)
+        if len(group) == 1:
+            only = group[0]
+            try:
+                only.result = store.write(only.fn)
+            except Exception as exc:
+                only.error = exc
+            return
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        path = store.path
+
+        def run_all(txn: Any) -> None:
+            outcomes.clear()  # a retry after growth starts over
+            env = store.env
+            for c in group:
+                child = env.begin(write=True, parent=txn)
+                try:
+                    result = c.fn(child)
+                    child.commit()
+                except lmdb.MapFullError:
+                    child.abort()
+                    raise
+                except Exception as exc:
+                    child.abort()
+                    error = translate(path, exc)
+                    if error is None:
+                        outcomes.append((None, exc))
+                    else:
+                        error.__cause__ = exc
+                        outcomes.append((None, error))
+                except BaseException:
+                    child.abort()
+                    raise
+                else:
+                    outcomes.append((result, None))
+
+        store.write(run_all)
+        for c, (result, error) in zip(group, outcomes, strict=True):
+            c.result = result
+            c.error = error
