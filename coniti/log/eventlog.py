@@ -1,8 +1,9 @@
 """The event log's operations on plain values: what :class:`coniti.impl.log.LogBackend` is built on.
 
-Every write is one LMDB write transaction that appends its events (gap-free sequence numbers, hash
-chain, one recorded time ``at`` per transaction that never goes backwards) and folds them into the
-projections; it commits entirely or not at all. Ids that are not live append no delete event. Reads are
+Every write call appends its events (gap-free sequence numbers, hash chain, one recorded time ``at``
+per call that never goes backwards) and folds them into the projections in one LMDB write
+transaction (or a nested one inside a group commit, :mod:`coniti.log.group`); it commits entirely or
+not at all. Ids that are not live append no delete event. Reads are
 index walks over one snapshot; ``as_of=S`` reads the state right after event ``S``.
 """
 
