@@ -18,6 +18,10 @@ Contracts:
   the namespace; they resume after a (timestamp, write order) position, so they stay valid across
   writes, reopening, and views of the same store.
 * **Ids and namespaces** of any length work (long ones are keyed by hash, checked on read).
+* **Time travel and audit**: :meth:`LogBackend.at` views, :meth:`~LogBackend.events`,
+  :meth:`~LogBackend.history`, :meth:`~LogBackend.diff`, :meth:`~LogBackend.follow` and durable
+  subscriptions (:mod:`coniti.impl.log_audit`), the ``coniti-log`` export (:mod:`coniti.logfile`),
+  :meth:`~LogBackend.erase` and :meth:`~LogBackend.compact`.
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@ same transaction. Plain values only (no pydantic, nothing from :mod:`coniti.memo
 
 Modules: :mod:`~coniti.log.keys` (key encodings), :mod:`~coniti.log.codec` (events <-> bytes, hash
 chain), :mod:`~coniti.log.store` (LMDB environments, transactions, error translation),
-:mod:`~coniti.log.projections` (the fold and index reads), :mod:`~coniti.log.eventlog` (operations),
-:mod:`~coniti.log.checks` (rebuild and verify). The format is specified in ``log/FORMAT.md``.
+:mod:`~coniti.log.projections` (the fold and index reads), :mod:`~coniti.log.eventlog` (operations,
+erasure, compaction), :mod:`~coniti.log.checks` (rebuild and verify), :mod:`~coniti.log.feed` (event
+ranges, history, diff, waiting for commits, subscription positions), :mod:`~coniti.log.transfer`
+(appending exported frames verbatim). The format is specified in ``log/FORMAT.md``.
 """
 
 from coniti.log.checks import VerifyReport, rebuild, verify

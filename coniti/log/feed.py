@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import struct
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -267,25 +266,21 @@ def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str],
 # -- waiting -------------------------------------------------------------------------------------
 
 
-def wait_for_head(
-    store: Store, after: int, deadline: float | None, stop: threading.Event | None = None
-) -> int:
-    """Poll until the head passes ``after`` (returns the head), ``deadline`` (a ``time.monotonic``
-    value; returns the head, possibly ``<= after``) or ``stop`` is set. Polls every 1 ms at first,
-    backing off to 50 ms; each poll is one read transaction, so other processes' commits are seen."""
+def wait_for_head(store: Store, after: int, deadline: float | None) -> int:
+    """Wait until the head passes ``after`` (returns the head), ``deadline`` (a ``time.monotonic``
+    value; returns the head, possibly ``<= after``). A commit of this process
+    wakes the wait at once; other processes' commits are seen by polling, every 1 ms at first,
+    backing off to 50 ms (each poll is one read transaction)."""
     delay = _POLL_MIN
     while True:
         head = head_seq(store)
-        if head > after or (stop is not None and stop.is_set()):
+        if head > after:
             return head
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             return head
         pause = delay if deadline is None else min(delay, deadline - now)
-        if stop is not None:
-            stop.wait(pause)
-        else:
-            time.sleep(pause)
+        store.wait_for_commit(pause)
         delay = min(delay * 2, _POLL_MAX)
 
 

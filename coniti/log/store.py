@@ -209,6 +209,8 @@ class _Shared:
         self.refs = 0
         self.write_lock = threading.Lock()
         self.gate = _Gate()
+        self.committed = threading.Condition(threading.Lock())
+        """Notified after every commit through this environment (wakes in-process followers)."""
         self.dbs: dict[bytes, Any] = {}
         self.store_id = b""
         self.secret = b""
@@ -576,7 +578,16 @@ class Store:
                     gate.leave()
                     raise
                 gate.leave()
+                with shared.committed:
+                    shared.committed.notify_all()
                 return result
+
+    def wait_for_commit(self, timeout: float) -> None:
+        """Block until a write transaction of this process commits on this store, or ``timeout``
+        seconds pass. Commits of other processes do not wake it: poll for those."""
+        shared = self._live()
+        with shared.committed:
+            shared.committed.wait(timeout)
 
     def _grow(self, shared: _Shared) -> None:
         with shared.gate.exclusive():
