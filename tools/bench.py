@@ -28,7 +28,9 @@ Phases (``--phases``, comma-separated; default all):
 
 bulk        put N records in durable batches of 500 (rec/s)
 single      500 durable one-record put calls (us/call)
-concurrent  8 threads doing one-record durable puts (rec/s, all threads together)
+concurrent  8 threads doing one-record durable puts (rec/s, all threads together); coniti also with
+            group commit off (``log_nogc``: LogBackend(group_commit=False) on a store of its own that
+            holds only this phase's records, so its commits are if anything cheaper)
 get         5,000 random ids, one id per call, full records back (us/call)
 scan        every record in (timestamp, write order), pages of 500 (rec/s)
 count       count over the middle half of the time range (us/call)
@@ -88,7 +90,7 @@ from bench_systems import (  # noqa: E402
 )
 from bench_workload import Workload, WorkloadSpec  # noqa: E402
 
-from coniti.memory import GetRequest  # noqa: E402
+from coniti.memory import GetRequest, MemoryBackend  # noqa: E402
 
 PHASES = (
     "bulk",
@@ -161,7 +163,14 @@ METRICS: dict[str, Metric] = {
             Term(">=", 1.0, "sqlite"),
         ),
         _m("single", "single durable put", "us/call", False, Term("<=", 1.2, "lmdb")),
-        _m("concurrent", "8 writers, 1-record puts", "rec/s", True, Term(">=", 2.0, "sqlite")),
+        _m(
+            "concurrent",
+            "8 writers, 1-record puts",
+            "rec/s",
+            True,
+            Term(">=", 2.0, "sqlite"),
+            Term(">=", 4.0, "log_nogc"),
+        ),
         _m("get", "get 1 id, full record", "us/call", False, Term("<=", 2.0, "lmdb"), digits=1),
         _m("scan", "ordered scan, pages of 500", "rec/s", True, Term(">=", 0.5, "lmdb")),
         _m("count", "count, middle half of range", "us/call", False, digits=1),
@@ -425,22 +434,32 @@ class Bench:
 
     def concurrent(self, order: list[System], r: int) -> None:
         """8 writer threads, one-record puts. The records are written in 4 slices; within a slice
-        every system runs in turn, so a burst of disk load from outside falls on all of them."""
+        every system runs in turn, so a burst of disk load from outside falls on all of them. With
+        ``log`` selected, a LogBackend with group commit off runs too, on its own store."""
         cfg = self.cfg
         start = self.stored
         total = cfg.writers * cfg.per_writer
         raws = self.work.records(start, start + total)
-        prepared = {s.key: [s.prepare([raw]) for raw in raws] for s in order}
+        systems: list[System] = list(order)
+        if any(isinstance(s, LogSystem) for s in order):
+            nogc = LogNoGroupSystem(cfg.base / f"r{r}-{LogNoGroupSystem.key}")
+            nogc.open()
+            systems.append(nogc)
+        prepared = {s.key: [s.prepare([raw]) for raw in raws] for s in systems}
         slices = 4 if total >= 4 * cfg.writers else 1
         bounds = [total * k // slices for k in range(slices + 1)]
-        spent = dict.fromkeys((s.key for s in order), 0.0)
-        for k in range(slices):
-            for s in order:
-                part = prepared[s.key][bounds[k] : bounds[k + 1]]
-                spent[s.key] += self.writers_run(
-                    s, [part[w :: cfg.writers] for w in range(cfg.writers)]
-                )
-        for s in order:
+        spent = dict.fromkeys((s.key for s in systems), 0.0)
+        try:
+            for k in range(slices):
+                for s in systems:
+                    part = prepared[s.key][bounds[k] : bounds[k + 1]]
+                    spent[s.key] += self.writers_run(
+                        s, [part[w :: cfg.writers] for w in range(cfg.writers)]
+                    )
+        finally:
+            for s in systems[len(order) :]:
+                s.destroy()
+        for s in systems:
             self.results.add("concurrent", s.key, total / spent[s.key])
         self.stored = start + total
 
@@ -760,6 +779,18 @@ class Bench:
                 self.results.add(key, row["system"], float(v))
 
 
+class LogNoGroupSystem(LogSystem):
+    """LogBackend with group commit off: every write call commits (and flushes) on its own."""
+
+    key = "log_nogc"
+    label = "coniti LogBackend, group commit off"
+
+    def _make(self) -> MemoryBackend:
+        from coniti.impl.log import LogBackend
+
+        return LogBackend(self.path, durability="sync", group_commit=False)
+
+
 # -- the peak-memory child ---------------------------------------------------------------------
 
 
@@ -859,6 +890,7 @@ def check_target(res: Results, m: Metric, system: str) -> str:
 
 def table(res: Results, systems: Sequence[str]) -> str:
     labels = {key: SYSTEMS[key].label for key in SYSTEMS}
+    labels[LogNoGroupSystem.key] = LogNoGroupSystem.label
     lines = [
         "| metric | unit | system | median | [min..max] | vs raw LMDB | vs sqlite | target (issue 7) |",
         "|---|---|---|--:|--:|--:|--:|---|",
