@@ -23,6 +23,7 @@ import contextlib
 import gzip
 import io
 import json
+import math
 import os
 import re
 import zlib
@@ -34,11 +35,22 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from coniti.contracts import ContractError
+from coniti.actor import Note
+from coniti.contracts import ContractError, check_json_value
 from coniti.errors import MemoryBackendError, MemoryFileError
+from coniti.memory import (
+    VECTOR_DTYPES,
+    CountRequest,
+    DeleteRequest,
+    GetRequest,
+    MemoryRecord,
+    MetaGetRequest,
+    MetaSetRequest,
+    PutRequest,
+)
 
 if TYPE_CHECKING:
-    from coniti.memory import MemoryBackend, MemoryRecord
+    from coniti.memory import MemoryBackend
 
 __all__ = [
     "BATCH_SIZE",
@@ -136,8 +148,6 @@ def record_line(record: MemoryRecord) -> str:
 
 def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[str, ...] = ()) -> int:
     """Write ``namespace`` of ``backend`` to ``target``; returns the number of records written."""
-    from coniti.memory import CountRequest, MetaGetRequest
-
     expected = backend.count(CountRequest(namespace=namespace)).count
     embedding_id = backend.get_meta(MetaGetRequest(key="embedding_id", namespace=namespace)).value
     header = {
@@ -188,40 +198,26 @@ def _key_ends(line: str) -> int:
     return line.count('":')
 
 
-def _parsed_keys(value: Any) -> int:
-    """How many keys the parsed value's objects hold. A record's ``vector`` is not walked: it must be
-    a list of numbers, which record validation checks anyway."""
+def _shape(value: Any) -> tuple[int, bool]:
+    """How many keys the parsed value's objects hold, and whether a float of magnitude >= 2**63 with
+    no fraction appears (orjson reads integer tokens beyond 64 bits as floats). A record's ``vector``
+    is not walked: it must be a list of numbers, which record validation checks anyway."""
     keys = 0
+    huge = False
     stack = [value]
     if isinstance(value, dict) and isinstance(value.get("vector"), list):
-        keys += len(value)
-        stack = [v for k, v in value.items() if k != "vector" and isinstance(v, dict | list)]
+        keys = len(value)
+        stack = [v for k, v in value.items() if k != "vector"]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
             keys += len(item)
-            stack.extend(v for v in item.values() if isinstance(v, dict | list))
-        elif isinstance(item, list):
-            stack.extend(v for v in item if isinstance(v, dict | list))
-    return keys
-
-
-def _huge_whole_float(value: Any) -> bool:
-    """True if a float of magnitude >= 2**63 with no fraction appears outside a record's ``vector``
-    (where numbers are floats anyway): it may have been an integer token beyond 64 bits."""
-    stack = [value]
-    if isinstance(value, dict) and isinstance(value.get("vector"), list):
-        stack = [v for k, v in value.items() if k != "vector"]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if abs(item) >= 2.0**63 and item.is_integer():
-                return True
-        elif isinstance(item, dict):
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-    return False
+        elif isinstance(item, float) and abs(item) >= 2.0**63 and item.is_integer():
+            huge = True
+    return keys, huge
 
 
 def parse_json_line(line: str, lineno: int) -> Any:
@@ -234,9 +230,12 @@ def parse_json_line(line: str, lineno: int) -> Any:
     # Every key ends with '"' then ':', so the pattern count is at least the number of keys written;
     # when it equals the number of keys parsed, no key was repeated. Otherwise look closely. Also
     # look closely when a huge whole float appears: orjson reads integers beyond 64 bits as floats.
-    if isinstance(data, dict | list) and (
-        _parsed_keys(data) != _key_ends(line) or _huge_whole_float(data)
-    ):
+    if isinstance(data, dict | list):
+        keys, huge = _shape(data)
+        slow = huge or keys != _key_ends(line)
+    else:
+        slow = False
+    if slow:
         try:
             data = json.loads(line, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
         except RecursionError:
@@ -327,11 +326,63 @@ def _check_header(header: Any) -> tuple[tuple[str, ...], str | None, int]:
     return tuple(namespace), embedding_id, count
 
 
+_RECORD_KEYS = frozenset({"note", "vector", "embedding_id", "namespace"})
+_RECORD_KEYS_DTYPE = _RECORD_KEYS | {"dtype"}
+_NOTE_KEYS = frozenset({"id", "text", "timestamp", "metadata"})
+_NUMBERS = frozenset({int, float})
+_DTYPE_MAX = {name: float(np.finfo(name).max) for name in VECTOR_DTYPES}
+
+
+def _plain_record(data: Any) -> MemoryRecord | None:
+    """The record of a line in exactly the form ``dump`` writes, checked by hand (no pydantic); None
+    when anything differs, so that :meth:`MemoryRecord.from_dict` decides. Never accepts what the
+    contract would refuse."""
+    if type(data) is not dict or not (data.keys() == _RECORD_KEYS or data.keys() == _RECORD_KEYS_DTYPE):
+        return None
+    note, vector, embedding_id, namespace = (
+        data["note"], data["vector"], data["embedding_id"], data["namespace"]
+    )
+    dtype = data.get("dtype", "float64")
+    if (
+        type(note) is not dict
+        or note.keys() != _NOTE_KEYS
+        or type(vector) is not list
+        or not vector
+        or not set(map(type, vector)) <= _NUMBERS
+        or dtype not in VECTOR_DTYPES
+        or not (embedding_id is None or type(embedding_id) is str)
+        or type(namespace) is not list
+        or not all(type(part) is str and part for part in namespace)
+    ):
+        return None
+    note_id, text, timestamp, metadata = note["id"], note["text"], note["timestamp"], note["metadata"]
+    if (
+        type(note_id) is not str
+        or not note_id
+        or type(text) is not str
+        or type(timestamp) not in _NUMBERS
+        or type(metadata) is not dict
+    ):
+        return None
+    try:
+        metadata = check_json_value(metadata, "metadata")
+    except ValueError:
+        return None
+    array = np.array(vector, dtype=np.float64)  # exact for JSON numbers; no overflow here
+    if not math.isfinite(timestamp) or not np.isfinite(array).all():
+        return None
+    if dtype != "float64":
+        if np.abs(array).max() > _DTYPE_MAX[dtype]:
+            return None  # would overflow the dtype: the contract refuses it with a message
+        array = array.astype(dtype)
+    return MemoryRecord.trusted(
+        Note.trusted(note_id, text, float(timestamp), metadata), array, embedding_id, tuple(namespace)
+    )
+
+
 def _read_file(
     source: str | Path | IO[str], rehome: tuple[str, ...] | None
 ) -> tuple[tuple[str, ...], str | None, list[MemoryRecord]]:
-    from coniti.memory import MemoryRecord
-
     lines = read_lines(source)
     first = next(lines, None)
     if first is None:
@@ -344,10 +395,12 @@ def _read_file(
         if not line.strip():
             raise MemoryFileError(f"line {lineno}: blank line")
         data = parse_json_line(line, lineno)
-        try:
-            record = MemoryRecord.from_dict(data)
-        except ContractError as exc:
-            raise MemoryFileError(f"line {lineno}: invalid record: {exc}") from None
+        record = _plain_record(data)
+        if record is None:  # not the plain shape: let the contract give the verdict and the message
+            try:
+                record = MemoryRecord.from_dict(data)
+            except ContractError as exc:
+                raise MemoryFileError(f"line {lineno}: invalid record: {exc}") from None
         if rehome is not None:
             record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
         key = (record.namespace, record.id)
@@ -375,8 +428,6 @@ def load(
 
     ``namespace=None`` keeps each record's own namespace; a namespace re-homes every record into it.
     """
-    from coniti.memory import DeleteRequest, GetRequest, MetaGetRequest, MetaSetRequest, PutRequest
-
     header_ns, file_embedding, records = _read_file(source, namespace)
     meta_ns = header_ns if namespace is None else namespace
     target_embedding = backend.get_meta(MetaGetRequest(key="embedding_id", namespace=meta_ns)).value
