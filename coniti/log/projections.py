@@ -6,7 +6,7 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
     ns    namespace key -> N                 namespace table (ids assigned 0, 1, ... in log order)
     nsn   N -> canonical namespace bytes
     ver   N I ~S -> end S + T                every version of a record; end 0 = live
-    tver  N T S -> end S                     every version in (timestamp, write order)
+    tver  N T S -> end S + I                 every version in (timestamp, write order)
     time  N T S -> I                         live records in (timestamp, write order)
     meta  N K ~S -> b""                      every metadata write (value in the event at S)
     cnt   N S -> u64                         live record count of N after event S
@@ -260,7 +260,7 @@ class Projections:
         sk = seq_key(seq)
         txn.put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk, db=self.d.ver)
         tk = nsid + tsk + sk
-        txn.put(tk, ZERO8, db=self.d.tver)
+        txn.put(tk, ZERO8 + idk, db=self.d.tver)
         txn.put(tk, idk, db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid) + 1)
 
@@ -280,7 +280,7 @@ class Projections:
         tk = nsid + tsk + seq_key(put_seq)
         counted = txn.get(tk, db=self.d.tver) is not None
         if counted:
-            txn.put(tk, end, db=self.d.tver)
+            txn.put(tk, end + idk, db=self.d.tver)
         txn.delete(tk, db=self.d.time)
         return counted
 
@@ -309,7 +309,7 @@ class Projections:
                 idk = cur.value()
                 txn.put(nsid + idk + inv_seq_key(seq_from_key(put_seq)), end + tsk, db=self.d.ver)
                 if txn.get(key, db=self.d.tver) is not None:
-                    txn.put(key, end, db=self.d.tver)
+                    txn.put(key, end + idk, db=self.d.tver)
                     removed += 1
                 if not cur.delete() or not cur.key():
                     break
@@ -438,15 +438,16 @@ class Projections:
         cur = self.txn.cursor(db=self.d.tver)
         if not cur.set_range(start):
             return out, None
-        for key, end in cur.iternext(keys=True, values=True):
+        for key, value in cur.iternext(keys=True, values=True):
             if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
                 return out, None
             put_seq = seq_from_key(key[_TS_END:])
+            end = value[:SEQ_LEN]
             if put_seq > as_of or (end != ZERO8 and seq_from_key(end) <= as_of):
                 continue
             if limit is not None and len(out) == limit:
                 return out, last_key[NSID_LEN:]
-            out.append((put_seq, key[NSID_LEN:_TS_END], None))
+            out.append((put_seq, key[NSID_LEN:_TS_END], value[SEQ_LEN:] or None))
             last_key = key
         return out, None
 
@@ -468,9 +469,10 @@ class Projections:
             return n
         cur = self.txn.cursor(db=self.d.tver)
         if cur.set_range(start):
-            for key, end in cur.iternext(keys=True, values=True):
+            for key, value in cur.iternext(keys=True, values=True):
                 if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
                     break
+                end = value[:SEQ_LEN]
                 if seq_from_key(key[_TS_END:]) <= as_of and (
                     end == ZERO8 or seq_from_key(end) > as_of
                 ):
