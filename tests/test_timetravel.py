@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from coniti.actor import TimeRange
 from coniti.errors import ContractError, ReadOnlyError
 from coniti.impl.log import LogBackend
-from coniti.memory import DeleteRequest, GetRequest, MetaSetRequest
+from coniti.memory import DeleteRequest, GetRequest, MetaSetRequest, ScanRequest
 from coniti.testing.helpers import exact, ids, put, record, scan_all, state
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,3 +165,39 @@ def test_bench_asof_quick_runs_and_reports_every_point(tmp_path: Path) -> None:
         assert set(order["points"]) == {"start", "middle", "head"}
         assert all(p["get_asof_us"] > 0 and p["page_asof_ms"] > 0 for p in order["points"].values())
     assert "worst as-of / current ratio" in proc.stdout
+
+
+def test_last_page_of_an_early_view_ends_exactly(store: LogBackend) -> None:
+    """A view of an early point, scanned from a time near its end with later records after it in
+    time: the last page holds the rest and says no more (next_cursor None), and earlier pages say
+    more, exactly."""
+    put(store, *[record(f"old{i}", float(i)) for i in range(6)])
+    point = store.head
+    put(store, *[record(f"new{i}", 10.0 + i) for i in range(50)])
+    view = store.at(point)
+    page = view.scan(ScanRequest(time_range=TimeRange(start=3.0), limit=3))
+    assert ids(page.records) == ["old3", "old4", "old5"] and page.next_cursor is None
+    first = view.scan(ScanRequest(time_range=TimeRange(start=2.0), limit=3))
+    assert ids(first.records) == ["old2", "old3", "old4"] and first.next_cursor is not None
+    assert ids(view.scan(ScanRequest(cursor=first.next_cursor)).records) == ["old5"]
+    assert view.count(view.count_request(TimeRange(start=3.0))).count == 3
+
+
+def test_store_written_before_the_later_projections_is_rebuilt_once_at_open(tmp_path: Path) -> None:
+    """A store lacking the erx and tmax tables (written before they existed) reads correctly when
+    opened read-only, and a writable open creates them and rebuilds the projections: views and
+    verify() are then exact."""
+    path = tmp_path / "old"
+    with LogBackend(path) as store:
+        put(store, *[record(f"r{i}", float(i)) for i in range(8)])
+        store.delete(DeleteRequest(ids=["r2"]))
+        put(store, *[record(f"s{i}", 20.0 + i) for i in range(5)])
+        expected = [state(store.at(seq)) for seq in range(store.head + 1)]
+        with store._env.begin(write=True) as txn:
+            for name in (b"erx", b"tmax"):
+                txn.drop(store._env.open_db(name, txn=txn), delete=True)
+    with LogBackend(path, readonly=True) as ro:
+        assert [state(ro.at(seq)) for seq in range(ro.head + 1)] == expected
+    with LogBackend(path) as store:
+        assert [state(store.at(seq)) for seq in range(store.head + 1)] == expected
+        assert store.verify().ok

@@ -96,6 +96,11 @@ class EventLog:
         group_commit: bool = True,
     ) -> None:
         self.store = Store(path, durability=durability, map_size=map_size, readonly=readonly)
+        if self.store.stale_projections:
+            from coniti.log.checks import rebuild
+
+            rebuild(self.store)
+            self.store.projections_rebuilt()
         self.group = GroupCommit(self.store) if group_commit and not readonly else None
         self._commit = self.store.write if self.group is None else self.group.run
         self._dbs = Dbs(self.store.dbs)
@@ -351,12 +356,11 @@ class EventLog:
     def compact(self) -> tuple[int, int]:
         """Rewrite the store without free pages (see :meth:`Store.compact`); returns the data file's
         size before and after."""
-        try:
-            return self.store.compact()
-        finally:
-            if not self.store.closed:
-                self._dbs = Dbs(self.store.dbs)
-                self._log_db = self._dbs.log
+        return self.store.compact(reopened=self._reload_dbs)
+
+    def _reload_dbs(self) -> None:
+        self._dbs = Dbs(self.store.dbs)
+        self._log_db = self._dbs.log
 
     def import_frames(self, frames: Iterable[bytes]) -> int:
         """Append stored frames verbatim (from another store, a golden set or an export) after the

@@ -12,6 +12,8 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
     cnt   N S -> u64                         live record count of N after event S
     atix  A S -> b""                         first event of each distinct recorded time A
     erx   N I S -> b""                       every erase event of a record
+    tmax  N S -> T S' or b""                 the last position in ``time`` of N after event S,
+                                             written whenever it changes (bounds as-of scans)
 
 The fold is a pure function of the events in order: :meth:`Projections.fold` (used by ``rebuild`` and
 ``verify``) and the write path call the same primitives. As-of reads (``as_of=S``) are index walks:
@@ -88,7 +90,7 @@ class Dbs:
     """The sub-database handles of one environment by name (built once, shared by transactions).
     ``log`` and ``sys`` are None for a scratch environment holding projections only."""
 
-    __slots__ = ("atix", "cnt", "erx", "log", "meta", "ns", "nsn", "sys", "time", "tver", "ver")
+    __slots__ = ("atix", "cnt", "erx", "log", "meta", "ns", "nsn", "sys", "time", "tmax", "tver", "ver")
 
     def __init__(self, dbs: dict[bytes, Any]) -> None:
         self.log = dbs.get(LOG_DB)
@@ -102,6 +104,7 @@ class Dbs:
         self.cnt = dbs[b"cnt"]
         self.atix = dbs[b"atix"]
         self.erx = dbs.get(b"erx")
+        self.tmax = dbs.get(b"tmax")
 
 
 class Projections:
@@ -110,12 +113,13 @@ class Projections:
     Write methods need a write transaction. Nothing is cached beyond the transaction.
     """
 
-    __slots__ = ("_counts", "_interned", "_ver_cur", "d", "txn")
+    __slots__ = ("_counts", "_interned", "_max", "_ver_cur", "d", "txn")
 
     def __init__(self, txn: Any, dbs: Dbs) -> None:
         self.txn = txn
         self.d = dbs
         self._counts: dict[bytes, int] = {}
+        self._max: dict[bytes, bytes] = {}
         self._ver_cur: Any = None
         self._interned: dict[tuple[str, ...], bytes] = {}
 
@@ -254,6 +258,27 @@ class Projections:
         self._counts[nsid] = value
         self.txn.put(nsid + seq_key(seq), _U64.pack(value), db=self.d.cnt)
 
+    def _time_last(self, nsid: bytes) -> bytes:
+        """The greatest ``T S`` in ``time`` for namespace ``nsid`` now (b"" if none); cached."""
+        found = self._max.get(nsid)
+        if found is not None:
+            return found
+        cur = self.txn.cursor(db=self.d.time)
+        following = _U32.pack(_U32.unpack(nsid)[0] + 1)
+        ok = cur.prev() if cur.set_range(following) else cur.last()
+        key = cur.key() if ok else b""
+        found = bytes(key[NSID_LEN:]) if key[:NSID_LEN] == nsid else b""
+        self._max[nsid] = found
+        return found
+
+    def _set_max(self, seq: int, nsid: bytes, position: bytes) -> None:
+        self._max[nsid] = position
+        self.txn.put(nsid + seq_key(seq), position, db=self.d.tmax)
+
+    def _entered_time(self, seq: int, nsid: bytes, position: bytes) -> None:
+        if position > self._time_last(nsid):
+            self._set_max(seq, nsid, position)
+
     def put(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
         """Fold a put of a record that is not live."""
         txn = self.txn
@@ -261,6 +286,7 @@ class Projections:
         txn.put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk, db=self.d.ver)
         tk = nsid + tsk + sk
         txn.put(tk, ZERO8 + idk, db=self.d.tver)
+        self._entered_time(seq, nsid, tsk + sk)
         txn.put(tk, idk, db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid) + 1)
 
@@ -268,8 +294,10 @@ class Projections:
         """Fold a put whose content was erased: a version that history and the fold of its end find
         (``ver``, ``time``), but no read sees (no ``tver`` entry, not counted)."""
         txn = self.txn
+        sk = seq_key(seq)
         txn.put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk, db=self.d.ver)
-        txn.put(nsid + tsk + seq_key(seq), idk, db=self.d.time)
+        self._entered_time(seq, nsid, tsk + sk)
+        txn.put(nsid + tsk + sk, idk, db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid))
 
     def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> bool:
@@ -281,7 +309,11 @@ class Projections:
         counted = txn.get(tk, db=self.d.tver) is not None
         if counted:
             txn.put(tk, end + idk, db=self.d.tver)
+        was_last = tk[NSID_LEN:] == self._time_last(nsid)
         txn.delete(tk, db=self.d.time)
+        if was_last:
+            del self._max[nsid]
+            self._set_max(seq, nsid, self._time_last(nsid))
         return counted
 
     def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
@@ -297,6 +329,7 @@ class Projections:
         """Fold a clear: end every live version of the namespace. Returns how many."""
         txn = self.txn
         end = seq_key(seq)
+        had_any = self._time_last(nsid) != b""
         cur = txn.cursor(db=self.d.time)
         removed = 0
         if cur.set_range(nsid):
@@ -314,6 +347,8 @@ class Projections:
                 if not cur.delete() or not cur.key():
                     break
         self._set_count(nsid, seq, 0)
+        if had_any:
+            self._set_max(seq, nsid, b"")
         return removed
 
     def erasure(self, seq: int, nsid: bytes, idk: bytes) -> None:
@@ -435,11 +470,16 @@ class Projections:
                 out.append((seq_from_key(key[_TS_END:]), key[NSID_LEN:_TS_END], idk))
                 last_key = key
             return out, None
+        bound = self.last_position(nsid, as_of)
+        if bound == b"":
+            return out, None
         cur = self.txn.cursor(db=self.d.tver)
         if not cur.set_range(start):
             return out, None
         for key, value in cur.iternext(keys=True, values=True):
             if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
+                return out, None
+            if bound is not None and key[NSID_LEN:] > bound:
                 return out, None
             put_seq = seq_from_key(key[_TS_END:])
             end = value[:SEQ_LEN]
@@ -450,6 +490,18 @@ class Projections:
             out.append((put_seq, key[NSID_LEN:_TS_END], value[SEQ_LEN:] or None))
             last_key = key
         return out, None
+
+    def last_position(self, nsid: bytes, as_of: int) -> bytes | None:
+        """The last ``T S`` that ``time`` held for the namespace right after event ``as_of`` (b"" if
+        it held none): no version visible then sorts after it. None when the store has no ``tmax``
+        (read-only open of an older store): unbounded."""
+        if self.d.tmax is None:
+            return None
+        cur = self.txn.cursor(db=self.d.tmax)
+        found = cur.prev() if cur.set_range(nsid + seq_key(as_of + 1)) else cur.last()
+        if not found or cur.key()[:NSID_LEN] != nsid:
+            return b""
+        return bytes(cur.value())
 
     def count_range(
         self, nsid: bytes, lo: bytes | None, hi: bytes | None, as_of: int | None = None
@@ -467,10 +519,15 @@ class Projections:
                         break
                     n += 1
             return n
+        bound = self.last_position(nsid, as_of)
+        if bound == b"":
+            return 0
         cur = self.txn.cursor(db=self.d.tver)
         if cur.set_range(start):
             for key, value in cur.iternext(keys=True, values=True):
                 if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
+                    break
+                if bound is not None and key[NSID_LEN:] > bound:
                     break
                 end = value[:SEQ_LEN]
                 if seq_from_key(key[_TS_END:]) <= as_of and (

@@ -74,12 +74,15 @@ DURABILITIES = ("sync", "nosync")
 
 LOG_DB = b"log"
 SYS_DB = b"sys"
-PROJECTION_DBS = (b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"atix", b"erx")
+PROJECTION_DBS = (
+    b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"atix", b"erx", b"tmax"
+)
 """Sub-databases derived from the log (see ``log/FORMAT.md``); ``rebuild`` recomputes all of them."""
 ALL_DBS = (LOG_DB, SYS_DB, *PROJECTION_DBS)
-LATER_DBS = frozenset({b"erx"})
-"""Sub-databases added after the first stores were written: a read-only open of a store that lacks
-one reads it as empty (a writable open creates it)."""
+LATER_DBS = frozenset({b"erx", b"tmax"})
+"""Sub-databases added after the first stores were written. A read-only open of a store that lacks
+one does without it (reads stay exact, as-of scans unbounded); a writable open creates it, and the
+store's projections are then rebuilt once (:attr:`Store.stale_projections`)."""
 
 SYS_ID = b"id"
 SYS_SECRET = b"secret"
@@ -214,6 +217,7 @@ class _Shared:
         self.dbs: dict[bytes, Any] = {}
         self.store_id = b""
         self.secret = b""
+        self.stale_projections = False
 
 
 _REGISTRY: dict[str, _Shared] = {}
@@ -269,9 +273,16 @@ def _init_tables(shared: _Shared) -> None:
             fmt, sid, secret = (txn.get(k, db=sys_db) for k in (SYS_FORMAT, SYS_ID, SYS_SECRET))
     else:
         with env.begin(write=True) as txn:
+            added = False
             for name in ALL_DBS:
+                if name in LATER_DBS:
+                    try:
+                        env.open_db(name, txn=txn, create=False)
+                    except lmdb.NotFoundError:
+                        added = True
                 shared.dbs[name] = env.open_db(name, txn=txn, create=True)
             sys_db = shared.dbs[SYS_DB]
+            shared.stale_projections = added and txn.get(SYS_HEAD, db=sys_db) is not None
             fmt = txn.get(SYS_FORMAT, db=sys_db)
             if fmt is None:
                 fmt = _U32.pack(FORMAT_VERSION)
@@ -452,6 +463,16 @@ class Store:
         self._forks = _FORKS[0]
 
     @property
+    def stale_projections(self) -> bool:
+        """True when this open added a projection sub-database to a store that already holds events
+        (written before that projection existed): the projections must be rebuilt."""
+        return self._live().stale_projections
+
+    def projections_rebuilt(self) -> None:
+        """Record that the projections were rebuilt (clears :attr:`stale_projections`)."""
+        self._live().stale_projections = False
+
+    @property
     def store_id(self) -> bytes:
         """16 random bytes naming this store (kept in the system table)."""
         return self._live().store_id
@@ -604,7 +625,7 @@ class Store:
         with lmdb_errors(self.path):
             shared.env.sync(True)
 
-    def compact(self) -> tuple[int, int]:
+    def compact(self, reopened: Callable[[], None] | None = None) -> tuple[int, int]:
         """Rewrite the data file without free pages; returns its size ``(before, after)`` in bytes.
 
         LMDB never shrinks its file and leaves the bytes of freed pages in it (an erased payload, for
@@ -613,8 +634,9 @@ class Store:
         while it has the store open) and through no other handle of this process (:class:`StoreBusy`).
         Transactions of this process are held off meanwhile, and other processes that open the store
         wait. The copy is written beside the data file, flushed, and renamed over it, so a crash at
-        any point leaves either the old file or the new one. This handle's sub-database handles are
-        replaced: callers holding :attr:`dbs` values must fetch them again.
+        any point leaves either the old file or the new one. The sub-database handles are replaced:
+        ``reopened`` is called once the environment is open again, before any other transaction of
+        this process may begin, to let the caller fetch :attr:`dbs` values again.
         """
         shared = self._live()
         if self.readonly:
@@ -654,6 +676,8 @@ class Store:
                         with lmdb_errors(self.path):
                             shared.env = _open_env(self.path, map_size, False, shared.durability)
                             _init_env(shared)
+                        if reopened is not None:
+                            reopened()
                 finally:
                     shutil.rmtree(scratch, ignore_errors=True)
                 return before, os.path.getsize(data_file)
