@@ -75,6 +75,7 @@ _DIGEST = 32
 _VECTOR_DTYPES = frozenset({"<f2", "<f4", "<f8", ">f2", ">f4", ">f8"})
 _DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name) for name in _VECTOR_DTYPES}
 _sha256 = hashlib.sha256
+_unpackb = msgpack.unpackb
 _EMPTY_DIGEST = _sha256(b"").digest()
 
 
@@ -287,23 +288,39 @@ def _vector(payload: dict[str, Any]) -> np.ndarray:
     return np.frombuffer(raw, dtype).copy()
 
 
+def _stored_record(payload: Any) -> RecordData:
+    """The content of a put payload the store wrote, with just the checks that make a damaged one
+    raise (ValueError, KeyError, TypeError) instead of decoding to something else. The vector is a
+    fresh writable array."""
+    raw = payload["vb"]
+    if type(raw) is not bytes:
+        raise ValueError("field vb (vector bytes) is not binary")
+    dtype = _DTYPES.get(payload["vd"])
+    if dtype is None:
+        raise ValueError(f"unsupported vector dtype {payload['vd']!r}")
+    vector = np.frombuffer(bytearray(raw), dtype)
+    n = len(vector)
+    if not n or payload["vs"] != [n]:
+        raise ValueError("vector shape and bytes disagree")
+    return RecordData(payload["tx"], payload["md"], payload["e"], vector)
+
+
 def _record(payload: Any, strict: bool) -> RecordData:
+    if not strict:
+        return _stored_record(payload)
     if not isinstance(payload, dict):
         raise ValueError("put payload is not a map")
     text, metadata, emb = payload["tx"], payload["md"], payload["e"]
-    if strict:
-        if not isinstance(text, str):
-            raise ValueError("field tx (text) is not a string")
-        if not isinstance(metadata, dict):
-            raise ValueError("field md (metadata) is not a map")
-        _check_json(metadata, "field md (metadata)")
-        if emb is not None and not isinstance(emb, str):
-            raise ValueError("field e (embedding id) is not a string")
-        vector = _vector(payload)
-        if not np.isfinite(vector).all():
-            raise ValueError("field vb (vector) is not finite")
-    else:
-        vector = _vector(payload)
+    if not isinstance(text, str):
+        raise ValueError("field tx (text) is not a string")
+    if not isinstance(metadata, dict):
+        raise ValueError("field md (metadata) is not a map")
+    _check_json(metadata, "field md (metadata)")
+    if emb is not None and not isinstance(emb, str):
+        raise ValueError("field e (embedding id) is not a string")
+    vector = _vector(payload)
+    if not np.isfinite(vector).all():
+        raise ValueError("field vb (vector) is not finite")
     return RecordData(text, metadata, emb, vector)
 
 
@@ -484,8 +501,14 @@ def decode_content(frame: bytes) -> RecordData | None:
     caller knows the id and timestamp from the indexes."""
     try:
         (elen,) = _U32.unpack_from(frame)
-        payload = frame[_HEAD + elen + _DIGEST :]
-        return _record(_unpack(payload), False) if payload else None
+        start = _HEAD + elen + _DIGEST
+        if len(frame) <= start:
+            return None
+        try:
+            payload = _unpackb(memoryview(frame)[start:], ext_hook=_ext_hook)
+        except UnicodeDecodeError:
+            payload = _unpack(memoryview(frame)[start:])
+        return _stored_record(payload)
     except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
         raise StoreCorrupted(f"a put event does not decode: {exc}") from exc
 
