@@ -87,10 +87,10 @@ class Contract(pydantic.BaseModel):
         pydantic's ``model_construct`` does for a complete set of fields, without its per-call cost.
         """
         obj = cls.__new__(cls)
-        _setattr(obj, "__dict__", values)
-        _setattr(obj, "__pydantic_fields_set__", set(values))
-        _setattr(obj, "__pydantic_extra__", None)
-        _setattr(obj, "__pydantic_private__", None)
+        _set_dict(obj, values)
+        _set_fields_set(obj, set(values))
+        _set_extra(obj, None)
+        _set_private(obj, None)
         return obj
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,7 +127,12 @@ class Contract(pydantic.BaseModel):
         return cls.model_json_schema(mode="serialization")
 
 
-_setattr = object.__setattr__
+# The slot setters of pydantic.BaseModel, called directly (what object.__setattr__ ends in, minus the
+# attribute lookup): _construct runs once per record on the stores' read paths.
+_set_dict = pydantic.BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = pydantic.BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = pydantic.BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = pydantic.BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _refuse_constant(token: str) -> Any:
