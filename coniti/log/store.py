@@ -19,6 +19,9 @@ Contracts:
 * **Hygiene.** Stale reader slots of dead processes are cleared at open. The directory is created
   0700 and the files 0600. A handle used in a process other than the one that opened it (after
   ``fork()``) raises :class:`StoreForked`; opening the path anew in the child works.
+* **Presence.** Every process holding the store open holds a shared ``flock`` on its directory;
+  :meth:`Store.compact` takes it exclusively (refusing with :class:`StoreBusy` when another process
+  has the store open) and openers wait while it runs.
 * **Errors.** LMDB and OS errors are translated to coniti errors by :func:`translate`, the one
   boundary of this package (used by :func:`lmdb_errors`, read transactions and :meth:`Store.write`).
 """
