@@ -74,13 +74,21 @@ _AUDIT: contextvars.ContextVar[_Stamps] = contextvars.ContextVar("coniti_log_aud
 """Active :meth:`LogBackend.audit` blocks, innermost last: ``(store path, actor, reason)``."""
 
 
+_note = Note._construct
+_memory_record = MemoryRecord._construct
+
+
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
-    data = row.data
-    return MemoryRecord.trusted(
-        Note.trusted(row.id, data.text, row.timestamp, data.metadata),
-        data.vector,
-        data.embedding_id,
-        namespace,
+    """``MemoryRecord.trusted(Note.trusted(...), ...)`` of a row the store wrote, inlined (once per
+    record returned by a read)."""
+    rid, timestamp, (text, metadata, embedding_id, vector) = row
+    return _memory_record(
+        {
+            "note": _note({"id": rid, "text": text, "timestamp": timestamp, "metadata": metadata}),
+            "vector": vector,
+            "embedding_id": embedding_id,
+            "namespace": namespace,
+        }
     )
 
 

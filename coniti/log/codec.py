@@ -76,6 +76,8 @@ _VECTOR_DTYPES = frozenset({"<f2", "<f4", "<f8", ">f2", ">f4", ">f8"})
 _DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name) for name in _VECTOR_DTYPES}
 _sha256 = hashlib.sha256
 _unpackb = msgpack.unpackb
+_tuple_new = tuple.__new__
+"""Builds a NamedTuple without its Python-level ``__new__`` (hot read paths)."""
 _EMPTY_DIGEST = _sha256(b"").digest()
 
 
@@ -302,7 +304,7 @@ def _stored_record(payload: Any) -> RecordData:
     n = len(vector)
     if not n or payload["vs"] != [n]:
         raise ValueError("vector shape and bytes disagree")
-    return RecordData(payload["tx"], payload["md"], payload["e"], vector)
+    return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector))
 
 
 def _record(payload: Any, strict: bool) -> RecordData:

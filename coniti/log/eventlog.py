@@ -54,6 +54,7 @@ from coniti.log.store import DEFAULT_MAP_SIZE, Store
 __all__ = ["EventLog", "PutItem", "Row"]
 
 _TS_ZERO = ts_key(0.0)
+_tuple_new = tuple.__new__
 
 Namespace = tuple[str, ...]
 
@@ -468,7 +469,14 @@ class EventLog:
             entries, more = p.scan(nsid, lo, hi, pos, limit, as_of)
             rows = []
             row_of = self._row
+            frame_of = p.frame
             for seq, tsk, idk in entries:
+                if idk is not None and idk[:1] == b"\x00" and tsk != _TS_ZERO:
+                    # The common case of _row, inline: an inline id key and a nonzero timestamp.
+                    data = decode_content(frame_of(seq))
+                    if data is not None:
+                        rows.append(_tuple_new(Row, (inline_name(idk), decode_ts_key(tsk), data)))
+                    continue
                 row = row_of(p, seq, tsk, idk, None)
                 if row is not None:
                     rows.append(row)
