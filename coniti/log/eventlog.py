@@ -436,10 +436,18 @@ class EventLog:
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return rows, list(ids)
+            visible = p.visible
             for record_id in ids:
                 idk = name_key(record_id)
-                found = p.visible(nsid, idk, as_of)
-                row = None if found is None else self._row(p, found[0], found[1], idk, record_id)
+                found = visible(nsid, idk, as_of)
+                if found is None:
+                    row = None
+                elif found[1] != _TS_ZERO and idk[:1] == b"\x00":
+                    # The common case of _row, inline: an inline id key and a nonzero timestamp.
+                    data = decode_content(p.frame(found[0]))
+                    row = None if data is None else _tuple_new(Row, (record_id, decode_ts_key(found[1]), data))
+                else:
+                    row = self._row(p, found[0], found[1], idk, record_id)
                 if row is None:
                     missing.append(record_id)
                 else:
