@@ -24,14 +24,16 @@ calls, ids live now) on the store; and ``--pages`` scan pages of 500 records fro
 spread over the records visible at the point, on the view and on the store. Each call is made once
 untimed on both sides first, so that both read pages the OS has cached (the figures compare the
 index work, not the disk); timed calls alternate between view and store, which goes first
-alternating too. The table shows the median over ``--rounds`` rounds of the per-call mean, and the
-ratio as-of / current. Wall-clock ``time.perf_counter``; nothing here is asserted by a test (a smoke
+alternating too. The table shows the median of all timed calls of each kind (``--rounds`` x ``--gets``
+gets, ``--rounds`` x ``--pages`` pages), and the ratio as-of / current. The objects built before
+timing are frozen out of the garbage collector (``gc.freeze``). Wall-clock ``time.perf_counter``; nothing here is asserted by a test (a smoke
 test runs ``--quick``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -180,36 +182,33 @@ def measure(store: LogBackend, history: History, points: dict[str, int], args: a
     for name, seq in points.items():
         view = store.at(seq)
         opened = [sum(_timed(store.at, seq) for _ in range(200)) / 200 for _ in range(3)]
-        get_view, get_cur, page_view, page_cur = [], [], [], []
+        get_view: list[float] = []
+        get_cur: list[float] = []
+        page_view: list[float] = []
+        page_cur: list[float] = []
         for _ in range(args.rounds):
             view_ids = _ids_at(history, seq, args.gets, rng)
             cur_ids = _ids_at(history, head, args.gets, rng)
-            t_view = t_cur = 0.0
             for k, (a, b) in enumerate(zip(view_ids, cur_ids, strict=True)):
                 _get(view, a)  # warm: both sides time pages already in the OS cache
                 _get(store, b)
                 if k % 2:
-                    t_cur += _timed(_get, store, b)
-                    t_view += _timed(_get, view, a)
+                    get_cur.append(_timed(_get, store, b))
+                    get_view.append(_timed(_get, view, a))
                 else:
-                    t_view += _timed(_get, view, a)
-                    t_cur += _timed(_get, store, b)
-            get_view.append(t_view / args.gets)
-            get_cur.append(t_cur / args.gets)
+                    get_view.append(_timed(_get, view, a))
+                    get_cur.append(_timed(_get, store, b))
             starts_view = _starts_at(history, seq, args.pages)
             starts_cur = _starts_at(history, head, args.pages)
-            t_view = t_cur = 0.0
             for k, (a2, b2) in enumerate(zip(starts_view, starts_cur, strict=True)):
                 _page(view, a2)
                 _page(store, b2)
                 if k % 2:
-                    t_cur += _timed(_page, store, b2)
-                    t_view += _timed(_page, view, a2)
+                    page_cur.append(_timed(_page, store, b2))
+                    page_view.append(_timed(_page, view, a2))
                 else:
-                    t_view += _timed(_page, view, a2)
-                    t_cur += _timed(_page, store, b2)
-            page_view.append(t_view / args.pages)
-            page_cur.append(t_cur / args.pages)
+                    page_view.append(_timed(_page, view, a2))
+                    page_cur.append(_timed(_page, store, b2))
         out[name] = {
             "seq": seq,
             "visible": int(len(history.visible(seq))),
@@ -224,7 +223,7 @@ def measure(store: LogBackend, history: History, points: dict[str, int], args: a
 
 def table(order: str, events: int, results: dict[str, dict[str, float]]) -> str:
     lines = [
-        f"timestamps {order}, {events:,} events: medians of per-call means",
+        f"timestamps {order}, {events:,} events: medians of every timed call",
         f"{'point':<8} {'seq':>9} {'visible':>9} {'open us':>8} | {'get as-of':>10} {'current':>8} "
         f"{'ratio':>6} | {'page as-of':>10} {'current':>8} {'ratio':>6}",
     ]
@@ -247,7 +246,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="note timestamps in write order, random, or a run of each (default)")
     ap.add_argument("--rounds", type=int, default=5, help="timing rounds per point (median shown)")
     ap.add_argument("--gets", type=int, default=2000, help="get calls per round and side")
-    ap.add_argument("--pages", type=int, default=20, help="scan pages per round and side")
+    ap.add_argument("--pages", type=int, default=40, help="scan pages per round and side")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--keep", type=Path, default=None,
                     help="directory to build the stores in and keep them (default: a temporary one)")
@@ -278,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             started = time.perf_counter()
             history = build(path, args.events, order, args.seed)
             built = time.perf_counter() - started
+            gc.collect()
+            gc.freeze()
             with LogBackend(path) as store:
                 head = store.head
                 points = {"start": max(1, head // 20), "middle": head // 2, "head": head}
