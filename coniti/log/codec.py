@@ -54,6 +54,7 @@ __all__ = [
     "encode_event",
     "encode_meta_payload",
     "encode_put_payload",
+    "encode_puts",
     "erase_payload",
     "event_hash",
     "is_erased",
@@ -131,11 +132,19 @@ def _bigints(value: Any) -> Any:
 _local = threading.local()
 
 
+def _packer() -> msgpack.Packer:
+    try:
+        packer: msgpack.Packer = _local.packer
+    except AttributeError:
+        packer = _local.packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass")
+    return packer
+
+
 def _pack(obj: Any) -> bytes:
     try:
         packer = _local.packer
     except AttributeError:
-        packer = _local.packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass")
+        packer = _packer()
     try:
         out: bytes = packer.pack(obj)
     except OverflowError:
@@ -209,6 +218,46 @@ def encode_event(
         digest = _sha256(payload).digest() if payload else _EMPTY_DIGEST
     h = _sha256(prev + env_bytes + digest).digest()
     return _U32.pack(len(env_bytes)) + env_bytes + digest + payload, h
+
+
+def encode_puts(
+    seq: int,
+    at: float,
+    prev: bytes,
+    puts: Sequence[tuple[list[str], str, float, bytes, bytes]],
+    *,
+    actor: str | None = None,
+    reason: str | None = None,
+) -> tuple[list[bytes], bytes]:
+    """Encode a run of put events numbered from ``seq``, all recorded at ``at``, chained from
+    ``prev``; each of ``puts`` is ``(namespace as a list, record id, note timestamp, payload,
+    payload digest)``. Returns ``(frames, hash of the last)``: byte for byte what
+    :func:`encode_event` gives for each in turn, with less work per event (bulk writes)."""
+    pack = _packer().pack
+    frames: list[bytes] = []
+    add = frames.append
+    u32 = _U32.pack
+    h = prev
+    for namespace, record_id, timestamp, payload, digest in puts:
+        env: dict[str, Any] = {
+            "v": FORMAT_VERSION,
+            "k": PUT,
+            "s": seq,
+            "t": at,
+            "p": h,
+            "n": namespace,
+            "i": record_id,
+            "ts": timestamp,
+        }
+        if actor is not None:
+            env["a"] = actor
+        if reason is not None:
+            env["r"] = reason
+        env_bytes = pack(env)
+        h = _sha256(h + env_bytes + digest).digest()
+        add(b"".join((u32(len(env_bytes)), env_bytes, digest, payload)))
+        seq += 1
+    return frames, h
 
 
 # -- decoding --------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from coniti.log.codec import (
     DELETE,
     ERASE,
     META,
-    PUT,
     Event,
     RecordData,
     decode_content,
@@ -33,6 +32,7 @@ from coniti.log.codec import (
     encode_event,
     encode_meta_payload,
     encode_put_payload,
+    encode_puts,
     erase_payload,
     is_erased,
     payload_digest,
@@ -177,18 +177,18 @@ class EventLog:
                     raise DuplicateRecord(
                         f"record id {item.id!r} already exists in namespace {item.namespace!r}"
                     )
-            seq = head.seq
-            h = head.hash
-            for item, idk, ts, tsk, payload, digest in prepared:
-                seq += 1
-                frame, h = encode_event(
-                    seq, at, PUT, item.namespace, h, payload,
-                    id=item.id, timestamp=ts, actor=actor, reason=reason, digest=digest,
-                )
-                p.append(seq, frame)
-                p.put(seq, nsids[item.namespace], idk, tsk)
+            names = {ns: list(ns) for ns in canon}
+            events = [
+                (names[item.namespace], item.id, ts, payload, digest)
+                for item, _, ts, _, payload, digest in prepared
+            ]
+            frames, h = encode_puts(
+                head.seq + 1, at, head.hash, events, actor=actor, reason=reason
+            )
+            keys = [(nsids[item.namespace], idk, tsk) for item, idk, _, tsk, _, _ in prepared]
+            p.put_many(head.seq + 1, frames, keys)
             p.mark_time(head.seq + 1, at, head.at if head.seq else None)
-            p.set_head(Head(seq, at, h))
+            p.set_head(Head(head.seq + len(prepared), at, h))
             return nsids
 
         cache.update(self._commit(write))

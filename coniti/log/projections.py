@@ -290,6 +290,42 @@ class Projections:
         txn.put(tk, idk, db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid) + 1)
 
+    def put_many(self, seq: int, frames: list[bytes], keys: list[tuple[bytes, bytes, bytes]]) -> None:
+        """Append ``frames`` as events ``seq, seq + 1, ...`` and fold each as a put of a record that
+        is not live, ``keys[i]`` = ``(namespace id, id key, timestamp key)``: the same writes as
+        :meth:`append` then :meth:`put` for each in turn, with cursors bound once (bulk writes)."""
+        txn = self.txn
+        d = self.d
+        log_put = txn.cursor(db=d.log).put
+        ver_put = txn.cursor(db=d.ver).put
+        tver_put = txn.cursor(db=d.tver).put
+        time_put = txn.cursor(db=d.time).put
+        cnt_put = txn.cursor(db=d.cnt).put
+        tmax_put = txn.cursor(db=d.tmax).put
+        counts = self._counts
+        last = self._max
+        for frame, (nsid, idk, tsk) in zip(frames, keys, strict=True):
+            sk = _U64.pack(seq)
+            if not log_put(sk, frame, append=True):
+                raise StoreCorrupted(f"event {seq} cannot be appended: the log already holds it or later")
+            ver_put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk)
+            tk = nsid + tsk + sk
+            tver_put(tk, ZERO8 + idk)
+            position = tsk + sk
+            top = last.get(nsid)
+            if top is None:
+                top = self._time_last(nsid)
+            if position > top:
+                last[nsid] = position
+                tmax_put(nsid + sk, position)
+            time_put(tk, idk)
+            count = counts.get(nsid)
+            if count is None:
+                count = self.count(nsid)
+            counts[nsid] = count + 1
+            cnt_put(nsid + sk, _U64.pack(count + 1))
+            seq += 1
+
     def put_erased(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
         """Fold a put whose content was erased: a version that history and the fold of its end find
         (``ver``, ``time``), but no read sees (no ``tver`` entry, not counted)."""

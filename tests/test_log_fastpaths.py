@@ -1,0 +1,169 @@
+"""The log engine's fast paths give exactly what its reference paths give.
+
+* ``encode_puts`` (bulk writes) encodes the same bytes and hashes as ``encode_event`` one by one;
+* ``Projections.put_many`` leaves every sub-database byte-identical to ``append`` + ``put`` per event;
+* ``decode_content`` (reads) returns the content the strict ``decode_event`` returns, and refuses a
+  damaged payload with ``StoreCorrupted`` rather than decoding it to something else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lmdb
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coniti.errors import StoreCorrupted
+from coniti.log.codec import (
+    GENESIS,
+    PUT,
+    decode_content,
+    decode_event,
+    encode_event,
+    encode_put_payload,
+    encode_puts,
+    payload_digest,
+)
+from coniti.log.keys import name_key, ns_bytes, ts_key
+from coniti.log.projections import Dbs, Projections
+from coniti.log.store import ALL_DBS
+
+names = st.text(min_size=1, max_size=12) | st.just("x" * 500) | st.just("\ud800lone")
+namespaces = st.lists(st.text(min_size=1, max_size=6), max_size=2).map(tuple)
+timestamps = st.floats(allow_nan=False, allow_infinity=False, width=64)
+events = st.lists(st.tuples(namespaces, names, timestamps, st.binary(max_size=40)), min_size=1, max_size=6)
+stamps = st.none() | st.text(max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(events, st.integers(1, 2**40), st.floats(0, 2e9), stamps, stamps)
+def test_encode_puts_gives_the_bytes_of_encode_event(
+    puts: list[tuple[tuple[str, ...], str, float, bytes]],
+    first: int,
+    at: float,
+    actor: str | None,
+    reason: str | None,
+) -> None:
+    """Frames and hashes of encode_puts equal encode_event's for each event in turn (actor and
+    reason present or absent, long ids, lone surrogates, several namespaces)."""
+    expected: list[bytes] = []
+    h = GENESIS
+    for k, (ns, rid, ts, payload) in enumerate(puts):
+        frame, h = encode_event(
+            first + k, at, PUT, ns, h, payload, id=rid, timestamp=ts, actor=actor, reason=reason,
+            digest=payload_digest(payload),
+        )
+        expected.append(frame)
+    frames, last = encode_puts(
+        first, at, GENESIS,
+        [(list(ns), rid, ts, payload, payload_digest(payload)) for ns, rid, ts, payload in puts],
+        actor=actor, reason=reason,
+    )
+    assert frames == expected
+    assert last == h
+
+
+def _dbs(env: lmdb.Environment) -> Dbs:
+    with env.begin(write=True) as txn:
+        return Dbs({name: env.open_db(name, txn=txn) for name in ALL_DBS})
+
+
+def _dump(env: lmdb.Environment, dbs: Dbs) -> dict[str, list[tuple[bytes, bytes]]]:
+    with env.begin() as txn:
+        return {
+            name: [(bytes(k), bytes(v)) for k, v in txn.cursor(db=getattr(dbs, name))]
+            for name in Dbs.__slots__
+        }
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([(), ("a",), ("b", "c")]), timestamps), min_size=1, max_size=30))
+def test_put_many_writes_what_append_and_put_write(tmp_path_factory: Any, records: list[Any]) -> None:
+    """Two batches of puts over several namespaces, timestamps in any order: put_many leaves every
+    sub-database byte-identical to append + put per event."""
+    base = tmp_path_factory.mktemp("put_many")
+    ref_env = lmdb.open(str(base / "reference"), max_dbs=len(ALL_DBS) + 2, map_size=1 << 26)
+    fast_env = lmdb.open(str(base / "fast"), max_dbs=len(ALL_DBS) + 2, map_size=1 << 26)
+    try:
+        ref, fast = _dbs(ref_env), _dbs(fast_env)
+        half = len(records) // 2
+        seq = 1
+        for batch in (records[:half], records[half:]):
+            if not batch:
+                continue
+            frames = [f"frame {seq + k}".encode() for k in range(len(batch))]
+            keys = []
+            for k, (ns, ts) in enumerate(batch):
+                with ref_env.begin(write=True) as txn:
+                    nsid = Projections(txn, ref).intern(ns_bytes(ns))
+                keys.append((nsid, name_key(f"id{seq + k}"), ts_key(ts)))
+            with fast_env.begin(write=True) as txn:
+                p = Projections(txn, fast)
+                for ns, _ in batch:
+                    p.intern(ns_bytes(ns))
+                p.put_many(seq, frames, keys)
+            with ref_env.begin(write=True) as txn:
+                p = Projections(txn, ref)
+                for k, (nsid, idk, tsk) in enumerate(keys):
+                    p.append(seq + k, frames[k])
+                    p.put(seq + k, nsid, idk, tsk)
+            seq += len(batch)
+        assert _dump(fast_env, fast) == _dump(ref_env, ref)
+    finally:
+        ref_env.close()
+        fast_env.close()
+
+
+def _put_frame(**payload_fields: Any) -> bytes:
+    payload = msgpack.packb(
+        {"tx": "t", "md": {}, "e": None, "vd": "<f4", "vs": [2], "vb": b"\x00" * 8, **payload_fields},
+        use_bin_type=True,
+    )
+    frame, _ = encode_event(1, 1.0, PUT, (), GENESIS, payload, id="r", timestamp=0.5)
+    return frame
+
+
+@pytest.mark.parametrize("dtype", ["<f2", "<f4", "<f8", ">f4"])
+def test_decode_content_returns_what_decode_event_returns(dtype: str) -> None:
+    """Text, metadata, embedding id and the vector's dtype and bits agree with the strict decoder;
+    the vector is a writable array of its own."""
+    vector = np.array([1.5, -2.25, 3.0], dtype=dtype)
+    payload = encode_put_payload("some text \ud800", {"k": [1, {"x": None}]}, "emb", vector)
+    frame, _ = encode_event(7, 1.0, PUT, ("n",), GENESIS, payload, id="r", timestamp=2.0)
+    fast = decode_content(frame)
+    strict = decode_event(frame, 7).record
+    assert fast is not None and strict is not None
+    assert (fast.text, fast.metadata, fast.embedding_id) == (strict.text, strict.metadata, strict.embedding_id)
+    assert fast.vector.dtype == strict.vector.dtype == np.dtype(dtype)
+    assert fast.vector.tobytes() == strict.vector.tobytes() == vector.tobytes()
+    fast.vector[0] = 9.0  # writable, and no other decode shares it
+    assert decode_content(frame).vector.tobytes() == vector.tobytes()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"vb": "not bytes"},
+        {"vb": 8},
+        {"vd": "<i4"},
+        {"vd": ["<f4"]},
+        {"vs": [3]},
+        {"vs": 2},
+        {"vb": b"\x00" * 7},
+        {"vb": b"", "vs": [0]},
+    ],
+)
+def test_decode_content_refuses_a_damaged_payload(damage: dict[str, Any]) -> None:
+    """A payload whose vector fields disagree or have the wrong types raises StoreCorrupted."""
+    with pytest.raises(StoreCorrupted):
+        decode_content(_put_frame(**damage))
+
+
+def test_decode_content_of_an_erased_frame_is_none() -> None:
+    """A put frame without payload (erased) has no content."""
+    frame, _ = encode_event(1, 1.0, PUT, (), GENESIS, b"", id="r", timestamp=0.5)
+    assert decode_content(frame) is None
