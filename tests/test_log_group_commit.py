@@ -297,6 +297,44 @@ def test_group_commit_off_commits_every_call_alone(tmp_path: Path) -> None:
         assert_clean(backend)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_write_in_a_forked_child_raises_store_forked_even_mid_group(store: LogBackend) -> None:
+    """fork() while a group is being committed (its queue lock and the store's write lock held by
+    the parent's threads): the child's write raises StoreForked at once instead of waiting on them."""
+    from coniti.errors import StoreForked
+
+    group = group_of(store)
+    release = threading.Event()
+    held = threading.Event()
+
+    def blocker(txn: Any) -> None:
+        held.set()
+        assert release.wait(30)
+
+    lead = threading.Thread(target=group.run, args=(blocker,))
+    lead.start()
+    assert held.wait(30)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.alarm(20)
+            try:
+                store.put(PutRequest(records=[rec("child")]))
+            except StoreForked:
+                code = 0
+        finally:
+            os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        lead.join(30)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    store.put(PutRequest(records=[rec("parent")]))
+    assert store.head == 1
+
+
 # -- acknowledged means flushed: writers killed at random -------------------------------------------
 
 

@@ -52,6 +52,10 @@ __all__ = ["MAX_GROUP", "GroupCommit"]
 
 T = TypeVar("T")
 
+_FORKS = [0]
+"""How many times this process image was forked into a child (cheaper than ``os.getpid()``)."""
+os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
+
 MAX_GROUP = 128
 """Most calls one group commits (bounds a group's transaction and the wait of its last caller)."""
 
@@ -61,9 +65,10 @@ class _Call:
 
     __slots__ = ("done", "error", "fn", "result", "taken", "thread", "wake")
 
-    def __init__(self, fn: Callable[[Any], Any], wake: threading.Condition) -> None:
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
         self.fn = fn
-        self.wake = wake
+        self.wake: threading.Condition | None = None
+        """Made when the call has to wait (a lone writer never needs one)."""
         self.thread = threading.get_ident()
         self.taken = False
         """A leader has put the call in its group: it will be settled by that leader."""
@@ -77,6 +82,13 @@ class _Call:
             self.error = None  # no reference cycle through the traceback
             raise error
         return self.result
+
+
+def _wake(call: _Call) -> None:
+    """Wake a queued call. Every call that can be waiting has its condition: a call makes one
+    before it waits behind others or lingers."""
+    if call.wake is not None:
+        call.wake.notify()
 
 
 def _shared_failure(exc: BaseException) -> BaseException:
@@ -111,7 +123,7 @@ class GroupCommit:
         self.max_group = max_group
         self._mu = threading.Lock()
         self._queue: deque[_Call] = deque()
-        self._pid = os.getpid()
+        self._forks = _FORKS[0]
         self.commits = 0
         self.calls = 0
         self.linger = True
@@ -130,18 +142,20 @@ class GroupCommit:
         """Run ``fn(txn)`` in a write transaction shared with concurrent calls and return its result
         once that transaction has committed. Raises what ``fn`` raised (its writes rolled back, the
         other calls unaffected), or the commit's failure (nothing of the group written)."""
-        if os.getpid() != self._pid:
+        if _FORKS[0] != self._forks:
             return self._store.write(fn)
         mu = self._mu
-        call = _Call(fn, threading.Condition(mu))
+        call = _Call(fn)
         queue = self._queue
         with mu:
             queue.append(call)
             if self._wanted and len(queue) >= self._wanted:
-                queue[0].wake.notify()
+                _wake(queue[0])
             try:
-                while not call.done and queue[0] is not call:
-                    call.wake.wait()
+                if queue[0] is not call:
+                    wake = call.wake = threading.Condition(mu)
+                    while not call.done and queue[0] is not call:
+                        wake.wait()
                 if not call.done and self.linger and len(queue) < self._target:
                     self._linger(call)
             except BaseException:
@@ -165,9 +179,9 @@ class GroupCommit:
                     queue.popleft()
                     c.done = True
                     if c is not call:
-                        c.wake.notify()
+                        _wake(c)
                 if queue:
-                    queue[0].wake.notify()
+                    _wake(queue[0])
         return cast(T, call.outcome())
 
     def _plan_next(self, group: list[_Call]) -> None:
@@ -184,13 +198,16 @@ class GroupCommit:
         their next call, at most half as long as the last commit took (and never over 2 ms)."""
         queue = self._queue
         deadline = time.monotonic() + min(self._last_commit / 2, 0.002)
+        if call.wake is None:
+            call.wake = threading.Condition(self._mu)
+        wake = call.wake
         self._wanted = self._target
         try:
             while len(queue) < self._target:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                call.wake.wait(left)
+                wake.wait(left)
         finally:
             self._wanted = 0
 
@@ -203,7 +220,7 @@ class GroupCommit:
         front = queue[0] is call
         queue.remove(call)
         if front and queue:
-            queue[0].wake.notify()
+            _wake(queue[0])
 
     def _execute(self, group: list[_Call]) -> None:
         """Run ``group`` in one write transaction and commit; settle each call's result or error."""
