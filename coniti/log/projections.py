@@ -294,6 +294,10 @@ class Projections:
         """Append ``frames`` as events ``seq, seq + 1, ...`` and fold each as a put of a record that
         is not live, ``keys[i]`` = ``(namespace id, id key, timestamp key)``: the same writes as
         :meth:`append` then :meth:`put` for each in turn, with cursors bound once (bulk writes)."""
+        if len(frames) == 1:  # binding six cursors costs more than it saves
+            self.append(seq, frames[0])
+            self.put(seq, *keys[0])
+            return
         txn = self.txn
         d = self.d
         log_put = txn.cursor(db=d.log).put
