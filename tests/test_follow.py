@@ -333,7 +333,9 @@ def test_subscription_resumes_after_kill_9_with_nothing_missed_or_repeated(store
                 assert line["got"] == (acked[-1] if acked else 0) + 1
         put(store, *[record(f"mid-{len(acked)}-{i}") for i in range(10)])
         proc.send_signal(signal.SIGKILL)
-        rest, _ = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        assert proc.stdout is not None
+        rest = proc.stdout.read()  # through the same buffer readline() filled, not communicate()
         for raw in rest.splitlines():  # what it said before dying
             line = json.loads(raw)
             if "acked" in line:
