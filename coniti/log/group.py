@@ -20,8 +20,8 @@ Contracts:
   transaction, as for ``Store.write``.
 * **Lingering.** When the last group carried several calls, the next leader waits until the writers
   of the last two groups have queued again (they are busy preparing their next call), for at most
-  half the last commit's duration and never over 2 ms: fewer, larger commits while many threads
-  write; no wait at all for a lone writer or after a group of one.
+  a quarter of the last commit's duration and never over 1 ms: fewer, larger commits while many
+  threads write; no wait at all for a lone writer or after a group of one.
 * **Order.** Calls commit in the order they were queued; a call's effects are visible to the calls
   after it in the same group and to every later group.
 * **Scope.** One queue per handle: calls through one :class:`~coniti.log.store.Store` (one
@@ -195,9 +195,10 @@ class GroupCommit:
 
     def _linger(self, call: _Call) -> None:
         """Wait (``_mu`` released while waiting) until the writers of the last two groups have queued
-        their next call, at most half as long as the last commit took (and never over 2 ms)."""
+        their next call, at most a quarter of the time the last commit took (and never over 1 ms):
+        a straggler joins the next group rather than hold up this one."""
         queue = self._queue
-        deadline = time.monotonic() + min(self._last_commit / 2, 0.002)
+        deadline = time.monotonic() + min(self._last_commit / 4, 0.001)
         if call.wake is None:
             call.wake = threading.Condition(self._mu)
         wake = call.wake
