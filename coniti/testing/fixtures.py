@@ -25,9 +25,7 @@ class BackendFixtures:
     @pytest.fixture
     def backend_factory(self) -> BackendFactory:
         """Override: a callable returning a fresh, empty backend on every call."""
-        raise NotImplementedError(
-            f"{type(self).__name__} must override the backend_factory fixture"
-        )
+        pytest.fail(f"{type(self).__name__} must override the backend_factory fixture")
 
     @pytest.fixture
     def make_backend(self, backend_factory: BackendFactory) -> Iterator[BackendFactory]:
