@@ -556,9 +556,9 @@ def decode_content(frame: bytes) -> RecordData | None:
         if len(frame) <= start:
             return None
         try:
-            payload = _unpackb(memoryview(frame)[start:], ext_hook=_ext_hook)
+            payload = _unpackb(frame[start:], ext_hook=_ext_hook)
         except UnicodeDecodeError:
-            payload = _unpack(memoryview(frame)[start:])
+            payload = _unpack(frame[start:])
         return _stored_record(payload)
     except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
         raise StoreCorrupted(f"a put event does not decode: {exc}") from exc
