@@ -85,10 +85,17 @@ class Contract(pydantic.BaseModel):
 
         For hot paths that rebuild contracts from data coniti itself validated and stored; what
         pydantic's ``model_construct`` does for a complete set of fields, without its per-call cost.
+        Instances built here share one fields-set per class: it names every field, so pydantic's
+        only changes to it (adding a name on assignment) leave it as it is, and copies get their own.
         """
+        fields_set = _FIELDS_SETS.get(cls)
+        if fields_set is None:
+            fields_set = _FIELDS_SETS[cls] = set(cls.model_fields)
+        if len(values) != len(fields_set):  # not every field: a set of its own, as pydantic does
+            fields_set = set(values)
         obj = cls.__new__(cls)
         _set_dict(obj, values)
-        _set_fields_set(obj, set(values))
+        _set_fields_set(obj, fields_set)
         _set_extra(obj, None)
         _set_private(obj, None)
         return obj
@@ -129,6 +136,8 @@ class Contract(pydantic.BaseModel):
 
 # The slot setters of pydantic.BaseModel, called directly (what object.__setattr__ ends in, minus the
 # attribute lookup): _construct runs once per record on the stores' read paths.
+_FIELDS_SETS: dict[type[Contract], set[str]] = {}
+"""The fields-set that :meth:`Contract._construct` gives every instance of a class."""
 _set_dict = pydantic.BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = pydantic.BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = pydantic.BaseModel.__dict__["__pydantic_extra__"].__set__

@@ -167,3 +167,27 @@ def test_decode_content_of_an_erased_frame_is_none() -> None:
     """A put frame without payload (erased) has no content."""
     frame, _ = encode_event(1, 1.0, PUT, (), GENESIS, b"", id="r", timestamp=0.5)
     assert decode_content(frame) is None
+
+
+def test_records_read_back_keep_independent_fields_sets(tmp_path: Any) -> None:
+    """Records a read builds share pydantic's fields-set (it names every field); copying one with
+    an update, assigning to a result or pickling leaves every other record's fields-set intact."""
+    import pickle
+
+    from coniti.impl.log import LogBackend
+    from coniti.memory import GetRequest, GetResult, PutRequest
+    from coniti.testing.helpers import record
+
+    with LogBackend(tmp_path / "store") as store:
+        store.put(PutRequest(records=[record("a"), record("b")]))
+        result = store.get(GetRequest(ids=["a", "b"]))
+        a, b = result.records
+        every = {"note", "vector", "embedding_id", "namespace"}
+        assert a.model_fields_set == b.model_fields_set == every
+        a.model_copy(update={"embedding_id": "x"})
+        result.missing = ["zz"]
+        copied = pickle.loads(pickle.dumps(b))
+        assert copied == b and copied.model_fields_set == every
+        again = store.get(GetRequest(ids=["a"]))
+        assert again.records[0].model_fields_set == b.model_fields_set == every
+        assert again.model_fields_set == result.model_fields_set == set(GetResult.model_fields)
