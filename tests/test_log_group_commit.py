@@ -199,6 +199,98 @@ def test_every_kind_of_write_merges_and_applies_in_order(store: LogBackend) -> N
     assert_clean(store)
 
 
+def test_merged_puts_apply_in_order_with_deletes_between(store: LogBackend) -> None:
+    """Consecutive puts of a group are merged, the delete after them sees them, and the put after
+    the delete may write the deleted id again: the queue order holds across merged runs."""
+    outcomes = in_one_group(
+        store,
+        [
+            put_call(store, rec("x"), rec("y")),
+            put_call(store, rec("z")),
+            lambda: store.delete(DeleteRequest(ids=["x"])).deleted,
+            put_call(store, rec("x", 5.0)),
+            put_call(store, rec("y")),  # still live: refused
+        ],
+    )
+    assert outcomes[:4] == [2, 1, ["x"], 1]
+    assert isinstance(outcomes[4], DuplicateRecord)
+    assert [(e.kind, e.id) for e in store.events()] == [
+        ("put", "x"), ("put", "y"), ("put", "z"), ("delete", "x"), ("put", "x"),
+    ]
+    assert store.get(GetRequest(ids=["x"])).records[0].note.timestamp == 5.0
+    assert_clean(store)
+
+
+def test_a_refused_call_leaves_no_namespace_behind(store: LogBackend) -> None:
+    """A merged put refused for a live id writes nothing, not even the new namespace its other
+    record would have opened: the next call's new namespace comes right after the existing one,
+    and verify() (which refolds the namespace table from the log) is clean."""
+    store.put(PutRequest(records=[rec("old")]))
+    outcomes = in_one_group(
+        store,
+        [
+            put_call(store, rec("a", ns=["first"]), rec("old")),
+            put_call(store, rec("b", ns=["second"])),
+        ],
+    )
+    assert isinstance(outcomes[0], DuplicateRecord) and outcomes[1] == 1
+    assert store.namespaces() == [(), ("second",)]
+    assert_clean(store)
+
+
+def test_a_merger_that_fails_falls_back_to_one_call_at_a_time(tmp_path: Path) -> None:
+    """If a group's merger raises, its calls run one by one in nested transactions: each gets its
+    own result and everything they wrote is there."""
+    from coniti.log.store import Store
+
+    store = Store(tmp_path / "raw")
+    try:
+        group = GroupCommit(store)
+        db = store.dbs[b"sys"]
+        merged: list[int] = []
+
+        def merger(txn: Any, data: list[Any]) -> list[Any]:
+            merged.append(len(data))
+            txn.put(b"x:merged", b"1", db=db)  # rolled back: the merger fails after writing
+            raise RuntimeError("merger broke")
+
+        def call(k: int) -> Callable[[], Any]:
+            def fn(txn: Any) -> int:
+                txn.put(f"x:{k}".encode(), b"v", db=db)
+                return k
+
+            return lambda: group.run(fn, merge=(merger, k))
+
+        release = threading.Event()
+        held = threading.Event()
+
+        def blocker(txn: Any) -> None:
+            held.set()
+            assert release.wait(30)
+
+        lead = threading.Thread(target=group.run, args=(blocker,))
+        lead.start()
+        assert held.wait(30)
+        results: list[Any] = [None] * 4
+        threads = [
+            threading.Thread(target=lambda k=k: results.__setitem__(k, call(k)())) for k in range(4)
+        ]
+        for t in threads:
+            t.start()
+        while group.pending() < 5:
+            time.sleep(0.001)
+        release.set()
+        for t in [lead, *threads]:
+            t.join(30)
+        assert results == [0, 1, 2, 3]
+        assert merged == [4]
+        with store.read() as txn:
+            assert [txn.get(f"x:{k}".encode(), db=db) for k in range(4)] == [b"v"] * 4
+            assert txn.get(b"x:merged", db=db) is None
+    finally:
+        store.close()
+
+
 def test_audit_stamps_stay_with_each_call(store: LogBackend) -> None:
     """Calls made under different audit() blocks, merged into one group, keep their own actor and
     reason on their own events."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -79,6 +79,12 @@ class Row(NamedTuple):
     data: RecordData
 
 
+_Prepared = tuple[PutItem, bytes, float, bytes, bytes, bytes]
+"""A record ready to put: (item, id key, timestamp, timestamp key, payload, payload digest)."""
+_PutCall = tuple[dict[Namespace, bytes], list[_Prepared], str | None, str | None]
+"""One put call as group commit merges it: (canonical namespaces, records, actor, reason)."""
+
+
 class EventLog:
     """The event log and its projections in one store directory. Thread-safe.
 
@@ -103,6 +109,7 @@ class EventLog:
             rebuild(self.store)
             self.store.projections_rebuilt()
         self.group = GroupCommit(self.store) if group_commit and not readonly else None
+        self._merge_puts = self._put_calls  # one bound method: the group merges calls naming it
         self._commit = self.store.write if self.group is None else self.group.run
         self._dbs = Dbs(self.store.dbs)
         self._log_db = self._dbs.log
@@ -144,7 +151,7 @@ class EventLog:
         if not items:
             return 0
         canon: dict[Namespace, bytes] = {}
-        prepared = []
+        prepared: list[_Prepared] = []
         for item in items:
             ns = item.namespace
             if ns not in canon:
@@ -160,39 +167,105 @@ class EventLog:
             p = Projections(txn, self._dbs)
             head = p.head()
             at = max(time.time(), head.at)
-            nsids = {ns: cache.get(ns) or p.intern(c) for ns, c in canon.items()}
-            seen: set[bytes] = set()
-            for item, idk, _, _, _, _ in prepared:
-                nsid = nsids[item.namespace]
-                key = nsid + idk
-                if key in seen:
-                    raise DuplicateRecord(
-                        f"record id {item.id!r} appears twice in one put (namespace {item.namespace!r})"
-                    )
-                seen.add(key)
-                live = p.live_seq(nsid, idk)
-                if live is not None:
-                    if is_hashed(idk) and not self._live_id_matches(p, live, item.id):
-                        raise StoreError(f"record id {item.id[:40]!r}... collides with another id's hash")
-                    raise DuplicateRecord(
-                        f"record id {item.id!r} already exists in namespace {item.namespace!r}"
-                    )
-            names = {ns: list(ns) for ns in canon}
+            nsids: dict[Namespace, bytes | None] = {
+                ns: cache.get(ns) or p.intern(c) for ns, c in canon.items()
+            }
+            error = self._conflict(p, prepared, nsids, set())
+            if error is not None:
+                raise error
+            self._append_puts(p, head, at, [(prepared, nsids, actor, reason)])
+            return cast(dict[Namespace, bytes], nsids)
+
+        if self.group is None:
+            cache.update(self.store.write(write))
+        else:
+            data: _PutCall = (canon, prepared, actor, reason)
+            cache.update(self.group.run(write, merge=(self._merge_puts, data)))
+        return len(items)
+
+    def _conflict(
+        self,
+        p: Projections,
+        prepared: list[_Prepared],
+        nsids: dict[Namespace, bytes | None],
+        taken: set[tuple[Namespace, bytes]],
+    ) -> StoreError | DuplicateRecord | None:
+        """Why a put call of ``prepared`` must fail, or None: an id repeated in the call, live in the
+        store, or written by a call before it in the same transaction (``taken``, which gains this
+        call's keys when it may go ahead). ``nsids[ns]`` None: a namespace the store has not seen."""
+        seen: set[tuple[Namespace, bytes]] = set()
+        for item, idk, _, _, _, _ in prepared:
+            ns = item.namespace
+            key = (ns, idk)
+            if key in seen:
+                return DuplicateRecord(
+                    f"record id {item.id!r} appears twice in one put (namespace {ns!r})"
+                )
+            seen.add(key)
+            nsid = nsids[ns]
+            live = None if nsid is None else p.live_seq(nsid, idk)
+            if live is not None and is_hashed(idk) and not self._live_id_matches(p, live, item.id):
+                return StoreError(f"record id {item.id[:40]!r}... collides with another id's hash")
+            if live is not None or key in taken:
+                return DuplicateRecord(f"record id {item.id!r} already exists in namespace {ns!r}")
+        taken |= seen
+        return None
+
+    def _append_puts(
+        self,
+        p: Projections,
+        head: Head,
+        at: float,
+        calls: list[tuple[list[_Prepared], dict[Namespace, bytes | None], str | None, str | None]],
+    ) -> None:
+        """Append and fold the put events of ``calls`` (validated, namespaces interned) after
+        ``head``, all recorded at ``at``."""
+        seq, h = head.seq + 1, head.hash
+        frames: list[bytes] = []
+        keys: list[tuple[bytes, bytes, bytes]] = []
+        for prepared, nsids, actor, reason in calls:
+            names = {ns: list(ns) for ns in nsids}
             events = [
                 (names[item.namespace], item.id, ts, payload, digest)
                 for item, _, ts, _, payload, digest in prepared
             ]
-            frames, h = encode_puts(
-                head.seq + 1, at, head.hash, events, actor=actor, reason=reason
-            )
-            keys = [(nsids[item.namespace], idk, tsk) for item, idk, _, tsk, _, _ in prepared]
-            p.put_many(head.seq + 1, frames, keys)
-            p.mark_time(head.seq + 1, at, head.at if head.seq else None)
-            p.set_head(Head(head.seq + len(prepared), at, h))
-            return nsids
+            more, h = encode_puts(seq, at, h, events, actor=actor, reason=reason)
+            frames += more
+            seq += len(more)
+            keys += [
+                (cast(bytes, nsids[item.namespace]), idk, tsk)
+                for item, idk, _, tsk, _, _ in prepared
+            ]
+        p.put_many(head.seq + 1, frames, keys)
+        p.mark_time(head.seq + 1, at, head.at if head.seq else None)
+        p.set_head(Head(seq - 1, at, h))
 
-        cache.update(self._commit(write))
-        return len(items)
+    def _put_calls(self, txn: Any, calls: list[_PutCall]) -> list[tuple[Any, BaseException | None]]:
+        """Several put calls of one group commit in one go (the merger :meth:`put` offers): each is
+        checked against the store and the calls accepted before it; the accepted ones are appended
+        in order under one recorded time. A refused call writes nothing (not even its namespace)
+        and gets the error it would have raised alone."""
+        p = Projections(txn, self._dbs)
+        head = p.head()
+        at = max(time.time(), head.at)
+        cache = self._nsids
+        taken: set[tuple[Namespace, bytes]] = set()
+        accepted = []
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        for canon, prepared, actor, reason in calls:
+            nsids = {ns: cache.get(ns) or p.nsid(c) for ns, c in canon.items()}
+            error = self._conflict(p, prepared, nsids, taken)
+            if error is not None:
+                outcomes.append((None, error))
+                continue
+            for ns, c in canon.items():
+                if nsids[ns] is None:
+                    nsids[ns] = p.intern(c)
+            accepted.append((prepared, nsids, actor, reason))
+            outcomes.append((nsids, None))
+        if accepted:
+            self._append_puts(p, head, at, accepted)
+        return outcomes
 
     def delete(
         self,

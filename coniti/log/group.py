@@ -12,6 +12,12 @@ Contracts:
   function runs in its own nested write transaction (``env.begin(write=True, parent=txn)``), in
   arrival order, and sees the calls before it. A call that raises is rolled back alone and gets its
   own exception; the others commit. A group of one runs directly in the transaction.
+* **Merging.** Neighbouring calls of a group that offer the same merger
+  (``run(fn, merge=(merger, data))``) run through one ``merger(txn, [data, ...])`` in one nested
+  transaction instead of one nested transaction each: ``EventLog.put`` checks each call against the
+  store and the calls before it and appends the accepted ones together. The merger gives each call
+  the outcome ``fn`` would have given and writes nothing for a call it refuses; if it raises, the
+  calls run one by one after all.
 * **Acknowledged after the flush.** No call returns before the group's transaction has committed
   (with durability ``"sync"``: flushed). If the commit fails, nothing of the group is written and
   every call raises the failure (followers a copy of it, with the original as ``__cause__``).
@@ -56,6 +62,14 @@ _FORKS = [0]
 """How many times this process image was forked into a child (cheaper than ``os.getpid()``)."""
 os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
 
+Outcome = tuple[Any, BaseException | None]
+"""A call's ``(result, None)`` or ``(None, error)``."""
+Merger = Callable[[Any, list[Any]], list[Outcome]]
+"""Runs several calls of one kind at once: ``merger(txn, [data, ...])`` returns one outcome per
+call, in order, and MUST have written nothing for a call whose outcome is an error."""
+Merge = tuple[Merger, Any]
+"""``(merger, this call's data)``: how a call may run together with its neighbours."""
+
 MAX_GROUP = 128
 """Most calls one group commits (bounds a group's transaction and the wait of its last caller)."""
 
@@ -63,10 +77,11 @@ MAX_GROUP = 128
 class _Call:
     """One queued write call and, once settled, its outcome."""
 
-    __slots__ = ("done", "error", "fn", "result", "taken", "thread", "wake")
+    __slots__ = ("done", "error", "fn", "merge", "result", "taken", "thread", "wake")
 
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, fn: Callable[[Any], Any], merge: Merge | None) -> None:
         self.fn = fn
+        self.merge = merge
         self.wake: threading.Condition | None = None
         """Made when the call has to wait (a lone writer never needs one)."""
         self.thread = threading.get_ident()
@@ -138,14 +153,19 @@ class GroupCommit:
         with self._mu:
             return len(self._queue)
 
-    def run(self, fn: Callable[[Any], T]) -> T:
+    def run(self, fn: Callable[[Any], T], merge: Merge | None = None) -> T:
         """Run ``fn(txn)`` in a write transaction shared with concurrent calls and return its result
         once that transaction has committed. Raises what ``fn`` raised (its writes rolled back, the
-        other calls unaffected), or the commit's failure (nothing of the group written)."""
+        other calls unaffected), or the commit's failure (nothing of the group written).
+
+        ``merge``, optional, lets consecutive calls of a group that name the same merger run through
+        one ``merger(txn, [data, ...])`` instead of one ``fn`` each (less work per call); its outcome
+        for a call must be what ``fn`` would have given. If the merger raises, the calls run one by
+        one after all."""
         if _FORKS[0] != self._forks:
             return self._store.write(fn)
         mu = self._mu
-        call = _Call(fn)
+        call = _Call(fn, merge)
         queue = self._queue
         with mu:
             queue.append(call)
@@ -242,33 +262,67 @@ class GroupCommit:
             except Exception as exc:
                 only.error = exc
             return
-        outcomes: list[tuple[Any, BaseException | None]] = []
+        outcomes: list[Outcome] = []
         path = store.path
+
+        def run_one(txn: Any, env: Any, c: _Call) -> None:
+            child = env.begin(write=True, parent=txn)
+            try:
+                result = c.fn(child)
+                child.commit()
+            except lmdb.MapFullError:
+                child.abort()
+                raise
+            except Exception as exc:
+                child.abort()
+                error = translate(path, exc)
+                if error is None:
+                    outcomes.append((None, exc))
+                else:
+                    error.__cause__ = exc
+                    outcomes.append((None, error))
+            except BaseException:
+                child.abort()
+                raise
+            else:
+                outcomes.append((result, None))
+
+        def run_merged(txn: Any, env: Any, run: list[_Call]) -> bool:
+            merger = cast(Merge, run[0].merge)[0]
+            child = env.begin(write=True, parent=txn)
+            try:
+                results = merger(child, [cast(Merge, c.merge)[1] for c in run])
+                if len(results) != len(run):
+                    raise ValueError(f"merger gave {len(results)} outcomes for {len(run)} calls")
+                child.commit()
+            except lmdb.MapFullError:
+                child.abort()
+                raise
+            except Exception:  # noqa: BLE001 - the calls run one by one instead, with their errors
+                child.abort()
+                return False
+            except BaseException:
+                child.abort()
+                raise
+            outcomes.extend(results)
+            return True
 
         def run_all(txn: Any) -> None:
             outcomes.clear()  # a retry after growth starts over
             env = store.env
-            for c in group:
-                child = env.begin(write=True, parent=txn)
-                try:
-                    result = c.fn(child)
-                    child.commit()
-                except lmdb.MapFullError:
-                    child.abort()
-                    raise
-                except Exception as exc:
-                    child.abort()
-                    error = translate(path, exc)
-                    if error is None:
-                        outcomes.append((None, exc))
-                    else:
-                        error.__cause__ = exc
-                        outcomes.append((None, error))
-                except BaseException:
-                    child.abort()
-                    raise
-                else:
-                    outcomes.append((result, None))
+            i, n = 0, len(group)
+            while i < n:
+                merge = group[i].merge
+                j = i + 1
+                if merge is not None:
+                    while j < n and (other := group[j].merge) is not None and other[0] is merge[0]:
+                        j += 1
+                if j - i > 1 and run_merged(txn, env, group[i:j]):
+                    i = j
+                    continue
+                for c in group[i:j]:
+                    run_one(txn, env, c)
+                i = j
 
         store.write(run_all)
         for c, (result, error) in zip(group, outcomes, strict=True):
