@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import json
 import os
 import shutil
 import uuid
@@ -33,8 +31,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import orjson
-
 from coniti.errors import ConitiError, MemoryFileError
 from coniti.log import FORMAT_VERSION, EventLog
 from coniti.log.codec import META, PUT, Event, decode_envelope
@@ -42,7 +38,7 @@ from coniti.log.feed import read_frames
 from coniti.log.projections import Head
 from coniti.log.store import SYS_DB, SYS_HEAD
 from coniti.log.transfer import Chain, FoldRefused, append_checked, check_next
-from coniti.memfile import atomic_text_writer, read_lines
+from coniti.memfile import atomic_text_writer, fsync_dir, json_line, parse_json_line, read_lines
 
 if TYPE_CHECKING:
     from coniti.impl.log import LogBackend
@@ -80,10 +76,7 @@ def _line(event: Event, frame: bytes) -> str:
             "hash": event.hash.hex(),
             "frame": base64.b64encode(frame).decode("ascii"),
         }
-    try:
-        return orjson.dumps(data).decode("utf-8")
-    except TypeError:  # a string with lone surrogates (ids may hold them): escape them
-        return json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return json_line(data)
 
 
 def _envelope_end(frame: bytes) -> int:
@@ -107,7 +100,7 @@ def export_log(backend: LogBackend, target: str | os.PathLike[str] | IO[str]) ->
     written = 0
     last_hash = bytes(32)
     with atomic_text_writer(Path(target) if isinstance(target, os.PathLike) else target) as out:
-        out.write(orjson.dumps(header).decode("utf-8") + "\n")
+        out.write(json_line(header) + "\n")
         while written < head.seq:
             frames = read_frames(store, written, head.seq, _BATCH)
             if not frames:
@@ -211,26 +204,11 @@ def _event_of_line(data: Any, lineno: int, chain: Chain) -> tuple[Event, bytes]:
     return event, frame
 
 
-def _refuse_constant(token: str) -> Any:
-    raise ValueError(f"non-finite number {token} is not allowed")
-
-
-def _parse(line: str, lineno: int) -> Any:
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        pass  # orjson refuses escaped lone surrogates, which ids may hold: the standard parser takes them
-    try:
-        return json.loads(line, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError) as exc:
-        raise MemoryFileError(f"line {lineno}: invalid JSON: {exc}") from None
-
-
 def _events_of(source: str | os.PathLike[str] | IO[str]) -> Iterator[tuple[int, Any]]:
     for lineno, line in read_lines(Path(source) if isinstance(source, os.PathLike) else source):
         if not line.strip():
             raise MemoryFileError(f"line {lineno}: blank line")
-        yield lineno, _parse(line, lineno)
+        yield lineno, parse_json_line(line, lineno)
 
 
 def _assemble(source: str | os.PathLike[str] | IO[str], log: EventLog) -> int:
@@ -294,7 +272,7 @@ def import_log(
         if target.is_dir():
             target.rmdir()
         os.rename(scratch, target)
-        _fsync_dir(parent)
+        fsync_dir(parent)
     except BaseException as exc:
         if log is not None:
             log.close()
@@ -305,11 +283,4 @@ def import_log(
     return LogBackend(target, **options)
 
 
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 

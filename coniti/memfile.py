@@ -59,6 +59,8 @@ __all__ = [
     "VERSION",
     "atomic_text_writer",
     "dump",
+    "fsync_dir",
+    "json_line",
     "load",
     "parse_json_line",
     "read_lines",
@@ -109,7 +111,7 @@ def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
                 raw.flush()
                 os.fsync(raw.fileno())
         os.replace(partial, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(partial)
@@ -118,7 +120,8 @@ def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
         raise
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Flush a directory entry (after a rename) to disk; errors are ignored (not every FS can)."""
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
         try:
@@ -140,10 +143,23 @@ def record_line(record: MemoryRecord) -> str:
     }
     if vector.dtype.name != "float64":
         data["dtype"] = vector.dtype.name
+    return json_line(data)
+
+
+def json_line(data: Any) -> str:
+    """``data`` (JSON values and numpy vectors) as one line of JSON, without the newline. orjson where
+    it can; a string holding lone surrogates (a namespace or key may) is written with ``\\u`` escapes
+    by the standard encoder instead, since UTF-8 cannot carry it."""
     try:
         return orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")
-    except TypeError as exc:
-        raise MemoryFileError(f"record {note.id!r} cannot be written as JSON: {exc}") from exc
+    except TypeError:
+        return json.dumps(data, separators=(",", ":"), allow_nan=False, default=_array_list)
+
+
+def _array_list(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
 def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[str, ...] = ()) -> int:
@@ -160,7 +176,7 @@ def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[
     }
     written = 0
     with atomic_text_writer(target) as out:
-        out.write(orjson.dumps(header).decode("utf-8") + "\n")
+        out.write(json_line(header) + "\n")
         for record in backend.iter_all(namespace=namespace, page_size=PAGE_SIZE):
             out.write(record_line(record) + "\n")
             written += 1
@@ -182,6 +198,13 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise ValueError(f"duplicate key {key!r}")
         out[key] = value
     return out
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise ValueError(f"number {token[:40]} overflows to infinity")
+    return value
 
 
 def _refuse_constant(token: str) -> Any:
@@ -225,19 +248,25 @@ def parse_json_line(line: str, lineno: int) -> Any:
     keys. Errors raise :class:`MemoryFileError` naming ``lineno``."""
     try:
         data = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise MemoryFileError(f"line {lineno}: invalid JSON: {exc}") from None
-    # Every key ends with '"' then ':', so the pattern count is at least the number of keys written;
-    # when it equals the number of keys parsed, no key was repeated. Otherwise look closely. Also
-    # look closely when a huge whole float appears: orjson reads integers beyond 64 bits as floats.
-    if isinstance(data, dict | list):
-        keys, huge = _shape(data)
-        slow = huge or keys != _key_ends(line)
+    except orjson.JSONDecodeError:
+        slow = True  # the standard parser words the error, or reads escaped lone surrogates
     else:
-        slow = False
+        # Every key ends with '"' then ':', so the pattern count is at least the number of keys
+        # written; when it equals the number of keys parsed, no key was repeated. Otherwise look
+        # closely. Also when a huge whole float appears: orjson reads integers beyond 64 bits as floats.
+        if isinstance(data, dict | list):
+            keys, huge = _shape(data)
+            slow = huge or keys != _key_ends(line)
+        else:
+            slow = False
     if slow:
         try:
-            data = json.loads(line, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
+            data = json.loads(
+                line,
+                object_pairs_hook=_no_duplicate_keys,
+                parse_float=_finite_float,
+                parse_constant=_refuse_constant,
+            )
         except RecursionError:
             raise MemoryFileError(f"line {lineno}: JSON is nested too deeply") from None
         except ValueError as exc:

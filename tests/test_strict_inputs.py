@@ -29,3 +29,26 @@ def test_meta_result_refuses_non_finite_value() -> None:
     """MetaResult.from_dict refuses NaN like every other JSON value coniti accepts."""
     with pytest.raises(ContractError, match="value"):
         MetaResult.from_dict({"value": float("nan")})
+
+
+def test_memory_file_round_trips_a_namespace_with_a_lone_surrogate(tmp_path: object) -> None:
+    """A namespace holding a lone surrogate (valid in a Python str, not in UTF-8) dumps as a \\u escape
+    and loads back unchanged, instead of failing the dump."""
+    import pathlib
+
+    import numpy as np
+
+    from coniti.impl.memory import InMemoryBackend
+    from coniti.memory import MemoryRecord, PutRequest
+
+    path = pathlib.Path(str(tmp_path)) / "odd.jsonl"
+    namespace = ("a\udc80",)
+    source = InMemoryBackend()
+    record = MemoryRecord(
+        note=Note(id="n1", text="t", timestamp=1.0), vector=np.ones(2, "float32"), namespace=namespace
+    )
+    source.put(PutRequest(records=[record]))
+    assert source.dump(path, namespace=namespace) == 1
+    target = InMemoryBackend()
+    assert target.load(path) == 1
+    assert target.get(target.get_request(["n1"], namespace=namespace)).records == [record]
