@@ -182,6 +182,17 @@ class _Features:
         self._tokens: dict[str, tuple[tuple[int, ...], tuple[float, ...], int]] = {}
         self._lock = threading.Lock()
 
+    def spec_options(self) -> dict[str, Any]:
+        """The recipe of these features, as it enters an embedder's spec (and so its spec id)."""
+        return {
+            "tokens": "nfkc-casefold-w+",
+            "stopwords": "en-v1",
+            "hash": "blake2b-8-signed",
+            "char_ngram": 3,
+            "char_weight": float(self.char_weight),
+            "bigram_weight": float(self.bigram_weight),
+        }
+
     def _hash(self, feature: str) -> int:
         digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8, person=self.person).digest()
         return int.from_bytes(digest, "little")
@@ -262,14 +273,7 @@ class LocalHashEmbedder(Embedder):
             name=self.name,
             version=self.VERSION,
             dim=self._dim,
-            options={
-                "tokens": "nfkc-casefold-w+",
-                "stopwords": "en-v1",
-                "hash": "blake2b-8-signed",
-                "char_ngram": 3,
-                "char_weight": float(char_weight),
-                "bigram_weight": float(bigram_weight),
-            },
+            options=self._features.spec_options(),
         )
 
     @property
@@ -328,12 +332,7 @@ class RandomProjectionEmbedder(Embedder):
             version=self.VERSION,
             dim=self._dim,
             options={
-                "tokens": "nfkc-casefold-w+",
-                "stopwords": "en-v1",
-                "hash": "blake2b-8-signed",
-                "char_ngram": 3,
-                "char_weight": float(char_weight),
-                "bigram_weight": float(bigram_weight),
+                **self._features.spec_options(),
                 "features": self._n_features,
                 "seed": self._seed,
                 "matrix": "achlioptas-splitmix64",
