@@ -60,6 +60,7 @@ from coniti.memory import (
     PutResult,
     ScanRequest,
     ScanResult,
+    as_namespace,
     check_put_ids,
     require,
     unique_ids,
@@ -393,7 +394,7 @@ class LogBackend(_Reads, MemoryBackend):
                 raise ContractError(f"ids[{i}] must be a non-empty string, got {rid!r}")
         if not isinstance(reason, str) or not reason.strip():
             raise ContractError("reason must be a non-empty string: an erasure is always explained")
-        ns = _audit.check_namespace(namespace)
+        ns = as_namespace(namespace)
         actor, _ = self._stamp()
         erased, missing, receipts = self._log.erase(ns, unique_ids(ids), actor=actor, reason=reason)
         return EraseResult._construct({"erased": erased, "missing": missing, "receipts": receipts})

@@ -24,35 +24,22 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
-import pydantic
-
 from coniti.actor import Note
-from coniti.contracts import describe_validation_error
 from coniti.errors import ContractError
 from coniti.events import Diff, Event
 from coniti.log import feed
 from coniti.log.codec import Event as LogEvent
-from coniti.memory import MemoryRecord, Namespace
+from coniti.memory import MemoryRecord, as_namespace
 
 if TYPE_CHECKING:
     from coniti.impl.log import LogBackend
 
 __all__ = ["Subscription", "public_event"]
 
-_NAMESPACE = pydantic.TypeAdapter(Namespace)
 _BATCH = 256
 
 
 # -- validation ----------------------------------------------------------------------------------
-
-
-def check_namespace(value: Any, field: str = "namespace") -> tuple[str, ...]:
-    """``value`` as a namespace tuple, or :class:`ContractError` naming ``field``."""
-    try:
-        ns: tuple[str, ...] = _NAMESPACE.validate_python(value)
-    except pydantic.ValidationError as exc:
-        raise ContractError(describe_validation_error(field, exc)) from None
-    return ns
 
 
 def check_seq(value: Any, field: str, head: int | None = None) -> int:
@@ -118,7 +105,7 @@ def events(
 ) -> Iterator[Event]:
     after = check_seq(after, "after")
     until = None if until is None else check_seq(until, "until")
-    ns = None if namespace is None else check_namespace(namespace)
+    ns = None if namespace is None else as_namespace(namespace)
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise ContractError(f"limit must be None or an integer >= 1, got {limit!r}")
     store = backend._log.store
@@ -128,7 +115,7 @@ def events(
 def history(backend: LogBackend, record_id: Any, namespace: Any) -> list[Event]:
     if not isinstance(record_id, str) or not record_id:
         raise ContractError(f"id must be a non-empty string, got {record_id!r}")
-    ns = check_namespace(namespace)
+    ns = as_namespace(namespace)
     return [public_event(e) for e in feed.history(backend._log.store, ns, record_id)]
 
 
@@ -136,7 +123,7 @@ def diff(backend: LogBackend, a: Any, b: Any, namespace: Any) -> Diff:
     head = backend.head
     a = check_seq(a, "a", head)
     b = check_seq(b, "b", head)
-    ns = check_namespace(namespace)
+    ns = as_namespace(namespace)
     added, removed, changed = feed.diff(backend._log.store, ns, a, b)
     return Diff._construct(
         {"a": a, "b": b, "namespace": ns, "added": added, "removed": removed, "changed": changed}
@@ -155,7 +142,7 @@ def follow(
 ) -> Iterator[Event]:
     pos = _start(backend, after)
     wait = check_timeout(timeout)
-    ns = None if namespace is None else check_namespace(namespace)
+    ns = None if namespace is None else as_namespace(namespace)
     return _follow(backend, pos, wait, ns)
 
 
@@ -181,7 +168,7 @@ def afollow(
 ) -> AsyncIterator[Event]:
     pos = _start(backend, after)
     wait = check_timeout(timeout)
-    ns = None if namespace is None else check_namespace(namespace)
+    ns = None if namespace is None else as_namespace(namespace)
     return _afollow(backend, pos, wait, ns)
 
 
