@@ -465,16 +465,12 @@ def load(
             f"the file's embedding id {file_embedding!r} differs from the target's "
             f"{target_embedding!r} in namespace {meta_ns!r}; nothing was loaded"
         )
-    by_namespace: dict[tuple[str, ...], list[str]] = {}
-    for record in records:
-        by_namespace.setdefault(record.namespace, []).append(record.id)
-    for ns, ids in by_namespace.items():
-        for start in range(0, len(ids), BATCH_SIZE):
-            found = backend.get(GetRequest(ids=ids[start : start + BATCH_SIZE], namespace=ns)).records
-            if found:
-                raise MemoryFileError(
-                    f"record id {found[0].id!r} already exists in namespace {ns!r}; nothing was loaded"
-                )
+    for ns, ids in _id_batches(records):
+        found = backend.get(GetRequest(ids=ids, namespace=ns)).records
+        if found:
+            raise MemoryFileError(
+                f"record id {found[0].id!r} already exists in namespace {ns!r}; nothing was loaded"
+            )
     written: list[MemoryRecord] = []
     try:
         for start in range(0, len(records), BATCH_SIZE):
@@ -484,16 +480,23 @@ def load(
         if file_embedding is not None and target_embedding is None:
             backend.set_meta(MetaSetRequest(key="embedding_id", value=file_embedding, namespace=meta_ns))
     except (MemoryBackendError, OSError) as exc:
-        _roll_back(backend, written, DeleteRequest)
+        _roll_back(backend, written)
         raise MemoryFileError(f"load failed and was rolled back: {exc}") from exc
     return len(records)
 
 
-def _roll_back(backend: MemoryBackend, written: Sequence[MemoryRecord], delete_request: Any) -> None:
+def _id_batches(records: Sequence[MemoryRecord]) -> Iterator[tuple[tuple[str, ...], list[str]]]:
+    """``(namespace, ids)`` groups of at most ``BATCH_SIZE`` ids, per namespace, in file order."""
     by_namespace: dict[tuple[str, ...], list[str]] = {}
-    for record in written:
+    for record in records:
         by_namespace.setdefault(record.namespace, []).append(record.id)
     for ns, ids in by_namespace.items():
+        for start in range(0, len(ids), BATCH_SIZE):
+            yield ns, ids[start : start + BATCH_SIZE]
+
+
+def _roll_back(backend: MemoryBackend, written: Sequence[MemoryRecord]) -> None:
+    """Delete what a failed load wrote, as far as the backend lets us (best effort)."""
+    for ns, ids in _id_batches(written):
         with contextlib.suppress(MemoryBackendError, OSError):
-            for start in range(0, len(ids), BATCH_SIZE):
-                backend.delete(delete_request(ids=ids[start : start + BATCH_SIZE], namespace=ns))
+            backend.delete(DeleteRequest(ids=ids, namespace=ns))
