@@ -27,7 +27,7 @@ import math
 import os
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -64,6 +64,8 @@ __all__ = [
     "load",
     "parse_json_line",
     "read_lines",
+    "record_bytes",
+    "record_line",
 ]
 
 FORMAT = "coniti-memory"
@@ -71,6 +73,7 @@ VERSION = "1.0.0"
 SUPPORTED_MAJOR = 1
 BATCH_SIZE = 500
 PAGE_SIZE = 500
+_WRITE_BUFFER = 1 << 20
 MAX_LINE_CHARS = 64 * 1024 * 1024
 """Longest line a reader accepts (64 Mi characters); longer lines are refused, not buffered."""
 
@@ -82,13 +85,9 @@ _RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 
 
 @contextlib.contextmanager
-def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
-    """A text stream for ``target``. For a path: ``<name>.partial`` (0600, gzip if ``.gz``), fsynced
-    and renamed over the target on success, removed on failure. A stream is used as it is."""
-    if not isinstance(target, str | os.PathLike):
-        yield target
-        return
-    path = Path(target)
+def _atomic_binary_writer(path: Path) -> Iterator[IO[bytes]]:
+    """A byte stream writing ``<path>.partial`` (0600, gzip if ``.gz``), fsynced and renamed over
+    ``path`` on success, removed on failure."""
     partial = path.with_name(path.name + ".partial")
     try:
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -96,20 +95,14 @@ def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
         raise MemoryFileError(f"cannot write {partial}: {exc.strerror}") from exc
     try:
         os.fchmod(fd, 0o600)
-        raw = os.fdopen(fd, "wb")
-        with raw:
-            binary: IO[bytes] = (
-                gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0)  # type: ignore[assignment]
-                if path.name.endswith(".gz")
-                else raw
-            )
-            with io.TextIOWrapper(binary, encoding="utf-8", newline="\n") as text:
-                yield text
-                text.flush()
-                if binary is not raw:
-                    binary.close()
-                raw.flush()
-                os.fsync(raw.fileno())
+        with os.fdopen(fd, "wb", buffering=_WRITE_BUFFER) as raw:
+            if path.name.endswith(".gz"):
+                with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0) as packed:
+                    yield packed  # type: ignore[misc]
+            else:
+                yield raw
+            raw.flush()
+            os.fsync(raw.fileno())
         os.replace(partial, path)
         fsync_dir(path.parent)
     except BaseException as exc:
@@ -118,6 +111,20 @@ def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
         if isinstance(exc, OSError):
             raise MemoryFileError(f"cannot write {path}: {exc}") from exc
         raise
+
+
+@contextlib.contextmanager
+def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
+    """A text stream for ``target``. For a path: ``<name>.partial`` (0600, gzip if ``.gz``), fsynced
+    and renamed over the target on success, removed on failure. A stream is used as it is."""
+    if not isinstance(target, str | os.PathLike):
+        yield target
+        return
+    with _atomic_binary_writer(Path(target)) as binary:
+        text = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
+        yield text
+        text.flush()
+        text.detach()
 
 
 def fsync_dir(directory: Path) -> None:
@@ -130,20 +137,39 @@ def fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
-def record_line(record: MemoryRecord) -> str:
-    """One record as its JSON line (without the newline). Floats are written in the shortest form
-    that reads back to the same value of the vector's dtype."""
+_FLOAT32 = np.dtype(np.float32)
+_FLOAT64 = np.dtype(np.float64)
+_DUMP_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+
+
+def record_bytes(record: MemoryRecord) -> bytes:
+    """One record as its JSON line in UTF-8, with the newline. Floats are written in the shortest
+    form that reads back to the same value of the vector's dtype (float16 as float32 values)."""
     note = record.note
     vector = record.vector
     data: dict[str, Any] = {
         "note": {"id": note.id, "text": note.text, "timestamp": note.timestamp, "metadata": note.metadata},
-        "vector": vector.astype(np.float32) if vector.dtype == np.float16 else vector,
+        "vector": vector,
         "embedding_id": record.embedding_id,
         "namespace": list(record.namespace),
     }
-    if vector.dtype.name != "float64":
-        data["dtype"] = vector.dtype.name
-    return json_line(data)
+    dtype = vector.dtype
+    if dtype is _FLOAT32:  # the common dtypes by identity: reading dtype.name is slow
+        data["dtype"] = "float32"
+    elif dtype is not _FLOAT64:
+        if dtype == np.float16:
+            data["vector"] = vector.astype(np.float32)
+        if dtype.name != "float64":
+            data["dtype"] = dtype.name
+    try:
+        return orjson.dumps(data, option=_DUMP_OPTIONS)
+    except TypeError:
+        return (_standard_json(data) + "\n").encode("utf-8")
+
+
+def record_line(record: MemoryRecord) -> str:
+    """One record as its JSON line (without the newline); see :func:`record_bytes`."""
+    return record_bytes(record)[:-1].decode("utf-8")
 
 
 def json_line(data: Any) -> str:
@@ -153,7 +179,12 @@ def json_line(data: Any) -> str:
     try:
         return orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")
     except TypeError:
-        return json.dumps(data, separators=(",", ":"), allow_nan=False, default=_array_list)
+        return _standard_json(data)
+
+
+def _standard_json(data: Any) -> str:
+    """``data`` by the standard encoder: compact, ASCII with ``\\u`` escapes, numpy vectors as lists."""
+    return json.dumps(data, separators=(",", ":"), allow_nan=False, default=_array_list)
 
 
 def _array_list(value: Any) -> Any:
@@ -174,17 +205,38 @@ def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[
         "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "count": expected,
     }
+    if isinstance(target, str | os.PathLike):
+        with _atomic_binary_writer(Path(target)) as out:
+            return _write_records(backend, namespace, header, expected, out.write)
+    stream = target
+    return _write_records(backend, namespace, header, expected, lambda b: stream.write(b.decode("utf-8")))
+
+
+def _write_records(
+    backend: MemoryBackend,
+    namespace: tuple[str, ...],
+    header: dict[str, Any],
+    expected: int,
+    write: Callable[[bytes], object],
+) -> int:
+    """Write the header and every record line through ``write`` (a page of lines per call)."""
+    write((json_line(header) + "\n").encode("utf-8"))
     written = 0
-    with atomic_text_writer(target) as out:
-        out.write(json_line(header) + "\n")
-        for record in backend.iter_all(namespace=namespace, page_size=PAGE_SIZE):
-            out.write(record_line(record) + "\n")
-            written += 1
-        if written != expected:
-            raise MemoryFileError(
-                f"memory changed while dumping: the header says {expected} records, "
-                f"{written} were written; nothing was saved"
-            )
+    lines: list[bytes] = []
+    for record in backend.iter_all(namespace=namespace, page_size=PAGE_SIZE):
+        lines.append(record_bytes(record))
+        if len(lines) == PAGE_SIZE:
+            write(b"".join(lines))
+            written += len(lines)
+            lines.clear()
+    if lines:
+        write(b"".join(lines))
+        written += len(lines)
+    if written != expected:
+        raise MemoryFileError(
+            f"memory changed while dumping: the header says {expected} records, "
+            f"{written} were written; nothing was saved"
+        )
     return written
 
 
