@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Self
+from collections.abc import Callable
+from typing import Any, Self, cast
 
 import pydantic
 
@@ -74,8 +75,9 @@ class Contract(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     def __init__(self, /, **data: Any) -> None:
+        # What pydantic.BaseModel.__init__ does, without its extra frame: every request is built here.
         try:
-            super().__init__(**data)
+            self.__pydantic_validator__.validate_python(data, self_instance=self)
         except pydantic.ValidationError as exc:
             raise ContractError(describe_validation_error(type(self).__name__, exc)) from None
 
@@ -88,17 +90,20 @@ class Contract(pydantic.BaseModel):
         Instances built here share one fields-set per class: it names every field, so pydantic's
         only changes to it (adding a name on assignment) leave it as it is, and copies get their own.
         """
-        fields_set = _FIELDS_SETS.get(cls)
-        if fields_set is None:
-            fields_set = _FIELDS_SETS[cls] = set(cls.model_fields)
-        if len(values) != len(fields_set):  # not every field: a set of its own, as pydantic does
-            fields_set = set(values)
-        obj = cls.__new__(cls)
-        _set_dict(obj, values)
-        _set_fields_set(obj, fields_set)
-        _set_extra(obj, None)
-        _set_private(obj, None)
-        return obj
+        if len(values) != len(cls.model_fields):  # not every field: a set of its own, as pydantic does
+            obj = cls._constructor()(values)
+            _set_fields_set(obj, set(values))
+            return obj
+        return cls._constructor()(values)
+
+    @classmethod
+    def _constructor(cls) -> Callable[[dict[str, Any]], Self]:
+        """:meth:`_construct` for a complete ``values`` dict as a plain function, made once per class
+        (read paths call it once per record: no classmethod binding, no lookups per call)."""
+        made = _CONSTRUCTORS.get(cls)
+        if made is None:
+            made = _CONSTRUCTORS[cls] = _make_constructor(cls)
+        return cast("Callable[[dict[str, Any]], Self]", made)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible dict (lists, not tuples; vectors as lists of floats)."""
@@ -135,13 +140,29 @@ class Contract(pydantic.BaseModel):
 
 
 # The slot setters of pydantic.BaseModel, called directly (what object.__setattr__ ends in, minus the
-# attribute lookup): _construct runs once per record on the stores' read paths.
-_FIELDS_SETS: dict[type[Contract], set[str]] = {}
-"""The fields-set that :meth:`Contract._construct` gives every instance of a class."""
+# attribute lookup): constructors run once per record on the stores' read paths.
 _set_dict = pydantic.BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = pydantic.BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = pydantic.BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = pydantic.BaseModel.__dict__["__pydantic_private__"].__set__
+_CONSTRUCTORS: dict[type[Contract], Callable[[dict[str, Any]], Any]] = {}
+
+
+def _make_constructor(cls: type[Contract]) -> Callable[[dict[str, Any]], Any]:
+    fields_set = set(cls.model_fields)  # shared by every instance built here (see _construct)
+    new = object.__new__
+    set_dict, set_fields, set_extra, set_private = _set_dict, _set_fields_set, _set_extra, _set_private
+
+    def construct(values: dict[str, Any]) -> Any:
+        obj = new(cls)
+        set_dict(obj, values)
+        set_fields(obj, fields_set)
+        set_extra(obj, None)
+        set_private(obj, None)
+        return obj
+
+    construct.__qualname__ = f"{cls.__qualname__}._construct"
+    return construct
 
 
 def _refuse_constant(token: str) -> Any:

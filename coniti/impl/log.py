@@ -75,8 +75,10 @@ _AUDIT: contextvars.ContextVar[_Stamps] = contextvars.ContextVar("coniti_log_aud
 """Active :meth:`LogBackend.audit` blocks, innermost last: ``(store path, actor, reason)``."""
 
 
-_note = Note._construct
-_memory_record = MemoryRecord._construct
+_note = Note._constructor()
+_memory_record = MemoryRecord._constructor()
+_get_result = GetResult._constructor()
+_scan_result = ScanResult._constructor()
 
 
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
@@ -101,10 +103,12 @@ class _Reads:
     _as_of: int | None
 
     def get(self, request: GetRequest) -> GetResult:
-        request = require(request, GetRequest)
+        if type(request) is not GetRequest:
+            request = require(request, GetRequest)
         ns = request.namespace
-        rows, missing = self._log.get(ns, unique_ids(request.ids), self._as_of)
-        return GetResult._construct({"records": [_record(r, ns) for r in rows], "missing": missing})
+        ids = request.ids
+        rows, missing = self._log.get(ns, ids if len(ids) == 1 else unique_ids(ids), self._as_of)
+        return _get_result({"records": [_record(r, ns) for r in rows], "missing": missing})
 
     def scan(self, request: ScanRequest) -> ScanResult:
         request = require(request, ScanRequest)
@@ -120,9 +124,7 @@ class _Reads:
             self._as_of,
         )
         cursor = None if position is None else self._cursors.encode(ns, *position)
-        return ScanResult._construct(
-            {"records": [_record(r, ns) for r in rows], "next_cursor": cursor}
-        )
+        return _scan_result({"records": [_record(r, ns) for r in rows], "next_cursor": cursor})
 
     def count(self, request: CountRequest) -> CountResult:
         request = require(request, CountRequest)

@@ -10,6 +10,7 @@ index walks over one snapshot; ``as_of=S`` reads the state right after event ``S
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
@@ -54,6 +55,11 @@ from coniti.log.store import DEFAULT_MAP_SIZE, Store
 __all__ = ["EventLog", "PutItem", "Row"]
 
 _TS_ZERO = ts_key(0.0)
+_ZERO8 = bytes(8)
+_ALL8 = 2**64 - 1
+_U64 = struct.Struct(">Q")
+_pack_u64 = _U64.pack
+_unpack_u64 = _U64.unpack
 _tuple_new = tuple.__new__
 
 Namespace = tuple[str, ...]
@@ -509,6 +515,37 @@ class EventLog:
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return rows, list(ids)
+            if as_of is None:
+                # Current state, inline (one call per get): the newest ``ver`` entry of the id is
+                # live when its end is zero (§5 of log/FORMAT.md).
+                cur = txn.cursor(db=self._dbs.ver)
+                set_range, key_of, value_of = cur.set_range, cur.key, cur.value
+                log_get, log_db = txn.get, self._dbs.log
+                for record_id in ids:
+                    idk = name_key(record_id)
+                    prefix = nsid + idk
+                    row = None
+                    if set_range(prefix):
+                        key = key_of()
+                        if len(key) == len(prefix) + 8 and key.startswith(prefix):
+                            value = value_of()
+                            if value[:8] == _ZERO8:
+                                seq = _ALL8 - _unpack_u64(key[-8:])[0]
+                                tsk = value[8:]
+                                if tsk != _TS_ZERO and idk[:1] == b"\x00":
+                                    frame = log_get(_pack_u64(seq), db=log_db)
+                                    if frame is None:
+                                        p.frame(seq)  # raises: an index names a missing event
+                                    data = decode_content(frame)
+                                    if data is not None:
+                                        row = _tuple_new(Row, (record_id, decode_ts_key(tsk), data))
+                                else:
+                                    row = self._row(p, seq, bytes(tsk), idk, record_id)
+                    if row is None:
+                        missing.append(record_id)
+                    else:
+                        rows.append(row)
+                return rows, missing
             visible = p.visible
             for record_id in ids:
                 idk = name_key(record_id)
