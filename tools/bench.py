@@ -40,7 +40,8 @@ asof        LogBackend.at(seq): view open, get and a scan page at the start (5%)
             (it must find that nothing later is visible)
 reopen      close, open, first get (ms)
 size        bytes on disk per record (files of the store, lock files excluded)
-dump        dump and load of the memory file (rec/s)
+dump        dump and load of the memory file (rec/s); the raw LMDB row is the floor: the same lines
+            written from raw LMDB records with orjson, and coniti's file parsed and put raw
 rebuild     LogBackend.rebuild() and verify() (events/s)
 peak        peak memory of dump, verify and a full scan, each in a fresh subprocess: anonymous RSS
             sampled every 2 ms (heap, numpy and LMDB buffers; excludes the mapped store file) and
@@ -84,6 +85,7 @@ from bench_systems import (  # noqa: E402
     SYSTEMS,
     ConitiSystem,
     LogSystem,
+    RawLMDB,
     System,
     make_system,
     scan_page_of,
@@ -656,39 +658,65 @@ class Bench:
                 self.results.add("size", s.key, s.disk_bytes() / self.stored)
 
     def dump(self, order: list[System], r: int) -> None:
+        """Dump every namespace to memory files, then load them into a fresh store of the same
+        system, systems interleaved. The raw LMDB row is the floor (``RawLMDB.dump_file`` and
+        ``load_file``): its dump writes the same record lines coniti writes (checked, untimed), and
+        its load reads coniti's file (or its own when no coniti system runs)."""
         try:
             import coniti.memfile  # noqa: F401
         except ImportError:
             self.results.note("dump/load skipped: coniti.memfile is not there yet")
             return
-        for s in order:
-            if not isinstance(s, ConitiSystem):
-                continue
-            files = [
-                self.cfg.base / f"dump-{s.key}-{k}.jsonl"
-                for k in range(len(self.work.namespace_list))
-            ]
-
-            def dump_all(s: ConitiSystem = s, files: list[Path] = files) -> None:
-                for ns, f in zip(self.work.namespace_list, files, strict=True):
-                    s.b.dump(f, namespace=ns)
-
-            dt = self.timed("dump", s, dump_all)
-            self.results.add("dump", s.key, self.stored / dt)
-            target = type(s)(self.cfg.base / f"load-{s.key}")
-            target.open()
-            try:
-
-                def load_all(target: ConitiSystem = target, files: list[Path] = files) -> None:
-                    for f in files:
-                        target.b.load(f)
-
-                dt = self.timed("dump", s, load_all)
-                self.results.add("load", s.key, self.stored / dt)
-            finally:
-                target.destroy()
-                for f in files:
+        namespaces = self.work.namespace_list
+        systems: list[System] = [s for s in order if isinstance(s, ConitiSystem | RawLMDB)]
+        files = {
+            s.key: [self.cfg.base / f"dump-{s.key}-{k}.jsonl" for k in range(len(namespaces))]
+            for s in systems
+        }
+        try:
+            for s in systems:
+                dt = self.timed("dump", s, lambda s=s: self.dump_files(s, files[s.key]))
+                self.results.add("dump", s.key, self.stored / dt)
+            self.check_same(
+                systems,
+                "the record lines of the memory files",
+                {s.key: [_record_lines(f) for f in files[s.key]] for s in systems},
+            )
+            written = [s.key for s in systems if isinstance(s, ConitiSystem)]
+            for s in systems:
+                source = files[s.key if isinstance(s, ConitiSystem) or not written else written[0]]
+                target = type(s)(self.cfg.base / f"load-{s.key}")
+                target.open()
+                try:
+                    dt = self.timed("dump", s, lambda t=target, fs=source: self.load_files(t, fs))
+                    self.results.add("load", s.key, self.stored / dt)
+                finally:
+                    target.destroy()
+        finally:
+            for paths in files.values():
+                for f in paths:
                     f.unlink(missing_ok=True)
+        if any(isinstance(s, RawLMDB) for s in systems):
+            self.results.note(
+                "dump/load on the raw LMDB row is the floor of the memory file: dump = read every "
+                "record from raw LMDB + orjson.dumps of the same dict + write bytes (one fsync); "
+                "load = read coniti's file line by line + orjson.loads + np.array(vector, float32) "
+                "+ raw LMDB put in batches of 500"
+            )
+
+    def dump_files(self, s: System, files: list[Path]) -> None:
+        for ns, f in zip(self.work.namespace_list, files, strict=True):
+            if isinstance(s, RawLMDB):
+                s.dump_file(ns, f)
+            elif isinstance(s, ConitiSystem):
+                s.b.dump(f, namespace=ns)
+
+    def load_files(self, s: System, files: list[Path]) -> None:
+        for f in files:
+            if isinstance(s, RawLMDB):
+                s.load_file(f)
+            elif isinstance(s, ConitiSystem):
+                s.b.load(f)
 
     def rebuild(self, order: list[System], r: int) -> None:
         for s in order:
@@ -789,6 +817,12 @@ class LogNoGroupSystem(LogSystem):
         from coniti.impl.log import LogBackend
 
         return LogBackend(self.path, durability="sync", group_commit=False)
+
+
+def _record_lines(path: Path) -> bytes:
+    """A memory file's bytes after its header line."""
+    data = path.read_bytes()
+    return data[data.index(b"\n") + 1 :]
 
 
 # -- the peak-memory child ---------------------------------------------------------------------

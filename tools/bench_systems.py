@@ -9,6 +9,7 @@
                the LMDB default). No hash chain, no counters, no version history, no validation: it is
                the floor coniti is measured against. ``get`` = id index -> log entry -> decode to a full
                record; ``scan`` = time index walk with keyset paging; ``count`` walks the time index.
+               ``dump_file`` / ``load_file``: the floor of the memory file (see their docstrings).
 * ``sqlite``   ``sqlite3``: one table, WAL, ``synchronous=FULL``, a unique ``(ns, id)`` index and an
                ``(ns, ts)`` index (rowid is the write order), keyset paging on ``(ts, rowid)``; metadata
                in msgpack, the vector as a blob, like the LMDB baseline.
@@ -22,6 +23,7 @@ outside the timed section; encoding for storage happens inside it, as it does in
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import struct
@@ -34,6 +36,7 @@ from typing import Any
 import lmdb
 import msgpack
 import numpy as np
+import orjson
 from bench_workload import EMBEDDING_ID, Raw
 
 from coniti.actor import Note, TimeRange
@@ -248,6 +251,28 @@ def decode_raw_event(data: bytes, namespace: Namespace) -> Raw:
     return Raw(ev["i"], ev["x"], ev["t"], ev["m"], vector, namespace)
 
 
+_LINE = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+_FLOAT_DTYPES = {name: np.dtype(name) for name in ("float16", "float32", "float64")}
+
+
+def _line_of(r: Raw) -> bytes:
+    """A record's memory-file line as coniti writes it (same dict shape, so the same bytes)."""
+    vector = r.vector
+    data: dict[str, Any] = {
+        "note": {"id": r.id, "text": r.text, "timestamp": r.timestamp, "metadata": r.metadata},
+        "vector": vector,
+        "embedding_id": EMBEDDING_ID,
+        "namespace": list(r.namespace),
+    }
+    char = vector.dtype.char
+    if char == "f":
+        data["dtype"] = "float32"
+    elif char == "e":
+        data["vector"] = vector.astype(np.float32)
+        data["dtype"] = "float16"
+    return orjson.dumps(data, option=_LINE)
+
+
 class RawLMDB(System):
     """The LMDB baseline; see the module docstring."""
 
@@ -354,6 +379,51 @@ class RawLMDB(System):
                 last = key
                 found = cur.next()
         return out, None
+
+    def dump_file(self, namespace: Namespace, path: Path) -> int:
+        """The floor of a memory-file dump: a header line, then every record of ``namespace`` read
+        from the store (time index, pages of 500, decoded to a full record) and written as the line
+        coniti writes (orjson of the same dict shape), a page per write, then one fsync. No
+        ``.partial`` + rename, no count check."""
+        n = 0
+        with open(path, "wb") as f:
+            header = {"format": "coniti-memory", "version": "1.0.0", "namespace": list(namespace)}
+            f.write(orjson.dumps(header, option=_LINE))
+            cursor: Any = None
+            while True:
+                records, cursor = self.scan_page(namespace, cursor, 500)
+                f.write(b"".join([_line_of(r) for r in records]))
+                n += len(records)
+                if cursor is None:
+                    break
+            f.flush()
+            os.fsync(f.fileno())
+        return n
+
+    def load_file(self, path: Path) -> int:
+        """The floor of a memory-file load: every record line read (binary, line by line) and
+        parsed (orjson), its vector made an array of its dtype (``np.array``), and the records put
+        in durable batches of 500 (:meth:`put`). No validation, no existence check, no rollback."""
+        n = 0
+        batch: list[Raw] = []
+        with open(path, "rb") as f:
+            f.readline()  # the header
+            for line in f:
+                d = orjson.loads(line)
+                note = d["note"]
+                vector = np.array(d["vector"], dtype=_FLOAT_DTYPES[d.get("dtype", "float64")])
+                batch.append(
+                    Raw(note["id"], note["text"], note["timestamp"], note["metadata"], vector,
+                        tuple(d["namespace"]))
+                )  # fmt: skip
+                if len(batch) == 500:
+                    self.put(batch)
+                    n += len(batch)
+                    batch = []
+        if batch:
+            self.put(batch)
+            n += len(batch)
+        return n
 
     def count(self, namespace: Namespace, start: float, end: float) -> int:
         env = self.env
