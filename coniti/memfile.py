@@ -36,7 +36,7 @@ import numpy as np
 import orjson
 
 from coniti.actor import Note
-from coniti.contracts import ContractError, check_json_value
+from coniti.contracts import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH, ContractError
 from coniti.errors import MemoryBackendError, MemoryFileError
 from coniti.memory import (
     VECTOR_DTYPES,
@@ -411,31 +411,85 @@ _RECORD_KEYS = frozenset({"note", "vector", "embedding_id", "namespace"})
 _RECORD_KEYS_DTYPE = _RECORD_KEYS | {"dtype"}
 _NOTE_KEYS = frozenset({"id", "text", "timestamp", "metadata"})
 _NUMBERS = frozenset({int, float})
-_DTYPE_MAX = {name: float(np.finfo(name).max) for name in VECTOR_DTYPES}
+_DTYPES = {name: np.dtype(name) for name in VECTOR_DTYPES}
+_NOT_IN_NUMBERS = ('"', "[", "]", "{", "t", "f", "n")
+"""Characters no JSON number holds; each other JSON value (string, array, object, true, false,
+null) holds one of them."""
+
+
+def _canonical_record(line: str) -> MemoryRecord | None:
+    """The record of a line written exactly as :func:`dump` writes it, or None (the general path
+    then decides). Call under ``np.errstate(over="ignore")``.
+
+    The line must be ``{"note":N,"vector":[V],R`` where ``N`` is orjson's text of the parsed note,
+    ``{R`` orjson's text of the parsed ``embedding_id``, ``namespace`` (and ``dtype``), in that
+    order, and ``V`` holds none of :data:`_NOT_IN_NUMBERS`. Such a line has no repeated key (every
+    key is in ``N`` or ``R``, texts of dicts) and no integer beyond 64 bits outside ``V`` (orjson
+    reads one as a float, and writes floats with ``.`` or ``e``), and every vector element is a
+    number: so orjson's reading is the strict reader's (:func:`parse_json_line`), without its scans.
+    The values are then checked as :func:`_plain_record` checks them."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(data) is not dict:
+        return None
+    keys = data.keys()
+    rest = {"embedding_id": data.get("embedding_id"), "namespace": data.get("namespace")}
+    if keys == _RECORD_KEYS_DTYPE:
+        rest["dtype"] = data["dtype"]
+    elif keys != _RECORD_KEYS:
+        return None
+    note, vector = data["note"], data["vector"]
+    if type(note) is not dict or type(vector) is not list or not vector:
+        return None
+    try:
+        head = '{"note":' + orjson.dumps(note).decode() + ',"vector":['
+        tail = "]," + orjson.dumps(rest).decode()[1:]
+    except orjson.JSONEncodeError:  # nested deeper than orjson writes
+        return None
+    start, end = len(head), len(line) - len(tail)
+    if end <= start or not line.startswith(head) or not line.endswith(tail):
+        return None
+    find = line.find
+    for char in _NOT_IN_NUMBERS:
+        if find(char, start, end) >= 0:
+            return None
+    return _checked_record(note, vector, rest["embedding_id"], rest["namespace"], rest.get("dtype"))
 
 
 def _plain_record(data: Any) -> MemoryRecord | None:
-    """The record of a line in exactly the form ``dump`` writes, checked by hand (no pydantic); None
-    when anything differs, so that :meth:`MemoryRecord.from_dict` decides. Never accepts what the
-    contract would refuse."""
+    """The record of a line in the shape ``dump`` writes (any key order or spacing), checked by hand
+    (no pydantic); None when anything differs, so that :meth:`MemoryRecord.from_dict` decides. Never
+    accepts what the contract would refuse. Call under ``np.errstate(over="ignore")``."""
     if type(data) is not dict or not (data.keys() == _RECORD_KEYS or data.keys() == _RECORD_KEYS_DTYPE):
         return None
-    note, vector, embedding_id, namespace = (
-        data["note"], data["vector"], data["embedding_id"], data["namespace"]
-    )
-    dtype = data.get("dtype", "float64")
+    vector = data["vector"]
+    if type(vector) is not list or not vector or not set(map(type, vector)) <= _NUMBERS:
+        return None
+    return _checked_record(data["note"], vector, data["embedding_id"], data["namespace"], data.get("dtype"))
+
+
+def _checked_record(
+    note: Any, vector: list[Any], embedding_id: Any, namespace: Any, dtype: Any
+) -> MemoryRecord | None:
+    """The record of parsed values, ``vector`` a non-empty list of ints and floats; None unless
+    every value is what the contract accepts (it then gives the verdict and the message). The
+    vector is converted as :func:`coniti.memory.as_vector` converts it."""
+    if dtype is None:
+        dtype = "float64"
+    elif type(dtype) is not str or dtype not in _DTYPES:
+        return None
     if (
         type(note) is not dict
         or note.keys() != _NOTE_KEYS
-        or type(vector) is not list
-        or not vector
-        or not set(map(type, vector)) <= _NUMBERS
-        or dtype not in VECTOR_DTYPES
         or not (embedding_id is None or type(embedding_id) is str)
         or type(namespace) is not list
-        or not all(type(part) is str and part for part in namespace)
     ):
         return None
+    for part in namespace:
+        if type(part) is not str or not part:
+            return None
     note_id, text, timestamp, metadata = note["id"], note["text"], note["timestamp"], note["metadata"]
     if (
         type(note_id) is not str
@@ -443,22 +497,56 @@ def _plain_record(data: Any) -> MemoryRecord | None:
         or type(text) is not str
         or type(timestamp) not in _NUMBERS
         or type(metadata) is not dict
+        or not _plain_json(metadata, 0)
     ):
         return None
     try:
-        metadata = check_json_value(metadata, "metadata")
-    except ValueError:
+        timestamp = float(timestamp)
+        array = np.array(vector, dtype=_DTYPES[dtype])
+    except OverflowError:  # an integer beyond the float range
         return None
-    array = np.array(vector, dtype=np.float64)  # exact for JSON numbers; no overflow here
     if not math.isfinite(timestamp) or not np.isfinite(array).all():
         return None
-    if dtype != "float64":
-        if np.abs(array).max() > _DTYPE_MAX[dtype]:
-            return None  # would overflow the dtype: the contract refuses it with a message
-        array = array.astype(dtype)
     return MemoryRecord.trusted(
-        Note.trusted(note_id, text, float(timestamp), metadata), array, embedding_id, tuple(namespace)
+        Note.trusted(note_id, text, timestamp, metadata), array, embedding_id, tuple(namespace)
     )
+
+
+def _plain_json(value: Any, depth: int) -> bool:
+    """Whether :func:`~coniti.contracts.check_json_value` accepts ``value``, a parsed JSON value
+    (dict keys are strings, no tuples); it is kept as it is, not copied."""
+    if depth > MAX_JSON_DEPTH:
+        return False
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(INT64_MIN <= value <= INT64_MAX)
+    if kind is float:
+        return math.isfinite(value)
+    if kind is dict:
+        value = value.values()
+    elif kind is not list:
+        return False
+    return all(_plain_json(item, depth + 1) for item in value)
+
+
+def _record_of_line(line: str, lineno: int) -> MemoryRecord:
+    """The record of any line: strict JSON, then the plain shape or the contract's verdict."""
+    if not line.strip():
+        raise MemoryFileError(f"line {lineno}: blank line")
+    data = parse_json_line(line, lineno)
+    record = _plain_record(data)
+    if record is None:  # not the plain shape: let the contract give the verdict and the message
+        try:
+            record = MemoryRecord.from_dict(data)
+        except ContractError as exc:
+            raise MemoryFileError(f"line {lineno}: invalid record: {exc}") from None
+        except OverflowError:
+            raise MemoryFileError(
+                f"line {lineno}: invalid record: a number is too large for a float"
+            ) from None
+    return record
 
 
 def _read_file(
@@ -472,23 +560,18 @@ def _read_file(
     records: list[MemoryRecord] = []
     seen: set[tuple[tuple[str, ...], str]] = set()
     duplicate: tuple[int, MemoryRecord] | None = None  # reported once every record is known valid
-    for lineno, line in lines:
-        if not line.strip():
-            raise MemoryFileError(f"line {lineno}: blank line")
-        data = parse_json_line(line, lineno)
-        record = _plain_record(data)
-        if record is None:  # not the plain shape: let the contract give the verdict and the message
-            try:
-                record = MemoryRecord.from_dict(data)
-            except ContractError as exc:
-                raise MemoryFileError(f"line {lineno}: invalid record: {exc}") from None
-        if rehome is not None:
-            record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
-        key = (record.namespace, record.id)
-        if key in seen and duplicate is None:
-            duplicate = (lineno, record)
-        seen.add(key)
-        records.append(record)
+    with np.errstate(over="ignore"):  # a value too large for the dtype is refused as infinite
+        for lineno, line in lines:
+            record = _canonical_record(line)
+            if record is None:
+                record = _record_of_line(line, lineno)
+            if rehome is not None:
+                record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
+            key = (record.namespace, record.note.id)
+            if key in seen and duplicate is None:
+                duplicate = (lineno, record)
+            seen.add(key)
+            records.append(record)
     if duplicate is not None:
         lineno, record = duplicate
         raise MemoryFileError(
