@@ -16,8 +16,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +32,15 @@ from coniti.errors import ConitiError, StoreCorrupted
 from coniti.log.codec import GENESIS, decode_envelope, decode_event, event_hash
 from coniti.log.keys import seq_from_key
 from coniti.log.projections import Dbs, Projections
-from coniti.log.store import LOG_DB, PROJECTION_DBS, Store
+from coniti.log.store import (
+    LOG_DB,
+    PROJECTION_DBS,
+    RETIRED_DBS,
+    STORE_FORMAT,
+    SYS_DB,
+    SYS_FORMAT,
+    Store,
+)
 
 __all__ = ["VerifyReport", "rebuild", "verify"]
 
@@ -80,6 +90,7 @@ def rebuild(store: Store) -> int:
     def write(txn: Any) -> int:
         for name in PROJECTION_DBS:
             txn.drop(dbs[name], delete=False)
+        _retire_old_layout(store, txn)
         p = Projections(txn, Dbs(dbs))
         n = 0
         running = GENESIS
@@ -103,6 +114,15 @@ def rebuild(store: Store) -> int:
         return n
 
     return store.write(write)
+
+
+def _retire_old_layout(store: Store, txn: Any) -> None:
+    """Delete the sub-databases of older layouts and mark the store as the current layout (inside
+    the rebuild's transaction: an interrupted upgrade leaves the old layout whole)."""
+    for name in RETIRED_DBS:
+        with contextlib.suppress(lmdb.NotFoundError):
+            txn.drop(store.env.open_db(name, txn=txn, create=False), delete=True)
+    txn.put(SYS_FORMAT, struct.pack(">I", STORE_FORMAT), db=store.dbs[SYS_DB])
 
 
 def _structure(data_file: str) -> list[str]:
@@ -245,7 +265,12 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
                     )
                 elif last_seq and head.at != prev_at:
                     problems.add(f"the head record's recorded time differs from event {last_seq}'s")
-                if fold_ok:
+                if store.format < STORE_FORMAT:
+                    problems.add(
+                        f"the store is in layout format {store.format} (this coniti writes "
+                        f"{STORE_FORMAT}): projections not compared; a writable open upgrades it"
+                    )
+                elif fold_ok:
                     fresh = scratch.finish()
                     for name in PROJECTION_DBS:
                         _compare(

@@ -59,6 +59,7 @@ __all__ = [
     "event_hash",
     "is_erased",
     "payload_digest",
+    "recorded_at",
     "split_frame",
 ]
 
@@ -562,6 +563,18 @@ def decode_content(frame: bytes) -> RecordData | None:
         return _stored_record(payload)
     except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
         raise StoreCorrupted(f"a put event does not decode: {exc}") from exc
+
+
+def recorded_at(frame: bytes) -> float:
+    """The recorded time of a frame's event (its envelope only; no hash, no payload)."""
+    try:
+        (elen,) = _U32.unpack_from(frame)
+        at = _unpack(frame[_HEAD : _HEAD + elen])["t"]
+        if type(at) is not float:
+            raise ValueError("field t (recorded time) is not a float")
+        return at
+    except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
+        raise StoreCorrupted(f"an event envelope does not decode: {exc}") from exc
 
 
 def decode_value(frame: bytes) -> tuple[str, Any, bool]:

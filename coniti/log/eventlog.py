@@ -112,7 +112,11 @@ class EventLog:
         if self.store.stale_projections:
             from coniti.log.checks import rebuild
 
-            rebuild(self.store)
+            try:
+                rebuild(self.store)
+            except BaseException:
+                self.store.close()  # a failed open leaves no environment open behind it
+                raise
             self.store.projections_rebuilt()
         self.group = GroupCommit(self.store) if group_commit and not readonly else None
         self._merge_puts = self._put_calls  # one bound method: the group merges calls naming it
@@ -243,7 +247,6 @@ class EventLog:
                 for item, idk, _, tsk, _, _ in prepared
             ]
         p.put_many(head.seq + 1, frames, keys)
-        p.mark_time(head.seq + 1, at, head.at if head.seq else None)
         p.set_head(Head(seq - 1, at, h))
 
     def _put_calls(self, txn: Any, calls: list[_PutCall]) -> list[tuple[Any, BaseException | None]]:
@@ -311,7 +314,6 @@ class EventLog:
                 )
                 p.append(seq, frame)
                 p.delete(seq, nsid, idk)
-            p.mark_time(head.seq + 1, at, head.at if head.seq else None)
             p.set_head(Head(seq, at, h))
             return [record_id for record_id, _ in found], missing
 
@@ -342,7 +344,6 @@ class EventLog:
             )
             p.append(seq, frame)
             p.meta(seq, nsid, mk)
-            p.mark_time(seq, at, head.at if head.seq else None)
             p.set_head(Head(seq, at, h))
             return nsid
 
@@ -366,7 +367,6 @@ class EventLog:
             )
             p.append(seq, frame)
             removed = 0 if nsid is None else p.clear(seq, nsid)
-            p.mark_time(seq, at, head.at if head.seq else None)
             p.set_head(Head(seq, at, h))
             return removed
 
@@ -427,7 +427,6 @@ class EventLog:
                 p.delete(seq, nsid, idk)
                 p.erasure(seq, nsid, idk)
                 receipts.append(seq)
-            p.mark_time(head.seq + 1, at, head.at if head.seq else None)
             p.set_head(Head(seq, at, h))
             return [record_id for record_id, _, _ in found], missing, receipts
 

@@ -55,13 +55,14 @@ from coniti.errors import (
     StoreFull,
     StoreVersionError,
 )
-from coniti.log.codec import FORMAT_VERSION
 
 __all__ = [
     "DEFAULT_MAP_SIZE",
     "DURABILITIES",
     "LOG_DB",
     "PROJECTION_DBS",
+    "RETIRED_DBS",
+    "STORE_FORMAT",
     "SYS_DB",
     "Store",
     "lmdb_errors",
@@ -77,15 +78,19 @@ DURABILITIES = ("sync", "nosync")
 
 LOG_DB = b"log"
 SYS_DB = b"sys"
-PROJECTION_DBS = (
-    b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"atix", b"erx", b"tmax"
-)
+PROJECTION_DBS = (b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"erx")
 """Sub-databases derived from the log (see ``log/FORMAT.md``); ``rebuild`` recomputes all of them."""
 ALL_DBS = (LOG_DB, SYS_DB, *PROJECTION_DBS)
-LATER_DBS = frozenset({b"erx", b"tmax"})
+LATER_DBS = frozenset({b"erx"})
 """Sub-databases added after the first stores were written. A read-only open of a store that lacks
-one does without it (reads stay exact, as-of scans unbounded); a writable open creates it, and the
-store's projections are then rebuilt once (:attr:`Store.stale_projections`)."""
+one does without it (reads stay exact); a writable open creates it, and the store's projections are
+then rebuilt once (:attr:`Store.stale_projections`)."""
+RETIRED_DBS = (b"atix", b"tmax")
+"""Projections of layout format 1 that format 2 no longer keeps; ``rebuild`` deletes them."""
+STORE_FORMAT = 2
+"""The layout format this coniti writes (``sys/format``): which projections a store holds and how
+they are encoded. Format 1 stores are read as they are and rebuilt into format 2 by a writable open.
+The encoding of the events themselves is :data:`coniti.log.codec.FORMAT_VERSION`."""
 
 SYS_ID = b"id"
 SYS_SECRET = b"secret"
@@ -221,6 +226,7 @@ class _Shared:
         self.store_id = b""
         self.secret = b""
         self.stale_projections = False
+        self.format = STORE_FORMAT
 
 
 _REGISTRY: dict[str, _Shared] = {}
@@ -285,10 +291,11 @@ def _init_tables(shared: _Shared) -> None:
                         added = True
                 shared.dbs[name] = env.open_db(name, txn=txn, create=True)
             sys_db = shared.dbs[SYS_DB]
-            shared.stale_projections = added and txn.get(SYS_HEAD, db=sys_db) is not None
             fmt = txn.get(SYS_FORMAT, db=sys_db)
+            older = fmt is not None and _U32.unpack(fmt)[0] < STORE_FORMAT
+            shared.stale_projections = older or (added and txn.get(SYS_HEAD, db=sys_db) is not None)
             if fmt is None:
-                fmt = _U32.pack(FORMAT_VERSION)
+                fmt = _U32.pack(STORE_FORMAT)
                 txn.put(SYS_FORMAT, fmt, db=sys_db)
                 txn.put(SYS_ID, uuid.uuid4().bytes, db=sys_db)
                 txn.put(SYS_SECRET, secrets.token_bytes(32), db=sys_db)
@@ -297,10 +304,11 @@ def _init_tables(shared: _Shared) -> None:
     if fmt is None or sid is None or secret is None:
         raise StoreError(f"{shared.path} is not a coniti store (system table incomplete)")
     (version,) = _U32.unpack(fmt)
-    if version > FORMAT_VERSION:
+    if version > STORE_FORMAT:
         raise StoreVersionError(
-            f"store {shared.path} has format version {version}; this coniti reads up to {FORMAT_VERSION}"
+            f"store {shared.path} has format version {version}; this coniti reads up to {STORE_FORMAT}"
         )
+    shared.format = version
     shared.store_id = bytes(sid)
     shared.secret = bytes(secret)
 
@@ -472,8 +480,17 @@ class Store:
         return self._live().stale_projections
 
     def projections_rebuilt(self) -> None:
-        """Record that the projections were rebuilt (clears :attr:`stale_projections`)."""
-        self._live().stale_projections = False
+        """Record that the projections were rebuilt in the current layout (clears
+        :attr:`stale_projections`; :attr:`format` is then :data:`STORE_FORMAT`)."""
+        shared = self._live()
+        shared.stale_projections = False
+        shared.format = STORE_FORMAT
+
+    @property
+    def format(self) -> int:
+        """The store's layout format (``sys/format``) as of this open: :data:`STORE_FORMAT`, or an
+        older one for a store opened read-only (writable opens upgrade it)."""
+        return self._live().format
 
     @property
     def store_id(self) -> bytes:
