@@ -90,7 +90,9 @@ def note(metadata: Any = None, timestamp: Any = 1.5, text: str = "t", note_id: s
 
 # -- strategies ------------------------------------------------------------------------------------
 
-big_ints = st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 10**30, 2**53 + 1])
+big_ints = st.sampled_from(
+    [2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 10**30, 2**53 + 1, 2**60 + 2**36 + 1]
+)
 numbers = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.floats(min_value=-1e6, max_value=1e6, allow_nan=False),
@@ -228,6 +230,24 @@ def test_plain_json_agrees_with_check_json_value(value: Any) -> None:
     except ValueError:
         accepted = False
     assert memfile._plain_json(value, 0) is accepted
+
+
+@SETTINGS
+@given(st.lists(numbers, min_size=1, max_size=8), st.sampled_from(["float16", "float32", "float64"]))
+def test_vector_is_the_contracts_cast(values: list[Any], dtype: str) -> None:
+    """A list of ints and floats becomes the array np.array(values, dtype) gives, bit for bit, or
+    is refused exactly when that array is not finite."""
+    with np.errstate(over="ignore"):
+        expected = np.array(values, dtype=dtype)
+        try:
+            got = memfile._vector(values, dtype)
+        except OverflowError:
+            got = None
+    if np.isfinite(expected).all():
+        assert got is not None
+        assert (got.dtype, got.tobytes(), got.flags.writeable) == (expected.dtype, expected.tobytes(), True)
+    else:
+        assert got is None
 
 
 # -- single cases through load ---------------------------------------------------------------------
