@@ -499,7 +499,7 @@ def _checked_record(
         or type(text) is not str
         or type(timestamp) not in _NUMBERS
         or type(metadata) is not dict
-        or not _plain_json(metadata, 0)
+        or not _plain_json(metadata)
     ):
         return None
     try:
@@ -537,11 +537,31 @@ def _vector(values: list[Any], dtype: str) -> np.ndarray | None:
     return array if dtype == "float32" or np.isfinite(array).all() else None
 
 
-def _plain_json(value: Any, depth: int) -> bool:
+def _plain_json(value: Any) -> bool:
     """Whether :func:`~coniti.contracts.check_json_value` accepts ``value``, a parsed JSON value
-    (dict keys are strings, no tuples); it is kept as it is, not copied."""
-    if depth > MAX_JSON_DEPTH:
-        return False
+    (dict keys are strings, no tuples); it is kept as it is, not copied. One pass, no recursion."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        kind = type(item)
+        if kind is dict:
+            children = item.values()
+        elif kind is list:
+            children = item
+        else:
+            return _plain_scalar(item)  # only ``value`` itself: containers are pushed, not scalars
+        if children and depth >= MAX_JSON_DEPTH:
+            return False  # a child would be nested deeper than the limit
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                pending.append((child, depth + 1))
+            elif not _plain_scalar(child):
+                return False
+    return True
+
+
+def _plain_scalar(value: Any) -> bool:
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return True
@@ -549,11 +569,7 @@ def _plain_json(value: Any, depth: int) -> bool:
         return bool(INT64_MIN <= value <= INT64_MAX)
     if kind is float:
         return math.isfinite(value)
-    if kind is dict:
-        value = value.values()
-    elif kind is not list:
-        return False
-    return all(_plain_json(item, depth + 1) for item in value)
+    return False
 
 
 def _record_of_line(line: str, lineno: int) -> MemoryRecord:

@@ -229,7 +229,7 @@ def test_plain_json_agrees_with_check_json_value(value: Any) -> None:
         accepted = True
     except ValueError:
         accepted = False
-    assert memfile._plain_json(value, 0) is accepted
+    assert memfile._plain_json(value) is accepted
 
 
 @SETTINGS
@@ -248,6 +248,21 @@ def test_vector_is_the_contracts_cast(values: list[Any], dtype: str) -> None:
         assert (got.dtype, got.tobytes(), got.flags.writeable) == (expected.dtype, expected.tobytes(), True)
     else:
         assert got is None
+
+
+@pytest.mark.parametrize("depth", [63, 64, 65])
+@pytest.mark.parametrize("leaf", [1, [], {}])
+def test_plain_json_depth_limit_is_check_json_values(depth: int, leaf: Any) -> None:
+    """At and around the nesting limit, _plain_json accepts exactly what check_json_value does."""
+    value: Any = leaf
+    for _ in range(depth):
+        value = [value]
+    try:
+        check_json_value({"d": value}, "metadata")
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert memfile._plain_json({"d": value}) is accepted
 
 
 # -- single cases through load ---------------------------------------------------------------------
