@@ -700,8 +700,8 @@ class Bench:
             self.results.note(
                 "dump/load on the raw LMDB row is the floor of the memory file: dump = read every "
                 "record from raw LMDB + orjson.dumps of the same dict + write bytes (one fsync); "
-                "load = read coniti's file line by line + orjson.loads + np.array(vector, float32) "
-                "+ raw LMDB put in batches of 500"
+                "load = read coniti's file line by line + orjson.loads + the vector cast to float32 "
+                "(struct + np.frombuffer, as coniti casts it) + raw LMDB put in batches of 500"
             )
 
     def dump_files(self, s: System, files: list[Path]) -> None:

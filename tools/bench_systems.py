@@ -273,6 +273,21 @@ def _line_of(r: Raw) -> bytes:
     return orjson.dumps(data, option=_LINE)
 
 
+_PACKERS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def _array_of(values: list[float], dtype: str) -> np.ndarray:
+    """A parsed vector as an array: float32/float64 through ``struct`` (about half the time of
+    ``np.array`` on a list; coniti's reader casts the same way), float16 through ``np.array``."""
+    if dtype == "float16":
+        return np.array(values, dtype=np.float16)
+    key = (dtype, len(values))
+    packer = _PACKERS.get(key)
+    if packer is None:
+        packer = _PACKERS[key] = struct.Struct(f"={len(values)}{'f' if dtype == 'float32' else 'd'}")
+    return np.frombuffer(packer.pack(*values), dtype=_FLOAT_DTYPES[dtype]).copy()
+
+
 class RawLMDB(System):
     """The LMDB baseline; see the module docstring."""
 
@@ -402,8 +417,8 @@ class RawLMDB(System):
 
     def load_file(self, path: Path) -> int:
         """The floor of a memory-file load: every record line read (binary, line by line) and
-        parsed (orjson), its vector made an array of its dtype (``np.array``), and the records put
-        in durable batches of 500 (:meth:`put`). No validation, no existence check, no rollback."""
+        parsed (orjson), its vector made an array of its dtype (:func:`_array_of`), and the records
+        put in durable batches of 500 (:meth:`put`). No validation, no existence check, no rollback."""
         n = 0
         batch: list[Raw] = []
         with open(path, "rb") as f:
@@ -411,7 +426,7 @@ class RawLMDB(System):
             for line in f:
                 d = orjson.loads(line)
                 note = d["note"]
-                vector = np.array(d["vector"], dtype=_FLOAT_DTYPES[d.get("dtype", "float64")])
+                vector = _array_of(d["vector"], d.get("dtype", "float64"))
                 batch.append(
                     Raw(note["id"], note["text"], note["timestamp"], note["metadata"], vector,
                         tuple(d["namespace"]))
