@@ -15,6 +15,11 @@ record valid; no duplicate id within a namespace; the record count; the embeddin
 target's; no id already in the target. Any failure raises ``MemoryFileError`` naming the line where
 there is one, and the target is unchanged. It then writes in batches of 500; if a write fails it deletes
 what it wrote (best effort, through the backend's own delete) and raises ``MemoryFileError``.
+
+Reading a record line: a line byte for byte as :func:`dump` writes it is read by a fast path whose
+shape proves that orjson's reading is the strict reader's (see :func:`_canonical_record`); any other
+line goes through the strict reader (:func:`parse_json_line`). Either way a record is accepted exactly
+when the contract (:meth:`MemoryRecord.from_dict`) accepts it, and is then the same record bit for bit.
 """
 
 from __future__ import annotations
