@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coniti.errors import StoreCorrupted, StoreVersionError
+from coniti.log import codec
 from coniti.log.codec import (
     CLEAR,
     DELETE,
@@ -222,3 +223,28 @@ def test_lone_surrogates_round_trip() -> None:
     assert event.id == "a\ud800b" and event.namespace == ("n\ud800",)
     assert event.record is not None
     assert (event.record.text, event.record.metadata) == ("x\udfffy", {"k\ud801": "v\udc00"})
+
+
+@given(
+    st.text(max_size=50),
+    st.dictionaries(st.text(max_size=8), json_values, max_size=5),
+    st.none() | st.text(max_size=10),
+    vectors,
+)
+def test_put_payload_is_the_packed_map_whether_or_not_its_vector_shape_was_seen(
+    text: str, metadata: dict[str, object], embedding_id: str | None, vector: np.ndarray
+) -> None:
+    """The put payload is byte for byte the packed map of its six fields (integers beyond 64 bits
+    as ext values), the first time a vector dtype and shape is encoded and every time after."""
+    expected = codec._pack(
+        {
+            "tx": text,
+            "md": metadata,
+            "e": embedding_id,
+            "vd": vector.dtype.str,
+            "vs": list(vector.shape),
+            "vb": vector.tobytes(),
+        }
+    )
+    assert encode_put_payload(text, metadata, embedding_id, vector) == expected
+    assert encode_put_payload(text, metadata, embedding_id, vector) == expected

@@ -156,17 +156,36 @@ def _pack(obj: Any) -> bytes:
 def encode_put_payload(
     text: str, metadata: dict[str, Any], embedding_id: str | None, vector: np.ndarray
 ) -> bytes:
-    """The payload of a put event. ``vector`` keeps its dtype and exact bits."""
-    return _pack(
-        {
-            "tx": text,
-            "md": metadata,
-            "e": embedding_id,
-            "vd": vector.dtype.str,
-            "vs": list(vector.shape),
-            "vb": vector.tobytes(),
-        }
-    )
+    """The payload of a put event. ``vector`` keeps its dtype and exact bits.
+
+    Byte for byte ``_pack({"tx": text, "md": metadata, "e": embedding_id, "vd": vector.dtype.str,
+    "vs": list(vector.shape), "vb": vector.tobytes()})``. Once a (dtype, shape) has been seen, the
+    payload is assembled from parts instead: the map header and keys are constants, and everything
+    from ``"vd"`` up to the vector's first byte depends on the dtype and shape alone."""
+    shape = vector.shape
+    middle = _VECTOR_HEADS.get((vector.dtype, shape))
+    if middle is not None:
+        pack = _packer().pack
+        try:
+            return b"".join(
+                (_TX, pack(text), _MD, pack(metadata), _E, pack(embedding_id), middle, vector.tobytes())
+            )
+        except OverflowError:
+            pass  # an integer beyond 64 bits in the metadata: the general path encodes it
+    raw = vector.tobytes()
+    vd, vs = vector.dtype.str, list(shape)
+    payload = _pack({"tx": text, "md": metadata, "e": embedding_id, "vd": vd, "vs": vs, "vb": raw})
+    if middle is None and len(_VECTOR_HEADS) < 64:
+        tail = _pack({"vd": vd, "vs": vs, "vb": raw})
+        _VECTOR_HEADS[(vector.dtype, shape)] = tail[1 : len(tail) - len(raw)]
+    return payload
+
+
+_TX, _MD, _E = b"\x86\xa2tx", b"\xa2md", b"\xa1e"
+"""The packed map header (six entries) with key ``"tx"``; keys ``"md"`` and ``"e"``."""
+_VECTOR_HEADS: dict[tuple[np.dtype[Any], tuple[int, ...]], bytes] = {}
+"""Per vector (dtype, shape): the packed payload bytes from key ``"vd"`` up to the vector's first
+byte (``"vd"``, its value, ``"vs"``, its value, ``"vb"`` and the bin header). At most 64 kept."""
 
 
 def payload_digest(payload: bytes) -> bytes:
