@@ -444,8 +444,10 @@ def _canonical_record(line: str) -> MemoryRecord | None:
     keys = data.keys()
     rest = {"embedding_id": data.get("embedding_id"), "namespace": data.get("namespace")}
     if keys == _RECORD_KEYS_DTYPE:
-        rest["dtype"] = data["dtype"]
-    elif keys != _RECORD_KEYS:
+        rest["dtype"] = dtype = data["dtype"]
+    elif keys == _RECORD_KEYS:
+        dtype = "float64"
+    else:
         return None
     note, vector = data["note"], data["vector"]
     if type(note) is not dict or type(vector) is not list or not vector:
@@ -462,7 +464,7 @@ def _canonical_record(line: str) -> MemoryRecord | None:
     for char in _NOT_IN_NUMBERS:
         if find(char, start, end) >= 0:
             return None
-    return _checked_record(note, vector, rest["embedding_id"], rest["namespace"], rest.get("dtype"))
+    return _checked_record(note, vector, rest["embedding_id"], rest["namespace"], dtype)
 
 
 def _plain_record(data: Any) -> MemoryRecord | None:
@@ -474,18 +476,18 @@ def _plain_record(data: Any) -> MemoryRecord | None:
     vector = data["vector"]
     if type(vector) is not list or not vector or not set(map(type, vector)) <= _NUMBERS:
         return None
-    return _checked_record(data["note"], vector, data["embedding_id"], data["namespace"], data.get("dtype"))
+    dtype = data.get("dtype", "float64")
+    return _checked_record(data["note"], vector, data["embedding_id"], data["namespace"], dtype)
 
 
 def _checked_record(
     note: Any, vector: list[Any], embedding_id: Any, namespace: Any, dtype: Any
 ) -> MemoryRecord | None:
-    """The record of parsed values, ``vector`` a non-empty list of ints and floats; None unless
-    every value is what the contract accepts (it then gives the verdict and the message). The
-    vector is converted as :func:`coniti.memory.as_vector` converts it."""
-    if dtype is None:
-        dtype = "float64"
-    elif type(dtype) is not str or dtype not in _DTYPES:
+    """The record of parsed values, ``vector`` a non-empty list of ints and floats, ``dtype`` the
+    line's (``"float64"`` when it has none); None unless every value is what the contract accepts
+    (it then gives the verdict and the message). The vector is converted as
+    :func:`coniti.memory.as_vector` converts it."""
+    if type(dtype) is not str or dtype not in _DTYPES:
         return None
     if (
         type(note) is not dict
@@ -522,9 +524,9 @@ def _checked_record(
 def _vector(values: list[Any], dtype: str) -> np.ndarray | None:
     """``values`` (ints and finite floats, as both readers give them) as an array of ``dtype``: the
     values the contract's ``np.array(values, dtype)`` gives; None where one is not finite there (or
-    OverflowError: an int beyond a double's range). float32 and float64 go through :mod:`struct`, which casts each value to C float
-    or double as numpy does, but raises OverflowError instead of making an infinity (half the time
-    of ``np.array`` on a list, and no finiteness pass for float32)."""
+    OverflowError: an int beyond a double's range). float32 and float64 go through :mod:`struct`,
+    which casts each value to C float or double as numpy does, but fails instead of making an
+    infinity (half the time of ``np.array`` on a list, and no finiteness pass for float32)."""
     if dtype == "float16":
         array = np.array(values, dtype=np.float16)
         return array if np.isfinite(array).all() else None

@@ -74,12 +74,16 @@ def general(line: str) -> Exact | None:
             return None
 
 
+ABSENT = object()
+
+
 def line_of(
-    note: dict[str, Any], vector: Any, embedding_id: Any, namespace: Any, dtype: Any = None
+    note: dict[str, Any], vector: Any, embedding_id: Any, namespace: Any, dtype: Any = ABSENT
 ) -> str:
-    """A line in dump's compact form (the standard encoder, so any integer can be written)."""
+    """A line in dump's compact form (the standard encoder, so any integer can be written); no
+    ``dtype`` key when ``dtype`` is ABSENT."""
     data = {"note": note, "vector": vector, "embedding_id": embedding_id, "namespace": namespace}
-    if dtype is not None:
+    if dtype is not ABSENT:
         data["dtype"] = dtype
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
@@ -129,7 +133,7 @@ def record_lines(draw: st.DrawFn) -> str:
         "vector": draw(st.lists(numbers, min_size=1, max_size=6)),
         "embedding_id": draw(st.one_of(st.none(), texts)),
         "namespace": draw(st.lists(texts.filter(bool), max_size=2)),
-        "dtype": draw(st.sampled_from([None, "float16", "float32", "float64"])),
+        "dtype": draw(st.sampled_from([ABSENT, "float16", "float32", "float64"])),
     }
     broken = draw(st.sampled_from((None, *FIELDS)))
     if broken == "element":
@@ -263,6 +267,12 @@ def test_plain_json_depth_limit_is_check_json_values(depth: int, leaf: Any) -> N
     except ValueError:
         accepted = False
     assert memfile._plain_json({"d": value}) is accepted
+
+
+@pytest.mark.parametrize("dtype", [None, 32, "float8", ["float32"]])
+def test_compact_line_with_a_bad_dtype_is_refused(dtype: Any) -> None:
+    """A dtype key that is null or not a known name is refused, not read as float64."""
+    _refused(line_of(note(), [1.0], None, [], dtype), "line 2: invalid record: .*dtype")
 
 
 # -- single cases through load ---------------------------------------------------------------------
