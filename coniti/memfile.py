@@ -157,7 +157,7 @@ def record_bytes(record: MemoryRecord) -> bytes:
         "note": {"id": note.id, "text": note.text, "timestamp": note.timestamp, "metadata": note.metadata},
         "vector": vector,
         "embedding_id": record.embedding_id,
-        "namespace": list(record.namespace),
+        "namespace": record.namespace,  # a tuple: written as a JSON array
     }
     dtype = vector.dtype
     if dtype is _FLOAT32:  # the common dtypes by identity: reading dtype.name is slow
