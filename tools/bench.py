@@ -683,6 +683,7 @@ class Bench:
                 {s.key: [_record_lines(f) for f in files[s.key]] for s in systems},
             )
             written = [s.key for s in systems if isinstance(s, ConitiSystem)]
+            loaded: dict[str, int] = {}
             for s in systems:
                 source = files[s.key if isinstance(s, ConitiSystem) or not written else written[0]]
                 target = type(s)(self.cfg.base / f"load-{s.key}")
@@ -690,8 +691,10 @@ class Bench:
                 try:
                     dt = self.timed("dump", s, lambda t=target, fs=source: self.load_files(t, fs))
                     self.results.add("load", s.key, self.stored / dt)
+                    loaded[s.key] = sum(target.scan_all(ns) for ns in namespaces)  # untimed
                 finally:
                     target.destroy()
+            self.check_same(systems, "the records loaded from the memory files", loaded)
         finally:
             for paths in files.values():
                 for f in paths:
