@@ -29,7 +29,10 @@ def to_timestamp(value: Any, field: str = "timestamp") -> float:
             raise ValueError(f"{field} is a naive datetime; give it a timezone")
         return value.timestamp()
     if isinstance(value, int | float):
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:  # an int beyond float range
+            raise ValueError(f"{field} is too large for a float ({len(str(abs(value)))} digits)") from None
         if not math.isfinite(out):
             raise ValueError(f"{field} must be finite, got {value!r}")
         return out
@@ -72,7 +75,7 @@ class Note(Contract):
     @classmethod
     def trusted(cls, id: str, text: str, timestamp: float, metadata: dict[str, Any]) -> Note:
         """Build from values already validated (data the store itself wrote). No checks, no copy."""
-        return cls._construct({"id": id, "text": text, "timestamp": timestamp, "metadata": metadata})
+        return cls._constructor()({"id": id, "text": text, "timestamp": timestamp, "metadata": metadata})
 
 
 class TimeRange(Contract):

@@ -90,11 +90,10 @@ class Contract(pydantic.BaseModel):
         Instances built here share one fields-set per class: it names every field, so pydantic's
         only changes to it (adding a name on assignment) leave it as it is, and copies get their own.
         """
-        if len(values) != len(cls.model_fields):  # not every field: a set of its own, as pydantic does
-            obj = cls._constructor()(values)
+        obj = cls._constructor()(values)
+        if len(values) != _FIELD_COUNTS[cls]:  # not every field: a set of its own, as pydantic does
             _set_fields_set(obj, set(values))
-            return obj
-        return cls._constructor()(values)
+        return obj
 
     @classmethod
     def _constructor(cls) -> Callable[[dict[str, Any]], Self]:
@@ -102,6 +101,7 @@ class Contract(pydantic.BaseModel):
         (read paths call it once per record: no classmethod binding, no lookups per call)."""
         made = _CONSTRUCTORS.get(cls)
         if made is None:
+            _FIELD_COUNTS[cls] = len(cls.model_fields)
             made = _CONSTRUCTORS[cls] = _make_constructor(cls)
         return cast("Callable[[dict[str, Any]], Self]", made)
 
@@ -146,6 +146,8 @@ _set_fields_set = pydantic.BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = pydantic.BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = pydantic.BaseModel.__dict__["__pydantic_private__"].__set__
 _CONSTRUCTORS: dict[type[Contract], Callable[[dict[str, Any]], Any]] = {}
+_FIELD_COUNTS: dict[type[Contract], int] = {}
+"""How many fields each class with a constructor has (``model_fields`` is slow to read)."""
 
 
 def _make_constructor(cls: type[Contract]) -> Callable[[dict[str, Any]], Any]:

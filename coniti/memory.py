@@ -112,8 +112,11 @@ def as_vector(value: Any, dtype: str | None = None) -> np.ndarray:
     elif isinstance(value, list | tuple):
         if not set(map(type, value)) <= _NUMBER_TYPES:
             raise ValueError("vector must contain only numbers")
-        with np.errstate(over="ignore"):
-            arr = np.array(value, dtype=dtype or np.float64)
+        try:
+            with np.errstate(over="ignore"):
+                arr = np.array(value, dtype=dtype or np.float64)
+        except OverflowError:  # an int beyond float range
+            raise ValueError("vector must be finite (an integer is too large for a float)") from None
     else:
         raise ValueError(f"vector must be a numpy array or a list of numbers, got {type(value).__name__}")
     if arr.ndim != 1 or arr.size == 0:
@@ -187,7 +190,7 @@ class MemoryRecord(Contract):
         cls, note: Note, vector: np.ndarray, embedding_id: str | None, namespace: tuple[str, ...]
     ) -> MemoryRecord:
         """Build from values already validated (data the store itself wrote). No checks, no copy."""
-        return cls._construct(
+        return cls._constructor()(
             {"note": note, "vector": vector, "embedding_id": embedding_id, "namespace": namespace}
         )
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coniti import ContractError, GetRequest, MetaGetRequest, MetaResult, Note, Query
+from coniti import ContractError, GetRequest, MetaGetRequest, MetaResult, Note, Query, TimeRange
+from coniti.memory import MemoryRecord
 
 
 @pytest.mark.parametrize(
@@ -52,3 +53,29 @@ def test_memory_file_round_trips_a_namespace_with_a_lone_surrogate(tmp_path: obj
     target = InMemoryBackend()
     assert target.load(path) == 1
     assert target.get(target.get_request(["n1"], namespace=namespace)).records == [record]
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: Note(id="n1", text="x", timestamp=10**400), "timestamp"),
+        (lambda: Note(id="n1", text="x", timestamp=-(10**400)), "timestamp"),
+        (lambda: TimeRange(start=10**400), "start"),
+        (lambda: TimeRange(end=10**400), "end"),
+        (lambda: _record([1.0, 10**400]), "vector"),
+        (lambda: _record([10**400], dtype="float32"), "vector"),
+    ],
+    ids=["note.timestamp", "note.timestamp-negative", "range.start", "range.end", "vector", "vector-f32"],
+)
+def test_an_integer_beyond_float_range_is_a_contract_error(build: object, field: str) -> None:
+    """An int too large for a float (Python's float() raises OverflowError on it) is refused as a
+    ContractError naming the field, like every other bad value."""
+    with pytest.raises(ContractError, match=field):
+        build()  # type: ignore[operator]
+
+
+def _record(vector: list[float], dtype: str | None = None) -> MemoryRecord:
+    note = Note(id="n1", text="x", timestamp=1.0)
+    if dtype is None:
+        return MemoryRecord(note=note, vector=vector)
+    return MemoryRecord(note=note, vector=vector, dtype=dtype)
