@@ -29,8 +29,9 @@ Phases (``--phases``, comma-separated; default all):
 bulk        put N records in durable batches of 500 (rec/s)
 single      500 durable one-record put calls (us/call)
 concurrent  8 threads doing one-record durable puts (rec/s, all threads together); coniti also with
-            group commit off (``log_nogc``: LogBackend(group_commit=False) on a store of its own that
-            holds only this phase's records, so its commits are if anything cheaper)
+            group commit off (``log_nogc``: a second handle, LogBackend(group_commit=False), on the
+            same store as ``log``, so both write into the same N records; its records get ids of
+            their own and are deleted again, untimed, after the phase)
 get         5,000 random ids, one id per call, full records back (us/call)
 scan        every record in (timestamp, write order), pages of 500 (rec/s)
 count       count over the middle half of the time range (us/call)
@@ -90,9 +91,9 @@ from bench_systems import (  # noqa: E402
     make_system,
     scan_page_of,
 )
-from bench_workload import Workload, WorkloadSpec  # noqa: E402
+from bench_workload import Raw, Workload, WorkloadSpec  # noqa: E402
 
-from coniti.memory import GetRequest, MemoryBackend  # noqa: E402
+from coniti.memory import DeleteRequest, GetRequest, MemoryBackend, MemoryRecord  # noqa: E402
 
 PHASES = (
     "bulk",
@@ -443,11 +444,15 @@ class Bench:
         total = cfg.writers * cfg.per_writer
         raws = self.work.records(start, start + total)
         systems: list[System] = list(order)
-        if any(isinstance(s, LogSystem) for s in order):
-            nogc = LogNoGroupSystem(cfg.base / f"r{r}-{LogNoGroupSystem.key}")
+        log = next((s for s in order if isinstance(s, LogSystem)), None)
+        if log is not None:
+            nogc = LogNoGroupSystem(log.path)  # same store, same data: only group commit differs
             nogc.open()
             systems.append(nogc)
-        prepared = {s.key: [s.prepare([raw]) for raw in raws] for s in systems}
+        prepared = {
+            s.key: [s.prepare([_renamed(raw, s.key) if s.key == "log_nogc" else raw]) for raw in raws]
+            for s in systems
+        }
         slices = 4 if total >= 4 * cfg.writers else 1
         bounds = [total * k // slices for k in range(slices + 1)]
         spent = dict.fromkeys((s.key for s in systems), 0.0)
@@ -460,7 +465,9 @@ class Bench:
                     )
         finally:
             for s in systems[len(order) :]:
-                s.destroy()
+                assert isinstance(s, LogNoGroupSystem)
+                s.forget([p[0] for p in prepared[s.key]])
+                s.close()
         for s in systems:
             self.results.add("concurrent", s.key, total / spent[s.key])
         self.stored = start + total
@@ -820,6 +827,19 @@ class LogNoGroupSystem(LogSystem):
         from coniti.impl.log import LogBackend
 
         return LogBackend(self.path, durability="sync", group_commit=False)
+
+    def forget(self, records: Sequence[MemoryRecord]) -> None:
+        """Delete ``records`` again (untimed), so the store holds what the other systems hold."""
+        by_ns: dict[tuple[str, ...], list[str]] = {}
+        for rec in records:
+            by_ns.setdefault(rec.namespace, []).append(rec.note.id)
+        for ns, ids in by_ns.items():
+            self.b.delete(DeleteRequest(ids=ids, namespace=ns))
+
+
+def _renamed(raw: Raw, suffix: str) -> Raw:
+    """``raw`` under an id of its own (the group-commit-off writes share the store with ``log``)."""
+    return raw._replace(id=f"{raw.id}~{suffix}")
 
 
 def _record_lines(path: Path) -> bytes:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from itertools import takewhile
 from typing import Any
 
 import msgpack
@@ -62,6 +63,8 @@ _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _F64 = struct.Struct(">d")
 _TS_END = NSID_LEN + 8
+_PAST_KEY = b"\xff" * 17
+"""After ``N``: sorts after every ``T S`` (16 bytes), so ``N + _PAST_KEY`` bounds the keys of ``N``."""
 _SEQ_END = _TS_END + SEQ_LEN
 
 
@@ -501,8 +504,9 @@ class Projections:
             cur = self.txn.cursor(db=self.d.time)
             if not cur.set_range(start):
                 return out, None
+            stop = nsid + (hi if hi is not None else _PAST_KEY)  # as in count_range
             for key, idk in cur.iternext(keys=True, values=True):
-                if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
+                if key >= stop:
                     return out, None
                 if limit is not None and len(out) == limit:
                     return out, last_key[NSID_LEN:]
@@ -551,12 +555,13 @@ class Projections:
         n = 0
         if as_of is None:
             cur = self.txn.cursor(db=self.d.time)
-            if cur.set_range(start):
-                for key in cur.iternext(keys=True, values=False):
-                    if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
-                        break
-                    n += 1
-            return n
+            if not cur.set_range(start):
+                return 0
+            # Every key from ``start`` on is N T S with N >= nsid: it is in range iff it sorts
+            # before ``stop``; the loop runs in C.
+            stop = nsid + (hi if hi is not None else _PAST_KEY)
+            keys = cur.iternext(keys=True, values=False)
+            return sum(1 for _ in takewhile(stop.__gt__, keys))
         bound = self.last_position(nsid, as_of)
         if bound == b"":
             return 0
