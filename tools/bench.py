@@ -29,9 +29,8 @@ Phases (``--phases``, comma-separated; default all):
 bulk        put N records in durable batches of 500 (rec/s)
 single      500 durable one-record put calls (us/call)
 concurrent  8 threads doing one-record durable puts (rec/s, all threads together); coniti also with
-            group commit off (``log_nogc``: a second handle, LogBackend(group_commit=False), on the
-            same store as ``log``, so both write into the same N records; its records get ids of
-            their own and are deleted again, untimed, after the phase)
+            group commit off (``log_nogc``: LogBackend(group_commit=False) on a copy of ``log``'s
+            store made just before the phase, so both write into the same N records)
 get         5,000 random ids, one id per call, full records back (us/call)
 scan        every record in (timestamp, write order), pages of 500 (rec/s)
 count       count over the middle half of the time range (us/call)
@@ -91,9 +90,9 @@ from bench_systems import (  # noqa: E402
     make_system,
     scan_page_of,
 )
-from bench_workload import Raw, Workload, WorkloadSpec  # noqa: E402
+from bench_workload import Workload, WorkloadSpec  # noqa: E402
 
-from coniti.memory import DeleteRequest, GetRequest, MemoryBackend, MemoryRecord  # noqa: E402
+from coniti.memory import GetRequest, MemoryBackend  # noqa: E402
 
 PHASES = (
     "bulk",
@@ -445,14 +444,15 @@ class Bench:
         raws = self.work.records(start, start + total)
         systems: list[System] = list(order)
         log = next((s for s in order if isinstance(s, LogSystem)), None)
-        if log is not None:
-            nogc = LogNoGroupSystem(log.path)  # same store, same data: only group commit differs
+        if log is not None:  # a copy of log's store: the same data, only group commit differs
+            copy = cfg.base / f"r{r}-{LogNoGroupSystem.key}"
+            log.close()
+            shutil.copytree(log.path, copy)
+            log.open()
+            nogc = LogNoGroupSystem(copy)
             nogc.open()
             systems.append(nogc)
-        prepared = {
-            s.key: [s.prepare([_renamed(raw, s.key) if s.key == "log_nogc" else raw]) for raw in raws]
-            for s in systems
-        }
+        prepared = {s.key: [s.prepare([raw]) for raw in raws] for s in systems}
         slices = 4 if total >= 4 * cfg.writers else 1
         bounds = [total * k // slices for k in range(slices + 1)]
         spent = dict.fromkeys((s.key for s in systems), 0.0)
@@ -465,9 +465,7 @@ class Bench:
                     )
         finally:
             for s in systems[len(order) :]:
-                assert isinstance(s, LogNoGroupSystem)
-                s.forget([p[0] for p in prepared[s.key]])
-                s.close()
+                s.destroy()
         for s in systems:
             self.results.add("concurrent", s.key, total / spent[s.key])
         self.stored = start + total
@@ -829,18 +827,6 @@ class LogNoGroupSystem(LogSystem):
 
         return LogBackend(self.path, durability="sync", group_commit=False)
 
-    def forget(self, records: Sequence[MemoryRecord]) -> None:
-        """Delete ``records`` again (untimed), so the store holds what the other systems hold."""
-        by_ns: dict[tuple[str, ...], list[str]] = {}
-        for rec in records:
-            by_ns.setdefault(rec.namespace, []).append(rec.note.id)
-        for ns, ids in by_ns.items():
-            self.b.delete(DeleteRequest(ids=ids, namespace=ns))
-
-
-def _renamed(raw: Raw, suffix: str) -> Raw:
-    """``raw`` under an id of its own (the group-commit-off writes share the store with ``log``)."""
-    return raw._replace(id=f"{raw.id}~{suffix}")
 
 
 def _record_lines(path: Path) -> bytes:
