@@ -40,6 +40,7 @@ from coniti.log.codec import (
 )
 from coniti.log.group import GroupCommit
 from coniti.log.keys import (
+    NSID_LEN,
     decode_ts_key,
     inline_name,
     is_hashed,
@@ -55,6 +56,9 @@ from coniti.log.store import DEFAULT_MAP_SIZE, Store
 __all__ = ["EventLog", "PutItem", "Row"]
 
 _TS_ZERO = ts_key(0.0)
+_TS_AT = slice(NSID_LEN, NSID_LEN + 8)
+"""Where the timestamp key ``T`` sits in a ``time``/``tver`` key ``N T S``; ``S`` follows at ``_SEQ_AT``."""
+_SEQ_AT = NSID_LEN + 8
 _ZERO8 = bytes(8)
 _ALL8 = 2**64 - 1
 _U64 = struct.Struct(">Q")
@@ -583,6 +587,8 @@ class EventLog:
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], None
+            if as_of is None:
+                return self._scan_current(txn, p, nsid, lo, hi, pos, limit)
             entries, more = p.scan(nsid, lo, hi, pos, limit, as_of)
             rows = []
             row_of = self._row
@@ -600,6 +606,41 @@ class EventLog:
         if more is None:
             return rows, None
         return rows, (decode_ts_key(more[:8]), seq_from_key(more[8:]))
+
+    def _scan_current(
+        self,
+        txn: Any,
+        p: Projections,
+        nsid: bytes,
+        lo: bytes | None,
+        hi: bytes | None,
+        after: bytes | None,
+        limit: int | None,
+    ) -> tuple[list[Row], tuple[float, int] | None]:
+        """:meth:`scan` of the current state, decoding while the index is walked: what
+        ``Projections.scan`` then :meth:`_row` give, without a list of entries in between (the key
+        ``N T S`` of ``time`` holds the log key ``S`` as it is)."""
+        rows: list[Row] = []
+        taken = 0
+        last = b""
+        log_get, log_db = txn.get, self._dbs.log
+        for key, idk in p.live_entries(nsid, lo, hi, after):
+            if limit is not None and taken == limit:
+                return rows, (decode_ts_key(last[_TS_AT]), seq_from_key(last[_SEQ_AT:]))
+            taken += 1
+            last = key
+            tsk = key[_TS_AT]
+            if idk[:1] == b"\x00" and tsk != _TS_ZERO:
+                # The common case of _row, inline: an inline id key and a nonzero timestamp.
+                frame = log_get(key[_SEQ_AT:], db=log_db)
+                data = decode_content(frame if frame is not None else p.frame(seq_from_key(key[_SEQ_AT:])))
+                if data is not None:
+                    rows.append(_tuple_new(Row, (inline_name(idk), decode_ts_key(tsk), data)))
+                continue
+            row = self._row(p, seq_from_key(key[_SEQ_AT:]), bytes(tsk), bytes(idk), None)
+            if row is not None:
+                rows.append(row)
+        return rows, None
 
     def count(
         self,

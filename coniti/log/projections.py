@@ -68,6 +68,15 @@ _PAST_KEY = b"\xff" * 17
 _SEQ_END = _TS_END + SEQ_LEN
 
 
+def _scan_start(nsid: bytes, lo: bytes | None, after: bytes | None) -> bytes:
+    """The first key a scan of namespace ``nsid`` from timestamp key ``lo`` strictly after
+    position ``after`` (``T S``) may return, in ``time`` or ``tver``."""
+    start = nsid + lo if lo is not None else nsid
+    if after is not None:
+        start = max(start, nsid + after[:8] + seq_key(seq_from_key(after[8:]) + 1))
+    return start
+
+
 class FoldError(StoreCorrupted):
     """An event does not apply to the state before it (e.g. a delete of a record that is not live)."""
 
@@ -494,20 +503,11 @@ class Projections:
         strictly after position ``after`` (``T S``), at most ``limit``, as ``(put seq, timestamp
         key, record id key or None)``; plus the position of the last one returned when more follow
         (else None)."""
-        start = nsid + lo if lo is not None else nsid
-        if after is not None:
-            pos = nsid + after[:8] + seq_key(seq_from_key(after[8:]) + 1)
-            start = max(start, pos)
+        start = _scan_start(nsid, lo, after)
         out: list[tuple[int, bytes, bytes | None]] = []
         last_key = b""
         if as_of is None:
-            cur = self.txn.cursor(db=self.d.time)
-            if not cur.set_range(start):
-                return out, None
-            stop = nsid + (hi if hi is not None else _PAST_KEY)  # as in count_range
-            for key, idk in cur.iternext(keys=True, values=True):
-                if key >= stop:
-                    return out, None
+            for key, idk in self.live_entries(nsid, lo, hi, after):
                 if limit is not None and len(out) == limit:
                     return out, last_key[NSID_LEN:]
                 out.append((seq_from_key(key[_TS_END:]), key[NSID_LEN:_TS_END], idk))
@@ -533,6 +533,23 @@ class Projections:
             out.append((put_seq, key[NSID_LEN:_TS_END], value[SEQ_LEN:] or None))
             last_key = key
         return out, None
+
+    def live_entries(
+        self, nsid: bytes, lo: bytes | None, hi: bytes | None, after: bytes | None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """The current ``time`` entries of the namespace within ``[lo, hi)`` strictly after
+        position ``after``, in order, as ``(key N T S, record id key)``: the walk of a current scan
+        (:meth:`scan`; ``EventLog.scan`` decodes while it walks)."""
+        cur = self.txn.cursor(db=self.d.time)
+        if not cur.set_range(_scan_start(nsid, lo, after)):
+            return
+        # Every key from the start on is N T S with N >= nsid: it is in range iff it sorts before
+        # ``stop`` (one comparison, as in count_range).
+        stop = nsid + (hi if hi is not None else _PAST_KEY)
+        for key, idk in cur.iternext(keys=True, values=True):
+            if key >= stop:
+                return
+            yield key, idk
 
     def last_position(self, nsid: bytes, as_of: int) -> bytes | None:
         """The last ``T S`` that ``time`` held for the namespace right after event ``as_of`` (b"" if
