@@ -79,6 +79,12 @@ _NUMBER_TYPES = {int, float, np.float16, np.float32, np.float64, np.int32, np.in
 def as_namespace(value: Any) -> tuple[str, ...]:
     """``value`` as a namespace tuple; raises :class:`ContractError` unless it is a sequence of
     non-empty strings (a bare string is refused: ``"alice"`` is not ``("alice",)``)."""
+    if type(value) is tuple:  # the common case, without the Sequence ABC check
+        for part in value:
+            if type(part) is not str or not part:
+                break
+        else:
+            return value
     if isinstance(value, str) or not isinstance(value, Sequence):
         raise ContractError(f"namespace must be a tuple of strings, got {type(value).__name__}")
     out = tuple(value)
