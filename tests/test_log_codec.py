@@ -27,6 +27,7 @@ from coniti.log.codec import (
     encode_meta_payload,
     encode_put_payload,
     event_hash,
+    recorded_at,
     split_frame,
 )
 
@@ -248,3 +249,12 @@ def test_put_payload_is_the_packed_map_whether_or_not_its_vector_shape_was_seen(
     )
     assert encode_put_payload(text, metadata, embedding_id, vector) == expected
     assert encode_put_payload(text, metadata, embedding_id, vector) == expected
+
+
+def test_recorded_at_reads_the_envelope_time_and_refuses_a_damaged_frame() -> None:
+    """recorded_at gives an event's recorded time from its envelope alone, and a frame cut inside
+    its envelope is StoreCorrupted, not a decoding crash."""
+    frame, _ = _put()
+    assert recorded_at(frame) == 100.0
+    with pytest.raises(StoreCorrupted):
+        recorded_at(frame[:10])

@@ -181,3 +181,21 @@ def test_views_by_recorded_time_bisect_to_the_last_event_at_or_before(tmp_path: 
         ]
         assert [store.at(time=t).seq for t in probes] == [last_seq_at(recorded, t) for t in probes]
 
+
+
+def test_open_ended_counts_and_scans_stay_in_their_namespace(tmp_path: Path) -> None:
+    """A count or scan with only a start (no end) covers its own namespace to the end and not the
+    records of the namespace whose id follows it in the indexes (the walk stops on one key bound)."""
+    with LogBackend(tmp_path / "s") as store:
+        put(store, *[record(f"a{i}", float(i), namespace=("a",)) for i in range(6)])
+        put(store, *[record(f"b{i}", float(i), namespace=("b",)) for i in range(4)])
+        from_two = TimeRange(start=2.0)
+        for ns, expected in ((("a",), ["a2", "a3", "a4", "a5"]), (("b",), ["b2", "b3"])):
+            scanned = store.scan(ScanRequest(namespace=ns, time_range=from_two)).records
+            assert [r.note.id for r in scanned] == expected
+            count = store.count(CountRequest(namespace=ns, time_range=from_two)).count
+            assert count == len(expected)
+            page = store.scan(ScanRequest(namespace=ns, time_range=from_two, limit=3))
+            rest = store.scan(ScanRequest(namespace=ns, cursor=page.next_cursor)) if page.next_cursor else None
+            ids = [r.note.id for r in page.records] + ([r.note.id for r in rest.records] if rest else [])
+            assert ids == expected
