@@ -268,7 +268,7 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
                 if store.format < STORE_FORMAT:
                     problems.add(
                         f"the store is in layout format {store.format} (this coniti writes "
-                        f"{STORE_FORMAT}): projections not compared; a writable open upgrades it"
+                        f"{STORE_FORMAT}): projections not compared; a writable open (e.g. coniti rebuild) upgrades it"
                     )
                 elif fold_ok:
                     fresh = scratch.finish()
