@@ -589,7 +589,7 @@ class EventLog:
                 return [], None
             if as_of is None:
                 return self._scan_current(txn, p, nsid, lo, hi, pos, limit)
-            entries, more = p.scan(nsid, lo, hi, pos, limit, as_of)
+            entries, more = p.scan_as_of(nsid, lo, hi, pos, limit, as_of)
             rows = []
             row_of = self._row
             frame_of = p.frame
@@ -617,9 +617,9 @@ class EventLog:
         after: bytes | None,
         limit: int | None,
     ) -> tuple[list[Row], tuple[float, int] | None]:
-        """:meth:`scan` of the current state, decoding while the index is walked: what
-        ``Projections.scan`` then :meth:`_row` give, without a list of entries in between (the key
-        ``N T S`` of ``time`` holds the log key ``S`` as it is)."""
+        """:meth:`scan` of the current state, decoding each entry of
+        :meth:`Projections.live_entries` as the walk reaches it (the key ``N T S`` of ``time`` holds
+        the log key ``S`` as it is)."""
         rows: list[Row] = []
         taken = 0
         last = b""

@@ -238,7 +238,7 @@ def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str],
                 elif env.kind == CLEAR:
                     cleared = True
         if cleared:
-            entries, _ = p.scan(nsid, None, None, None, None, lo)
+            entries, _ = p.scan_as_of(nsid, None, None, None, None, lo)
             for put_seq, _, _ in entries:
                 rid = decode_envelope(p.frame(put_seq), put_seq).id
                 assert rid is not None

@@ -68,6 +68,13 @@ _PAST_KEY = b"\xff" * 17
 _SEQ_END = _TS_END + SEQ_LEN
 
 
+def _scan_stop(nsid: bytes, hi: bytes | None) -> bytes:
+    """The key a walk of ``time`` or ``tver`` from within namespace ``nsid`` stops at: every key
+    from the walk's start on is ``N T S`` with ``N >= nsid``, so it is in ``nsid`` and before the
+    timestamp key ``hi`` (if any) iff it sorts before this one key."""
+    return nsid + (hi if hi is not None else _PAST_KEY)
+
+
 def _scan_start(nsid: bytes, lo: bytes | None, after: bytes | None) -> bytes:
     """The first key a scan of namespace ``nsid`` from timestamp key ``lo`` strictly after
     position ``after`` (``T S``) may return, in ``time`` or ``tver``."""
@@ -490,37 +497,32 @@ class Projections:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def scan(
+    def scan_as_of(
         self,
         nsid: bytes,
         lo: bytes | None,
         hi: bytes | None,
         after: bytes | None,
         limit: int | None,
-        as_of: int | None = None,
+        as_of: int,
     ) -> tuple[list[tuple[int, bytes, bytes | None]], bytes | None]:
-        """Visible records in (timestamp, write order) within ``[lo, hi)`` (timestamp keys),
-        strictly after position ``after`` (``T S``), at most ``limit``, as ``(put seq, timestamp
-        key, record id key or None)``; plus the position of the last one returned when more follow
-        (else None)."""
-        start = _scan_start(nsid, lo, after)
+        """Records visible right after event ``as_of`` in (timestamp, write order) within
+        ``[lo, hi)`` (timestamp keys), strictly after position ``after`` (``T S``), at most
+        ``limit``, as ``(put seq, timestamp key, record id key or None)``; plus the position of the
+        last one returned when more follow (else None). A walk of ``tver``, stopped by the
+        namespace's scan bound as of that event; the current state is walked by
+        :meth:`live_entries`."""
         out: list[tuple[int, bytes, bytes | None]] = []
         last_key = b""
-        if as_of is None:
-            for key, idk in self.live_entries(nsid, lo, hi, after):
-                if limit is not None and len(out) == limit:
-                    return out, last_key[NSID_LEN:]
-                out.append((seq_from_key(key[_TS_END:]), key[NSID_LEN:_TS_END], idk))
-                last_key = key
-            return out, None
         bound = self.last_position(nsid, as_of)
         if bound == b"":
             return out, None
         cur = self.txn.cursor(db=self.d.tver)
-        if not cur.set_range(start):
+        if not cur.set_range(_scan_start(nsid, lo, after)):
             return out, None
+        stop = _scan_stop(nsid, hi)
         for key, value in cur.iternext(keys=True, values=True):
-            if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
+            if key >= stop:
                 return out, None
             if bound is not None and key[NSID_LEN:] > bound:
                 return out, None
@@ -539,13 +541,11 @@ class Projections:
     ) -> Iterator[tuple[bytes, bytes]]:
         """The current ``time`` entries of the namespace within ``[lo, hi)`` strictly after
         position ``after``, in order, as ``(key N T S, record id key)``: the walk of a current scan
-        (:meth:`scan`; ``EventLog.scan`` decodes while it walks)."""
+        (``EventLog.scan`` decodes while it walks; :meth:`scan_as_of` walks a past state)."""
         cur = self.txn.cursor(db=self.d.time)
         if not cur.set_range(_scan_start(nsid, lo, after)):
             return
-        # Every key from the start on is N T S with N >= nsid: it is in range iff it sorts before
-        # ``stop`` (one comparison, as in count_range).
-        stop = nsid + (hi if hi is not None else _PAST_KEY)
+        stop = _scan_stop(nsid, hi)
         for key, idk in cur.iternext(keys=True, values=True):
             if key >= stop:
                 return
@@ -568,33 +568,13 @@ class Projections:
         """Visible records with a timestamp key in ``[lo, hi)``."""
         if lo is None and hi is None:
             return self.count(nsid, as_of)
-        start = nsid + lo if lo is not None else nsid
-        n = 0
-        if as_of is None:
-            cur = self.txn.cursor(db=self.d.time)
-            if not cur.set_range(start):
-                return 0
-            # Every key from ``start`` on is N T S with N >= nsid: it is in range iff it sorts
-            # before ``stop``; the loop runs in C.
-            stop = nsid + (hi if hi is not None else _PAST_KEY)
-            keys = cur.iternext(keys=True, values=False)
-            return sum(1 for _ in takewhile(stop.__gt__, keys))
-        bound = self.last_position(nsid, as_of)
-        if bound == b"":
+        if as_of is not None:
+            return len(self.scan_as_of(nsid, lo, hi, None, None, as_of)[0])
+        cur = self.txn.cursor(db=self.d.time)
+        if not cur.set_range(nsid + lo if lo is not None else nsid):
             return 0
-        cur = self.txn.cursor(db=self.d.tver)
-        if cur.set_range(start):
-            for key, value in cur.iternext(keys=True, values=True):
-                if key[:NSID_LEN] != nsid or (hi is not None and key[NSID_LEN:_TS_END] >= hi):
-                    break
-                if bound is not None and key[NSID_LEN:] > bound:
-                    break
-                end = value[:SEQ_LEN]
-                if seq_from_key(key[_TS_END:]) <= as_of and (
-                    end == ZERO8 or seq_from_key(end) > as_of
-                ):
-                    n += 1
-        return n
+        keys = cur.iternext(keys=True, values=False)
+        return sum(1 for _ in takewhile(_scan_stop(nsid, hi).__gt__, keys))  # the loop runs in C
 
     def meta_seq(self, nsid: bytes, mk: bytes, as_of: int | None = None) -> int | None:
         """The seq of the metadata write in effect now (or right after ``as_of``), else None."""
