@@ -440,6 +440,32 @@ def _envelope(env: Any, seq: int | None) -> dict[str, Any]:
     return env
 
 
+def _event(
+    env: dict[str, Any], env_bytes: bytes, digest: bytes, record: RecordData | None, value: Any,
+    erased: bool,
+) -> Event:
+    """The :class:`Event` of a checked envelope (``env``, as stored: ``env_bytes``), its digest and
+    what was read of its payload; its hash is computed here."""
+    prev = env["p"]
+    return Event(
+        seq=env["s"],
+        at=env["t"],
+        kind=env["k"],
+        namespace=tuple(env["n"]),
+        prev=prev,
+        digest=digest,
+        hash=_sha256(prev + env_bytes + digest).digest(),
+        id=env.get("i"),
+        timestamp=env.get("ts"),
+        key=env.get("mk"),
+        actor=env.get("a"),
+        reason=env.get("r"),
+        record=record,
+        value=value,
+        erased=erased,
+    )
+
+
 def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: bool = True) -> Event:
     """Decode a whole frame. ``seq`` is the key it was stored under (checked against field ``s``).
 
@@ -472,24 +498,7 @@ def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: b
             erased = True
         elif strict and digest != _EMPTY_DIGEST:
             raise ValueError("digest of an empty payload is wrong")
-        prev = env["p"]
-        return Event(
-            seq=env["s"],
-            at=env["t"],
-            kind=kind,
-            namespace=tuple(env["n"]),
-            prev=prev,
-            digest=digest,
-            hash=_sha256(prev + bytes(env_bytes) + digest).digest(),
-            id=env.get("i"),
-            timestamp=env.get("ts"),
-            key=env.get("mk"),
-            actor=env.get("a"),
-            reason=env.get("r"),
-            record=record,
-            value=value,
-            erased=erased,
-        )
+        return _event(env, bytes(env_bytes), digest, record, value, erased)
     except StoreVersionError:
         raise
     except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
@@ -508,23 +517,8 @@ def decode_envelope(frame: bytes, seq: int | None = None) -> Event:
         env_bytes = frame[_HEAD:end]
         digest = frame[end : end + _DIGEST]
         env = _envelope(_unpack(env_bytes), seq)
-        prev = env["p"]
-        kind = env["k"]
-        return Event(
-            seq=env["s"],
-            at=env["t"],
-            kind=kind,
-            namespace=tuple(env["n"]),
-            prev=prev,
-            digest=digest,
-            hash=_sha256(prev + env_bytes + digest).digest(),
-            id=env.get("i"),
-            timestamp=env.get("ts"),
-            key=env.get("mk"),
-            actor=env.get("a"),
-            reason=env.get("r"),
-            erased=end + _DIGEST == len(frame) and kind in (PUT, META),
-        )
+        erased = end + _DIGEST == len(frame) and env["k"] in (PUT, META)
+        return _event(env, env_bytes, digest, None, None, erased)
     except StoreVersionError:
         raise
     except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
