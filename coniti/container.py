@@ -56,14 +56,14 @@ def _log_backend(
     *,
     durability: str = "sync",
     actor: str | None = None,
-    readonly: bool = False,
+    read_only: bool = False,
     map_size: int | None = None,
 ) -> MemoryBackend:
     """A :class:`~coniti.impl.log.LogBackend` on directory ``path``."""
     from coniti.impl.log import LogBackend
 
     extra: dict[str, Any] = {} if map_size is None else {"map_size": map_size}
-    return LogBackend(path, durability=durability, actor=actor, readonly=readonly, **extra)
+    return LogBackend(path, durability=durability, actor=actor, read_only=read_only, **extra)
 
 
 MEMORIES.register("in_memory", InMemoryBackend)

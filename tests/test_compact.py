@@ -148,7 +148,7 @@ def test_compact_on_a_readonly_handle_is_refused(store: LogBackend) -> None:
     """A read-only handle cannot compact."""
     path = store.path
     store.close()
-    with LogBackend(path, readonly=True) as ro, pytest.raises(ReadOnlyError):
+    with LogBackend(path, read_only=True) as ro, pytest.raises(ReadOnlyError):
         ro.compact()
 
 

@@ -47,7 +47,7 @@ def test_demo_ingests_the_whole_corpus(demo_run: tuple[Path, dict[str, object]])
 def test_demo_store_matches_its_report(demo_run: tuple[Path, dict[str, object]]) -> None:
     """The store left behind has the reported head, verifies clean, and has lost the deleted notes."""
     cwd, report = demo_run
-    with LogBackend(cwd / "coniti-demo" / "store", readonly=True) as store:
+    with LogBackend(cwd / "coniti-demo" / "store", read_only=True) as store:
         assert store.head == report["figures"]["events"]  # type: ignore[index]
         assert store.head_hash == report["verify"]["head_hash"]  # type: ignore[index]
         assert store.verify().ok

@@ -457,6 +457,19 @@ def test_read_only_engine_refuses_every_write() -> None:
     assert count(memory) == 0
 
 
+def test_engine_over_a_read_only_log_store_is_read_only(tmp_path: Path) -> None:
+    """An engine over LogBackend(path, read_only=True) reports read_only and refuses ingest."""
+    path = tmp_path / "s"
+    with LogBackend(path) as store:
+        engine(store).ingest(DIARY[0])
+    with LogBackend(path, read_only=True) as ro:
+        e = engine(ro)
+        assert ro.read_only and e.read_only
+        assert ids(e.ask(Query(text="budget meeting", k=1))) == ["d1"]
+        with pytest.raises(ReadOnlyError):
+            e.ingest(DIARY[1])
+
+
 # -- following writes of other handles and processes -----------------------------------------
 
 

@@ -216,7 +216,7 @@ def test_erase_on_a_readonly_handle_is_refused(tmp_path: Path, store: LogBackend
     """A read-only handle raises ReadOnlyError."""
     with LogBackend(tmp_path / "ro", actor=None) as other:
         put(other, record("x"))
-    with LogBackend(tmp_path / "ro", readonly=True) as ro, pytest.raises(ReadOnlyError):
+    with LogBackend(tmp_path / "ro", read_only=True) as ro, pytest.raises(ReadOnlyError):
         ro.erase(["x"], reason="r")
 
 

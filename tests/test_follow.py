@@ -285,7 +285,7 @@ def test_readonly_handle_reads_positions_but_cannot_ack(tmp_path: Path) -> None:
     with LogBackend(tmp_path / "s") as store:
         put(store, record("a"))
         store.subscription("s")
-    with LogBackend(tmp_path / "s", readonly=True) as ro:
+    with LogBackend(tmp_path / "s", read_only=True) as ro:
         sub = ro.subscription("s")
         assert sub.position == 0 and [e.seq for e in sub.pending()] == [1]
         with pytest.raises(ReadOnlyError):

@@ -116,9 +116,9 @@ def test_new_store_is_private(tmp_path: Path) -> None:
 
 
 def test_readonly_open_of_a_missing_store_fails_and_creates_nothing(path: Path) -> None:
-    """readonly=True never creates a store."""
+    """read_only=True never creates a store."""
     with pytest.raises(StoreError, match="no store"):
-        LogBackend(path, readonly=True)
+        LogBackend(path, read_only=True)
     assert not path.exists()
 
 
@@ -126,7 +126,7 @@ def test_readonly_handle_reads_and_refuses_writes(path: Path) -> None:
     """A read-only handle reads the store; a write raises ReadOnlyError and appends nothing."""
     with LogBackend(path) as backend:
         put(backend, record("a", 1.0))
-    with LogBackend(path, readonly=True) as reader:
+    with LogBackend(path, read_only=True) as reader:
         assert ids(scan_all(reader)) == ["a"]
         with pytest.raises(ReadOnlyError):
             put(reader, record("b", 2.0))

@@ -88,7 +88,7 @@ def test_the_fixture_is_a_format1_store(format1: Path) -> None:
 def test_a_format1_store_opened_read_only_reads_every_point_as_it_did(format1: Path) -> None:
     """Opened read-only, a format-1 store gives, at every point of its history, the scans and counts
     it gave when it was written; it stays format 1."""
-    with LogBackend(format1, readonly=True) as ro:
+    with LogBackend(format1, read_only=True) as ro:
         assert ro.head == EXPECTED["head"]
         assert [observe(ro.at(seq)) for seq in range(ro.head + 1)] == EXPECTED["states"]
     assert sys_format(format1) == 1
@@ -100,14 +100,14 @@ def test_a_format1_store_finds_points_by_recorded_time_without_atix(format1: Pat
     recorded = EXPECTED["recorded"]
     times = sorted({at for at, _ in recorded})
     probes = [times[0] - 1.0, *times, *[(a + b) / 2 for a, b in zip(times, times[1:], strict=False)]]
-    with LogBackend(format1, readonly=True) as ro:
+    with LogBackend(format1, read_only=True) as ro:
         assert [ro.at(time=t).seq for t in probes] == [last_seq_at(recorded, t) for t in probes]
 
 
 def test_verify_of_a_format1_store_opened_read_only_says_why_it_cannot_compare(format1: Path) -> None:
     """verify() on a read-only format-1 store names the layout instead of reporting its older
     projections as damage."""
-    with LogBackend(format1, readonly=True) as ro:
+    with LogBackend(format1, read_only=True) as ro:
         report = ro.verify()
     assert len(report.problems) == 1
     assert "layout format 1" in report.problems[0]
@@ -150,7 +150,7 @@ def test_an_interrupted_upgrade_leaves_the_format1_store_whole(
     monkeypatch.setattr(projections.Projections, "fold", real_fold)
     assert sys_format(format1) == 1
     assert {b"atix", b"tmax"} <= tables(format1)
-    with LogBackend(format1, readonly=True) as ro:
+    with LogBackend(format1, read_only=True) as ro:
         assert [observe(ro.at(seq)) for seq in range(ro.head + 1)] == EXPECTED["states"]
     with LogBackend(format1) as store:
         assert store.verify().ok

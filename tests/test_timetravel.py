@@ -144,7 +144,7 @@ def test_view_of_a_readonly_handle(tmp_path: Path) -> None:
     with LogBackend(tmp_path / "s") as store:
         put(store, record("a", 1.0))
         store.delete(DeleteRequest(ids=["a"]))
-    with LogBackend(tmp_path / "s", readonly=True) as ro:
+    with LogBackend(tmp_path / "s", read_only=True) as ro:
         assert ids(scan_all(ro.at(1))) == ["a"] and ids(scan_all(ro)) == []
 
 
@@ -195,7 +195,7 @@ def test_store_written_before_the_later_projections_is_rebuilt_once_at_open(tmp_
         expected = [state(store.at(seq)) for seq in range(store.head + 1)]
         with store._env.begin(write=True) as txn:
             txn.drop(store._env.open_db(b"erx", txn=txn, create=False), delete=True)
-    with LogBackend(path, readonly=True) as ro:
+    with LogBackend(path, read_only=True) as ro:
         assert [state(ro.at(seq)) for seq in range(ro.head + 1)] == expected
     with LogBackend(path) as store:
         assert [state(store.at(seq)) for seq in range(store.head + 1)] == expected

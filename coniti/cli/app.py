@@ -80,7 +80,7 @@ class Settings:
                 f"no store at {path} (choose one with --store or CONITI_STORE; "
                 "'coniti add', 'load' or 'import' create one)"
             )
-        return LogBackend(path, actor=self.actor_name, readonly=mode == "read")
+        return LogBackend(path, actor=self.actor_name, read_only=mode == "read")
 
     @contextmanager
     def open_engine(self, store: LogBackend) -> Iterator[ContinuityEngine]:

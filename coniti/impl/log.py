@@ -149,7 +149,7 @@ class LogBackend(_Reads, MemoryBackend):
 
     ``durability``: ``"sync"`` (default) or ``"nosync"``, see the module docstring; handles on one
     path in a process must agree. ``actor``: recorded on every event written outside an
-    :meth:`audit` block. ``map_size``: initial LMDB map size (it grows when full). ``readonly``: open
+    :meth:`audit` block. ``map_size``: initial LMDB map size (it grows when full). ``read_only``: open
     an existing store for reading only; writes raise :class:`ReadOnlyError`. ``group_commit``
     (default True): writes that threads or async tasks make concurrently on this handle share one
     transaction and one flush, each still all or nothing and acknowledged only once flushed (see
@@ -165,19 +165,19 @@ class LogBackend(_Reads, MemoryBackend):
         durability: str = "sync",
         actor: str | None = None,
         map_size: int = DEFAULT_MAP_SIZE,
-        readonly: bool = False,
+        read_only: bool = False,
         group_commit: bool = True,
     ) -> None:
         if actor is not None and not isinstance(actor, str):
             raise ContractError(f"actor must be a string or None, got {type(actor).__name__}")
         self._log = EventLog(
-            path, durability=durability, map_size=map_size, readonly=readonly,
+            path, durability=durability, map_size=map_size, read_only=read_only,
             group_commit=group_commit,
         )
         self._cursors = CursorCodec(self._log.store.secret)
         self._as_of = None
         self.actor = actor
-        self.readonly = readonly
+        self.read_only = read_only
 
     def __repr__(self) -> str:
         return f"LogBackend({self.path!r}, durability={self.durability!r})"

@@ -109,10 +109,10 @@ class EventLog:
         *,
         durability: str = "sync",
         map_size: int = DEFAULT_MAP_SIZE,
-        readonly: bool = False,
+        read_only: bool = False,
         group_commit: bool = True,
     ) -> None:
-        self.store = Store(path, durability=durability, map_size=map_size, readonly=readonly)
+        self.store = Store(path, durability=durability, map_size=map_size, read_only=read_only)
         if self.store.stale_projections:
             from coniti.log.checks import rebuild
 
@@ -122,7 +122,7 @@ class EventLog:
                 self.store.close()  # a failed open leaves no environment open behind it
                 raise
             self.store.projections_rebuilt()
-        self.group = GroupCommit(self.store) if group_commit and not readonly else None
+        self.group = GroupCommit(self.store) if group_commit and not read_only else None
         self._merge_puts = self._put_calls  # one bound method: the group merges calls naming it
         self._commit = self.store.write if self.group is None else self.group.run
         self._dbs = Dbs(self.store.dbs)

@@ -208,12 +208,12 @@ class _Shared:
     """One open LMDB environment and what every handle on it shares."""
 
     def __init__(
-        self, path: str, env: lmdb.Environment, readonly: bool, durability: str, lock_fd: int
+        self, path: str, env: lmdb.Environment, read_only: bool, durability: str, lock_fd: int
     ) -> None:
         self.path = path
         self.env = env
         self.lock_fd = lock_fd
-        self.readonly = readonly
+        self.read_only = read_only
         self.durability = durability
         self.pid = os.getpid()
         self.forks = _FORKS[0]
@@ -244,12 +244,12 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _prepare_dir(path: str, readonly: bool) -> None:
+def _prepare_dir(path: str, read_only: bool) -> None:
     if os.path.exists(path):
         if not os.path.isdir(path):
             raise StoreError(f"store path {path} exists and is not a directory")
         return
-    if readonly:
+    if read_only:
         raise StoreError(f"no store at {path} (opened read-only, so none is created)")
     os.makedirs(path, mode=0o700, exist_ok=True)
     os.chmod(path, 0o700)
@@ -269,7 +269,7 @@ def _init_env(shared: _Shared) -> None:
 
 def _init_tables(shared: _Shared) -> None:
     env = shared.env
-    if shared.readonly:
+    if shared.read_only:
         for name in ALL_DBS:
             try:
                 shared.dbs[name] = env.open_db(name, create=False)
@@ -313,7 +313,7 @@ def _init_tables(shared: _Shared) -> None:
     shared.secret = bytes(secret)
 
 
-def _acquire(path: str, durability: str, map_size: int, readonly: bool) -> _Shared:
+def _acquire(path: str, durability: str, map_size: int, read_only: bool) -> _Shared:
     real = os.path.realpath(os.fspath(path))
     with _REGISTRY_LOCK:
         shared = _REGISTRY.get(real)
@@ -331,18 +331,18 @@ def _acquire(path: str, durability: str, map_size: int, readonly: bool) -> _Shar
                     f"durability={durability!r}: store {real} is already open in this process with "
                     f"durability={shared.durability!r}"
                 )
-            if shared.readonly and not readonly:
+            if shared.read_only and not read_only:
                 raise StoreError(f"store {real} is already open read-only in this process")
             shared.refs += 1
             return shared
-        _prepare_dir(real, readonly)
+        _prepare_dir(real, read_only)
         lock_fd = _lock_dir(real)
         try:
             with lmdb_errors(real):
-                env = _open_env(real, map_size, readonly, durability)
+                env = _open_env(real, map_size, read_only, durability)
                 try:
-                    shared = _Shared(real, env, readonly, durability, lock_fd)
-                    if not readonly:
+                    shared = _Shared(real, env, read_only, durability, lock_fd)
+                    if not read_only:
                         env.reader_check()
                         _remove_leftovers(real)
                     _init_env(shared)
@@ -371,17 +371,17 @@ def _release(shared: _Shared) -> None:
             os.close(shared.lock_fd)
 
 
-def _open_env(real: str, map_size: int, readonly: bool, durability: str) -> lmdb.Environment:
+def _open_env(real: str, map_size: int, read_only: bool, durability: str) -> lmdb.Environment:
     sync = durability == "sync"
     return lmdb.open(
         real,
         map_size=map_size,
         subdir=True,
-        readonly=readonly,
+        readonly=read_only,
         sync=sync,
         metasync=sync,
         mode=0o700,
-        create=not readonly,
+        create=not read_only,
         max_dbs=len(ALL_DBS) + 4,
         max_readers=1024,
         max_spare_txns=0,
@@ -457,7 +457,7 @@ class Store:
         *,
         durability: str = "sync",
         map_size: int = DEFAULT_MAP_SIZE,
-        readonly: bool = False,
+        read_only: bool = False,
     ) -> None:
         if durability not in DURABILITIES:
             raise ContractError(
@@ -465,8 +465,8 @@ class Store:
             )
         if not isinstance(map_size, int) or isinstance(map_size, bool) or map_size < 1 << 16:
             raise ContractError(f"map_size must be an integer of at least 65536 bytes, got {map_size!r}")
-        self.readonly = readonly
-        self._shared: _Shared | None = _acquire(os.fspath(path), durability, map_size, readonly)
+        self.read_only = read_only
+        self._shared: _Shared | None = _acquire(os.fspath(path), durability, map_size, read_only)
         self.path = self._shared.path
         self._gate = self._shared.gate
         self.durability = durability
@@ -584,7 +584,7 @@ class Store:
         the map cannot grow or the disk refuses the write.
         """
         shared = self._live()
-        if self.readonly:
+        if self.read_only:
             raise ReadOnlyError(f"store {self.path} was opened read-only")
         gate = shared.gate
         env = shared.env
@@ -659,7 +659,7 @@ class Store:
         this process may begin, to let the caller fetch :attr:`dbs` values again.
         """
         shared = self._live()
-        if self.readonly:
+        if self.read_only:
             raise ReadOnlyError(f"store {self.path} was opened read-only")
         with _REGISTRY_LOCK:
             others = shared.refs - 1
@@ -721,7 +721,7 @@ class Store:
                 while True:
                     shared.gate.enter()
                     try:
-                        wtxn = None if self.readonly else env.begin(write=True)
+                        wtxn = None if self.read_only else env.begin(write=True)
                         try:
                             result = check(data_file)
                             rtxn = None if result else env.begin()
