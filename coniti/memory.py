@@ -364,8 +364,9 @@ class MemoryBackend(ABC):
     kind: ClassVar[str]
     """Short name of the implementation, e.g. ``"in_memory"`` or ``"log"``."""
 
-    read_only: ClassVar[bool] = False
-    """True for views whose writes raise :class:`ReadOnlyError`."""
+    read_only: bool = False
+    """True when writes raise :class:`ReadOnlyError`: a time-travel view, or a store opened
+    read-only (set per instance)."""
 
     # -- the abstract core -------------------------------------------------------------------
 

@@ -451,7 +451,7 @@ class LogView(_Reads, MemoryBackend):
     """
 
     kind: ClassVar[str] = "log_view"
-    read_only: ClassVar[bool] = True
+    read_only = True
 
     def __init__(self, store: LogBackend, seq: int) -> None:
         self._store = store
