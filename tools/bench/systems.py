@@ -15,7 +15,7 @@
                in msgpack, the vector as a blob, like the LMDB baseline.
 
 "Full record back" means every field decoded to Python values and the vector to a numpy array: a
-``MemoryRecord`` for coniti, a :class:`bench_workload.Raw` tuple for the baselines.
+``MemoryRecord`` for coniti, a :class:`bench.workload.Raw` tuple for the baselines.
 
 The adapters prepare their input (coniti: validated ``MemoryRecord`` objects, as a caller builds them)
 outside the timed section; encoding for storage happens inside it, as it does in coniti.
@@ -37,7 +37,6 @@ import lmdb
 import msgpack
 import numpy as np
 import orjson
-from bench_workload import EMBEDDING_ID, Raw
 
 from coniti.actor import Note, TimeRange
 from coniti.memory import (
@@ -49,7 +48,20 @@ from coniti.memory import (
     ScanRequest,
 )
 
-__all__ = ["SYSTEMS", "System", "make_system"]
+from .workload import EMBEDDING_ID, Raw
+
+__all__ = [
+    "SYSTEMS",
+    "ConitiSystem",
+    "LogNoGroupSystem",
+    "LogSystem",
+    "MemorySystem",
+    "RawLMDB",
+    "SQLite",
+    "System",
+    "make_system",
+    "scan_page_of",
+]
 
 Namespace = tuple[str, ...]
 MAP_SIZE = 1 << 36  # 64 GiB of address space; the file only grows as pages are written
@@ -205,6 +217,19 @@ class LogSystem(ConitiSystem):
 
         backend: MemoryBackend = LogBackend(self.path, durability="sync")
         return backend
+
+
+class LogNoGroupSystem(LogSystem):
+    """LogBackend with group commit off: every write call commits (and flushes) on its own. Not in
+    :data:`SYSTEMS`: the concurrent phase runs it beside ``log``, on a copy of its store."""
+
+    key = "log_nogc"
+    label = "coniti LogBackend, group commit off"
+
+    def _make(self) -> MemoryBackend:
+        from coniti.impl.log import LogBackend
+
+        return LogBackend(self.path, durability="sync", group_commit=False)
 
 
 class MemorySystem(ConitiSystem):

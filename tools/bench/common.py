@@ -1,0 +1,115 @@
+"""What every benchmark here shares: the clock, the garbage collector's settling, work directories,
+per-round figures and how a figure is printed. Nothing here knows a system or a phase.
+
+Times are wall-clock (``time.perf_counter``) with the garbage collector on, as callers run.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ROOT",
+    "Figures",
+    "fmt",
+    "seconds",
+    "seconds_each",
+    "settle",
+    "spread",
+    "summary_line",
+    "workdir",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository root (``tools/bench/common.py`` is two folders below it)."""
+
+
+def seconds(fn: Callable[..., object], *args: Any, profile: cProfile.Profile | None = None) -> float:
+    """Seconds ``fn(*args)`` takes. With ``profile``, the profiler is on from just before the clock
+    starts to just after it stops."""
+    if profile is not None:
+        profile.enable()
+    t0 = time.perf_counter()
+    fn(*args)
+    dt = time.perf_counter() - t0
+    if profile is not None:
+        profile.disable()
+    return dt
+
+
+def seconds_each(
+    fn: Callable[[Any], object], items: Iterable[Any], *, profile: cProfile.Profile | None = None
+) -> float:
+    """Seconds for ``fn(item)`` on every item in turn, timed as one stretch (see :func:`seconds`)."""
+
+    def loop() -> None:
+        for item in items:
+            fn(item)
+
+    return seconds(loop, profile=profile)
+
+
+def settle() -> None:
+    """Collect garbage, then move every object alive so far to the permanent generation
+    (``gc.freeze``), so that later collections do not scan it: data built before a timed stretch (a
+    workload, another system's store) does not slow the collections inside it."""
+    gc.collect()
+    gc.freeze()
+
+
+@contextmanager
+def workdir(keep: Path | None, prefix: str) -> Iterator[Path]:
+    """``keep`` (created if missing and left in place), or a new temporary directory named
+    ``prefix...`` that is removed, with all it holds, when the block ends."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield keep
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass
+class Figures:
+    """Per-round figures by (metric key, system key), in the order they were first recorded."""
+
+    values: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+
+    def add(self, metric: str, system: str, value: float) -> None:
+        self.values.setdefault((metric, system), []).append(value)
+
+    def median(self, metric: str, system: str) -> float | None:
+        """The median over rounds, None when the pair has no figure."""
+        vals = self.values.get((metric, system))
+        return statistics.median(vals) if vals else None
+
+
+def fmt(value: float, digits: int) -> str:
+    """A figure as a table prints it: thousands separated; from 1,000 up no decimals, below that
+    ``digits`` of them."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+def spread(values: Sequence[float], digits: int) -> str:
+    """``[min..max]`` of per-round figures, each as :func:`fmt` prints it."""
+    return f"[{fmt(min(values), digits)}..{fmt(max(values), digits)}]"
+
+
+def summary_line(doc: str | None) -> str | None:
+    """A module docstring's first paragraph: the ``description`` of a benchmark's argument parser."""
+    return doc.split("\n\n")[0] if doc else None
