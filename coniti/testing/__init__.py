@@ -57,10 +57,21 @@ Capabilities where backends may differ are class attributes you declare; the sui
   in the child. When False, the child's first use must raise
   :class:`~coniti.errors.MemoryBackendError` (use after fork detected, never undefined).
 
-Needs pytest and hypothesis (the ``test`` extra).
+Needs pytest and hypothesis (the ``test`` extra, ``pip install 'coniti[test]'``): without either,
+``import coniti.testing`` raises ImportError naming the missing package and the extra.
 '''
 
 from __future__ import annotations
+
+try:
+    import hypothesis  # noqa: F401
+    import pytest  # noqa: F401
+except ImportError as exc:
+    raise ImportError(
+        f"coniti.testing needs pytest and hypothesis, and {exc.name or 'one of them'} is not "
+        "installed: install the test extra, pip install 'coniti[test]'",
+        name=exc.name,
+    ) from exc
 
 from coniti.testing.async_twins import AsyncTests
 from coniti.testing.basics import BasicsTests
