@@ -18,10 +18,9 @@ import pydantic
 from coniti.contracts import Contract, check_json_value
 from coniti.memory import MemoryRecord, Namespace
 
-__all__ = ["EVENT_KINDS", "Diff", "EraseResult", "Event", "EventKind"]
+__all__ = ["Diff", "EraseResult", "Event", "EventKind"]
 
 EventKind = Literal["put", "delete", "meta", "clear", "erase"]
-EVENT_KINDS: tuple[str, ...] = ("put", "delete", "meta", "clear", "erase")
 
 
 class Event(Contract):

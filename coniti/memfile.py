@@ -71,7 +71,6 @@ __all__ = [
     "parse_json_line",
     "read_lines",
     "record_bytes",
-    "record_line",
 ]
 
 FORMAT = "coniti-memory"
@@ -171,11 +170,6 @@ def record_bytes(record: MemoryRecord) -> bytes:
         return orjson.dumps(data, option=_DUMP_OPTIONS)
     except TypeError:
         return (_standard_json(data) + "\n").encode("utf-8")
-
-
-def record_line(record: MemoryRecord) -> str:
-    """One record as its JSON line (without the newline); see :func:`record_bytes`."""
-    return record_bytes(record)[:-1].decode("utf-8")
 
 
 def json_line(data: Any) -> str:

@@ -32,8 +32,6 @@ __all__ = ["Registry", "canonical_json", "spec_id"]
 
 T = TypeVar("T")
 
-Factory = Callable[..., T]
-
 
 class Registry(Generic[T]):
     """Name -> factory for one kind of piece; ``group`` is its entry-point group."""
