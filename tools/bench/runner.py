@@ -1,11 +1,10 @@
-"""One run of ``tools/bench.py``: rounds of phases over the selected systems.
+"""One run of ``tools/bench.py``: rounds of phases over the selected systems (what each phase
+measures: :mod:`bench.cli`).
 
-A round builds a fresh store per system, fills it (phase ``bulk``, always run: every later phase needs
-the records), then runs the selected phases in :data:`PHASES` order. Within a phase the systems are
-interleaved (batch by batch, call by call, or chunk by chunk) and their order rotates from round to
-round, so drift of the machine falls on every system alike. Every phase checks that the systems return
-the same records and counts, and stops the run (``SystemExit``) if they do not. ``engine`` runs once,
-after the rounds.
+A round builds a fresh store per system, fills it (``bulk``, which runs even when not selected: every
+later phase reads its records), then runs the selected phases in :data:`PHASES` order, each a method of
+:class:`Bench` of the same name; ``engine`` runs once, after the rounds. The read phases check that the
+systems return the same records and counts, and stop the run (``SystemExit``) if they do not.
 """
 
 from __future__ import annotations
