@@ -160,7 +160,7 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, Config]:
         reopens=3 if quick else 10,
         asof_gets=200 if quick else 1_000,
         asof_pages=3 if quick else 10,
-        base=args.dir or Path("."),
+        base=args.dir or Path("."),  # main() sets the work directory it opens
         profile=profile,
         profile_out=args.profile_out,
         quick=quick,
