@@ -276,6 +276,42 @@ def test_ingest_is_atomic_when_memory_fails() -> None:
     assert count(memory) == 5 and meta(memory) == SPEC
 
 
+def test_failed_ingest_on_a_log_writes_no_event(tmp_path: Path) -> None:
+    """A failed first ingest into a LogBackend namespace records nothing: no embedding_id claim."""
+    with LogBackend(tmp_path / "store") as store:
+        e = engine(store)
+        e.ingest(note("n1", "budget", 1.0), namespace=("a",))  # loads ("a",) before the direct put
+        e.structures(("b",))
+        store.put(PutRequest(records=[MemoryRecord(note=DIARY[0], vector=np.ones(64), namespace=("b",))]))
+        head = store.head
+        with pytest.raises(DuplicateRecord):
+            e.ingest_many([note("fresh", "lunch", 2.0), DIARY[0]], namespace=("b",))
+        assert store.head == head and list(store.events(after=head)) == []
+        assert meta(store, ("b",)) is None
+        assert e.ingest(note("fresh", "lunch", 2.0), namespace=("b",)).admitted
+        assert [ev.kind for ev in store.events(after=head)] == ["meta", "put"]
+
+
+class PlainBackend(FailingPut):
+    """An in-memory backend that declares no put_with_meta (as a third-party backend might)."""
+
+    supports_put_with_meta = False
+    put_with_meta = MemoryBackend.put_with_meta
+
+
+def test_failed_ingest_without_put_with_meta_unsets_the_claim() -> None:
+    """Without put_with_meta the engine claims first and unsets the claim when the put fails."""
+    memory = PlainBackend()
+    e = engine(memory)
+    memory.fail = True
+    with pytest.raises(OSError, match="injected"):
+        e.ingest_many(DIARY)
+    assert meta(memory) is None and all(len(s) == 0 for s in e.structures())
+    memory.fail = False
+    assert all(r.admitted for r in e.ingest_many(DIARY))
+    assert meta(memory) == SPEC and count(memory) == 5
+
+
 def test_put_of_an_id_written_elsewhere_fails_cleanly() -> None:
     """An id stored by another handle since loading raises DuplicateRecord and changes nothing."""
     memory = InMemoryBackend()
@@ -609,3 +645,36 @@ def test_readme_engine_example_prints_what_it_says(
         exec(compile(block, "README.md", "exec"), {})
     assert out.getvalue().splitlines() == expected
     assert len(expected) == 9
+
+
+def test_reindex_refills_structures_from_memory() -> None:
+    """reindex(namespace) picks up records written to memory behind the engine's back."""
+    memory = InMemoryBackend()
+    e = engine(memory)
+    e.ingest_many(DIARY[:2])
+    memory.put(PutRequest(records=[MemoryRecord(note=DIARY[2], vector=np.ones(64), embedding_id=SPEC)]))
+    assert "d3" not in e.structures()[0]
+    e.reindex()
+    assert all("d3" in s for s in e.structures())
+    assert not hasattr(e, "rebuild")
+
+
+class UndeclaredFeed(InMemoryBackend):
+    """Has at/events/head methods but declares none of those capabilities."""
+
+    head = 7
+
+    def at(self, seq: int | None = None, *, time: float | None = None) -> MemoryBackend:
+        raise AssertionError("the engine must not call an undeclared at()")
+
+    def events(self, after: int = 0, **_: Any) -> Any:
+        raise AssertionError("the engine must not call an undeclared events()")
+
+
+def test_engine_reads_declared_capabilities_not_methods() -> None:
+    """Methods named at/events/head are ignored unless the class declares the capability."""
+    e = engine(UndeclaredFeed())
+    e.ingest_many(DIARY)
+    with pytest.raises(NotSupported, match="time travel"):
+        e.at(1)
+    assert e.refresh() == 0

@@ -95,6 +95,16 @@ def _record(row: Row, namespace: Namespace) -> MemoryRecord:
     )
 
 
+def _put_items(records: Sequence[MemoryRecord]) -> list[PutItem]:
+    return [
+        PutItem(
+            r.namespace, r.note.id, r.note.text, r.note.timestamp, r.note.metadata,
+            r.embedding_id, r.vector,
+        )
+        for r in records
+    ]
+
+
 class _Reads:
     """Reads shared by the store and its views; ``_as_of`` None means the current state."""
 
@@ -157,6 +167,9 @@ class LogBackend(_Reads, MemoryBackend):
     """
 
     kind: ClassVar[str] = "log"
+    supports_time_travel: ClassVar[bool] = True
+    supports_event_feed: ClassVar[bool] = True
+    supports_put_with_meta: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -251,14 +264,22 @@ class LogBackend(_Reads, MemoryBackend):
         records = request.records
         check_put_ids(records)
         actor, reason = self._stamp()
-        items = [
-            PutItem(
-                r.namespace, r.note.id, r.note.text, r.note.timestamp, r.note.metadata,
-                r.embedding_id, r.vector,
-            )
-            for r in records
-        ]
+        items = _put_items(records)
         return PutResult._construct({"written": self._log.put(items, actor=actor, reason=reason)})
+
+    def put_with_meta(self, request: PutRequest, meta: MetaSetRequest) -> PutResult:
+        """The meta event, then one put event per record, in one transaction: a refused put
+        records nothing."""
+        request = require(request, PutRequest)
+        meta = require(meta, MetaSetRequest)
+        records = request.records
+        check_put_ids(records)
+        actor, reason = self._stamp()
+        written = self._log.put(
+            _put_items(records), actor=actor, reason=reason,
+            meta=(meta.namespace, meta.key, meta.value),
+        )
+        return PutResult._construct({"written": written})
 
     def delete(self, request: DeleteRequest) -> DeleteResult:
         request = require(request, DeleteRequest)
