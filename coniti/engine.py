@@ -119,6 +119,11 @@ class Snapshot(Contract):
     records: list[MemoryRecord]
 
 
+_ingest_result = IngestResult.constructor()
+_hit = Hit.constructor()
+_answer = Answer.constructor()
+
+
 @dataclass
 class _Derived:
     """Derived state of one namespace."""
@@ -223,7 +228,7 @@ class ContinuityEngine:
             ]
             self._write(ns, space, records)
             return [
-                IngestResult.model_construct(admitted=d.admitted, id=n.id, reason=d.reason)
+                _ingest_result({"admitted": d.admitted, "id": n.id, "reason": d.reason})
                 for n, d in zip(batch, decisions, strict=True)
             ]
 
@@ -308,15 +313,15 @@ class ContinuityEngine:
             vector = None if query.text is None else self.embedder.embed([query.text])[0]
             hits = self.strategy.answer(query, vector, self._context(ns, space))
             if not hits:
-                return Answer.model_construct(query=query, namespace=ns, hits=[])
+                return _answer({"query": query, "namespace": ns, "hits": []})
             found = self.memory.get(GetRequest(ids=[h.id for h in hits], namespace=ns))
             notes = {r.note.id: r.note for r in found.records}
             resolved = [
-                Hit.model_construct(note=notes[h.id], score=float(h.score))
+                _hit({"note": notes[h.id], "score": float(h.score)})
                 for h in hits
                 if h.id in notes
             ]
-            return Answer.model_construct(query=query, namespace=ns, hits=resolved)
+            return _answer({"query": query, "namespace": ns, "hits": resolved})
 
     # -- remove ------------------------------------------------------------------------------------
 
@@ -354,8 +359,8 @@ class ContinuityEngine:
             self._space(ns)
             records = list(self.memory.iter_all(namespace=ns))
             stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
-            return Snapshot.model_construct(
-                namespace=ns, embedding_id=stored if stored is not None else None, records=records
+            return Snapshot.constructor()(
+                {"namespace": ns, "embedding_id": stored, "records": records}
             )
 
     def restore(self, snapshot: Snapshot, *, namespace: Sequence[str] | None = None) -> int:

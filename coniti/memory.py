@@ -200,12 +200,13 @@ class MemoryRecord(Contract):
             out["dtype"] = self.vector.dtype.name
         return out
 
-    @classmethod
+    @staticmethod
     def trusted(
-        cls, note: Note, vector: np.ndarray, embedding_id: str | None, namespace: tuple[str, ...]
+        note: Note, vector: np.ndarray, embedding_id: str | None, namespace: tuple[str, ...]
     ) -> MemoryRecord:
-        """Build from values already validated (data the store itself wrote). No checks, no copy."""
-        return cls._constructor()(
+        """The one unvalidated constructor of a MemoryRecord (:meth:`Contract.constructor`), for values
+        already validated (data the store itself wrote). No checks, no copy."""
+        return _memory_record(
             {"note": note, "vector": vector, "embedding_id": embedding_id, "namespace": namespace}
         )
 
@@ -232,6 +233,9 @@ class MemoryRecord(Contract):
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+_memory_record = MemoryRecord.constructor()
 
 
 class PutRequest(Contract):
