@@ -262,9 +262,19 @@ def test_ingest_is_atomic_when_a_structure_fails() -> None:
     assert e.ingest(note("ok", "budget for the trip", 60.0)).admitted
 
 
-def test_ingest_is_atomic_when_memory_fails() -> None:
-    """A failing memory write leaves the structures and the embedding meta as they were."""
-    memory = FailingPut()
+class PlainBackend(FailingPut):
+    """A FailingPut that declares no put_with_meta (as a third-party backend might): the engine then
+    claims the namespace first and unsets the claim when the put fails."""
+
+    supports_put_with_meta = False
+    put_with_meta = MemoryBackend.put_with_meta
+
+
+@pytest.mark.parametrize("backend", [FailingPut, PlainBackend], ids=["put_with_meta", "claim_first"])
+def test_ingest_is_atomic_when_memory_fails(backend: type[FailingPut]) -> None:
+    """A failing memory write leaves the structures and the embedding meta as they were, with or
+    without the backend's put_with_meta."""
+    memory = backend()
     e = engine(memory)
     memory.fail = True
     with pytest.raises(OSError, match="injected"):
@@ -290,26 +300,6 @@ def test_failed_ingest_on_a_log_writes_no_event(tmp_path: Path) -> None:
         assert meta(store, ("b",)) is None
         assert e.ingest(note("fresh", "lunch", 2.0), namespace=("b",)).admitted
         assert [ev.kind for ev in store.events(after=head)] == ["meta", "put"]
-
-
-class PlainBackend(FailingPut):
-    """An in-memory backend that declares no put_with_meta (as a third-party backend might)."""
-
-    supports_put_with_meta = False
-    put_with_meta = MemoryBackend.put_with_meta
-
-
-def test_failed_ingest_without_put_with_meta_unsets_the_claim() -> None:
-    """Without put_with_meta the engine claims first and unsets the claim when the put fails."""
-    memory = PlainBackend()
-    e = engine(memory)
-    memory.fail = True
-    with pytest.raises(OSError, match="injected"):
-        e.ingest_many(DIARY)
-    assert meta(memory) is None and all(len(s) == 0 for s in e.structures())
-    memory.fail = False
-    assert all(r.admitted for r in e.ingest_many(DIARY))
-    assert meta(memory) == SPEC and count(memory) == 5
 
 
 def test_put_of_an_id_written_elsewhere_fails_cleanly() -> None:
