@@ -371,7 +371,9 @@ class MemoryBackend(ABC):
 
     Concrete helpers: :meth:`iter_all`, :meth:`dump`, :meth:`load`, the async twins (``aput`` ...,
     which run the sync call in a worker thread unless a backend overrides them), request factories
-    (``put_request`` ...), :meth:`close` and use as a context manager.
+    (``put_request`` ...), :meth:`close` and use as a context manager. Optional capabilities are
+    declared by the ``supports_*`` class attributes below (never detected), typed for callers by
+    :func:`time_travel` and :func:`event_feed`, and checked by ``coniti.testing.CapabilityTests``.
     """
 
     kind: ClassVar[str]
