@@ -72,10 +72,14 @@ class Note(Contract):
             metadata=metadata,
         )
 
-    @classmethod
-    def trusted(cls, id: str, text: str, timestamp: float, metadata: dict[str, Any]) -> Note:
-        """Build from values already validated (data the store itself wrote). No checks, no copy."""
-        return cls._constructor()({"id": id, "text": text, "timestamp": timestamp, "metadata": metadata})
+    @staticmethod
+    def trusted(id: str, text: str, timestamp: float, metadata: dict[str, Any]) -> Note:
+        """The one unvalidated constructor of a Note (:meth:`Contract.constructor`), for values already
+        validated (data the store itself wrote). No checks, no copy."""
+        return _note({"id": id, "text": text, "timestamp": timestamp, "metadata": metadata})
+
+
+_note = Note.constructor()
 
 
 class TimeRange(Contract):

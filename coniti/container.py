@@ -5,7 +5,14 @@
     c = Container()                                     # in-memory, local_hash, flat, default
     c = Container(memory="log", path="store/", dim=128, structure="segment_tree")
     c.engine.ingest(Note.create("met Ana about the budget"))
-    c.resolved()["embedding"]["spec_id"]                # 'emb-...', the id written in the memory
+    c.resolved()["embedding"].spec_id                   # 'emb-...', the id written in the memory
+    c.memory.history("n1")                              # c.memory is typed LogBackend here
+
+``Container`` is generic in its memory's type: ``Container(memory="log")`` is a
+``Container[LogBackend]``, ``Container()`` and ``Container(memory="in_memory")`` a
+``Container[InMemoryBackend]``, ``Container(memory=backend)`` a ``Container[type of backend]``, and
+any other name a ``Container[MemoryBackend]``; so ``c.memory`` exposes the chosen backend's API to a
+type checker.
 
 Each piece is a registered name or an instance. Names are looked up in the piece's registry
 (:data:`MEMORIES`, :data:`~coniti.embedding.EMBEDDERS`, :data:`~coniti.structure.STRUCTURES`,
@@ -29,8 +36,11 @@ import inspect
 import os
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar, cast, overload
 
+import pydantic
+
+from coniti.contracts import Contract
 from coniti.embedding import EMBEDDERS, Embedder
 from coniti.engine import ContinuityEngine
 from coniti.errors import ContractError
@@ -40,7 +50,12 @@ from coniti.registry import Registry, spec_id
 from coniti.strategy import STRATEGIES, Strategy
 from coniti.structure import STRUCTURES, Structure
 
-__all__ = ["MEMORIES", "PIECES", "Container"]
+if TYPE_CHECKING:
+    from coniti.impl.log import LogBackend
+
+__all__ = ["MEMORIES", "PIECES", "Container", "ResolvedPiece"]
+
+M = TypeVar("M", bound=MemoryBackend)
 
 MEMORIES: Registry[MemoryBackend] = Registry("memory", "coniti.memories")
 """Memory backends by name; third parties add theirs here or in the ``coniti.memories`` group."""
@@ -109,13 +124,73 @@ def _defaults(factory: Callable[..., Any]) -> dict[str, Any]:
     }
 
 
-class Container:
+class ResolvedPiece(Contract):
+    """One piece as :meth:`Container.resolved` reports it: its ``name``, full ``options`` and
+    ``spec_id`` (for the embedding, the id written into the memory). Frozen. ``piece["spec_id"]``
+    reads the same field as ``piece.spec_id``."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    name: str
+    options: dict[str, Any]
+    spec_id: str
+
+    def __getitem__(self, field: str) -> Any:
+        if field not in type(self).model_fields:
+            raise KeyError(field)
+        return getattr(self, field)
+
+
+class Container(Generic[M]):
     """The assembled pieces and the :class:`~coniti.engine.ContinuityEngine` over them.
 
     Raises :class:`~coniti.errors.UnknownPiece` for an unknown name (listing the registered ones),
     :class:`~coniti.errors.ContractError` for a bad option, and
     :class:`~coniti.errors.EmbeddingMismatch` if the memory was written with another embedding.
     """
+
+    memory: M
+    """The memory backend, typed by the ``memory`` argument (see the module docstring)."""
+
+    @overload
+    def __init__(
+        self: Container[LogBackend],
+        memory: Literal["log"],
+        embedding: str | Embedder = ...,
+        structure: str | Structure = ...,
+        strategy: str | Strategy = ...,
+        **options: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Container[InMemoryBackend],
+        memory: Literal["in_memory"] | None = None,
+        embedding: str | Embedder = ...,
+        structure: str | Structure = ...,
+        strategy: str | Strategy = ...,
+        **options: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Container[M],
+        memory: M,
+        embedding: str | Embedder = ...,
+        structure: str | Structure = ...,
+        strategy: str | Strategy = ...,
+        **options: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Container[MemoryBackend],
+        memory: str,
+        embedding: str | Embedder = ...,
+        structure: str | Structure = ...,
+        strategy: str | Strategy = ...,
+        **options: Any,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -176,7 +251,7 @@ class Container:
                         f"{piece} {self._names[piece]!r} built a {type(built[piece]).__name__}, "
                         f"not a {base.__name__}"
                     )
-            self.memory: MemoryBackend = built["memory"]
+            self.memory = cast(M, built["memory"])
             self.embedder: Embedder = built["embedding"]
             self.structure: Structure = built["structure"]
             self.strategy: Strategy = built["strategy"]
@@ -187,16 +262,17 @@ class Container:
                 created.close()
             raise
 
-    def resolved(self) -> dict[str, dict[str, Any]]:
-        """Per piece: ``name``, ``options`` and ``spec_id`` (the embedding's is the memory's id)."""
-        out: dict[str, dict[str, Any]] = {}
+    def resolved(self) -> dict[str, ResolvedPiece]:
+        """Per piece, in :data:`PIECES` order: a :class:`ResolvedPiece` with ``name``, ``options``
+        and ``spec_id`` (the embedding's is the memory's id)."""
+        out: dict[str, ResolvedPiece] = {}
         for piece in PIECES:
             options = self._options(piece)
             if piece == "embedding":
                 ident = self.embedder.spec_id
             else:
                 ident = spec_id(_PREFIX[piece], {"name": self._names[piece], "options": options})
-            out[piece] = {"name": self._names[piece], "options": options, "spec_id": ident}
+            out[piece] = ResolvedPiece(name=self._names[piece], options=options, spec_id=ident)
         return out
 
     def _options(self, piece: str) -> dict[str, Any]:

@@ -82,26 +82,19 @@ class Contract(pydantic.BaseModel):
             raise ContractError(describe_validation_error(type(self).__name__, exc)) from None
 
     @classmethod
-    def _construct(cls, values: dict[str, Any]) -> Self:
-        """An instance from ``values`` holding every field, already valid: no validation, no copy.
+    def constructor(cls) -> Callable[[dict[str, Any]], Self]:
+        """The one way to build this model without validation: a plain function ``values -> model``,
+        made once per class (keep it in a module-level name on hot paths).
 
-        For hot paths that rebuild contracts from data coniti itself validated and stored; what
-        pydantic's ``model_construct`` does for a complete set of fields, without its per-call cost.
-        Instances built here share one fields-set per class: it names every field, so pydantic's
-        only changes to it (adding a name on assignment) leave it as it is, and copies get their own.
+        ``values`` must hold every field, already valid: data coniti itself validated or stored. It is
+        used as the instance's ``__dict__`` (no copy); every instance shares one fields-set naming
+        all fields. Much cheaper than pydantic's ``model_construct``, which coniti does not use.
+        Models built on every read have a typed form over it: :meth:`Note.trusted
+        <coniti.actor.Note.trusted>` and :meth:`MemoryRecord.trusted
+        <coniti.memory.MemoryRecord.trusted>`, the only way coniti builds those two unvalidated.
         """
-        obj = cls._constructor()(values)
-        if len(values) != _FIELD_COUNTS[cls]:  # not every field: a set of its own, as pydantic does
-            _set_fields_set(obj, set(values))
-        return obj
-
-    @classmethod
-    def _constructor(cls) -> Callable[[dict[str, Any]], Self]:
-        """:meth:`_construct` for a complete ``values`` dict as a plain function, made once per class
-        (read paths call it once per record: no classmethod binding, no lookups per call)."""
         made = _CONSTRUCTORS.get(cls)
         if made is None:
-            _FIELD_COUNTS[cls] = len(cls.model_fields)
             made = _CONSTRUCTORS[cls] = _make_constructor(cls)
         return cast("Callable[[dict[str, Any]], Self]", made)
 
@@ -146,12 +139,10 @@ _set_fields_set = pydantic.BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = pydantic.BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = pydantic.BaseModel.__dict__["__pydantic_private__"].__set__
 _CONSTRUCTORS: dict[type[Contract], Callable[[dict[str, Any]], Any]] = {}
-_FIELD_COUNTS: dict[type[Contract], int] = {}
-"""How many fields each class with a constructor has (``model_fields`` is slow to read)."""
 
 
 def _make_constructor(cls: type[Contract]) -> Callable[[dict[str, Any]], Any]:
-    fields_set = set(cls.model_fields)  # shared by every instance built here (see _construct)
+    fields_set = set(cls.model_fields)  # shared by every instance built here (see constructor)
     new = object.__new__
     set_dict, set_fields, set_extra, set_private = _set_dict, _set_fields_set, _set_extra, _set_private
 
@@ -163,7 +154,7 @@ def _make_constructor(cls: type[Contract]) -> Callable[[dict[str, Any]], Any]:
         set_private(obj, None)
         return obj
 
-    construct.__qualname__ = f"{cls.__qualname__}._construct"
+    construct.__qualname__ = f"{cls.__qualname__}.constructor"
     return construct
 
 

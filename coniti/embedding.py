@@ -40,6 +40,7 @@ import pydantic
 from coniti.contracts import Contract
 from coniti.errors import ContractError
 from coniti.registry import Registry, spec_id
+from coniti.structure.scoring import unit_rows
 
 __all__ = [
     "EMBEDDERS",
@@ -123,7 +124,7 @@ class Embedder(ABC):
         step = self.chunk_size
         for start in range(0, len(batch), step):
             chunk = batch[start : start + step]
-            out[start : start + len(chunk)] = _unit_rows(self._embed(chunk))
+            out[start : start + len(chunk)] = unit_rows(self._embed(chunk))
         return out
 
     def embed_one(self, text: str) -> np.ndarray:
@@ -137,12 +138,6 @@ class Embedder(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec_id}, dim={self.dim})"
-
-
-def _unit_rows(rows: np.ndarray) -> np.ndarray:
-    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-    safe = np.where(norms > 0.0, norms, 1.0)
-    return (rows / safe[:, None]).astype(np.float32)
 
 
 def _check_int(name: str, value: Any, low: int, high: int) -> int:

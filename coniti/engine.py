@@ -3,13 +3,13 @@
 The engine runs the handshake of the layers spec:
 
 * **ingest**: embed (one batch) -> the strategy admits -> insert into every structure -> write to
-  memory last. If a structure fails, the namespace's structures are rebuilt from memory (which was not
-  written yet) and the error is raised; if the memory write fails, the rows just inserted are taken out
+  memory last. If a structure fails, the namespace's structures are reindexed from memory (which was
+  not written yet) and the error is raised; if the memory write fails, the rows just inserted are taken out
   of the structures again. Either way a failed ingest changes nothing.
 * **ask**: embed the query text (if any) -> the strategy queries the structures -> hits are resolved
   to notes with one memory ``get`` -> :class:`Answer`.
 * **remove**: delete from memory, then bring the structures in line (the deleted ids are taken out;
-  if that fails, the structures are rebuilt from memory).
+  if that fails, the structures are reindexed from memory).
 
 The engine keeps no copy of notes or vectors it cannot rebuild. Per namespace it holds derived data
 only: the structures and, when the strategy asks for one, a content index (content key -> ids). The
@@ -18,15 +18,18 @@ touches it: it checks the namespace's ``embedding_id`` metadata, then fills fres
 ``scan`` of the namespace (``iter_all``). The root namespace ``()`` is checked when the engine opens.
 
 **The embedding id travels with the memory.** Every record is written with the embedder's
-``spec_id``; the first write to a namespace sets its ``embedding_id`` metadata. A namespace whose
+``spec_id``; the first write to a namespace sets its ``embedding_id`` metadata, in the same
+all-or-nothing step as the records on a backend that declares ``supports_put_with_meta`` (a failed
+ingest then records nothing; elsewhere the claim is set first and unset again on failure). A namespace whose
 stored id (or any record's) differs from the engine's raises :class:`EmbeddingMismatch` naming both.
 
 **Following a log.** :meth:`ContinuityEngine.refresh` catches up with writes made through other
-handles or processes. On a backend with an event feed (a ``head`` attribute and an
-``events(after=seq, namespace=...)`` method, as :class:`~coniti.impl.log.LogBackend` provides), it
-reads only the events after the last sequence number it has seen and re-reads just the records they
-touch; elsewhere it rescans the loaded namespaces. :meth:`ContinuityEngine.at` returns a read-only
-engine over ``memory.at(seq, time=...)`` (time travel), for backends that have it.
+handles or processes. On a backend that declares ``supports_event_feed`` (an
+:class:`~coniti.memory.EventFeed`, as :class:`~coniti.impl.log.LogBackend` is), it reads only the
+events after the last sequence number it has seen and re-reads just the records they touch;
+elsewhere it rescans the loaded namespaces. :meth:`ContinuityEngine.at` returns a read-only engine
+over ``memory.at(seq, time=...)``, for backends that declare ``supports_time_travel``. The engine
+reads capabilities only from these declarations (and ``memory.read_only``), never by probing.
 
 An engine is thread-safe: every public method holds one re-entrant lock.
 """
@@ -56,6 +59,7 @@ from coniti.errors import (
 from coniti.memory import (
     DeleteRequest,
     DeleteResult,
+    EventFeed,
     GetRequest,
     MemoryBackend,
     MemoryRecord,
@@ -64,6 +68,8 @@ from coniti.memory import (
     Namespace,
     PutRequest,
     as_namespace,
+    event_feed,
+    time_travel,
 )
 from coniti.strategy import Strategy, StrategyContext
 from coniti.structure import Structure
@@ -113,8 +119,13 @@ class Snapshot(Contract):
     records: list[MemoryRecord]
 
 
+_ingest_result = IngestResult.constructor()
+_hit = Hit.constructor()
+_answer = Answer.constructor()
+
+
 @dataclass
-class _Space:
+class _Derived:
     """Derived state of one namespace."""
 
     structures: list[Structure]
@@ -155,9 +166,9 @@ class ContinuityEngine:
         self.strategy = strategy
         self._prototypes = protos
         self._spec_id = embedder.spec_id
-        self._read_only = read_only or bool(getattr(memory, "read_only", False))
+        self._read_only = read_only or memory.read_only
         self._lock = threading.RLock()
-        self._spaces: dict[tuple[str, ...], _Space] = {}
+        self._spaces: dict[tuple[str, ...], _Derived] = {}
         self._check_meta(())
 
     # -- properties ------------------------------------------------------------------------------
@@ -217,11 +228,11 @@ class ContinuityEngine:
             ]
             self._write(ns, space, records)
             return [
-                IngestResult.model_construct(admitted=d.admitted, id=n.id, reason=d.reason)
+                _ingest_result({"admitted": d.admitted, "id": n.id, "reason": d.reason})
                 for n, d in zip(batch, decisions, strict=True)
             ]
 
-    def _write(self, ns: tuple[str, ...], space: _Space, records: list[MemoryRecord]) -> None:
+    def _write(self, ns: tuple[str, ...], space: _Derived, records: list[MemoryRecord]) -> None:
         """Structures first, memory last; undo the structures if memory refuses."""
         if not records:
             return
@@ -234,43 +245,54 @@ class ContinuityEngine:
         except BaseException:
             self._recover(ns)
             raise
-        meta_set = False
         before = self._head()
         try:
-            meta_set = self._claim_namespace(ns, space)
-            self.memory.put(PutRequest(records=records))
+            claim = self._claim(ns, space)
+            request = PutRequest(records=records)
+            if claim is None:
+                self.memory.put(request)
+            elif self.memory.supports_put_with_meta:
+                self.memory.put_with_meta(request, claim)
+            else:
+                self._put_claiming(request, claim)
         except BaseException:
             self._undo_add(ns, space, ids)
-            if meta_set:
-                self._release_namespace(ns, space)
             raise
+        space.meta_checked = True
         self._index(space, [r.note for r in records])
-        self._advance(space, before, len(records) + int(meta_set))
+        self._advance(space, before, len(records) + (claim is not None))
 
-    def _undo_add(self, ns: tuple[str, ...], space: _Space, ids: list[str]) -> None:
+    def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
             for structure in space.structures:
                 structure.remove(ids)
         except BaseException:
             self._recover(ns)
 
-    def _claim_namespace(self, ns: tuple[str, ...], space: _Space) -> bool:
-        """Set the namespace's embedding id on its first write; True if this call set it."""
+    def _claim(self, ns: tuple[str, ...], space: _Derived) -> MetaSetRequest | None:
+        """The metadata write that claims ``ns`` for this embedding, if its first write is due;
+        raises :class:`EmbeddingMismatch` if another embedding holds it."""
         if space.meta_checked:
-            return False
+            return None
         stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
         if stored is None:
-            self.memory.set_meta(MetaSetRequest(key=EMBEDDING_KEY, value=self._spec_id, namespace=ns))
-            space.meta_checked = True
-            return True
+            return MetaSetRequest(key=EMBEDDING_KEY, value=self._spec_id, namespace=ns)
         self._refuse_mismatch(stored, ns)
         space.meta_checked = True
-        return False
+        return None
 
-    def _release_namespace(self, ns: tuple[str, ...], space: _Space) -> None:
-        space.meta_checked = False
-        with contextlib.suppress(Exception):  # best effort: the original error is being raised
-            self.memory.set_meta(MetaSetRequest(key=EMBEDDING_KEY, value=None, namespace=ns))
+    def _put_claiming(self, request: PutRequest, claim: MetaSetRequest) -> None:
+        """For a backend without ``put_with_meta``: claim, put, and unset the claim if the put fails
+        (two more metadata writes on record there)."""
+        self.memory.set_meta(claim)
+        try:
+            self.memory.put(request)
+        except BaseException:
+            with contextlib.suppress(Exception):  # best effort: the original error is being raised
+                self.memory.set_meta(
+                    MetaSetRequest(key=EMBEDDING_KEY, value=None, namespace=claim.namespace)
+                )
+            raise
 
     # -- ask ---------------------------------------------------------------------------------------
 
@@ -291,15 +313,15 @@ class ContinuityEngine:
             vector = None if query.text is None else self.embedder.embed([query.text])[0]
             hits = self.strategy.answer(query, vector, self._context(ns, space))
             if not hits:
-                return Answer.model_construct(query=query, namespace=ns, hits=[])
+                return _answer({"query": query, "namespace": ns, "hits": []})
             found = self.memory.get(GetRequest(ids=[h.id for h in hits], namespace=ns))
             notes = {r.note.id: r.note for r in found.records}
             resolved = [
-                Hit.model_construct(note=notes[h.id], score=float(h.score))
+                _hit({"note": notes[h.id], "score": float(h.score)})
                 for h in hits
                 if h.id in notes
             ]
-            return Answer.model_construct(query=query, namespace=ns, hits=resolved)
+            return _answer({"query": query, "namespace": ns, "hits": resolved})
 
     # -- remove ------------------------------------------------------------------------------------
 
@@ -319,7 +341,7 @@ class ContinuityEngine:
             self._advance(space, before, len(result.deleted))
             return result
 
-    def _forget(self, ns: tuple[str, ...], space: _Space, ids: list[str]) -> None:
+    def _forget(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
             for structure in space.structures:
                 structure.remove(ids)
@@ -337,8 +359,8 @@ class ContinuityEngine:
             self._space(ns)
             records = list(self.memory.iter_all(namespace=ns))
             stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
-            return Snapshot.model_construct(
-                namespace=ns, embedding_id=stored if stored is not None else None, records=records
+            return Snapshot.constructor()(
+                {"namespace": ns, "embedding_id": stored, "records": records}
             )
 
     def restore(self, snapshot: Snapshot, *, namespace: Sequence[str] | None = None) -> int:
@@ -394,24 +416,25 @@ class ContinuityEngine:
         :class:`EmbeddingMismatch` if another writer set a different embedding id.
         """
         with self._lock:
-            events = getattr(self.memory, "events", None)
-            if not callable(events) or not hasattr(self.memory, "head"):
+            feed = event_feed(self.memory)
+            if feed is None:
                 for ns in list(self._spaces):
-                    self._rebuild(ns)
+                    self._reindex(ns)
                 return 0
-            return self._catch_up(events)
+            return self._catch_up(feed)
 
     def _head(self) -> int | None:
-        """The backend's last sequence number, if it has an event feed."""
-        head = getattr(self.memory, "head", None)
-        return head if isinstance(head, int) and not isinstance(head, bool) else None
+        """The backend's last sequence number, if it declares an event feed."""
+        feed = event_feed(self.memory)
+        return None if feed is None else feed.head
 
-    def _advance(self, space: _Space, before: int | None, written: int) -> None:
+    def _advance(self, space: _Derived, before: int | None, written: int) -> None:
         """Skip our own events on the next refresh when nobody else wrote meanwhile.
 
         Holds when the namespace had seen everything up to ``before`` and the head moved by exactly
-        the events this call wrote (one per record put or id deleted, one per metadata write, as
-        LogBackend records them). Otherwise refresh re-reads them, which is harmless.
+        the events this call wrote (one per record put or id deleted, one per metadata write: what
+        :attr:`~coniti.memory.MemoryBackend.supports_event_feed` declares). Otherwise refresh
+        re-reads them, which is harmless.
         """
         if before is None or space.seq != before or written == 0:
             return
@@ -419,7 +442,7 @@ class ContinuityEngine:
         if after is not None and after == before + written:
             space.seq = after
 
-    def _catch_up(self, events: Any) -> int:
+    def _catch_up(self, feed: EventFeed) -> int:
         if not self._spaces:
             return 0
         head = self._head() or 0
@@ -429,7 +452,7 @@ class ContinuityEngine:
         touched: dict[tuple[str, ...], set[str]] = {}
         cleared: set[tuple[str, ...]] = set()
         count = 0
-        for event in events(after=after):
+        for event in feed.events(after=after):
             count += 1
             ns = tuple(event.namespace)
             space = self._spaces.get(ns)
@@ -444,7 +467,7 @@ class ContinuityEngine:
                 touched.setdefault(ns, set()).add(event.id)
             head = max(head, int(event.seq))
         for ns in cleared:
-            self._rebuild(ns)
+            self._reindex(ns)
         for ns, ids in touched.items():
             if ns not in cleared:
                 self._reconcile(ns, self._spaces[ns], sorted(ids))
@@ -452,7 +475,7 @@ class ContinuityEngine:
             space.seq = max(space.seq or 0, head)
         return count
 
-    def _reconcile(self, ns: tuple[str, ...], space: _Space, ids: list[str]) -> None:
+    def _reconcile(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         """Make the structures agree with memory for ``ids``."""
         try:
             found = self.memory.get(GetRequest(ids=ids, namespace=ns)).records
@@ -478,16 +501,16 @@ class ContinuityEngine:
     def at(self, seq: int | None = None, *, time: float | datetime | None = None) -> ContinuityEngine:
         """A read-only engine answering from memory as it was after event ``seq`` (or at ``time``).
 
-        Needs a backend with ``at(seq, time=...)`` (e.g. LogBackend); others raise
+        Needs a backend that declares ``supports_time_travel`` (e.g. LogBackend); others raise
         :class:`NotSupported`. The new engine has fresh structures, filled from the past view.
         """
-        at = getattr(self.memory, "at", None)
-        if not callable(at):
+        past = time_travel(self.memory)
+        if past is None:
             raise NotSupported(
                 f"at() needs a memory backend with time travel (e.g. LogBackend); "
                 f"{self.memory.kind!r} has none"
             )
-        view = at(seq, time=time)
+        view = past.at(seq, time=time)
         return ContinuityEngine(
             view,
             self.embedder,
@@ -496,18 +519,20 @@ class ContinuityEngine:
             read_only=True,
         )
 
-    # -- loading and rebuilding ---------------------------------------------------------------
+    # -- loading and reindexing ---------------------------------------------------------------
 
-    def rebuild(self, namespace: Sequence[str] = ()) -> None:
-        """Refill the structures of ``namespace`` from memory now."""
+    def reindex(self, namespace: Sequence[str] = ()) -> None:
+        """Refill the structures and content index of ``namespace`` from memory now (memory itself is
+        not touched; compare :meth:`LogBackend.rebuild <coniti.impl.log.LogBackend.rebuild>`, which
+        refolds a store's projections)."""
         ns = as_namespace(namespace)
         with self._lock:
             if ns in self._spaces:
-                self._rebuild(ns)
+                self._reindex(ns)
             else:
                 self._space(ns)
 
-    def _space(self, ns: tuple[str, ...]) -> _Space:
+    def _space(self, ns: tuple[str, ...]) -> _Derived:
         space = self._spaces.get(ns)
         if space is None:
             self._check_meta(ns)
@@ -515,21 +540,21 @@ class ContinuityEngine:
             self._spaces[ns] = space
         return space
 
-    def _rebuild(self, ns: tuple[str, ...]) -> None:
+    def _reindex(self, ns: tuple[str, ...]) -> None:
         self._spaces.pop(ns, None)
         self._spaces[ns] = self._load(ns)
 
     def _recover(self, ns: tuple[str, ...]) -> None:
-        """After a failure: rebuild ``ns`` from memory, or, if that fails too, unload it (the next
+        """After a failure: reindex ``ns`` from memory, or, if that fails too, unload it (the next
         call that touches it loads it again). Never raises, so the original error propagates."""
         try:
-            self._rebuild(ns)
+            self._reindex(ns)
         except Exception:
             self._spaces.pop(ns, None)
 
-    def _load(self, ns: tuple[str, ...]) -> _Space:
+    def _load(self, ns: tuple[str, ...]) -> _Derived:
         """Fresh structures and content index for ``ns``, filled by one scan of memory."""
-        space = _Space(structures=[p.spawn() for p in self._prototypes])
+        space = _Derived(structures=[p.spawn() for p in self._prototypes])
         space.seq = self._head()
         for chunk in _chunks(self.memory.iter_all(namespace=ns, page_size=1000), _REBUILD_BATCH):
             for record in chunk:
@@ -566,7 +591,7 @@ class ContinuityEngine:
 
     # -- content index --------------------------------------------------------------------------
 
-    def _context(self, ns: tuple[str, ...], space: _Space) -> StrategyContext:
+    def _context(self, ns: tuple[str, ...], space: _Derived) -> StrategyContext:
         first = space.structures[0]
         return StrategyContext(
             namespace=ns,
@@ -575,7 +600,7 @@ class ContinuityEngine:
             is_stored=first.__contains__,
         )
 
-    def _index(self, space: _Space, notes: Iterable[Note]) -> None:
+    def _index(self, space: _Derived, notes: Iterable[Note]) -> None:
         key_of = self.strategy.content_key
         for note in notes:
             key = key_of(note)
@@ -583,7 +608,7 @@ class ContinuityEngine:
                 space.keys.setdefault(key, []).append(note.id)
                 space.key_of[note.id] = key
 
-    def _unindex(self, space: _Space, ids: Iterable[str]) -> None:
+    def _unindex(self, space: _Derived, ids: Iterable[str]) -> None:
         for id_ in ids:
             key = space.key_of.pop(id_, None)
             if key is None:

@@ -652,7 +652,7 @@ def load(
     try:
         for start in range(0, len(records), BATCH_SIZE):
             batch = records[start : start + BATCH_SIZE]
-            backend.put(PutRequest.model_construct(records=batch))
+            backend.put(PutRequest.constructor()({"records": batch}))
             written.extend(batch)
         if file_embedding is not None and target_embedding is None:
             backend.set_meta(MetaSetRequest(key="embedding_id", value=file_embedding, namespace=meta_ns))

@@ -24,9 +24,10 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Annotated, Any, ClassVar, Self, TypeVar
+from typing import IO, TYPE_CHECKING, Annotated, Any, ClassVar, Protocol, Self, TypeVar, cast
 
 import numpy as np
 import pydantic
@@ -39,8 +40,12 @@ from coniti.errors import (
     InvalidCursor,
     MemoryBackendError,
     MemoryFileError,
+    NotSupported,
     ReadOnlyError,
 )
+
+if TYPE_CHECKING:
+    from coniti.events import Event
 
 __all__ = [
     "ClearRequest",
@@ -50,6 +55,7 @@ __all__ = [
     "DeleteRequest",
     "DeleteResult",
     "DuplicateRecord",
+    "EventFeed",
     "GetRequest",
     "GetResult",
     "InvalidCursor",
@@ -66,8 +72,11 @@ __all__ = [
     "ReadOnlyError",
     "ScanRequest",
     "ScanResult",
+    "TimeTravel",
     "as_namespace",
+    "event_feed",
     "require",
+    "time_travel",
     "unique_ids",
 ]
 
@@ -191,12 +200,13 @@ class MemoryRecord(Contract):
             out["dtype"] = self.vector.dtype.name
         return out
 
-    @classmethod
+    @staticmethod
     def trusted(
-        cls, note: Note, vector: np.ndarray, embedding_id: str | None, namespace: tuple[str, ...]
+        note: Note, vector: np.ndarray, embedding_id: str | None, namespace: tuple[str, ...]
     ) -> MemoryRecord:
-        """Build from values already validated (data the store itself wrote). No checks, no copy."""
-        return cls._constructor()(
+        """The one unvalidated constructor of a MemoryRecord (:meth:`Contract.constructor`), for values
+        already validated (data the store itself wrote). No checks, no copy."""
+        return _memory_record(
             {"note": note, "vector": vector, "embedding_id": embedding_id, "namespace": namespace}
         )
 
@@ -223,6 +233,9 @@ class MemoryRecord(Contract):
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+_memory_record = MemoryRecord.constructor()
 
 
 class PutRequest(Contract):
@@ -358,7 +371,9 @@ class MemoryBackend(ABC):
 
     Concrete helpers: :meth:`iter_all`, :meth:`dump`, :meth:`load`, the async twins (``aput`` ...,
     which run the sync call in a worker thread unless a backend overrides them), request factories
-    (``put_request`` ...), :meth:`close` and use as a context manager.
+    (``put_request`` ...), :meth:`close` and use as a context manager. Optional capabilities are
+    declared by the ``supports_*`` class attributes below (never detected), typed for callers by
+    :func:`time_travel` and :func:`event_feed`, and checked by ``coniti.testing.CapabilityTests``.
     """
 
     kind: ClassVar[str]
@@ -367,6 +382,21 @@ class MemoryBackend(ABC):
     read_only: bool = False
     """True when writes raise :class:`ReadOnlyError`: a time-travel view, or a store opened
     read-only (set per instance)."""
+
+    # Optional capabilities: declared here, never detected; coniti.testing.CapabilityTests checks
+    # that each declaration agrees with what the backend does.
+
+    supports_time_travel: ClassVar[bool] = False
+    """The backend is a :class:`TimeTravel`: ``at(seq, *, time=None)`` gives a read-only view of
+    memory right after event ``seq`` (or at ``time``). Read it with :func:`time_travel`."""
+
+    supports_event_feed: ClassVar[bool] = False
+    """The backend is an :class:`EventFeed`: ``head`` and ``events(after, *, namespace=None)``, and
+    every accepted write appends exactly one event per record put, per id deleted, per metadata
+    write and per clear (the engine relies on these counts). Read it with :func:`event_feed`."""
+
+    supports_put_with_meta: ClassVar[bool] = False
+    """:meth:`put_with_meta` sets one metadata value and writes records as one all-or-nothing step."""
 
     # -- the abstract core -------------------------------------------------------------------
 
@@ -438,6 +468,15 @@ class MemoryBackend(ABC):
         from coniti import memfile
 
         return memfile.load(self, source, namespace=None if namespace is None else tuple(namespace))
+
+    def put_with_meta(self, request: PutRequest, meta: MetaSetRequest) -> PutResult:
+        """``set_meta(meta)`` and ``put(request)`` as one all-or-nothing step: when the put is refused
+        the metadata is unchanged and, with an event feed, no event is recorded (the meta event
+        comes first, then one per record). Only where :attr:`supports_put_with_meta` is True; the
+        base class raises :class:`NotSupported`."""
+        require(request, PutRequest)
+        require(meta, MetaSetRequest)
+        raise NotSupported(f"the {self.kind!r} memory backend has no atomic put_with_meta")
 
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release resources. The default does nothing; closing twice is harmless."""
@@ -513,3 +552,44 @@ class MemoryBackend(ABC):
     async def aclear(self, request: ClearRequest) -> ClearResult:
         return await asyncio.to_thread(self.clear, request)
 
+
+
+# -- typed views of the optional capabilities (declared by the class attributes above) ------------
+
+
+class TimeTravel(Protocol):
+    """A backend that declares ``supports_time_travel``: read-only views of earlier states."""
+
+    def at(self, seq: int | None = None, *, time: float | datetime | None = None) -> MemoryBackend:
+        """Memory right after event ``seq`` (or the last event at or before ``time``)."""
+        ...
+
+
+class EventFeed(Protocol):
+    """A backend that declares ``supports_event_feed``: the audit trail in sequence order."""
+
+    @property
+    def head(self) -> int:
+        """Sequence number of the last event (0 when none)."""
+        ...
+
+    def events(
+        self,
+        after: int = 0,
+        *,
+        until: int | None = None,
+        namespace: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Event]:
+        """Events with ``after < seq <= until``, of ``namespace`` only when given."""
+        ...
+
+
+def time_travel(backend: MemoryBackend) -> TimeTravel | None:
+    """``backend`` typed as a :class:`TimeTravel` if its class declares ``supports_time_travel``."""
+    return cast(TimeTravel, backend) if backend.supports_time_travel else None
+
+
+def event_feed(backend: MemoryBackend) -> EventFeed | None:
+    """``backend`` typed as an :class:`EventFeed` if its class declares ``supports_event_feed``."""
+    return cast(EventFeed, backend) if backend.supports_event_feed else None

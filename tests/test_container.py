@@ -7,10 +7,11 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import pydantic
 import pytest
 
 from coniti import Container, ContractError, EmbeddingMismatch, Note, Query
-from coniti.container import MEMORIES
+from coniti.container import MEMORIES, ResolvedPiece
 from coniti.embedding import EMBEDDERS, LocalHashEmbedder, RandomProjectionEmbedder
 from coniti.errors import UnknownPiece
 from coniti.impl.log import LogBackend
@@ -27,7 +28,7 @@ def test_defaults() -> None:
     assert isinstance(c.embedder, LocalHashEmbedder)
     assert isinstance(c.structure, FlatStructure)
     assert isinstance(c.strategy, DefaultStrategy)
-    assert {p: v["name"] for p, v in c.resolved().items()} == {
+    assert {p: v.name for p, v in c.resolved().items()} == {
         "memory": "in_memory",
         "embedding": "local_hash",
         "structure": "flat",
@@ -38,19 +39,31 @@ def test_defaults() -> None:
 def test_resolved_lists_name_options_and_spec_id() -> None:
     """resolved() gives each piece's name, full options and a prefixed spec id."""
     resolved = Container(structure="segment_tree", leaf_size=16).resolved()
-    assert resolved["structure"]["options"]["leaf_size"] == 16
-    assert resolved["embedding"]["options"]["dim"] == 256
-    prefixes = {p: v["spec_id"].split("-")[0] for p, v in resolved.items()}
+    assert resolved["structure"].options["leaf_size"] == 16
+    assert resolved["embedding"].options["dim"] == 256
+    prefixes = {p: v.spec_id.split("-")[0] for p, v in resolved.items()}
     assert prefixes == {"memory": "mem", "embedding": "emb", "structure": "str", "strategy": "stg"}
-    assert all(len(v["spec_id"]) == 16 for v in resolved.values())
+    assert all(len(v.spec_id) == 16 for v in resolved.values())
 
 
 def test_embedding_spec_id_is_the_one_in_memory() -> None:
-    """resolved()['embedding']['spec_id'] is what the engine writes into the memory."""
+    """resolved()['embedding'].spec_id is what the engine writes into the memory."""
     c = Container()
     c.engine.ingest(Note.create("hello"))
     stored = c.memory.get_meta(c.memory.meta_get_request("embedding_id")).value
-    assert stored == c.resolved()["embedding"]["spec_id"] == c.embedder.spec_id
+    assert stored == c.resolved()["embedding"].spec_id == c.embedder.spec_id
+
+
+def test_resolved_pieces_are_frozen_models_readable_both_ways() -> None:
+    """Each resolved piece is a frozen ResolvedPiece; piece["spec_id"] reads piece.spec_id, and an
+    unknown key raises KeyError."""
+    piece = Container().resolved()["structure"]
+    assert isinstance(piece, ResolvedPiece)
+    assert piece["spec_id"] == piece.spec_id and piece["name"] == "flat"
+    with pytest.raises(KeyError):
+        piece["nope"]
+    with pytest.raises(pydantic.ValidationError):
+        piece.name = "other"  # type: ignore[misc]
 
 
 def test_same_choices_give_same_spec_ids() -> None:
@@ -73,7 +86,7 @@ def test_prefixed_options(tmp_path: Path) -> None:
     try:
         assert isinstance(c.memory, LogBackend)
         assert c.embedder.dim == 16
-        assert c.resolved()["memory"]["options"]["path"] == str(tmp_path / "s")
+        assert c.resolved()["memory"].options["path"] == str(tmp_path / "s")
     finally:
         c.close()
 
@@ -123,10 +136,10 @@ def test_instances_are_used_as_given() -> None:
     memory, embedder = InMemoryBackend(), RandomProjectionEmbedder(dim=8)
     c = Container(memory=memory, embedding=embedder, structure=SegmentTreeStructure(leaf_size=4))
     assert c.memory is memory and c.embedder is embedder
-    assert c.resolved()["structure"] == {
+    assert c.resolved()["structure"].to_dict() == {
         "name": "segment_tree",
         "options": SegmentTreeStructure(leaf_size=4).options,
-        "spec_id": c.resolved()["structure"]["spec_id"],
+        "spec_id": c.resolved()["structure"].spec_id,
     }
 
 
@@ -192,7 +205,7 @@ def test_piece_registered_in_code(registered: None) -> None:
     """A structure registered by name is chosen by that name."""
     c = Container(structure="reversed_flat")
     assert isinstance(c.structure, ReversedFlat)
-    assert c.resolved()["structure"]["name"] == "reversed_flat"
+    assert c.resolved()["structure"].name == "reversed_flat"
 
 
 def test_registering_a_taken_name_needs_replace() -> None:

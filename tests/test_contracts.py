@@ -458,3 +458,45 @@ def test_require_refuses_other_types(wrong: Any) -> None:
     """require raises ContractError naming the expected and the given type."""
     with pytest.raises(ContractError, match=rf"GetRequest.*{type(wrong).__name__}"):
         require(wrong, GetRequest)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_constructor_builds_what_validation_builds(name: str) -> None:
+    """Model.constructor()(every field) equals the validated sample and names every field as set."""
+    sample = SAMPLES[name]
+    cls = type(sample)
+    built = cls.constructor()(dict(sample.__dict__))
+    assert type(built) is cls and built.to_dict() == sample.to_dict()
+    assert built.model_fields_set == set(cls.model_fields)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_constructor_is_made_once_per_class(name: str) -> None:
+    """constructor() hands out the same function every time (hot paths keep it in a module name)."""
+    cls = type(SAMPLES[name])
+    assert cls.constructor() is cls.constructor()
+
+
+def test_trusted_note_and_record_equal_validated_ones() -> None:
+    """Note.trusted and MemoryRecord.trusted build what the validating constructors build."""
+    note = Note(id="n", text="t", timestamp=1.0, metadata={"a": [1]})
+    vector = np.array([1.0, 2.0], dtype=np.float32)
+    record = MemoryRecord(note=note, vector=vector, embedding_id="emb-x", namespace=("a",))
+    trusted = MemoryRecord.trusted(
+        Note.trusted("n", "t", 1.0, {"a": [1]}), vector, "emb-x", ("a",)
+    )
+    assert trusted == record and trusted.note == note
+
+
+def test_coniti_builds_no_model_with_pydantic_model_construct() -> None:
+    """Unvalidated models are built only through Contract.constructor (or Note/MemoryRecord.trusted
+    over it): no module of coniti calls pydantic's model_construct."""
+    from pathlib import Path
+
+    root = Path(coniti.actor.__file__).parent
+    offenders = [
+        str(path.relative_to(root))
+        for path in sorted(root.rglob("*.py"))
+        if "model_construct(" in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []

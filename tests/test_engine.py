@@ -262,9 +262,19 @@ def test_ingest_is_atomic_when_a_structure_fails() -> None:
     assert e.ingest(note("ok", "budget for the trip", 60.0)).admitted
 
 
-def test_ingest_is_atomic_when_memory_fails() -> None:
-    """A failing memory write leaves the structures and the embedding meta as they were."""
-    memory = FailingPut()
+class PlainBackend(FailingPut):
+    """A FailingPut that declares no put_with_meta (as a third-party backend might): the engine then
+    claims the namespace first and unsets the claim when the put fails."""
+
+    supports_put_with_meta = False
+    put_with_meta = MemoryBackend.put_with_meta
+
+
+@pytest.mark.parametrize("backend", [FailingPut, PlainBackend], ids=["put_with_meta", "claim_first"])
+def test_ingest_is_atomic_when_memory_fails(backend: type[FailingPut]) -> None:
+    """A failing memory write leaves the structures and the embedding meta as they were, with or
+    without the backend's put_with_meta."""
+    memory = backend()
     e = engine(memory)
     memory.fail = True
     with pytest.raises(OSError, match="injected"):
@@ -274,6 +284,22 @@ def test_ingest_is_atomic_when_memory_fails() -> None:
     memory.fail = False
     assert all(r.admitted for r in e.ingest_many(DIARY))
     assert count(memory) == 5 and meta(memory) == SPEC
+
+
+def test_failed_ingest_on_a_log_writes_no_event(tmp_path: Path) -> None:
+    """A failed first ingest into a LogBackend namespace records nothing: no embedding_id claim."""
+    with LogBackend(tmp_path / "store") as store:
+        e = engine(store)
+        e.ingest(note("n1", "budget", 1.0), namespace=("a",))  # loads ("a",) before the direct put
+        e.structures(("b",))
+        store.put(PutRequest(records=[MemoryRecord(note=DIARY[0], vector=np.ones(64), namespace=("b",))]))
+        head = store.head
+        with pytest.raises(DuplicateRecord):
+            e.ingest_many([note("fresh", "lunch", 2.0), DIARY[0]], namespace=("b",))
+        assert store.head == head and list(store.events(after=head)) == []
+        assert meta(store, ("b",)) is None
+        assert e.ingest(note("fresh", "lunch", 2.0), namespace=("b",)).admitted
+        assert [ev.kind for ev in store.events(after=head)] == ["meta", "put"]
 
 
 def test_put_of_an_id_written_elsewhere_fails_cleanly() -> None:
@@ -609,3 +635,36 @@ def test_readme_engine_example_prints_what_it_says(
         exec(compile(block, "README.md", "exec"), {})
     assert out.getvalue().splitlines() == expected
     assert len(expected) == 9
+
+
+def test_reindex_refills_structures_from_memory() -> None:
+    """reindex(namespace) picks up records written to memory behind the engine's back."""
+    memory = InMemoryBackend()
+    e = engine(memory)
+    e.ingest_many(DIARY[:2])
+    memory.put(PutRequest(records=[MemoryRecord(note=DIARY[2], vector=np.ones(64), embedding_id=SPEC)]))
+    assert "d3" not in e.structures()[0]
+    e.reindex()
+    assert all("d3" in s for s in e.structures())
+    assert not hasattr(e, "rebuild")
+
+
+class UndeclaredFeed(InMemoryBackend):
+    """Has at/events/head methods but declares none of those capabilities."""
+
+    head = 7
+
+    def at(self, seq: int | None = None, *, time: float | None = None) -> MemoryBackend:
+        raise AssertionError("the engine must not call an undeclared at()")
+
+    def events(self, after: int = 0, **_: Any) -> Any:
+        raise AssertionError("the engine must not call an undeclared events()")
+
+
+def test_engine_reads_declared_capabilities_not_methods() -> None:
+    """Methods named at/events/head are ignored unless the class declares the capability."""
+    e = engine(UndeclaredFeed())
+    e.ingest_many(DIARY)
+    with pytest.raises(NotSupported, match="time travel"):
+        e.at(1)
+    assert e.refresh() == 0

@@ -9,7 +9,7 @@ import pytest
 from coniti import testing as conformance
 from coniti.errors import InvalidCursor
 from coniti.impl.memory import InMemoryBackend
-from coniti.memory import ScanRequest
+from coniti.memory import MemoryBackend, ScanRequest
 from coniti.testing import BackendFactory
 from coniti.testing.helpers import count, ids, put, record, scan_all
 
@@ -103,6 +103,25 @@ class TestInMemoryProperties(InMemoryFixtures, conformance.PropertyTests):
 
 class TestInMemoryConcurrency(InMemoryFixtures, conformance.ConcurrencyTests):
     pass
+
+
+class TestInMemoryCapabilities(InMemoryFixtures, conformance.CapabilityTests):
+    pass
+
+
+class _WithoutPutWithMeta(InMemoryBackend):
+    """A backend declaring no optional capability at all (what the base class gives)."""
+
+    supports_put_with_meta = False
+    put_with_meta = MemoryBackend.put_with_meta
+
+
+class TestUndeclaredCapabilities(conformance.CapabilityTests):
+    """The capability tests pass for a backend that declares none (the NotSupported branch)."""
+
+    @pytest.fixture
+    def backend_factory(self) -> BackendFactory:
+        return _WithoutPutWithMeta
 
 
 # -- InMemoryBackend only ------------------------------------------------------------------------

@@ -103,3 +103,7 @@ class TestLogProperties(LogFixtures, conformance.PropertyTests):
 
 class TestLogConcurrency(LogFixtures, conformance.ConcurrencyTests):
     pass
+
+
+class TestLogCapabilities(LogFixtures, conformance.CapabilityTests):
+    pass

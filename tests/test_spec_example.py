@@ -50,3 +50,31 @@ def test_spec_example_prints_what_the_spec_says() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == EXPECTED
     assert done.stderr == ""
+
+
+# Copied verbatim from spec/memory-backend.md, section "Memory file" (the embedding id paragraph).
+SPEC_SENTENCE = (
+    'memory.set_meta(memory.meta_set_request(key="embedding_id", value=spec_id)) '
+    'with the spec id from Container.resolved()["embedding"].spec_id'
+)
+
+
+def test_spec_embedding_id_sentence_works_as_written() -> None:
+    """The spec's way to set a hand-filled backend's embedding id runs as written (its ``Container``
+    is the container in use), and a memory file dumped afterwards names that id in its header."""
+    import io
+    import json
+
+    from coniti import Container
+    from coniti.impl.memory import InMemoryBackend
+
+    call, source = SPEC_SENTENCE.split(" with the spec id from ")
+    container = Container(embedding="random_projection")
+    memory = InMemoryBackend()
+    spec_id = eval(source, {"Container": container})  # noqa: S307 - the spec's own expression
+    exec(call, {"memory": memory, "spec_id": spec_id})  # noqa: S102 - the spec's own statement
+    assert spec_id == container.embedder.spec_id
+    assert memory.get_meta(memory.meta_get_request("embedding_id")).value == spec_id
+    out = io.StringIO()
+    memory.dump(out)
+    assert json.loads(out.getvalue().splitlines()[0])["embedding_id"] == spec_id

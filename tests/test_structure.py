@@ -331,22 +331,22 @@ def test_clear_empties_and_frees_dimension(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_duplicate_id_is_refused_and_changes_nothing(kind: str) -> None:
-    """An id already stored, or repeated in the batch, raises StructureError; nothing is added."""
+    """An id already stored, or repeated in the batch, raises ContractError; nothing is added."""
     s = make(kind)
     fill(s, 3)
-    with pytest.raises(StructureError, match="'n001'"):
+    with pytest.raises(ContractError, match="'n001'"):
         s.add(["new", "n001"], np.ones((2, 3)), [1.0, 2.0])
-    with pytest.raises(StructureError, match="twice"):
+    with pytest.raises(ContractError, match="twice"):
         s.add(["q", "q"], np.ones((2, 3)), [1.0, 2.0])
     assert len(s) == 3 and "new" not in s and "q" not in s
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_wrong_dimension_is_refused(kind: str) -> None:
-    """Vectors of another length than the stored ones raise StructureError naming both."""
+    """Vectors of another length than the stored ones raise ContractError naming both."""
     s = make(kind)
     fill(s, 3)
-    with pytest.raises(StructureError, match="dimension 2.*holds 3"):
+    with pytest.raises(ContractError, match="dimension 2.*holds 3"):
         s.add(["x"], [[1.0, 2.0]], [0.0])
     assert len(s) == 3
 
@@ -362,9 +362,9 @@ def test_wrong_dimension_is_refused(kind: str) -> None:
     ],
 )
 def test_bad_add_input_is_refused(kind: str, vectors: object, times: list[float], message: str) -> None:
-    """Non-finite values and wrong shapes raise StructureError naming the problem."""
+    """Non-finite values and wrong shapes raise ContractError naming the problem."""
     s = make(kind)
-    with pytest.raises(StructureError, match=message):
+    with pytest.raises(ContractError, match=message):
         s.add(["a"], vectors, times)
     assert len(s) == 0
 
@@ -477,3 +477,28 @@ def test_many_rows_match_the_reference() -> None:
     for structure in (FlatStructure(), SegmentTreeStructure()):
         structure.add(ids, vectors, times)
         assert structure.search(query, k=7) == expected
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bad", [[float("nan"), 1.0, 0.0], [1.0, 2.0]], ids=["nan", "dimension"])
+def test_add_and_search_refuse_bad_vectors_with_one_error_type(kind: str, bad: list[float]) -> None:
+    """The same bad vector raises ContractError from add and from search, never StructureError."""
+    s = make(kind)
+    fill(s, 3)
+    with pytest.raises(ContractError) as on_add:
+        s.add(["x"], [bad], [0.0])
+    with pytest.raises(ContractError) as on_search:
+        s.search(bad, k=1)
+    assert not isinstance(on_add.value, StructureError)
+    assert not isinstance(on_search.value, StructureError)
+
+
+def test_structure_package_modules_hold_their_parts() -> None:
+    """The base class, scoring and each built-in live in their own module of coniti.structure."""
+    from coniti.structure import base, flat, scoring, segment_tree
+
+    assert Structure is base.Structure and STRUCTURES is base.STRUCTURES
+    assert FlatStructure is flat.FlatStructure
+    assert SegmentTreeStructure is segment_tree.SegmentTreeStructure
+    assert unit_rows is scoring.unit_rows and StructureHit is scoring.StructureHit
+    assert STRUCTURES.get("flat") is FlatStructure

@@ -75,24 +75,32 @@ _AUDIT: contextvars.ContextVar[_Stamps] = contextvars.ContextVar("coniti_log_aud
 """Active :meth:`LogBackend.audit` blocks, innermost last: ``(store path, actor, reason)``."""
 
 
-_note = Note._constructor()
-_memory_record = MemoryRecord._constructor()
-_get_result = GetResult._constructor()
-_scan_result = ScanResult._constructor()
+_note = Note.trusted
+_memory_record = MemoryRecord.trusted
+_get_result = GetResult.constructor()
+_scan_result = ScanResult.constructor()
+_count_result = CountResult.constructor()
+_meta_result = MetaResult.constructor()
+_put_result = PutResult.constructor()
+_delete_result = DeleteResult.constructor()
+_clear_result = ClearResult.constructor()
+_erase_result = EraseResult.constructor()
 
 
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
-    """``MemoryRecord.trusted(Note.trusted(...), ...)`` of a row the store wrote, inlined (once per
-    record returned by a read)."""
+    """The record of a row the store wrote (once per record a read returns)."""
     rid, timestamp, (text, metadata, embedding_id, vector) = row
-    return _memory_record(
-        {
-            "note": _note({"id": rid, "text": text, "timestamp": timestamp, "metadata": metadata}),
-            "vector": vector,
-            "embedding_id": embedding_id,
-            "namespace": namespace,
-        }
-    )
+    return _memory_record(_note(rid, text, timestamp, metadata), vector, embedding_id, namespace)
+
+
+def _put_items(records: Sequence[MemoryRecord]) -> list[PutItem]:
+    return [
+        PutItem(
+            r.namespace, r.note.id, r.note.text, r.note.timestamp, r.note.metadata,
+            r.embedding_id, r.vector,
+        )
+        for r in records
+    ]
 
 
 class _Reads:
@@ -135,11 +143,11 @@ class _Reads:
             None if tr is None else tr.end,
             self._as_of,
         )
-        return CountResult._construct({"count": n})
+        return _count_result({"count": n})
 
     def get_meta(self, request: MetaGetRequest) -> MetaResult:
         request = require(request, MetaGetRequest)
-        return MetaResult._construct(
+        return _meta_result(
             {"value": self._log.get_meta(request.namespace, request.key, self._as_of)}
         )
 
@@ -157,6 +165,9 @@ class LogBackend(_Reads, MemoryBackend):
     """
 
     kind: ClassVar[str] = "log"
+    supports_time_travel: ClassVar[bool] = True
+    supports_event_feed: ClassVar[bool] = True
+    supports_put_with_meta: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -251,14 +262,22 @@ class LogBackend(_Reads, MemoryBackend):
         records = request.records
         check_put_ids(records)
         actor, reason = self._stamp()
-        items = [
-            PutItem(
-                r.namespace, r.note.id, r.note.text, r.note.timestamp, r.note.metadata,
-                r.embedding_id, r.vector,
-            )
-            for r in records
-        ]
-        return PutResult._construct({"written": self._log.put(items, actor=actor, reason=reason)})
+        items = _put_items(records)
+        return _put_result({"written": self._log.put(items, actor=actor, reason=reason)})
+
+    def put_with_meta(self, request: PutRequest, meta: MetaSetRequest) -> PutResult:
+        """The meta event, then one put event per record, in one transaction: a refused put
+        records nothing."""
+        request = require(request, PutRequest)
+        meta = require(meta, MetaSetRequest)
+        records = request.records
+        check_put_ids(records)
+        actor, reason = self._stamp()
+        written = self._log.put(
+            _put_items(records), actor=actor, reason=reason,
+            meta=(meta.namespace, meta.key, meta.value),
+        )
+        return _put_result({"written": written})
 
     def delete(self, request: DeleteRequest) -> DeleteResult:
         request = require(request, DeleteRequest)
@@ -266,7 +285,7 @@ class LogBackend(_Reads, MemoryBackend):
         deleted, missing = self._log.delete(
             request.namespace, unique_ids(request.ids), actor=actor, reason=reason
         )
-        return DeleteResult._construct({"deleted": deleted, "missing": missing})
+        return _delete_result({"deleted": deleted, "missing": missing})
 
     def set_meta(self, request: MetaSetRequest) -> MetaResult:
         request = require(request, MetaSetRequest)
@@ -278,7 +297,7 @@ class LogBackend(_Reads, MemoryBackend):
         request = require(request, ClearRequest)
         actor, reason = self._stamp()
         n = self._log.clear(request.namespace, actor=actor, reason=reason)
-        return ClearResult._construct({"deleted": n})
+        return _clear_result({"deleted": n})
 
     # -- time travel, maintenance -------------------------------------------------------------
 
@@ -399,7 +418,7 @@ class LogBackend(_Reads, MemoryBackend):
         ns = as_namespace(namespace)
         actor, _ = self._stamp()
         erased, missing, receipts = self._log.erase(ns, unique_ids(ids), actor=actor, reason=reason)
-        return EraseResult._construct({"erased": erased, "missing": missing, "receipts": receipts})
+        return _erase_result({"erased": erased, "missing": missing, "receipts": receipts})
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the store's data file without free pages, so that no byte of erased content

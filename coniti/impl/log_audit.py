@@ -76,7 +76,7 @@ def public_event(e: LogEvent) -> Event:
             data.embedding_id,
             e.namespace,
         )
-    return Event._construct(
+    return Event.constructor()(
         {
             "seq": e.seq,
             "at": e.at,
@@ -125,7 +125,7 @@ def diff(backend: LogBackend, a: Any, b: Any, namespace: Any) -> Diff:
     b = check_seq(b, "b", head)
     ns = as_namespace(namespace)
     added, removed, changed = feed.diff(backend._log.store, ns, a, b)
-    return Diff._construct(
+    return Diff.constructor()(
         {"a": a, "b": b, "namespace": ns, "added": added, "removed": removed, "changed": changed}
     )
 

@@ -46,7 +46,7 @@ Key = tuple[float, int]
 
 
 @dataclass
-class _Space:
+class _Stored:
     """One namespace: sorted keys, records by id, metadata."""
 
     keys: list[Key] = field(default_factory=list)
@@ -68,14 +68,15 @@ class InMemoryBackend(MemoryBackend):
     """A :class:`MemoryBackend` in process memory. Thread-safe; nothing is persisted."""
 
     kind: ClassVar[str] = "in_memory"
+    supports_put_with_meta: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._spaces: dict[tuple[str, ...], _Space] = {}
+        self._spaces: dict[tuple[str, ...], _Stored] = {}
         self._order = 0
         self._cursors = CursorCodec(secrets.token_bytes(16))
 
-    def _space(self, namespace: tuple[str, ...]) -> _Space | None:
+    def _space(self, namespace: tuple[str, ...]) -> _Stored | None:
         return self._spaces.get(namespace)
 
     def put(self, request: PutRequest) -> PutResult:
@@ -90,13 +91,23 @@ class InMemoryBackend(MemoryBackend):
                         f"record id {record.id!r} already exists in namespace {record.namespace!r}"
                     )
             for record in records:
-                space = self._spaces.setdefault(record.namespace, _Space())
+                space = self._spaces.setdefault(record.namespace, _Stored())
                 self._order += 1
                 key = (record.note.timestamp, self._order)
                 bisect.insort(space.keys, key)
                 space.by_key[key] = record.copy_out()
                 space.by_id[record.id] = key
         return PutResult(written=len(records))
+
+    def put_with_meta(self, request: PutRequest, meta: MetaSetRequest) -> PutResult:
+        """``set_meta`` and ``put`` under the instance lock: the metadata is set only if the put
+        succeeds, and no other call sees one without the other."""
+        request = require(request, PutRequest)
+        meta = require(meta, MetaSetRequest)
+        with self._lock:
+            result = self.put(request)
+            self.set_meta(meta)
+        return result
 
     def get(self, request: GetRequest) -> GetResult:
         request = require(request, GetRequest)
@@ -165,7 +176,7 @@ class InMemoryBackend(MemoryBackend):
     def set_meta(self, request: MetaSetRequest) -> MetaResult:
         request = require(request, MetaSetRequest)
         with self._lock:
-            space = self._spaces.setdefault(request.namespace, _Space())
+            space = self._spaces.setdefault(request.namespace, _Stored())
             space.meta[request.key] = check_json_value(request.value, request.key)
         return MetaResult(value=request.value)
 

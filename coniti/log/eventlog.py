@@ -156,13 +156,22 @@ class EventLog:
         return decode_record(p.frame(seq))[0] == record_id
 
     def put(
-        self, items: Sequence[PutItem], *, actor: str | None = None, reason: str | None = None
+        self,
+        items: Sequence[PutItem],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        meta: tuple[Namespace, str, Any] | None = None,
     ) -> int:
         """Append one put event per item, in order; all or nothing.
 
+        ``meta`` ``(namespace, key, value)``: first append one meta event setting ``key`` to the JSON
+        value ``value``, in the same transaction (a refused put then writes no event at all).
         Raises :class:`DuplicateRecord` if an id is live in its namespace or repeats in ``items``.
         """
         if not items:
+            if meta is not None:
+                self.set_meta(*meta, actor=actor, reason=reason)
             return 0
         canon: dict[Namespace, bytes] = {}
         prepared: list[_Prepared] = []
@@ -176,6 +185,7 @@ class EventLog:
                 (item, name_key(item.id), ts, ts_key(ts), payload, payload_digest(payload))
             )
         cache = self._nsids
+        meta_event = None if meta is None else (meta[0], meta[1], encode_meta_payload(meta[2]))
 
         def write(txn: Any) -> dict[Namespace, bytes]:
             p = Projections(txn, self._dbs)
@@ -187,10 +197,22 @@ class EventLog:
             error = self._conflict(p, prepared, nsids, set())
             if error is not None:
                 raise error
+            if meta_event is not None:
+                meta_ns, key, meta_payload = meta_event
+                nsids[meta_ns] = meta_nsid = nsids.get(meta_ns) or p.intern(ns_bytes(meta_ns))
+                frame, h = encode_event(
+                    head.seq + 1, at, META, meta_ns, head.hash, meta_payload,
+                    key=key, actor=actor, reason=reason,
+                )
+                p.append(head.seq + 1, frame)
+                p.meta(head.seq + 1, meta_nsid, name_key(key))
+                head = Head(head.seq + 1, at, h)
             self._append_puts(p, head, at, [(prepared, nsids, actor, reason)])
             return cast(dict[Namespace, bytes], nsids)
 
-        if self.group is None:
+        if meta is not None:  # not merged with concurrent puts: its meta event comes first
+            cache.update(self._commit(write))
+        elif self.group is None:
             cache.update(self.store.write(write))
         else:
             data: _PutCall = (canon, prepared, actor, reason)

@@ -47,6 +47,7 @@ each is a small class with no ``Test`` prefix, so pytest collects nothing until 
 ``RollbackTests``      validate-first, batches of 500, rollback of a failed write
 ``PropertyTests``      hypothesis: paging, scan order, dump/load round trip bit for bit
 ``ConcurrencyTests``   threads and ``fork()``, as declared
+``CapabilityTests``    the backend class's ``supports_*`` declarations agree with its methods
 =====================  ==========================================================================
 
 Capabilities where backends may differ are class attributes you declare; the suite never detects them:
@@ -56,6 +57,10 @@ Capabilities where backends may differ are class attributes you declare; the sui
 * ``supports_fork_safety`` (default False): an instance inherited through ``os.fork()`` keeps working
   in the child. When False, the child's first use must raise
   :class:`~coniti.errors.MemoryBackendError` (use after fork detected, never undefined).
+
+Capabilities the engine relies on are declared on the backend class itself
+(:attr:`~coniti.memory.MemoryBackend.supports_time_travel`, ``supports_event_feed``,
+``supports_put_with_meta``); ``CapabilityTests`` checks each declaration against the methods present.
 
 Needs pytest and hypothesis (the ``test`` extra, ``pip install 'coniti[test]'``): without either,
 ``import coniti.testing`` raises ImportError naming the missing package and the extra.
@@ -75,6 +80,7 @@ except ImportError as exc:
 
 from coniti.testing.async_twins import AsyncTests
 from coniti.testing.basics import BasicsTests
+from coniti.testing.capabilities import CapabilityTests
 from coniti.testing.clear import ClearTests
 from coniti.testing.concurrency import ConcurrencyTests
 from coniti.testing.copies import CopyTests
@@ -99,6 +105,7 @@ __all__ = [
     "BackendFactory",
     "BackendFixtures",
     "BasicsTests",
+    "CapabilityTests",
     "ClearTests",
     "ConcurrencyTests",
     "CopyTests",
@@ -142,5 +149,6 @@ class MemoryBackendTests(
     RollbackTests,
     PropertyTests,
     ConcurrencyTests,
+    CapabilityTests,
 ):
     """Every conformance mixin. Subclass it with a ``backend_factory`` fixture (see the module doc)."""

@@ -1,464 +1,30 @@
-"""Structures: (id, vector, timestamp) organised over time, searched by cosine similarity or by time.
-
-A :class:`Structure` is derived data: the engine fills it from memory and can always rebuild it. Every
-structure answers :meth:`Structure.search` with exactly the same hits, in the same order:
-
-* with a ``vector``: the ``k`` stored vectors most similar to it by cosine similarity;
-* with an ``anchor_id`` and a ``vector``: most similar to the sum of the unit query vector and the
-  anchor's unit vector (recall around that note, steered by the text);
-* with an ``anchor_id`` and no vector: the ``k`` notes closest in time to the anchor, score
-  ``-|t - t_anchor|`` (seconds);
-* with neither: the ``k`` most recent notes, score ``0.0``.
-
-Only notes with ``time_range.start <= t < time_range.end`` are hits (``None`` = unbounded); the anchor
-itself never is. Hits are ordered by score (descending), then timestamp (descending, so newer first),
-then id (ascending): a total order, so ties are broken identically everywhere.
-
-Scores are exact and reproducible. Stored vectors and the query are scaled to unit length in float64
-and kept as float32 (an all-zero vector stays zero and scores 0). The score of a stored vector ``v`` for
-the query ``q`` is the correctly rounded float64 sum of the exact products ``q[i] * v[i]``
-(:func:`math.fsum`), whatever the batch or the order in which rows are visited. Fast float32
-products only choose candidates: a candidate set always includes every row whose fast score is within
-twice the proven float32 error bound of the k-th best fast score, so the exact top k is never missed.
-
-Built-ins, registered by name in :data:`STRUCTURES`:
-
-``flat``
-    Contiguous numpy arrays in insertion order. Each search filters by time with one mask over every
-    row, then scores the remaining rows with one matrix-vector product. Cost O(n) per search.
-``segment_tree``
-    Rows sorted by time under a segment tree over blocks of ``leaf_size`` rows; each node stores the
-    centroid of its rows and a radius bounding their distance to it, so ``q . c + r`` bounds every score
-    inside. A time range becomes a row interval by binary search; a short interval is scored directly;
-    a long one is covered by O(log n) nodes searched best-first, and nodes whose bound cannot reach
-    the current k-th score are skipped. New rows go to a small unsorted buffer, merged into the tree
-    when it outgrows ``buffer_fraction`` of the tree (amortised O(log n) per row); removed rows are
-    masked and compacted away when they reach half the tree.
-
-Structures are not thread-safe: the engine serialises access to them.
-"""
+"""``segment_tree``: time-sorted rows under a segment tree of centroid/radius bounds, searched
+best-first, with an unsorted buffer for new rows (see :mod:`coniti.structure`)."""
 
 from __future__ import annotations
 
 import heapq
 import math
-from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, NamedTuple, Self
+from typing import Any, ClassVar
 
 import numpy as np
 
-from coniti.actor import TimeRange
-from coniti.errors import AnchorNotFound, ContractError, StructureError
-from coniti.registry import Registry
+from coniti.errors import ContractError
+from coniti.structure.base import Structure
+from coniti.structure.flat import Rows
+from coniti.structure.scoring import (
+    StructureHit,
+    error_bound,
+    exact_scores,
+    fast_scores,
+    select_candidates,
+    top_by_key,
+    top_with_ties,
+)
 
-__all__ = [
-    "STRUCTURES",
-    "FlatStructure",
-    "SegmentTreeStructure",
-    "Structure",
-    "StructureHit",
-]
-
-
-class StructureHit(NamedTuple):
-    """One search result: the stored id and its score (higher is better)."""
-
-    id: str
-    score: float
-
-
-STRUCTURES: Registry[Structure] = Registry("structure", "coniti.structures")
-"""Structures by name; third parties add theirs here or in the ``coniti.structures`` entry-point group."""
+__all__ = ["SegmentTreeStructure"]
 
 _NEG_INF = np.float32(-np.inf)
-
-
-def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length in float64, returned as a new C-contiguous float32 array."""
-    rows = np.asarray(vectors, dtype=np.float64)
-    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-    safe = np.where(norms > 0.0, norms, 1.0)
-    return np.ascontiguousarray(rows / safe[:, None], dtype=np.float32)
-
-
-def error_bound(dim: int) -> float:
-    """An upper bound on |float32 dot - exact dot| for two vectors of norm at most 1 + 1e-6."""
-    u = dim * 2.0**-24
-    return 1.01 * u / (1.0 - u) + 1e-9
-
-
-def fast_scores(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """float32 ``rows @ query`` on the calling thread.
-
-    ``np.einsum`` rather than BLAS: OpenBLAS threads any matrix-vector product above ~9,000 elements,
-    and a threaded product stalls for milliseconds whenever the other cores are busy.
-    """
-    out: np.ndarray = np.einsum("ij,j->i", rows, query)
-    return out
-
-
-def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
-    """The canonical scores: correctly rounded sums of the exact float64 products, one per row."""
-    if rows.shape[0] == 0:
-        return []
-    products = rows.astype(np.float64) * query.astype(np.float64)
-    return [math.fsum(row) for row in products.tolist()]
-
-
-def select_candidates(approx: np.ndarray, k: int, eps: float) -> np.ndarray:
-    """Positions whose fast score is within ``2 * eps`` of the k-th best (all when there are <= k)."""
-    m = approx.shape[0]
-    if m <= k:
-        return np.arange(m)
-    kth = np.partition(approx, m - k)[m - k]
-    return np.flatnonzero(approx >= np.float64(kth) - 2.0 * eps)
-
-
-def top_by_key(
-    ids: Sequence[str], scores: Sequence[float], times: Sequence[float], k: int
-) -> list[StructureHit]:
-    """The ``k`` best by (score desc, time desc, id asc)."""
-    order = sorted(range(len(ids)), key=lambda i: (-scores[i], -times[i], ids[i]))[:k]
-    return [StructureHit(ids[i], float(scores[i])) for i in order]
-
-
-def top_with_ties(values: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` largest ``values`` plus every position tied with the k-th largest."""
-    m = values.shape[0]
-    if m <= k:
-        return np.arange(m)
-    kth = np.partition(values, m - k)[m - k]
-    return np.flatnonzero(values >= kth)
-
-
-def _bounds(time_range: TimeRange | None) -> tuple[float, float]:
-    if time_range is None:
-        return -math.inf, math.inf
-    start = -math.inf if time_range.start is None else time_range.start
-    end = math.inf if time_range.end is None else time_range.end
-    return start, end
-
-
-class Structure(ABC):
-    """Organises (id, vector, timestamp) over time; see the module docstring for search semantics.
-
-    :meth:`add`, :meth:`remove`, :meth:`search` and :meth:`clear` validate their input and then call the
-    subclass's ``_add``, ``_remove``, ``_search_*`` and ``_clear``. A call that raises changes nothing.
-    """
-
-    name: ClassVar[str]
-
-    def __init__(self) -> None:
-        self._dim: int | None = None
-
-    @property
-    def options(self) -> dict[str, Any]:
-        """The constructor options that reproduce this structure (``type(s)(**s.options)``)."""
-        return {}
-
-    def spawn(self) -> Self:
-        """A new, empty structure of the same kind and options."""
-        return type(self)(**self.options)
-
-    @property
-    def dim(self) -> int | None:
-        """The vector length, fixed by the first :meth:`add` (``None`` while empty since a clear)."""
-        return self._dim
-
-    # -- validated public surface ------------------------------------------------------------
-
-    def add(
-        self, ids: Sequence[str], vectors: Any, timestamps: Sequence[float] | np.ndarray
-    ) -> None:
-        """Insert a batch: ``ids[i]`` with row ``vectors[i]`` at ``timestamps[i]``; all or nothing.
-
-        Raises :class:`StructureError` for a repeated or already stored id, a wrong shape or dimension,
-        or a non-finite value.
-        """
-        id_list = list(ids)
-        for i, id_ in enumerate(id_list):
-            if not isinstance(id_, str) or not id_:
-                raise StructureError(f"ids[{i}] must be a non-empty string, got {id_!r}")
-        seen: set[str] = set()
-        for id_ in id_list:
-            if id_ in seen:
-                raise StructureError(f"id {id_!r} appears twice in one add")
-            if id_ in self:
-                raise StructureError(f"id {id_!r} is already in the {self.name} structure")
-            seen.add(id_)
-        try:
-            matrix = np.asarray(vectors, dtype=np.float64)
-            times = np.asarray(timestamps, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise StructureError(f"vectors and timestamps must be numeric: {exc}") from None
-        n = len(id_list)
-        if matrix.ndim != 2 or matrix.shape[0] != n:
-            raise StructureError(f"vectors must have shape ({n}, dim), got {matrix.shape}")
-        if times.shape != (n,):
-            raise StructureError(f"timestamps must have shape ({n},), got {times.shape}")
-        if n == 0:
-            return
-        dim = matrix.shape[1]
-        if dim == 0:
-            raise StructureError("vectors must have at least one column")
-        if self._dim is not None and dim != self._dim:
-            raise StructureError(f"vectors have dimension {dim}, the structure holds {self._dim}")
-        if not np.isfinite(matrix).all():
-            bad = int(np.flatnonzero(~np.isfinite(matrix).all(axis=1))[0])
-            raise StructureError(f"vector of id {id_list[bad]!r} is not finite")
-        if not np.isfinite(times).all():
-            bad = int(np.flatnonzero(~np.isfinite(times))[0])
-            raise StructureError(f"timestamp of id {id_list[bad]!r} is not finite")
-        self._add(id_list, unit_rows(matrix), times.copy())
-        self._dim = dim
-
-    def remove(self, ids: Iterable[str]) -> int:
-        """Remove the stored ones among ``ids`` (unknown ids are ignored); returns how many."""
-        present = [i for i in dict.fromkeys(ids) if isinstance(i, str) and i in self]
-        if present:
-            self._remove(present)
-        return len(present)
-
-    def clear(self) -> None:
-        """Remove everything; the dimension is free again."""
-        self._clear()
-        self._dim = None
-
-    def search(
-        self,
-        vector: Any | None,
-        *,
-        k: int,
-        time_range: TimeRange | None = None,
-        anchor_id: str | None = None,
-    ) -> list[StructureHit]:
-        """The ``k`` best hits (see the module docstring); fewer when fewer notes qualify.
-
-        Raises :class:`ContractError` for a bad ``k``, ``vector`` or ``time_range`` and
-        :class:`AnchorNotFound` for an ``anchor_id`` that is not stored.
-        """
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ContractError(f"k must be a positive integer, got {k!r}")
-        if time_range is not None and not isinstance(time_range, TimeRange):
-            raise ContractError(f"time_range must be a TimeRange, got {type(time_range).__name__}")
-        query: np.ndarray | None = None
-        if vector is not None:
-            try:
-                q = np.asarray(vector, dtype=np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ContractError(f"vector must be numeric: {exc}") from None
-            if q.ndim != 1 or q.size == 0:
-                raise ContractError(f"vector must be one-dimensional, got shape {q.shape}")
-            if not np.isfinite(q).all():
-                raise ContractError("vector must be finite (no NaN or infinity)")
-            if self._dim is not None and q.size != self._dim:
-                raise ContractError(f"vector has dimension {q.size}, the structure holds {self._dim}")
-            query = unit_rows(q[None, :])[0]
-        anchor_time = 0.0
-        if anchor_id is not None:
-            if anchor_id not in self:
-                raise AnchorNotFound(f"anchor id {anchor_id!r} is not in the structure")
-            anchor_time = self._timestamp(anchor_id)
-            if query is not None:
-                combined = query.astype(np.float64) + self._vector(anchor_id).astype(np.float64)
-                query = unit_rows(combined[None, :])[0]
-        start, end = _bounds(time_range)
-        if len(self) == 0 or start >= end:
-            return []
-        if query is not None:
-            return self._search_vector(query, k, start, end, anchor_id)
-        if anchor_id is not None:
-            return self._search_around(anchor_time, k, start, end, anchor_id)
-        return self._search_recent(k, start, end)
-
-    # -- what a subclass implements --------------------------------------------------------
-
-    @abstractmethod
-    def __len__(self) -> int:
-        """How many ids are stored."""
-
-    @abstractmethod
-    def __contains__(self, id_: object) -> bool:
-        """True when ``id_`` is stored."""
-
-    @abstractmethod
-    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
-        """Insert validated, new ids with unit float32 rows and finite float64 times."""
-
-    @abstractmethod
-    def _remove(self, ids: list[str]) -> None:
-        """Remove ids that are all stored."""
-
-    @abstractmethod
-    def _clear(self) -> None:
-        """Remove everything."""
-
-    @abstractmethod
-    def _vector(self, id_: str) -> np.ndarray:
-        """The stored unit float32 row of a stored id."""
-
-    @abstractmethod
-    def _timestamp(self, id_: str) -> float:
-        """The timestamp of a stored id."""
-
-    @abstractmethod
-    def _search_vector(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
-    ) -> list[StructureHit]:
-        """Top ``k`` by exact cosine score with the unit ``query`` among times in [start, end)."""
-
-    @abstractmethod
-    def _search_recent(self, k: int, start: float, end: float) -> list[StructureHit]:
-        """The ``k`` newest among times in [start, end), score 0.0."""
-
-    @abstractmethod
-    def _search_around(
-        self, anchor_time: float, k: int, start: float, end: float, exclude: str
-    ) -> list[StructureHit]:
-        """The ``k`` closest in time to ``anchor_time`` among times in [start, end)."""
-
-
-class _Rows:
-    """Growable contiguous rows: ids, unit float32 vectors, float64 times; swap-remove."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.pos: dict[str, int] = {}
-        self.vecs = np.zeros((0, 0), dtype=np.float32)
-        self.times = np.zeros(0, dtype=np.float64)
-
-    def clear(self) -> None:
-        self.ids = []
-        self.pos = {}
-        self.vecs = np.zeros((0, 0), dtype=np.float32)
-        self.times = np.zeros(0, dtype=np.float64)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def append(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
-        n, m = len(self.ids), len(ids)
-        if self.vecs.shape[1] != unit.shape[1]:
-            self.vecs = np.zeros((0, unit.shape[1]), dtype=np.float32)
-        if n + m > self.vecs.shape[0]:
-            cap = max(16, n + m, 2 * self.vecs.shape[0])
-            vecs = np.zeros((cap, unit.shape[1]), dtype=np.float32)
-            vecs[:n] = self.vecs[:n]
-            stamps = np.zeros(cap, dtype=np.float64)
-            stamps[:n] = self.times[:n]
-            self.vecs, self.times = vecs, stamps
-        self.vecs[n : n + m] = unit
-        self.times[n : n + m] = times
-        for offset, id_ in enumerate(ids, n):
-            self.pos[id_] = offset
-        self.ids.extend(ids)
-
-    def remove(self, ids: list[str]) -> None:
-        for id_ in ids:
-            row = self.pos.pop(id_)
-            last = len(self.ids) - 1
-            if row != last:
-                moved = self.ids[last]
-                self.ids[row] = moved
-                self.vecs[row] = self.vecs[last]
-                self.times[row] = self.times[last]
-                self.pos[moved] = row
-            self.ids.pop()
-
-    def view(self) -> tuple[np.ndarray, np.ndarray]:
-        n = len(self.ids)
-        return self.vecs[:n], self.times[:n]
-
-
-def _vector_hits(
-    ids: Sequence[str],
-    vecs: np.ndarray,
-    times: np.ndarray,
-    rows: np.ndarray | None,
-    query: np.ndarray,
-    k: int,
-    eps: float,
-) -> list[StructureHit]:
-    """Exact top ``k`` among ``rows`` (all when None) of a row store."""
-    matrix = vecs if rows is None else vecs[rows]
-    approx = fast_scores(matrix, query)
-    chosen = select_candidates(approx, k, eps)
-    picked = chosen if rows is None else rows[chosen]
-    scores = exact_scores(matrix[chosen], query)
-    return top_by_key([ids[i] for i in picked], scores, times[picked].tolist(), k)
-
-
-class FlatStructure(Structure):
-    """Exact cosine top-k over contiguous arrays with a time-range mask (O(n) per search)."""
-
-    name: ClassVar[str] = "flat"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._rows = _Rows()
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def __contains__(self, id_: object) -> bool:
-        return id_ in self._rows.pos
-
-    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
-        self._rows.append(ids, unit, times)
-
-    def _remove(self, ids: list[str]) -> None:
-        self._rows.remove(ids)
-
-    def _clear(self) -> None:
-        self._rows.clear()
-
-    def _vector(self, id_: str) -> np.ndarray:
-        row: np.ndarray = self._rows.vecs[self._rows.pos[id_]]
-        return row
-
-    def _timestamp(self, id_: str) -> float:
-        return float(self._rows.times[self._rows.pos[id_]])
-
-    def _mask(self, start: float, end: float, exclude: str | None) -> np.ndarray | None:
-        _, times = self._rows.view()
-        mask: np.ndarray | None = None
-        if start > -math.inf or end < math.inf:
-            mask = (times >= start) & (times < end)
-        if exclude is not None:
-            if mask is None:
-                mask = np.ones(times.shape[0], dtype=bool)
-            mask[self._rows.pos[exclude]] = False
-        return mask
-
-    def _search_vector(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
-    ) -> list[StructureHit]:
-        vecs, times = self._rows.view()
-        mask = self._mask(start, end, exclude)
-        rows = None if mask is None else np.flatnonzero(mask)
-        return _vector_hits(self._rows.ids, vecs, times, rows, query, k, error_bound(vecs.shape[1]))
-
-    def _search_recent(self, k: int, start: float, end: float) -> list[StructureHit]:
-        _, times = self._rows.view()
-        mask = self._mask(start, end, None)
-        rows = np.arange(times.shape[0]) if mask is None else np.flatnonzero(mask)
-        picked = rows[top_with_ties(times[rows], k)]
-        ids = [self._rows.ids[i] for i in picked]
-        return top_by_key(ids, [0.0] * len(ids), times[picked].tolist(), k)
-
-    def _search_around(
-        self, anchor_time: float, k: int, start: float, end: float, exclude: str
-    ) -> list[StructureHit]:
-        _, times = self._rows.view()
-        mask = self._mask(start, end, exclude)
-        rows = np.flatnonzero(mask) if mask is not None else np.arange(times.shape[0])
-        closeness = -np.abs(times[rows] - anchor_time)
-        chosen = top_with_ties(closeness, k)
-        picked = rows[chosen]
-        ids = [self._rows.ids[i] for i in picked]
-        return top_by_key(ids, closeness[chosen].tolist(), times[picked].tolist(), k)
-
 
 class _Tree:
     """Immutable time-sorted rows with a segment tree of (centroid, radius) over blocks of rows."""
@@ -623,7 +189,7 @@ class SegmentTreeStructure(Structure):
             raise ContractError(f"buffer_fraction must be in (0, 1], got {buffer_fraction!r}")
         self._buffer_fraction = float(buffer_fraction)
         self._tree: _Tree | None = None
-        self._buffer = _Rows()
+        self._buffer = Rows()
         self.rows_scored = 0
         """How many rows the last vector search scored (for measurements; pruning lowers it)."""
 
@@ -670,7 +236,7 @@ class SegmentTreeStructure(Structure):
             ids.extend(self._buffer.ids)
             parts_v.append(vecs)
             parts_t.append(times)
-        self._buffer = _Rows()
+        self._buffer = Rows()
         self._tree = None
         if ids:
             self._tree = _Tree(
@@ -698,7 +264,7 @@ class SegmentTreeStructure(Structure):
 
     def _clear(self) -> None:
         self._tree = None
-        self._buffer = _Rows()
+        self._buffer = Rows()
 
     def _vector(self, id_: str) -> np.ndarray:
         row = self._buffer.pos.get(id_)
@@ -944,7 +510,3 @@ def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ContractError(f"{name} must be a positive integer, got {value!r}")
     return value
-
-
-STRUCTURES.register(FlatStructure.name, FlatStructure)
-STRUCTURES.register(SegmentTreeStructure.name, SegmentTreeStructure)
