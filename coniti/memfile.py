@@ -3,9 +3,10 @@
 Line 1 is a header ``{"format", "version", "embedding_id", "namespace", "created_at", "count"}``; each
 following line is one :class:`~coniti.memory.MemoryRecord` as ``to_dict()`` gives it. UTF-8, ``\\n``.
 
-:func:`dump` streams one namespace page by page. For a path it writes ``<name>.partial`` (mode 0600),
-flushes it to disk and renames it over the target only when every record was written, so a failed dump
-leaves any previous file untouched; ``.gz`` in the name selects gzip. If the number of records written
+:func:`dump` streams one namespace page by page. For a path it writes a new temporary file beside it
+(mode 0600, created exclusively), flushes it to disk and renames it over the target only when every
+record was written, so a failed dump leaves any previous file untouched; a target that is a directory,
+device, FIFO or socket is refused (see :mod:`coniti.atomicfile`); ``.gz`` in the name selects gzip. If the number of records written
 differs from the header's count (memory changed while dumping) it fails with
 :class:`~coniti.errors.MemoryFileError`.
 
@@ -42,6 +43,7 @@ import numpy as np
 import orjson
 
 from coniti.actor import Note
+from coniti.atomicfile import atomic_writer, fsync_dir
 from coniti.contracts import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH, ContractError
 from coniti.errors import MemoryBackendError, MemoryFileError
 from coniti.memory import (
@@ -78,7 +80,6 @@ VERSION = "1.0.0"
 SUPPORTED_MAJOR = 1
 BATCH_SIZE = 500
 PAGE_SIZE = 500
-_WRITE_BUFFER = 1 << 20
 MAX_LINE_CHARS = 64 * 1024 * 1024
 """Longest line a reader accepts (64 Mi characters); longer lines are refused, not buffered."""
 
@@ -91,37 +92,20 @@ _RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 
 @contextlib.contextmanager
 def _atomic_binary_writer(path: Path) -> Iterator[IO[bytes]]:
-    """A byte stream writing ``<path>.partial`` (0600, gzip if ``.gz``), fsynced and renamed over
-    ``path`` on success, removed on failure."""
-    partial = path.with_name(path.name + ".partial")
-    try:
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as exc:
-        raise MemoryFileError(f"cannot write {partial}: {exc.strerror}") from exc
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb", buffering=_WRITE_BUFFER) as raw:
-            if path.name.endswith(".gz"):
-                with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0) as packed:
-                    yield packed  # type: ignore[misc]
-            else:
-                yield raw
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(partial, path)
-        fsync_dir(path.parent)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
-        if isinstance(exc, OSError):
-            raise MemoryFileError(f"cannot write {path}: {exc}") from exc
-        raise
+    """A byte stream replacing ``path`` atomically (see :mod:`coniti.atomicfile`), gzip if ``.gz``."""
+    with atomic_writer(path) as raw:
+        if path.name.endswith(".gz"):
+            with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0) as packed:
+                yield packed  # type: ignore[misc]
+        else:
+            yield raw
 
 
 @contextlib.contextmanager
 def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
-    """A text stream for ``target``. For a path: ``<name>.partial`` (0600, gzip if ``.gz``), fsynced
-    and renamed over the target on success, removed on failure. A stream is used as it is."""
+    """A text stream for ``target``. For a path: a new file replacing it atomically once the body
+    returns (gzip if ``.gz``; see :mod:`coniti.atomicfile` for what is refused and guaranteed). A
+    stream is used as it is."""
     if not isinstance(target, str | os.PathLike):
         yield target
         return
@@ -130,16 +114,6 @@ def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
         yield text
         text.flush()
         text.detach()
-
-
-def fsync_dir(directory: Path) -> None:
-    """Flush a directory entry (after a rename) to disk; errors are ignored (not every FS can)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 _FLOAT32 = np.dtype(np.float32)

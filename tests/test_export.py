@@ -346,3 +346,23 @@ def test_round_trip_keeps_exact_records(store: LogBackend, tmp_path: Path) -> No
     store.export_log(tmp_path / "log.jsonl")
     with LogBackend.import_log(tmp_path / "log.jsonl", tmp_path / "copy") as copy:
         assert [exact(r) for r in copy.iter_all()] == [exact(r) for r in store.iter_all()]
+
+
+def test_export_does_not_follow_a_planted_partial_symlink(store: LogBackend, tmp_path: Path) -> None:
+    """A symlink planted at <target>.partial is not followed: the file it points to keeps its bytes
+    (export_log writes through the same exclusive temporary file as dump)."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    target = tmp_path / "log.jsonl"
+    target.with_name("log.jsonl.partial").symlink_to(victim)
+    assert store.export_log(target) == store.head
+    assert victim.read_bytes() == b"precious\n"
+
+
+def test_export_onto_a_fifo_is_refused(store: LogBackend, tmp_path: Path) -> None:
+    """A target that is a FIFO (not a regular file, like a device) is refused and stays a FIFO."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(MemoryFileError, match="FIFO"):
+        store.export_log(fifo)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)

@@ -41,7 +41,7 @@ each is a small class with no ``Test`` prefix, so pytest collects nothing until 
 ``RequestTypeTests``   a wrong request type raises ContractError (sync and async)
 ``AsyncTests``         every async twin equals its sync operation
 ``IterAllTests``       ``iter_all`` at any page size
-``DumpTests``          the memory file writer: header, gzip, stream, ``.partial`` + rename, 0600
+``DumpTests``          the memory file writer: header, gzip, stream, temporary file + rename, 0600
 ``LoadTests``          the reader: namespaces, re-homing, the embedding id travelling
 ``RejectTests``        every kind of bad file refused with MemoryFileError, target unchanged
 ``RollbackTests``      validate-first, batches of 500, rollback of a failed write
