@@ -29,6 +29,17 @@ layer; the original is kept as ``__cause__``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+
+def namespace_text(namespace: Sequence[str]) -> str:
+    """A namespace in messages, written as the command line writes it: parts joined by ``/``, a
+    literal ``/`` or ``\\`` in a part escaped with ``\\``, the root namespace as ``/``. Never a
+    Python tuple."""
+    if not namespace:
+        return "/"
+    return "/".join(part.replace("\\", "\\\\").replace("/", "\\/") for part in namespace)
+
 
 class ConitiError(Exception):
     """Root of every error coniti raises."""

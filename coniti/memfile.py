@@ -25,6 +25,7 @@ when the contract (:meth:`MemoryRecord.from_dict`) accepts it, and is then the s
 
 from __future__ import annotations
 
+import array
 import contextlib
 import gzip
 import io
@@ -33,6 +34,7 @@ import math
 import os
 import re
 import struct
+import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -45,7 +47,7 @@ import orjson
 from coniti.actor import Note
 from coniti.atomicfile import atomic_writer, fsync_dir
 from coniti.contracts import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH, ContractError
-from coniti.errors import MemoryBackendError, MemoryFileError
+from coniti.errors import DuplicateRecord, MemoryBackendError, MemoryFileError, namespace_text
 from coniti.memory import (
     VECTOR_DTYPES,
     CountRequest,
@@ -63,7 +65,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_SIZE",
     "FORMAT",
-    "MAX_LINE_CHARS",
+    "MAX_LINE_BYTES",
+    "Source",
     "VERSION",
     "atomic_text_writer",
     "dump",
@@ -80,8 +83,11 @@ VERSION = "1.0.0"
 SUPPORTED_MAJOR = 1
 BATCH_SIZE = 500
 PAGE_SIZE = 500
-MAX_LINE_CHARS = 64 * 1024 * 1024
-"""Longest line a reader accepts (64 Mi characters); longer lines are refused, not buffered."""
+MAX_LINE_BYTES = 32 * 1024 * 1024
+"""Longest line a reader accepts (32 MiB of UTF-8); a longer line is refused after reading this much
+of it, never buffered whole."""
+_BATCH_BYTES = 8 * 1024 * 1024
+"""A load batch holds at most :data:`BATCH_SIZE` records and about this many bytes of lines."""
 
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
 _RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
@@ -300,43 +306,72 @@ def parse_json_line(line: str, lineno: int) -> Any:
     return data
 
 
+Source = str | os.PathLike[str] | IO[str] | IO[bytes]
+"""A path (``.gz``: gzip), a text stream or a byte stream."""
+
+
 @contextlib.contextmanager
-def _open_source(source: str | Path | IO[str]) -> Iterator[IO[str]]:
+def _open_source(source: Source) -> Iterator[IO[bytes] | IO[str]]:
+    """A byte stream for a path (decompressed for ``.gz``); a stream as it is."""
     if not isinstance(source, str | os.PathLike):
         yield source
         return
     path = Path(source)
     try:
         if path.name.endswith(".gz"):
-            stream: IO[str] = gzip.open(path, "rt", encoding="utf-8", newline="\n")  # noqa: SIM115
+            stream: IO[bytes] = gzip.open(path, "rb")  # type: ignore[assignment]  # noqa: SIM115
         else:
-            stream = open(path, encoding="utf-8", newline="\n")  # noqa: SIM115
+            stream = open(path, "rb")  # noqa: SIM115
     except OSError as exc:
         raise MemoryFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
     with stream:
         yield stream
 
 
-def read_lines(source: str | Path | IO[str]) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` for each line, without its ``\\n``. Over-long lines, undecodable
-    bytes, corrupt gzip and I/O errors raise :class:`MemoryFileError`."""
+def _stream_lines(stream: IO[bytes] | IO[str]) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line, read with ``readline(MAX_LINE_BYTES + 1)`` so that no
+    more than that is ever read into memory for one line. Bytes are decoded line by line, so an
+    undecodable byte is reported on its own line."""
     lineno = 0
-    with _open_source(source) as stream:
-        while True:
-            lineno += 1
+    while True:
+        lineno += 1
+        try:
+            raw = stream.readline(MAX_LINE_BYTES + 1)
+        except UnicodeDecodeError as exc:  # a text stream decodes ahead: the line is approximate
+            raise MemoryFileError(f"line {lineno}: not valid UTF-8 ({exc.reason})") from None
+        except MemoryError:
+            raise MemoryFileError(f"line {lineno}: not enough memory to read it") from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise MemoryFileError(f"line {lineno}: cannot read the file: {exc}") from exc
+        if not raw:
+            return
+        if isinstance(raw, bytes):
+            complete = raw.endswith(b"\n")
+            if not complete and len(raw) > MAX_LINE_BYTES:
+                raise MemoryFileError(f"line {lineno}: longer than {MAX_LINE_BYTES} bytes")
             try:
-                line = stream.readline(MAX_LINE_CHARS + 1)
+                line = (raw[:-1] if complete else raw).decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise MemoryFileError(f"line {lineno}: not valid UTF-8 ({exc.reason})") from None
-            except (OSError, EOFError, zlib.error) as exc:
-                raise MemoryFileError(f"line {lineno}: cannot read the file: {exc}") from exc
-            if not line:
-                return
-            if line.endswith("\n"):
-                line = line[:-1]
-            elif len(line) > MAX_LINE_CHARS:
-                raise MemoryFileError(f"line {lineno}: longer than {MAX_LINE_CHARS} characters")
-            yield lineno, line
+                raise MemoryFileError(
+                    f"line {lineno}: not valid UTF-8 (byte {exc.start + 1} of the line: {exc.reason})"
+                ) from None
+            del raw
+        else:
+            if raw.endswith("\n"):
+                line = raw[:-1]
+            elif len(raw) > MAX_LINE_BYTES:
+                raise MemoryFileError(f"line {lineno}: longer than {MAX_LINE_BYTES} characters")
+            else:
+                line = raw
+        yield lineno, line
+
+
+def read_lines(source: Source) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` for each line, without its ``\\n``. A line longer than
+    :data:`MAX_LINE_BYTES` (characters for a text stream), undecodable bytes, corrupt gzip and I/O
+    errors raise :class:`MemoryFileError` naming the line."""
+    with _open_source(source) as stream:
+        yield from _stream_lines(stream)
 
 
 def _check_header(header: Any) -> tuple[tuple[str, ...], str | None, int]:
@@ -565,75 +600,259 @@ def _record_of_line(line: str, lineno: int) -> MemoryRecord:
     return record
 
 
-def _read_file(
-    source: str | Path | IO[str], rehome: tuple[str, ...] | None
-) -> tuple[tuple[str, ...], str | None, list[MemoryRecord]]:
-    lines = read_lines(source)
-    first = next(lines, None)
-    if first is None:
-        raise MemoryFileError("line 1: the file is empty (no header)")
-    namespace, embedding_id, count = _check_header(parse_json_line(first[1], 1))
-    records: list[MemoryRecord] = []
-    seen: set[tuple[tuple[str, ...], str]] = set()
-    duplicate: tuple[int, MemoryRecord] | None = None  # reported once every record is known valid
-    with np.errstate(over="ignore"):  # a value too large for the dtype is refused as infinite
+Batch = list[tuple[int, MemoryRecord]]
+"""``(line number, record)`` pairs of consecutive lines."""
+
+
+def _record_batches(lines: Iterator[tuple[int, str]], rehome: tuple[str, ...] | None) -> Iterator[Batch]:
+    """The records of ``lines`` in batches of at most :data:`BATCH_SIZE` records and about
+    :data:`_BATCH_BYTES` of text; each line is validated (a bad one raises naming it)."""
+    while True:
+        texts: list[tuple[int, str]] = []
+        size = 0
         for lineno, line in lines:
-            record = _canonical_record(line)
-            if record is None:
-                record = _record_of_line(line, lineno)
-            if rehome is not None:
-                record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
-            key = (record.namespace, record.note.id)
-            if key in seen and duplicate is None:
-                duplicate = (lineno, record)
-            seen.add(key)
-            records.append(record)
-    if duplicate is not None:
-        lineno, record = duplicate
+            texts.append((lineno, line))
+            size += len(line)
+            if len(texts) == BATCH_SIZE or size >= _BATCH_BYTES:
+                break
+        if not texts:
+            return
+        batch: Batch = []
+        with np.errstate(over="ignore"):  # a value too large for the dtype is refused as infinite
+            for lineno, line in texts:
+                record = _canonical_record(line)
+                if record is None:
+                    record = _record_of_line(line, lineno)
+                if rehome is not None:
+                    record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
+                batch.append((lineno, record))
+        del texts
+        yield batch
+
+
+class _File:
+    """A memory file that can be read more than once: a path is reopened, a stream is first copied
+    to an anonymous temporary file (unlinked from the start, so nothing is left if the process dies).
+    """
+
+    def __init__(self, source: Source) -> None:
+        self._source = source
+        self._spool: IO[bytes] | None = None
+
+    def __enter__(self) -> _File:
+        if not isinstance(self._source, str | os.PathLike):
+            self._spool = _spooled(self._source)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._spool is not None:
+            self._spool.close()
+
+    @contextlib.contextmanager
+    def lines(self) -> Iterator[Iterator[tuple[int, str]]]:
+        """A fresh pass over the lines."""
+        if self._spool is None:
+            with _open_source(self._source) as stream:
+                yield _stream_lines(stream)
+        else:
+            self._spool.seek(0)
+            yield _stream_lines(self._spool)
+
+    def header(self, lines: Iterator[tuple[int, str]]) -> tuple[tuple[str, ...], str | None, int]:
+        first = next(lines, None)
+        if first is None:
+            raise MemoryFileError("line 1: the file is empty (no header)")
+        return _check_header(parse_json_line(first[1], 1))
+
+
+def _spooled(stream: IO[str] | IO[bytes]) -> IO[bytes]:
+    """A copy of ``stream`` in an anonymous temporary file (text is encoded as UTF-8; a lone
+    surrogate then fails to decode on its line, as it would in a file)."""
+    spool = tempfile.TemporaryFile()  # noqa: SIM115
+    try:
+        while True:
+            chunk = stream.read(1 << 20)
+            if not chunk:
+                break
+            spool.write(chunk.encode("utf-8", "surrogatepass") if isinstance(chunk, str) else chunk)
+    except UnicodeDecodeError as exc:
+        spool.close()
+        raise MemoryFileError(f"the input is not valid UTF-8 ({exc.reason})") from None
+    except OSError as exc:
+        spool.close()
+        raise MemoryFileError(f"cannot read the input: {exc.strerror or exc}") from exc
+    except BaseException:
+        spool.close()
+        raise
+    return spool
+
+
+def _key_hash(record: MemoryRecord) -> int:
+    return hash((record.namespace, record.note.id))
+
+
+class _Checked:
+    """What validating a whole file found: header values, the record count, the first id found
+    already in the target."""
+
+    def __init__(self, namespace: tuple[str, ...], embedding_id: str | None, count: int) -> None:
+        self.namespace = namespace
+        self.embedding_id = embedding_id
+        self.count = count
+        self.records = 0
+        self.existing: tuple[str, tuple[str, ...]] | None = None
+
+
+def _validate(
+    file: _File, rehome: tuple[str, ...] | None, backend: MemoryBackend
+) -> _Checked:
+    """Read the whole file once and raise :class:`MemoryFileError` for the first concern of the
+    module docstring's order, except the two that need the target (reported by :func:`load`).
+    Holds one batch of records and 8 bytes per record (a hash of its key) at a time."""
+    hashes = array.array("q")
+    with file.lines() as lines:
+        checked = _Checked(*file.header(lines))
+        for batch in _record_batches(lines, rehome):
+            hashes.extend([_key_hash(record) for _, record in batch])
+            checked.records += len(batch)
+            if checked.existing is None:
+                checked.existing = _first_existing(backend, [record for _, record in batch])
+    repeated = _repeated_hashes(hashes)
+    del hashes
+    if repeated:
+        _raise_first_duplicate(file, rehome, repeated)
+    if checked.records != checked.count:
         raise MemoryFileError(
-            f"line {lineno}: record id {record.id!r} appears twice in namespace {record.namespace!r}"
-        )
-    if len(records) != count:
-        raise MemoryFileError(
-            f"the header says {count} records but the file has {len(records)} "
+            f"the header says {checked.count} records but the file has {checked.records} "
             "(truncated or edited file); nothing was loaded"
         )
-    return namespace, embedding_id, records
+    return checked
 
 
-def load(
-    backend: MemoryBackend, source: str | Path | IO[str], namespace: tuple[str, ...] | None = None
-) -> int:
+def _repeated_hashes(hashes: array.array[int]) -> set[int]:
+    ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
+    same = ordered[1:] == ordered[:-1]
+    return {int(h) for h in ordered[1:][same]}
+
+
+def _raise_first_duplicate(file: _File, rehome: tuple[str, ...] | None, repeated: set[int]) -> None:
+    """Read the file again, keeping only the keys whose hash repeats, and raise for the first key
+    seen twice (a mere hash collision raises nothing)."""
+    seen: set[tuple[tuple[str, ...], str]] = set()
+    with file.lines() as lines:
+        file.header(lines)
+        for batch in _record_batches(lines, rehome):
+            for lineno, record in batch:
+                if _key_hash(record) not in repeated:
+                    continue
+                key = (record.namespace, record.note.id)
+                if key in seen:
+                    raise MemoryFileError(
+                        f"line {lineno}: record id {record.id!r} appears twice in namespace "
+                        f"{namespace_text(record.namespace)}"
+                    )
+                seen.add(key)
+
+
+def _first_existing(
+    backend: MemoryBackend, records: Sequence[MemoryRecord]
+) -> tuple[str, tuple[str, ...]] | None:
+    for ns, ids in _id_batches(records):
+        found = backend.get(GetRequest(ids=ids, namespace=ns)).records
+        if found:
+            return found[0].id, ns
+    return None
+
+
+class _Batches:
+    """The records of a validated file, in batches, read afresh on each iteration. A file that
+    changed since it was validated raises :class:`MemoryFileError` while being iterated."""
+
+    def __init__(self, file: _File, rehome: tuple[str, ...] | None, checked: _Checked) -> None:
+        self._file = file
+        self._rehome = rehome
+        self._checked = checked
+
+    def __iter__(self) -> Iterator[list[MemoryRecord]]:
+        checked = self._checked
+        n = 0
+        with self._file.lines() as lines:
+            if self._file.header(lines) != (checked.namespace, checked.embedding_id, checked.count):
+                raise MemoryFileError("the file changed while it was being loaded; nothing was loaded")
+            for batch in _record_batches(lines, self._rehome):
+                n += len(batch)
+                yield [record for _, record in batch]
+        if n != checked.count:
+            raise MemoryFileError("the file changed while it was being loaded; nothing was loaded")
+
+
+def load(backend: MemoryBackend, source: Source, namespace: tuple[str, ...] | None = None) -> int:
     """Validate the whole file, then write its records into ``backend``; returns the record count.
 
     ``namespace=None`` keeps each record's own namespace; a namespace re-homes every record into it.
+    All or nothing where the backend :attr:`~coniti.memory.MemoryBackend.supports_put_batches`
+    (one write, even under SIGKILL or Ctrl-C); otherwise in batches, deleted again on failure (best
+    effort). Memory stays bounded whatever the file: one batch of records, one line of at most
+    :data:`MAX_LINE_BYTES`, and 16 bytes per record while checking for duplicate ids (plus what the
+    backend's own write holds). Running out of memory raises :class:`MemoryFileError`, never
+    ``MemoryError``.
     """
-    header_ns, file_embedding, records = _read_file(source, namespace)
-    meta_ns = header_ns if namespace is None else namespace
+    try:
+        with _File(source) as file:
+            return _load(backend, file, namespace)
+    except MemoryError:
+        raise MemoryFileError("not enough memory to load the file; nothing was loaded") from None
+
+
+def _load(backend: MemoryBackend, file: _File, rehome: tuple[str, ...] | None) -> int:
+    checked = _validate(file, rehome, backend)
+    meta_ns = checked.namespace if rehome is None else rehome
+    file_embedding = checked.embedding_id
     target_embedding = backend.get_meta(MetaGetRequest(key="embedding_id", namespace=meta_ns)).value
     if file_embedding is not None and target_embedding is not None and file_embedding != target_embedding:
         raise MemoryFileError(
             f"the file's embedding id {file_embedding!r} differs from the target's "
-            f"{target_embedding!r} in namespace {meta_ns!r}; nothing was loaded"
+            f"{target_embedding!r} in namespace {namespace_text(meta_ns)}; nothing was loaded"
         )
-    for ns, ids in _id_batches(records):
-        found = backend.get(GetRequest(ids=ids, namespace=ns)).records
-        if found:
-            raise MemoryFileError(
-                f"record id {found[0].id!r} already exists in namespace {ns!r}; nothing was loaded"
-            )
-    written: list[MemoryRecord] = []
+    if checked.existing is not None:
+        rid, ns = checked.existing
+        raise MemoryFileError(
+            f"record id {rid!r} already exists in namespace {namespace_text(ns)}; nothing was loaded"
+        )
+    meta = None
+    if file_embedding is not None and target_embedding is None:
+        meta = MetaSetRequest(key="embedding_id", value=file_embedding, namespace=meta_ns)
+    batches = _Batches(file, rehome, checked)
+    if backend.supports_put_batches:
+        try:
+            return backend.put_batches(batches, meta)
+        except DuplicateRecord as exc:  # written meanwhile by someone else
+            raise MemoryFileError(f"{exc}; nothing was loaded") from exc
+        except MemoryFileError:
+            raise
+        except (MemoryBackendError, OSError) as exc:
+            raise MemoryFileError(f"load failed and nothing was written: {exc}") from exc
+    return _load_in_batches(backend, batches, meta)
+
+
+def _load_in_batches(backend: MemoryBackend, batches: _Batches, meta: MetaSetRequest | None) -> int:
+    """The load for a backend without :meth:`~coniti.memory.MemoryBackend.put_batches`: a put per
+    batch, then the metadata; on failure what was written is deleted (best effort)."""
+    written: list[tuple[tuple[str, ...], list[str]]] = []
+    n = 0
     try:
-        for start in range(0, len(records), BATCH_SIZE):
-            batch = records[start : start + BATCH_SIZE]
+        for batch in batches:
             backend.put(PutRequest.constructor()({"records": batch}))
-            written.extend(batch)
-        if file_embedding is not None and target_embedding is None:
-            backend.set_meta(MetaSetRequest(key="embedding_id", value=file_embedding, namespace=meta_ns))
-    except (MemoryBackendError, OSError) as exc:
+            written.extend(_id_batches(batch))
+            n += len(batch)
+        if meta is not None:
+            backend.set_meta(meta)
+    except BaseException as exc:
         _roll_back(backend, written)
-        raise MemoryFileError(f"load failed and was rolled back: {exc}") from exc
-    return len(records)
+        if isinstance(exc, MemoryBackendError | OSError) and not isinstance(exc, MemoryFileError):
+            raise MemoryFileError(f"load failed and was rolled back: {exc}") from exc
+        raise
+    return n
 
 
 def _id_batches(records: Sequence[MemoryRecord]) -> Iterator[tuple[tuple[str, ...], list[str]]]:
@@ -646,8 +865,8 @@ def _id_batches(records: Sequence[MemoryRecord]) -> Iterator[tuple[tuple[str, ..
             yield ns, ids[start : start + BATCH_SIZE]
 
 
-def _roll_back(backend: MemoryBackend, written: Sequence[MemoryRecord]) -> None:
+def _roll_back(backend: MemoryBackend, written: Sequence[tuple[tuple[str, ...], list[str]]]) -> None:
     """Delete what a failed load wrote, as far as the backend lets us (best effort)."""
-    for ns, ids in _id_batches(written):
+    for ns, ids in written:
         with contextlib.suppress(MemoryBackendError, OSError):
             backend.delete(DeleteRequest(ids=ids, namespace=ns))

@@ -398,6 +398,10 @@ class MemoryBackend(ABC):
     supports_put_with_meta: ClassVar[bool] = False
     """:meth:`put_with_meta` sets one metadata value and writes records as one all-or-nothing step."""
 
+    supports_put_batches: ClassVar[bool] = False
+    """:meth:`put_batches` writes any number of records (and one metadata value) as one
+    all-or-nothing step; :meth:`load` then is all or nothing even when the process is killed."""
+
     # -- the abstract core -------------------------------------------------------------------
 
     @abstractmethod
@@ -477,6 +481,16 @@ class MemoryBackend(ABC):
         require(request, PutRequest)
         require(meta, MetaSetRequest)
         raise NotSupported(f"the {self.kind!r} memory backend has no atomic put_with_meta")
+
+    def put_batches(
+        self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None
+    ) -> int:
+        """Write every record of every batch, and ``meta`` when given, as one all-or-nothing step;
+        returns the number of records. The batches are trusted records (the caller validated them)
+        and may be iterated more than once (a backend may retry); an error raised while iterating
+        writes nothing. Only where :attr:`supports_put_batches` is True; the base class raises
+        :class:`NotSupported`."""
+        raise NotSupported(f"the {self.kind!r} memory backend has no atomic put_batches")
 
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release resources. The default does nothing; closing twice is harmless."""

@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from coniti.errors import namespace_text
+
 __all__ = [
     "ParseError",
     "default_store_path",
@@ -75,9 +77,7 @@ def parse_namespace(text: str) -> tuple[str, ...]:
 
 def format_namespace(namespace: tuple[str, ...] | list[str]) -> str:
     """The inverse of :func:`parse_namespace`: ``("a/b", "c")`` -> ``"a\\/b/c"``; ``()`` -> ``"/"``."""
-    if not namespace:
-        return "/"
-    return "/".join(part.replace("\\", "\\\\").replace("/", "\\/") for part in namespace)
+    return namespace_text(namespace)
 
 
 def parse_time(text: str, *, field: str = "time") -> float:

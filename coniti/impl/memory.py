@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import secrets
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -64,11 +65,19 @@ class _Stored:
         return lo, max(lo, hi)
 
 
+def _copy(space: _Stored | None) -> _Stored:
+    """A copy of ``space`` (a new one for None) whose containers can change without touching it."""
+    if space is None:
+        return _Stored()
+    return _Stored(list(space.keys), dict(space.by_key), dict(space.by_id), dict(space.meta))
+
+
 class InMemoryBackend(MemoryBackend):
     """A :class:`MemoryBackend` in process memory. Thread-safe; nothing is persisted."""
 
     kind: ClassVar[str] = "in_memory"
     supports_put_with_meta: ClassVar[bool] = True
+    supports_put_batches: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -108,6 +117,44 @@ class InMemoryBackend(MemoryBackend):
             result = self.put(request)
             self.set_meta(meta)
         return result
+
+    def put_batches(
+        self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None
+    ) -> int:
+        """Every record of ``batches`` (and ``meta``) or nothing: the batches are read first, then,
+        under the lock, the touched namespaces are rebuilt as copies and swapped in by one dict
+        update, so neither a refusal nor ``KeyboardInterrupt`` can leave a part of the load."""
+        records = [record for batch in batches for record in batch]
+        check_put_ids(records)
+        if meta is not None:
+            meta = require(meta, MetaSetRequest)
+        with self._lock:
+            for record in records:
+                space = self._spaces.get(record.namespace)
+                if space is not None and record.id in space.by_id:
+                    raise DuplicateRecord(
+                        f"record id {record.id!r} already exists in namespace {record.namespace!r}"
+                    )
+            touched: dict[tuple[str, ...], _Stored] = {}
+            for record in records:
+                space = touched.get(record.namespace)
+                if space is None:
+                    space = touched[record.namespace] = _copy(self._spaces.get(record.namespace))
+                self._order += 1
+                key = (record.note.timestamp, self._order)
+                space.keys.append(key)
+                space.by_key[key] = record.copy_out()
+                space.by_id[record.id] = key
+            for space in touched.values():
+                space.keys.sort()
+            if meta is not None:
+                ns = tuple(meta.namespace)
+                space = touched.get(ns)
+                if space is None:
+                    space = touched[ns] = _copy(self._spaces.get(ns))
+                space.meta[meta.key] = check_json_value(meta.value, "value")
+            self._spaces.update(touched)
+        return len(records)
 
     def get(self, request: GetRequest) -> GetResult:
         request = require(request, GetRequest)
