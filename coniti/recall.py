@@ -29,9 +29,11 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 import pydantic
+from pydantic.json_schema import SkipJsonSchema
 
 from coniti.actor import Note
 from coniti.contracts import Contract
+from coniti.engine import Hit
 from coniti.errors import ContractError
 
 __all__ = [
@@ -66,12 +68,18 @@ class _WithNamespace(Protocol):
 
 class ContextBlock(Contract):
     """A rendered block: its ``text``, the ``hits`` rendered in it (in order), how many hits were
-    ``omitted``, the estimated ``tokens`` of ``text`` and the memory point ``seq`` that was read."""
+    ``omitted``, the estimated ``tokens`` of ``text`` and the memory point ``seq`` that was read.
+
+    ``hits`` holds the objects given, not copies. With :class:`~coniti.engine.Hit` items the block
+    round-trips through ``to_dict``/``from_dict`` like every contract (its JSON schema describes
+    ``Hit``); other hit-like objects are kept as they are and ``from_dict`` reads them back as
+    ``Hit``.
+    """
 
     model_config = pydantic.ConfigDict(frozen=True)
 
     text: str
-    hits: list[HitLike]
+    hits: list[Hit | SkipJsonSchema[HitLike]]
     omitted: int = pydantic.Field(ge=0, strict=True)
     tokens: int = pydantic.Field(ge=0, strict=True)
     seq: int | None = pydantic.Field(default=None, ge=0, strict=True)

@@ -265,3 +265,23 @@ def test_a_block_is_a_prefix_within_budget_unless_only_the_first_hit_renders(
         assert block.text.endswith(omitted_line(block.omitted))
     assert block.tokens <= budget or len(block.hits) == 1
     assert isinstance(block, ContextBlock)
+
+
+def test_a_block_of_engine_hits_round_trips_through_from_dict() -> None:
+    """from_dict(to_dict()) gives an equal block when the hits are engine Hits."""
+    block = to_context_block(HITS[:3], 40, seq=9)
+    assert ContextBlock.from_dict(block.to_dict()) == block
+
+
+def test_a_hit_like_object_is_kept_as_given() -> None:
+    """A hit-like object that is not an engine Hit is stored in the block as the same object."""
+    other = NamespacedHit(hit(0).note, 0.5, ("alice", "work"))
+    assert to_context_block([other], 100).hits[0] is other
+
+
+def test_the_json_schema_describes_every_key_of_to_dict() -> None:
+    """ContextBlock.json_schema is an object schema whose properties are the keys to_dict writes."""
+    schema = ContextBlock.json_schema()
+    assert schema["type"] == "object"
+    json.dumps(schema)
+    assert set(to_context_block(HITS[:1], 100).to_dict()) == set(schema["properties"])

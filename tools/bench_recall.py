@@ -406,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     questions = recall_set.questions[: args.limit_questions]
-    command = shlex.join([Path(sys.executable).name, "tools/bench_recall.py", *sys.argv[1:]])
+    command = shlex.join(sys.orig_argv if argv is None else ["tools/bench_recall.py", *argv])
     counts = recall_set.counts()
     print(f"command: {command}")
     print(
