@@ -257,29 +257,30 @@ def _small_set() -> Any:
     return bench.RecallSet(notes=notes, questions=[])
 
 
-def test_fallback_search_merges_the_namespaces_of_a_scope_by_score() -> None:
-    """Without engine support for prefix, search asks each namespace and orders the union by score."""
+def _fallback_search(filter: dict[str, Any]) -> list[str]:
+    """bench.search over the small set under prefix ("p",) with the engine's scope and filter
+    parameters treated as missing."""
     small = _small_set()
     with Container() as container:
         for ns, notes in small.notes.items():
             container.engine.ingest_many(notes, namespace=ns)
         api = bench.Api(prefix=False, filter=False)
-        ids = bench.search(container.engine, api, small, "red apples orchard", small.namespaces,
-                           ("p",), {})  # fmt: skip
+        ids: list[str] = bench.search(
+            container.engine, api, "red apples orchard", small.namespaces, ("p",), filter
+        )
+    return ids
+
+
+def test_fallback_search_merges_the_namespaces_of_a_scope_by_score() -> None:
+    """Without engine support for prefix, search asks each namespace and orders the union by score."""
+    ids = _fallback_search({})
     assert ids[:2] == ["a1", "b1"]
     assert sorted(ids) == ["a1", "b1", "b2"]
 
 
 def test_fallback_search_drops_hits_that_fail_the_filter() -> None:
     """Without engine support for filter, search keeps only hits whose metadata matches it."""
-    small = _small_set()
-    with Container() as container:
-        for ns, notes in small.notes.items():
-            container.engine.ingest_many(notes, namespace=ns)
-        api = bench.Api(prefix=False, filter=False)
-        ids = bench.search(container.engine, api, small, "red apples orchard", small.namespaces,
-                           ("p",), {"kind": "preference"})  # fmt: skip
-    assert ids == ["b1"]
+    assert _fallback_search({"kind": "preference"}) == ["b1"]
 
 
 def test_rank_and_scores_follow_their_definitions() -> None:

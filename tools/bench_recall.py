@@ -140,18 +140,23 @@ def matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
 # -- loading -------------------------------------------------------------------------------------
 
 
-def _lines(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+def _lines(path: Path, required: set[str]) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(``file:line``, object) for each non-blank line, which must be an object with ``required``."""
     with path.open(encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
+            where = f"{path.name}:{number}"
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise SetError(f"{path.name}:{number}: invalid JSON: {exc}") from None
+                raise SetError(f"{where}: invalid JSON: {exc}") from None
             if not isinstance(row, dict):
-                raise SetError(f"{path.name}:{number}: expected an object")
-            yield number, row
+                raise SetError(f"{where}: expected an object")
+            missing = required - set(row)
+            if missing:
+                raise SetError(f"{where}: missing {', '.join(sorted(missing))}")
+            yield where, row
 
 
 def _strings(value: Any, where: str, field: str) -> tuple[str, ...]:
@@ -170,11 +175,7 @@ def load_set(directory: Path = DATA) -> RecallSet:
     notes: dict[tuple[str, ...], list[Note]] = {}
     where_is: dict[str, tuple[tuple[str, ...], Note]] = {}
     texts: set[str] = set()
-    for number, row in _lines(directory / "notes.jsonl"):
-        where = f"notes.jsonl:{number}"
-        missing = {"id", "text", "timestamp", "metadata", "namespace"} - set(row)
-        if missing:
-            raise SetError(f"{where}: missing {', '.join(sorted(missing))}")
+    for where, row in _lines(directory / "notes.jsonl", {"id", "text", "timestamp", "metadata", "namespace"}):
         ns = _strings(row["namespace"], where, "namespace")
         try:
             note = Note(
@@ -191,11 +192,7 @@ def load_set(directory: Path = DATA) -> RecallSet:
         notes.setdefault(ns, []).append(note)
     recall_set = RecallSet(notes=notes, questions=[])
     seen: set[str] = set()
-    for number, row in _lines(directory / "questions.jsonl"):
-        where = f"questions.jsonl:{number}"
-        missing = {"id", "question", "answer", "scope", "tags"} - set(row)
-        if missing:
-            raise SetError(f"{where}: missing {', '.join(sorted(missing))}")
+    for where, row in _lines(directory / "questions.jsonl", {"id", "question", "answer", "scope", "tags"}):
         if not isinstance(row["id"], str) or row["id"] in seen:
             raise SetError(f"{where}: question id {row['id']!r} is not a string or repeats")
         seen.add(row["id"])
@@ -262,7 +259,6 @@ class Api:
 def search(
     engine: ContinuityEngine,
     api: Api,
-    recall_set: RecallSet,
     text: str,
     namespaces: list[tuple[str, ...]],
     prefix: tuple[str, ...] | None,
@@ -338,12 +334,12 @@ def run_embedder(
         for q in questions:
             start = time.perf_counter()
             ids = search(
-                engine, api, recall_set, q.text, recall_set.in_scope(q),
+                engine, api, q.text, recall_set.in_scope(q),
                 q.scope if q.prefix else None, q.filter,
             )  # fmt: skip
             ask_ms.append((time.perf_counter() - start) * 1000.0)
             scoped.append(rank(ids, q.answer))
-            ids = search(engine, api, recall_set, q.text, everything, (), {})
+            ids = search(engine, api, q.text, everything, (), {})
             unscoped.append(rank(ids, q.answer))
         return {
             "spec_id": container.embedder.spec_id,
