@@ -18,6 +18,10 @@ Contracts:
   the namespace; they resume after a (timestamp, write order) position, so they stay valid across
   writes, reopening, and views of the same store.
 * **Ids and namespaces** of any length work (long ones are keyed by hash, checked on read).
+* **Filters** (:mod:`coniti.filters`) are tested above the log, on the decoded records: a filtered
+  ``count`` decodes every record of its range in one snapshot; a filtered page walks the range in
+  growing chunks (each one snapshot) and re-reads a chunk shorter when it must end on a match, so
+  that its cursor is the position of its last record, as unfiltered.
 * **Time travel and audit**: :meth:`LogBackend.at` views, :meth:`~LogBackend.events`,
   :meth:`~LogBackend.history`, :meth:`~LogBackend.diff`, :meth:`~LogBackend.follow` and durable
   subscriptions (:mod:`coniti.impl.log_audit`), the ``coniti-log`` export (:mod:`coniti.logfile`),
@@ -37,6 +41,7 @@ from coniti.actor import Note, to_timestamp
 from coniti.cursor import CursorCodec
 from coniti.errors import ContractError, ReadOnlyError
 from coniti.events import Diff, EraseResult, Event
+from coniti.filters import Predicate, compile_filter
 from coniti.impl import log_audit as _audit
 from coniti.impl.log_audit import Subscription
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport
@@ -62,6 +67,7 @@ from coniti.memory import (
     ScanResult,
     as_namespace,
     check_put_ids,
+    namespace_listing,
     require,
     unique_ids,
 )
@@ -95,6 +101,55 @@ def _record(row: Row, namespace: Namespace) -> MemoryRecord:
     )
 
 
+_CHUNK_MAX = 1024
+"""The most records a filtered page reads in one snapshot."""
+
+Position = tuple[float, int]
+
+
+def _filtered_page(
+    log: EventLog,
+    ns: Namespace,
+    start: float | None,
+    end: float | None,
+    after: Position | None,
+    limit: int,
+    as_of: int | None,
+    match: Predicate,
+) -> tuple[list[Row], Position | None]:
+    """Up to ``limit`` rows matching ``match`` after position ``after``, and the position of the last
+    of them when another match follows (else None), read through :meth:`EventLog.scan`.
+
+    The walk reads chunks that grow from ``limit`` (collecting) or 1 (looking for one more match) to
+    :data:`_CHUNK_MAX`. A chunk holding more matches than are needed is read again, ending at the
+    last one needed, so the cursor names a returned record; each re-read is shorter, so this ends.
+    """
+    rows: list[Row] = []
+    pos = after
+    size = limit
+    while len(rows) < limit:
+        need = limit - len(rows)
+        chunk, nxt = log.scan(ns, start, end, pos, size, as_of)
+        hits = [i for i, row in enumerate(chunk) if match(row.data[1])]
+        if len(hits) >= need and hits[need - 1] != len(chunk) - 1:
+            size = hits[need - 1] + 1
+            continue
+        rows.extend(chunk[i] for i in hits)
+        if nxt is None:
+            return rows, None
+        pos = nxt
+        size = max(limit - len(rows), min(2 * size, _CHUNK_MAX))
+    assert pos is not None  # the loop ran and ended on the chunk's last row, a match
+    probe, size = pos, 1
+    while True:
+        chunk, nxt = log.scan(ns, start, end, probe, size, as_of)
+        if any(match(row.data[1]) for row in chunk):
+            return rows, pos
+        if nxt is None:
+            return rows, None
+        probe, size = nxt, min(2 * size, _CHUNK_MAX)
+
+
 class _Reads:
     """Reads shared by the store and its views; ``_as_of`` None means the current state."""
 
@@ -115,27 +170,38 @@ class _Reads:
         ns = request.namespace
         after = None if request.cursor is None else self._cursors.decode(request.cursor, ns)
         tr = request.time_range
-        rows, position = self._log.scan(
-            ns,
-            None if tr is None else tr.start,
-            None if tr is None else tr.end,
-            after,
-            request.limit,
-            self._as_of,
-        )
+        start = None if tr is None else tr.start
+        end = None if tr is None else tr.end
+        limit = request.limit
+        if request.filter is None:
+            rows, position = self._log.scan(ns, start, end, after, limit, self._as_of)
+        elif limit is None:
+            match = compile_filter(request.filter)
+            rows = [r for r in self._log.scan(ns, start, end, after, None, self._as_of)[0] if match(r.data[1])]
+            position = None
+        else:
+            match = compile_filter(request.filter)
+            rows, position = _filtered_page(self._log, ns, start, end, after, limit, self._as_of, match)
         cursor = None if position is None else self._cursors.encode(ns, *position)
         return _scan_result({"records": [_record(r, ns) for r in rows], "next_cursor": cursor})
 
     def count(self, request: CountRequest) -> CountResult:
         request = require(request, CountRequest)
         tr = request.time_range
-        n = self._log.count(
-            request.namespace,
-            None if tr is None else tr.start,
-            None if tr is None else tr.end,
-            self._as_of,
-        )
+        start = None if tr is None else tr.start
+        end = None if tr is None else tr.end
+        if request.filter is None:
+            n = self._log.count(request.namespace, start, end, self._as_of)
+        else:
+            match = compile_filter(request.filter)
+            rows = self._log.scan(request.namespace, start, end, None, None, self._as_of)[0]
+            n = sum(1 for r in rows if match(r.data[1]))
         return CountResult._construct({"count": n})
+
+    def namespaces(self, prefix: Sequence[str] = (), max_depth: int | None = None) -> list[Namespace]:
+        """The live namespaces under ``prefix`` (see :meth:`MemoryBackend.namespaces`); a view
+        answers as of its point."""
+        return namespace_listing(self._log.live_namespaces(self._as_of), prefix, max_depth)
 
     def get_meta(self, request: MetaGetRequest) -> MetaResult:
         request = require(request, MetaGetRequest)
@@ -210,11 +276,6 @@ class LogBackend(_Reads, MemoryBackend):
     def head_hash(self) -> str:
         """Hash (hex) of the last event, the head of the hash chain (64 zeros when empty)."""
         return self._log.head().hash.hex()
-
-    def namespaces(self) -> list[tuple[str, ...]]:
-        """Every namespace a record or metadata was ever written to, in order of first use (cleared
-        ones included)."""
-        return self._log.namespaces()
 
     def close(self) -> None:
         """Release this handle (the environment closes with the last handle). Idempotent."""

@@ -209,3 +209,8 @@ class WrappedBackend(MemoryBackend):
 
     def clear(self, request: ClearRequest) -> ClearResult:
         return self.inner.clear(request)
+
+    def namespaces(
+        self, prefix: Sequence[str] = (), max_depth: int | None = None
+    ) -> list[tuple[str, ...]]:
+        return self.inner.namespaces(prefix, max_depth)
