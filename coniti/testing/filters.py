@@ -11,6 +11,7 @@ import pytest
 
 from coniti.actor import TimeRange
 from coniti.memory import CountRequest, DeleteRequest, MemoryBackend, ScanRequest
+from coniti.testing.async_twins import assert_ascan_pages_match
 from coniti.testing.fixtures import BackendFixtures
 from coniti.testing.helpers import count, exact, ids, pages, put, record, scan_all
 
@@ -223,18 +224,7 @@ class FilterTests(BackendFixtures):
     def test_ascan_matches_scan(self, backend: MemoryBackend, limit: int | None) -> None:
         """ascan with a filter gives the same pages as scan, ending at the same page."""
         _fill_numbered(backend)
-        cursor_sync: str | None = None
-        cursor_async: str | None = None
-        while True:
-            page_sync = backend.scan(ScanRequest(limit=limit, filter=M3, cursor=cursor_sync))
-            page_async = asyncio.run(
-                backend.ascan(ScanRequest(limit=limit, filter=M3, cursor=cursor_async))
-            )
-            assert [exact(r) for r in page_async.records] == [exact(r) for r in page_sync.records]
-            assert (page_async.next_cursor is None) == (page_sync.next_cursor is None)
-            cursor_sync, cursor_async = page_sync.next_cursor, page_async.next_cursor
-            if cursor_sync is None:
-                break
+        assert_ascan_pages_match(backend, limit=limit, filter=M3)
 
     def test_acount_matches_count(self, backend: MemoryBackend) -> None:
         """acount with a filter returns what count returns."""
