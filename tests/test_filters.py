@@ -379,6 +379,29 @@ def test_namespaces_after_reopening(tmp_path: Path) -> None:
         assert again.namespaces(("u",)) == [("u", "1")]
 
 
+def test_log_page_is_read_again_when_a_write_lands_mid_page(
+    store: LogBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filtered page of LogBackend spans several snapshots; when a write changes the rows between
+    the read of a chunk and the re-read that finds its cursor, the page is read again, so it holds
+    the new match and its cursor loses nothing."""
+    put(store, record("r0", 0.0), *[record(f"r{i}", float(i), metadata={"hit": True}) for i in range(1, 6)])
+    scan = store._log.scan
+    calls: list[int] = []
+
+    def scan_with_a_write(*args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:  # the re-read of the second chunk (r2, r3) to find r2's position
+            put(store, record("new", 1.5, metadata={"hit": True}))
+        return scan(*args)
+
+    monkeypatch.setattr(store._log, "scan", scan_with_a_write)
+    first = store.scan(ScanRequest(limit=2, filter={"hit": True}))
+    assert len(calls) > 3 and ids(first.records) == ["r1", "new"]
+    rest = store.scan(ScanRequest(filter={"hit": True}, cursor=first.next_cursor))
+    assert ids(rest.records) == ["r2", "r3", "r4", "r5"]
+
+
 # -- hypothesis: the language against a reference, the backends against a model ---------------------
 
 SETTINGS = settings(

@@ -18,10 +18,11 @@ Contracts:
   the namespace; they resume after a (timestamp, write order) position, so they stay valid across
   writes, reopening, and views of the same store.
 * **Ids and namespaces** of any length work (long ones are keyed by hash, checked on read).
-* **Filters** (:mod:`coniti.filters`) are tested above the log, on the decoded records: a filtered
-  ``count`` decodes every record of its range in one snapshot; a filtered page walks the range in
-  growing chunks (each one snapshot) and re-reads a chunk shorter when it must end on a match, so
-  that its cursor is the position of its last record, as unfiltered.
+* **Filters** (:mod:`coniti.filters`) are tested above the log, on the decoded records, so a
+  filtered read costs what the unfiltered read of its range costs. A filtered ``count`` or
+  unlimited ``scan`` reads its range in one snapshot. A filtered page reads chunks, each one
+  snapshot (see ``_filtered_page``): every record it returns was live together with the records
+  around it in its chunk, and its cursor is the position of its last record, as unfiltered.
 * **Time travel and audit**: :meth:`LogBackend.at` views, :meth:`~LogBackend.events`,
   :meth:`~LogBackend.history`, :meth:`~LogBackend.diff`, :meth:`~LogBackend.follow` and durable
   subscriptions (:mod:`coniti.impl.log_audit`), the ``coniti-log`` export (:mod:`coniti.logfile`),
@@ -33,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import datetime
 from typing import IO, Any, ClassVar, NoReturn
 
@@ -105,6 +106,8 @@ _CHUNK_MAX = 1024
 """The most records a filtered page reads in one snapshot."""
 
 Position = tuple[float, int]
+_Read = Callable[[Position | None, int], tuple[list[Row], Position | None]]
+"""``read(after, limit)``: one :meth:`EventLog.scan` of a filtered page's range and view."""
 
 
 def _filtered_page(
@@ -120,34 +123,70 @@ def _filtered_page(
     """Up to ``limit`` rows matching ``match`` after position ``after``, and the position of the last
     of them when another match follows (else None), read through :meth:`EventLog.scan`.
 
-    The walk reads chunks that grow from ``limit`` (collecting) or 1 (looking for one more match) to
-    :data:`_CHUNK_MAX`. A chunk holding more matches than are needed is read again, ending at the
-    last one needed, so the cursor names a returned record; each re-read is shorter, so this ends.
+    The walk reads chunks (each one snapshot) sized by the share of matches seen so far, at most
+    :data:`_CHUNK_MAX` rows. When the last match needed is not a chunk's last row and more matches
+    follow, the chunk's head is read again to learn that match's position (:meth:`EventLog.scan`
+    gives the position of a read's last row only); if a write changed it in between, the page is
+    read again from the start.
     """
-    rows: list[Row] = []
-    pos = after
-    size = limit
-    while len(rows) < limit:
-        need = limit - len(rows)
-        chunk, nxt = log.scan(ns, start, end, pos, size, as_of)
-        hits = [i for i, row in enumerate(chunk) if match(row.data[1])]
-        if len(hits) >= need and hits[need - 1] != len(chunk) - 1:
-            size = hits[need - 1] + 1
-            continue
-        rows.extend(chunk[i] for i in hits)
-        if nxt is None:
-            return rows, None
-        pos = nxt
-        size = max(limit - len(rows), min(2 * size, _CHUNK_MAX))
-    assert pos is not None  # the loop ran and ended on the chunk's last row, a match
-    probe, size = pos, 1
+
+    def read(pos: Position | None, size: int) -> tuple[list[Row], Position | None]:
+        return log.scan(ns, start, end, pos, size, as_of)
+
     while True:
-        chunk, nxt = log.scan(ns, start, end, probe, size, as_of)
-        if any(match(row.data[1]) for row in chunk):
-            return rows, pos
-        if nxt is None:
+        page = _try_page(read, after, limit, match)
+        if page is not None:
+            return page
+
+
+def _try_page(
+    read: _Read, after: Position | None, limit: int, match: Predicate
+) -> tuple[list[Row], Position | None] | None:
+    """One attempt of :func:`_filtered_page`; None when a write landed between two reads."""
+    rows: list[Row] = []
+    pos, size = after, limit
+    seen = found = 0
+    while True:
+        need = limit - len(rows)
+        chunk, nxt = read(pos, size)
+        hits = [i for i, row in enumerate(chunk) if match(row.data[1])]
+        seen, found = seen + len(chunk), found + len(hits)
+        if len(hits) < need or hits[need - 1] == len(chunk) - 1:  # every match of the chunk fits
+            rows.extend(chunk[i] for i in hits)
+            if nxt is None:
+                return rows, None
+            pos = nxt
+            if len(rows) == limit:
+                return rows, (pos if _more(read, pos, _span(1, seen, found), match) else None)
+            size = _span(limit - len(rows), seen, found)
+            continue
+        last = hits[need - 1]
+        rows.extend(chunk[i] for i in hits[:need])
+        if len(hits) == need and (nxt is None or not _more(read, nxt, _span(1, seen, found), match)):
             return rows, None
-        probe, size = nxt, min(2 * size, _CHUNK_MAX)
+        again, position = read(pos, last + 1)
+        if position is None or [r.id for r in again] != [r.id for r in chunk[: last + 1]]:
+            return None
+        return rows, position
+
+
+def _more(read: _Read, pos: Position, size: int, match: Predicate) -> bool:
+    """Whether a row matching ``match`` follows position ``pos``."""
+    while True:
+        chunk, nxt = read(pos, size)
+        if any(match(row.data[1]) for row in chunk):
+            return True
+        if nxt is None:
+            return False
+        pos, size = nxt, min(2 * size, _CHUNK_MAX)
+
+
+def _span(need: int, seen: int, found: int) -> int:
+    """How many rows likely hold ``need`` more matches, by the share of matches among the ``seen``
+    rows so far (twice as many rows as seen while none matched), within ``[1, _CHUNK_MAX]``."""
+    if found == 0:
+        return min(_CHUNK_MAX, max(need, 2 * seen))
+    return min(_CHUNK_MAX, max(need, -(-need * seen // found)))
 
 
 class _Reads:
