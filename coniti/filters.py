@@ -15,20 +15,21 @@ dot cannot be addressed. A condition that is an object with no ``$`` keys is a n
 
 Conditions. A plain value means ``{"$eq": value}``; an object of operators means all of them:
 
-===============  ================================================================================
-``$eq`` v        equal to v (see equality below); a missing path reads as null
-``$ne`` v        not ``$eq`` v, so a missing path matches ``$ne`` of anything but null
-``$gt`` ``$gte``  ordered comparison: number with number, string with string (code point order).
-``$lt`` ``$lte``  Anything else (a missing path, null, a bool, a number against a string) does not
-                 match and never raises. The operand must be a number or a string.
-``$in`` [..]     ``$eq`` one of the list (a missing path matches when the list holds null);
-                 the operand must be a list
-``$nin`` [..]    not ``$in``; the operand must be a list
-``$exists`` b    the path is present (a stored null is present) when b is true, absent when false;
-                 the operand must be a bool
-``$contains`` v  a string value holds the string v as a substring; a list value has an element
-                 equal to v. Any other value, or a string against a non-string v, does not match
-===============  ================================================================================
+====================  ===========================================================================
+``$eq`` v             equal to v (see equality below); a missing path reads as null
+``$ne`` v             not ``$eq`` v, so a missing path matches ``$ne`` of anything but null
+``$gt`` ``$gte`` v    ordered comparison: number with number, string with string (code point
+``$lt`` ``$lte`` v    order). Anything else (a missing path, null, a bool, a number against a
+                      string) does not match and never raises. v must be a number or a string
+``$in`` [..]          ``$eq`` one of the list (a missing path matches when the list holds null);
+                      the operand must be a list
+``$nin`` [..]         not ``$in``; the operand must be a list
+``$exists`` b         the path is present (a stored null is present) when b is true, absent when
+                      false; the operand must be a bool
+``$contains`` v       a string value holds the string v as a substring; a list value has an
+                      element equal to v. Any other value, or a string against a non-string v,
+                      does not match
+====================  ===========================================================================
 
 Logic. At the level of paths, ``{"$and": [f, ...]}`` and ``{"$or": [f, ...]}`` take a non-empty list
 of filters and ``{"$not": f}`` one filter; they combine with sibling path keys by "and". Any other
@@ -41,7 +42,17 @@ by key. ``{"tags": "x"}`` does **not** match ``tags: ["x", "y"]``: use ``{"tags"
 strictly, a nested object compares key by key, a missing key reads as null), with two deliberate
 differences: LangGraph compares bools with Python's ``==`` (``True == 1``) and orders with
 ``float()`` (so ``"5" > 3``, and a non-numeric string raises); here a bool is not a number and a
-comparison between types simply does not match.
+comparison between types simply does not match. (A nested filter also reads through a non-object:
+``{"a": {"b": None}}`` matches ``a: 5`` here, as ``{"a.b": None}`` does.)
+
+Empty. ``{}`` matches everything; an empty condition (``{"a": {}}``) is refused as ambiguous.
+
+Scans. A backend applies a filter to the records of the requested range and namespace: a filtered
+``scan`` page holds ``limit`` matching records unless no more follow, ``next_cursor`` is None exactly
+when no match follows, and the cursor is the position of the page's last record, the same
+(timestamp, write order) position an unfiltered scan gives. So a cursor is not tied to its filter:
+resumed with another filter, or none, it continues right after that record. ``count`` with a filter
+equals the length of the filtered scan. Time-travel views filter as of their point.
 
 Limits. A filter is nested at most :data:`MAX_FILTER_DEPTH` levels (each ``$and``/``$or``/``$not``
 and each nested filter object is a level); operands are JSON values as :func:`check_json_value`
@@ -256,16 +267,16 @@ def _is_number(value: Any) -> bool:
     return type(value) is not bool and isinstance(value, int | float)
 
 
-def json_equal(a: Any, b: Any) -> bool:
+def _json_equal(a: Any, b: Any) -> bool:
     """JSON equality: numbers by value, a bool is not a number, lists in order, objects key by key."""
     if _is_number(a):
         return _is_number(b) and a == b
     if isinstance(a, list):
         return (
-            isinstance(b, list) and len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+            isinstance(b, list) and len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
         )
     if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b  # None, bool, str
 
 
@@ -288,7 +299,7 @@ def _contains(value: Any, operand: Any) -> bool:
     if isinstance(value, str):
         return isinstance(operand, str) and operand in value
     if isinstance(value, list):
-        return any(json_equal(element, operand) for element in value)
+        return any(_json_equal(element, operand) for element in value)
     return False
 
 
@@ -303,13 +314,13 @@ def _op_test(op: str, operand: Any, path: tuple[str, ...]) -> Predicate:
         return None if value is _MISSING else value
 
     if op == "$eq":
-        return lambda m: json_equal(or_null(m), operand)
+        return lambda m: _json_equal(or_null(m), operand)
     if op == "$ne":
-        return lambda m: not json_equal(or_null(m), operand)
+        return lambda m: not _json_equal(or_null(m), operand)
     if op == "$in":
-        return lambda m: any(json_equal(or_null(m), x) for x in operand)
+        return lambda m: any(_json_equal(or_null(m), x) for x in operand)
     if op == "$nin":
-        return lambda m: not any(json_equal(or_null(m), x) for x in operand)
+        return lambda m: not any(_json_equal(or_null(m), x) for x in operand)
     if op == "$exists":
         return lambda m: (read(m) is not _MISSING) is operand
     if op == "$contains":
