@@ -2,10 +2,10 @@
 
 Every read and write of memory goes through :class:`MemoryBackend`. Its abstract core is the spec's
 eight operations (``put``, ``get``, ``delete``, ``scan``, ``count``, ``get_meta``, ``set_meta``,
-``clear``), each taking a request contract and returning a result contract, and ``namespaces``
-(the live namespaces under a prefix). Everything else — paging
-(``iter_all``), the memory file (``dump``/``load``), async twins and request factories — is written
-once here on top of that core, so every backend inherits it.
+``clear``), each taking a request contract and returning a result contract, plus ``namespaces``
+(the live namespaces under a prefix). Everything else — paging (``iter_all``), the memory file
+(``dump``/``load``), async twins and request factories — is written once here on top of that core,
+so every backend inherits it.
 
 Rules every backend follows (checked by :mod:`coniti.testing`):
 
