@@ -509,6 +509,13 @@ class EventLog:
         with self.store.read() as txn:
             return [ns for _, ns in Projections(txn, self._dbs).namespaces()]
 
+    def live_namespaces(self, as_of: int | None = None) -> list[Namespace]:
+        """The namespaces holding at least one record now (or right after event ``as_of``), in
+        order of first use; one snapshot, one counter read per namespace ever used."""
+        with self.store.read() as txn:
+            p = Projections(txn, self._dbs)
+            return [ns for nsid, ns in p.namespaces() if p.count(nsid, as_of)]
+
     def seq_at_time(self, at: float) -> int:
         """The last event recorded at or before ``at`` (0 if none)."""
         with self.store.read() as txn:
