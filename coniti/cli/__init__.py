@@ -21,6 +21,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     try:
         from coniti.cli.app import run
+
+        return run(argv)
     except ModuleNotFoundError as exc:
         if exc.name in ("click", "rich"):
             print(
@@ -29,4 +31,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 1
         raise
-    return run(argv)
