@@ -128,50 +128,23 @@ def _setter(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     return callback
 
 
+def _shared(*decls: str, setting: str, **kwargs: Any) -> Callable[[F], F]:
+    """An option that sets ``Settings.<setting>`` when given, wherever it appears on the line."""
+    return click.option(*decls, expose_value=False, callback=_setter(setting), **kwargs)
+
+
 def common_options(func: F) -> F:
     """Add --store, --json, --actor, --reason and --debug to a command or group."""
     options = [
-        click.option(
-            "--store",
-            metavar="PATH",
-            default=None,
-            expose_value=False,
-            callback=_setter("store"),
-            help="Store directory (default: $CONITI_STORE, else $XDG_DATA_HOME/coniti/store).",
-        ),
-        click.option(
-            "--json",
-            "json_",
-            is_flag=True,
-            default=False,
-            expose_value=False,
-            callback=_setter("json"),
-            help="Machine-readable output: one JSON document, or JSON lines for streams.",
-        ),
-        click.option(
-            "--actor",
-            metavar="NAME",
-            default=None,
-            expose_value=False,
-            callback=_setter("actor"),
-            help="Who is acting; stamped on the events written (default: $CONITI_ACTOR).",
-        ),
-        click.option(
-            "--reason",
-            metavar="TEXT",
-            default=None,
-            expose_value=False,
-            callback=_setter("reason"),
-            help="Why; stamped on the events written.",
-        ),
-        click.option(
-            "--debug",
-            is_flag=True,
-            default=False,
-            expose_value=False,
-            callback=_setter("debug"),
-            help="Show the full traceback on errors.",
-        ),
+        _shared("--store", setting="store", metavar="PATH",
+                help="Store directory (default: $CONITI_STORE, else $XDG_DATA_HOME/coniti/store)."),
+        _shared("--json", "json_", setting="json", is_flag=True,
+                help="Machine-readable output: one JSON document, or JSON lines for streams."),
+        _shared("--actor", setting="actor", metavar="NAME",
+                help="Who is acting; stamped on the events written (default: $CONITI_ACTOR)."),
+        _shared("--reason", setting="reason", metavar="TEXT",
+                help="Why; stamped on the events written."),
+        _shared("--debug", setting="debug", is_flag=True, help="Show the full traceback on errors."),
     ]
     for option in reversed(options):
         func = option(func)
