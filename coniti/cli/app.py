@@ -104,7 +104,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     except (ConitiError, ParseError, OSError) as exc:
         return _report(obj, exc, "error")
     except ModuleNotFoundError as exc:
-        if exc.name in ("click", "rich"):
+        if (exc.name or "").partition(".")[0] in ("click", "rich"):
             raise  # main() names the package to install (rich is imported on first output)
         return _report(obj, exc, "internal error", hint=True)
     except Exception as exc:
