@@ -414,6 +414,10 @@ class MemoryBackend(ABC):
     """True when writes raise :class:`ReadOnlyError`: a time-travel view, or a store opened
     read-only (set per instance)."""
 
+    as_of: int | None = None
+    """For a time-travel view, the sequence number it shows memory right after; None for current
+    memory (set per instance)."""
+
     # Optional capabilities: declared here, never detected; coniti.testing.CapabilityTests checks
     # that each declaration agrees with what the backend does.
 

@@ -577,10 +577,12 @@ class LogView(_Reads, MemoryBackend):
         self._log = store._log
         self._cursors = store._cursors
         self._as_of = seq
+        self.as_of = seq
 
     @property
     def seq(self) -> int:
-        """The event this view shows the memory right after (0: the empty memory)."""
+        """The event this view shows the memory right after (0: the empty memory); also
+        :attr:`~coniti.memory.MemoryBackend.as_of`."""
         assert self._as_of is not None
         return self._as_of
 
