@@ -215,6 +215,15 @@ def test_import_rejects_a_gap(store: LogBackend, tmp_path: Path) -> None:
     _reject(_write(tmp_path / "bad.jsonl", lines), tmp_path, "line 4: expected event 3, found event 4")
 
 
+def test_import_names_the_first_bad_line(store: LogBackend, tmp_path: Path) -> None:
+    """A gap (line 4) before a line that is not JSON (line 7): the earlier line is the one named,
+    although the frames are checked a batch at a time after their lines are read."""
+    lines = _exported(store, tmp_path)
+    del lines[3]
+    lines[6] = "{not json"
+    _reject(_write(tmp_path / "bad.jsonl", lines), tmp_path, "line 4: expected event 3, found event 4")
+
+
 def test_import_rejects_reordered_lines(store: LogBackend, tmp_path: Path) -> None:
     """Two swapped lines are refused."""
     lines = _exported(store, tmp_path)
