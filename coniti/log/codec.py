@@ -15,7 +15,7 @@ An event is stored in the ``log`` sub-database (key: its sequence number) as a *
   digest only, so dropping a payload (erasure) leaves every hash intact.
 
 The frame layout is written by :func:`_encode`, the one envelope encoder, and read by
-:func:`_envelope_end`, nowhere else. Decoding is strict: map keys must be strings, the only ext type
+:func:`split_frame`, nowhere else. Decoding is strict: map keys must be strings, the only ext type
 is :data:`EXT_BIGINT` (integers outside 64 bits, as decimal text), lengths are bounded by the frame,
 and an event of a newer :data:`EVENT_VERSION` is refused rather than guessed at. An older one is
 upcast on read through :data:`UPCASTERS` (:func:`_current`). A frame that does not decode raises
@@ -133,35 +133,29 @@ class LogEvent:
 # -- the frame layout ------------------------------------------------------------------------
 
 
-def _envelope_end(frame: bytes) -> int:
-    """Where the envelope of ``frame`` ends: the digest follows, then the payload (to the end).
-    Raises ValueError if the frame is too short for its envelope length and digest. The frame is
-    written by :func:`_encode`."""
+def split_frame(frame: bytes | memoryview) -> tuple[bytes, bytes, bytes]:
+    """``(envelope bytes, digest, payload bytes)`` of a frame: the one reader of the frame layout
+    (:func:`_encode` writes it). Raises ValueError if the frame is too short for its envelope length
+    and digest."""
+    if type(frame) is not bytes:
+        frame = bytes(frame)
     size = len(frame)
     if size < _HEAD + _DIGEST:
         raise ValueError("frame too short")
     end: int = _HEAD + _unpack_u32(frame)[0]
     if end + _DIGEST > size:
         raise ValueError("envelope length exceeds the frame")
-    return end
-
-
-def split_frame(frame: bytes | memoryview) -> tuple[bytes, bytes, bytes]:
-    """``(envelope bytes, digest, payload bytes)`` of a frame; raises ValueError if malformed."""
-    if type(frame) is not bytes:
-        frame = bytes(frame)
-    end = _envelope_end(frame)
     return frame[_HEAD:end], frame[end : end + _DIGEST], frame[end + _DIGEST :]
 
 
 def erase_payload(frame: bytes) -> bytes:
     """``frame`` without its payload: envelope and digest kept, so its hash is unchanged."""
-    return frame[: _envelope_end(frame) + _DIGEST]
+    return frame[: len(frame) - len(split_frame(frame)[2])]
 
 
 def is_erased(frame: bytes) -> bool:
     """True when a put or meta ``frame`` has no payload (its content was erased)."""
-    return len(frame) == _envelope_end(frame) + _DIGEST
+    return not split_frame(frame)[2]
 
 
 # -- encoding --------------------------------------------------------------------------------
@@ -263,7 +257,7 @@ def _encode(
     ``seq``, recorded at ``at``, chained from ``prev``, each ``(namespace, record id, note
     timestamp, payload, payload digest)`` (id and timestamp None where the kind has none), and the
     hash of the last. Envelope fields in §3.2's order, optional ones only when given; each frame is
-    ``u32 E | envelope | digest | payload`` (the layout :func:`_envelope_end` reads)."""
+    ``u32 E | envelope | digest | payload`` (the layout :func:`split_frame` reads)."""
     pack = _packer().pack
     frames: list[bytes] = []
     add = frames.append
@@ -576,11 +570,10 @@ def decode_envelope(frame: bytes, seq: int | None = None) -> LogEvent:
     ``erased`` is set for a put or meta frame without a payload). Enough to fold and to follow the
     hash chain; raises like :func:`decode_event`."""
     try:
-        end = _envelope_end(frame)
-        env_bytes = frame[_HEAD:end]
+        env_bytes, digest, payload_bytes = split_frame(frame)
         env = _envelope(_current(_unpack(env_bytes), None)[0], seq)
-        erased = end + _DIGEST == len(frame) and env["k"] in (PUT, META)
-        return _event(env, env_bytes, frame[end : end + _DIGEST], None, None, erased)
+        erased = not payload_bytes and env["k"] in (PUT, META)
+        return _event(env, env_bytes, digest, None, None, erased)
     except _MALFORMED as exc:
         raise _corrupted(_where(seq), exc) from exc
 
@@ -588,10 +581,8 @@ def decode_envelope(frame: bytes, seq: int | None = None) -> LogEvent:
 def _stored(frame: bytes) -> tuple[dict[str, Any], Any]:
     """The envelope and the decoded payload (None if there is none) of a frame the store wrote, of
     the current event version (upcast if older). Fields are not checked (the fast read paths)."""
-    end = _envelope_end(frame)
-    env = _unpack(frame[_HEAD:end])
-    payload_bytes = frame[end + _DIGEST :]
-    return _current(env, _unpack(payload_bytes) if payload_bytes else None)
+    env_bytes, _, payload_bytes = split_frame(frame)
+    return _current(_unpack(env_bytes), _unpack(payload_bytes) if payload_bytes else None)
 
 
 def decode_record(frame: bytes) -> tuple[str, float, RecordData | None]:
@@ -629,13 +620,13 @@ def decode_content(frame: bytes) -> RecordData | None:
     if UPCASTERS:
         return decode_record(frame)[2]
     try:
-        start = _envelope_end(frame) + _DIGEST
-        if len(frame) == start:
+        payload_bytes = split_frame(frame)[2]
+        if not payload_bytes:
             return None
         try:
-            payload = _unpackb(frame[start:], ext_hook=_ext_hook)
+            payload = _unpackb(payload_bytes, ext_hook=_ext_hook)
         except UnicodeDecodeError:
-            payload = _unpack(frame[start:])
+            payload = _unpack(payload_bytes)
         return _stored_record(payload)
     except _MALFORMED as exc:
         raise _corrupted("a put event", exc) from exc
@@ -644,7 +635,7 @@ def decode_content(frame: bytes) -> RecordData | None:
 def recorded_at(frame: bytes) -> float:
     """The recorded time of a frame's event (its envelope only; no hash, no payload)."""
     try:
-        env, _ = _current(_unpack(frame[_HEAD : _envelope_end(frame)]), None)
+        env, _ = _current(_unpack(split_frame(frame)[0]), None)
         at = env["t"]
         if type(at) is not float:
             raise ValueError("field t (recorded time) is not a float")
