@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from coniti.errors import MemoryFileError
+from coniti.jsonl import atomic_text_writer, fsync_dir, json_line, parse_json_line, read_lines
 from coniti.log.chain import FoldError
 from coniti.log.codec import EVENT_VERSION, GENESIS, LogEvent, decode_envelope
 from coniti.log.eventlog import EventLog
 from coniti.log.feed import read_frames
-from coniti.memfile import atomic_text_writer, fsync_dir, json_line, parse_json_line, read_lines
 
 __all__ = ["EVENT_FIELDS", "EXPORT_FORMAT", "EXPORT_VERSION", "export_log", "import_log"]
 
