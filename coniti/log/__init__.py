@@ -2,11 +2,12 @@
 same transaction. Plain values only (no pydantic, nothing from :mod:`coniti.memory`).
 
 Modules: :mod:`~coniti.log.keys` (key encodings), :mod:`~coniti.log.codec` (events <-> bytes),
-:mod:`~coniti.log.chain` (the hash chain walker and :class:`FoldError`), :mod:`~coniti.log.store` (LMDB environments, transactions, error translation),
-:mod:`~coniti.log.projections` (the fold and index reads), :mod:`~coniti.log.eventlog` (operations,
-erasure, compaction), :mod:`~coniti.log.checks` (rebuild and verify), :mod:`~coniti.log.feed` (event
-ranges, history, diff, waiting for commits, subscription positions), :mod:`~coniti.log.logfile`
-(the ``coniti-log`` export and its importer). The format is specified in ``log/FORMAT.md``.
+:mod:`~coniti.log.chain` (the hash chain walker and :class:`FoldError`), :mod:`~coniti.log.store`
+(LMDB environments, transactions, error translation), :mod:`~coniti.log.projections` (the fold and
+index reads), :mod:`~coniti.log.eventlog` (operations, erasure, compaction),
+:mod:`~coniti.log.checks` (rebuild and verify), :mod:`~coniti.log.feed` (event ranges, history,
+diff, waiting for commits, subscription positions), :mod:`~coniti.log.logfile` (the ``coniti-log``
+export and its importer). The format is specified in ``log/FORMAT.md``.
 """
 
 from coniti.log.chain import FoldError

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from coniti.errors import MemoryFileError
+from coniti.errors import MemoryFileError, StoreVersionError
 from coniti.jsonl import atomic_text_writer, fsync_dir, json_line, parse_json_line, read_lines
 from coniti.log.chain import FoldError
 from coniti.log.codec import EVENT_VERSION, GENESIS, LogEvent, decode_envelope
@@ -213,21 +213,27 @@ class _Batch:
         self.log = log
         self.lines: dict[int, dict[str, Any]] = {}
         self.frames: list[bytes] = []
+        self.reached = 0
+        """The last event that decoded and chained (the import fails, if it does, after it)."""
 
     def add(self, seq: int, data: dict[str, Any], frame: bytes) -> None:
         self.lines[seq] = data
         self.frames.append(frame)
 
     def check(self, event: LogEvent) -> None:
+        self.reached = event.seq
         _check_readable(self.lines[event.seq], event)
 
     def flush(self) -> None:
         """Import the batch: raises :class:`MemoryFileError` naming the line of the first event
         that does not decode, chain, match its readable fields or apply."""
+        self.reached = min(self.lines, default=1) - 1
         try:
             self.log.import_frames(self.frames, self.check)
         except FoldError as exc:
             raise MemoryFileError(f"line {exc.seq + 1}: {exc}") from None
+        except StoreVersionError as exc:
+            raise MemoryFileError(f"line {self.reached + 2}: {exc}") from None
         self.lines.clear()
         self.frames.clear()
 
