@@ -404,13 +404,13 @@ def test_map_grows_while_other_threads_read(path: Path) -> None:
 
 
 def test_store_of_a_newer_format_is_refused(path: Path) -> None:
-    """A store whose system table names a newer format version raises StoreVersionError at open."""
+    """A store whose system table names a newer layout version raises StoreVersionError at open."""
     from coniti.errors import StoreVersionError
-    from coniti.log.store import SYS_DB, SYS_FORMAT
+    from coniti.log.store import SYS_DB, SYS_LAYOUT
 
     with LogBackend(path) as backend, backend._env.begin(write=True) as txn:
-        txn.put(SYS_FORMAT, (99).to_bytes(4, "big"), db=backend._log.store.dbs[SYS_DB])
-    with pytest.raises(StoreVersionError, match="format version 99"):
+        txn.put(SYS_LAYOUT, (99).to_bytes(4, "big"), db=backend._log.store.dbs[SYS_DB])
+    with pytest.raises(StoreVersionError, match="layout version 99"):
         LogBackend(path)
 
 

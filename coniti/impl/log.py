@@ -25,7 +25,7 @@ Contracts:
   around it in its chunk, and its cursor is the position of its last record, as unfiltered.
 * **Time travel and audit**: :meth:`LogBackend.at` views, :meth:`~LogBackend.events`,
   :meth:`~LogBackend.history`, :meth:`~LogBackend.diff`, :meth:`~LogBackend.follow` and durable
-  subscriptions (:mod:`coniti.impl.log_audit`), the ``coniti-log`` export (:mod:`coniti.logfile`),
+  subscriptions (:mod:`coniti.impl.log_audit`), the ``coniti-log`` export (:mod:`coniti.log.logfile`),
   :meth:`~LogBackend.erase` and :meth:`~LogBackend.compact`.
 """
 
@@ -45,7 +45,7 @@ from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
 from coniti.impl import log_audit as _audit
 from coniti.impl.log_audit import Subscription
-from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport
+from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
 from coniti.log import verify as _verify
 from coniti.memory import (
@@ -530,15 +530,13 @@ class LogBackend(_Reads, MemoryBackend):
         """
         return self._log.compact()
 
-    # -- the log export (coniti/logfile.py) ----------------------------------------------------
+    # -- the log export (coniti/log/logfile.py) ------------------------------------------------
 
     def export_log(self, target: str | os.PathLike[str] | IO[str]) -> int:
         """Write the whole history, every event up to the current head, as a ``coniti-log`` JSONL
         file; returns the number of events. Atomic for a path (``.partial`` then rename; ``.gz``
-        selects gzip). See :mod:`coniti.logfile`."""
-        from coniti import logfile
-
-        return logfile.export_log(self, target)
+        selects gzip). See :mod:`coniti.log.logfile`."""
+        return logfile.export_log(self._log, target)
 
     @classmethod
     def import_log(
@@ -554,11 +552,8 @@ class LogBackend(_Reads, MemoryBackend):
         ``coniti-log`` file: same sequence numbers, hashes and head hash. Everything is checked before
         the store appears; a rejection raises :class:`MemoryFileError` naming the line and creates
         nothing at ``path``. Returns the opened store."""
-        from coniti import logfile
-
-        return logfile.import_log(
-            source, path, durability=durability, actor=actor, map_size=map_size
-        )
+        logfile.import_log(source, path)
+        return cls(path, durability=durability, actor=actor, map_size=map_size)
 
 
 class LogView(_Reads, MemoryBackend):
