@@ -4,18 +4,24 @@ Line 1 is a header ``{"format", "version", "embedding_id", "namespace", "created
 following line is one :class:`~coniti.memory.MemoryRecord` as ``to_dict()`` gives it. UTF-8, ``\\n``.
 
 :func:`dump` streams one namespace page by page. For a path it writes a new temporary file beside it
-(mode 0600, created exclusively), flushes it to disk and renames it over the target only when every
-record was written, so a failed dump leaves any previous file untouched; a target that is a directory,
-device, FIFO or socket is refused (see :mod:`coniti.atomicfile`); ``.gz`` in the name selects gzip. If the number of records written
+(mode 0600, created exclusively under a random name), flushes it to disk and renames it over the
+target only when every record was written, so a failed dump leaves any previous file untouched; a
+target that is a directory, device, FIFO or socket is refused (see :mod:`coniti.atomicfile`); ``.gz``
+in the name selects gzip. If the number of records written
 differs from the header's count (memory changed while dumping) it fails with
 :class:`~coniti.errors.MemoryFileError`.
 
-:func:`load` reads and validates the whole file before writing anything (so it holds the records in
-memory), in this order of concern: format and major version; header fields; no blank lines and every
-record valid; no duplicate id within a namespace; the record count; the embedding id against the
-target's; no id already in the target. Any failure raises ``MemoryFileError`` naming the line where
-there is one, and the target is unchanged. It then writes in batches of 500; if a write fails it deletes
-what it wrote (best effort, through the backend's own delete) and raises ``MemoryFileError``.
+:func:`load` reads and validates the whole file before writing anything, in this order of concern:
+format and major version; header fields; no blank lines and every record valid; no duplicate id within
+a namespace; the record count; the embedding id against the target's; no id already in the target.
+Any failure raises ``MemoryFileError`` naming the line where there is one, and the target is unchanged.
+Validation streams: it holds one batch of records at a time and a 64-bit hash per record (a repeated
+hash is confirmed by a second pass), so memory does not grow with the file. A stream (stdin) is first
+copied to an anonymous temporary file, since the file is read again to write it. Then, where the
+backend declares :attr:`~coniti.memory.MemoryBackend.supports_put_batches`, every record and the
+embedding id are written in one all-or-nothing step (a crash, SIGKILL or Ctrl-C leaves nothing, and a
+retry succeeds); otherwise in batches of 500, and if a write fails what was written is deleted (best
+effort, through the backend's own delete). Either way the error is ``MemoryFileError``.
 
 Reading a record line: a line byte for byte as :func:`dump` writes it is read by a fast path whose
 shape proves that orjson's reading is the strict reader's (see :func:`_canonical_record`); any other
@@ -27,15 +33,11 @@ from __future__ import annotations
 
 import array
 import contextlib
-import gzip
-import io
-import json
 import math
 import os
 import re
 import struct
 import tempfile
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,9 +47,19 @@ import numpy as np
 import orjson
 
 from coniti.actor import Note
-from coniti.atomicfile import atomic_writer, fsync_dir
 from coniti.contracts import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH, ContractError
 from coniti.errors import DuplicateRecord, MemoryBackendError, MemoryFileError, namespace_text
+from coniti.jsonl import (
+    MAX_LINE_BYTES,
+    Source,
+    atomic_binary_writer,
+    atomic_text_writer,
+    fsync_dir,
+    json_line,
+    parse_json_line,
+    read_lines,
+    standard_json,
+)
 from coniti.memory import (
     VECTOR_DTYPES,
     CountRequest,
@@ -66,7 +78,6 @@ __all__ = [
     "BATCH_SIZE",
     "FORMAT",
     "MAX_LINE_BYTES",
-    "Source",
     "VERSION",
     "atomic_text_writer",
     "dump",
@@ -83,9 +94,6 @@ VERSION = "1.0.0"
 SUPPORTED_MAJOR = 1
 BATCH_SIZE = 500
 PAGE_SIZE = 500
-MAX_LINE_BYTES = 32 * 1024 * 1024
-"""Longest line a reader accepts (32 MiB of UTF-8); a longer line is refused after reading this much
-of it, never buffered whole."""
 _BATCH_BYTES = 8 * 1024 * 1024
 """A load batch holds at most :data:`BATCH_SIZE` records and about this many bytes of lines."""
 
@@ -96,30 +104,6 @@ _RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 # -- writing -------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _atomic_binary_writer(path: Path) -> Iterator[IO[bytes]]:
-    """A byte stream replacing ``path`` atomically (see :mod:`coniti.atomicfile`), gzip if ``.gz``."""
-    with atomic_writer(path) as raw:
-        if path.name.endswith(".gz"):
-            with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0) as packed:
-                yield packed  # type: ignore[misc]
-        else:
-            yield raw
-
-
-@contextlib.contextmanager
-def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
-    """A text stream for ``target``. For a path: a new file replacing it atomically once the body
-    returns (gzip if ``.gz``; see :mod:`coniti.atomicfile` for what is refused and guaranteed). A
-    stream is used as it is."""
-    if not isinstance(target, str | os.PathLike):
-        yield target
-        return
-    with _atomic_binary_writer(Path(target)) as binary:
-        text = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
-        yield text
-        text.flush()
-        text.detach()
 
 
 _FLOAT32 = np.dtype(np.float32)
@@ -149,28 +133,9 @@ def record_bytes(record: MemoryRecord) -> bytes:
     try:
         return orjson.dumps(data, option=_DUMP_OPTIONS)
     except TypeError:
-        return (_standard_json(data) + "\n").encode("utf-8")
+        return (standard_json(data) + "\n").encode("utf-8")
 
 
-def json_line(data: Any) -> str:
-    """``data`` (JSON values and numpy vectors) as one line of JSON, without the newline. orjson where
-    it can; a string holding lone surrogates (a namespace or key may) is written with ``\\u`` escapes
-    by the standard encoder instead, since UTF-8 cannot carry it."""
-    try:
-        return orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")
-    except TypeError:
-        return _standard_json(data)
-
-
-def _standard_json(data: Any) -> str:
-    """``data`` by the standard encoder: compact, ASCII with ``\\u`` escapes, numpy vectors as lists."""
-    return json.dumps(data, separators=(",", ":"), allow_nan=False, default=_array_list)
-
-
-def _array_list(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
 def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[str, ...] = ()) -> int:
@@ -186,7 +151,7 @@ def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[
         "count": expected,
     }
     if isinstance(target, str | os.PathLike):
-        with _atomic_binary_writer(Path(target)) as out:
+        with atomic_binary_writer(Path(target)) as out:
             return _write_records(backend, namespace, header, expected, out.write)
     stream = target
     return _write_records(backend, namespace, header, expected, lambda b: stream.write(b.decode("utf-8")))
@@ -223,155 +188,6 @@ def _write_records(
 # -- reading -------------------------------------------------------------------------------------
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
-def _finite_float(token: str) -> float:
-    value = float(token)
-    if not math.isfinite(value):
-        raise ValueError(f"number {token[:40]} overflows to infinity")
-    return value
-
-
-def _refuse_constant(token: str) -> Any:
-    raise ValueError(f"{token} is not allowed (numbers must be finite)")
-
-
-_KEY_END = re.compile(r'"\s*:')
-
-
-def _key_ends(line: str) -> int:
-    """How often '"' is followed by optional white space and ':' — at least the number of keys."""
-    if '" ' in line or '"\t' in line or '"\r' in line or '"\n' in line:
-        return len(_KEY_END.findall(line))
-    return line.count('":')
-
-
-def _shape(value: Any) -> tuple[int, bool]:
-    """How many keys the parsed value's objects hold, and whether a float of magnitude >= 2**63 with
-    no fraction appears (orjson reads integer tokens beyond 64 bits as floats). A record's ``vector``
-    is not walked: it must be a list of numbers, which record validation checks anyway."""
-    keys = 0
-    huge = False
-    stack = [value]
-    if isinstance(value, dict) and isinstance(value.get("vector"), list):
-        keys = len(value)
-        stack = [v for k, v in value.items() if k != "vector"]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            keys += len(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, float) and abs(item) >= 2.0**63 and item.is_integer():
-            huge = True
-    return keys, huge
-
-
-def parse_json_line(line: str, lineno: int) -> Any:
-    """Strict JSON for one line: no NaN/Infinity, no numbers overflowing to infinity, no duplicate
-    keys. Errors raise :class:`MemoryFileError` naming ``lineno``."""
-    try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        slow = True  # the standard parser words the error, or reads escaped lone surrogates
-    else:
-        # Every key ends with '"' then ':', so the pattern count is at least the number of keys
-        # written; when it equals the number of keys parsed, no key was repeated. Otherwise look
-        # closely. Also when a huge whole float appears: orjson reads integers beyond 64 bits as floats.
-        if isinstance(data, dict | list):
-            keys, huge = _shape(data)
-            slow = huge or keys != _key_ends(line)
-        else:
-            slow = False
-    if slow:
-        try:
-            data = json.loads(
-                line,
-                object_pairs_hook=_no_duplicate_keys,
-                parse_float=_finite_float,
-                parse_constant=_refuse_constant,
-            )
-        except RecursionError:
-            raise MemoryFileError(f"line {lineno}: JSON is nested too deeply") from None
-        except ValueError as exc:
-            raise MemoryFileError(f"line {lineno}: invalid JSON: {exc}") from None
-    return data
-
-
-Source = str | os.PathLike[str] | IO[str] | IO[bytes]
-"""A path (``.gz``: gzip), a text stream or a byte stream."""
-
-
-@contextlib.contextmanager
-def _open_source(source: Source) -> Iterator[IO[bytes] | IO[str]]:
-    """A byte stream for a path (decompressed for ``.gz``); a stream as it is."""
-    if not isinstance(source, str | os.PathLike):
-        yield source
-        return
-    path = Path(source)
-    try:
-        if path.name.endswith(".gz"):
-            stream: IO[bytes] = gzip.open(path, "rb")  # type: ignore[assignment]  # noqa: SIM115
-        else:
-            stream = open(path, "rb")  # noqa: SIM115
-    except OSError as exc:
-        raise MemoryFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    with stream:
-        yield stream
-
-
-def _stream_lines(stream: IO[bytes] | IO[str]) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of each line, read with ``readline(MAX_LINE_BYTES + 1)`` so that no
-    more than that is ever read into memory for one line. Bytes are decoded line by line, so an
-    undecodable byte is reported on its own line."""
-    lineno = 0
-    while True:
-        lineno += 1
-        try:
-            raw = stream.readline(MAX_LINE_BYTES + 1)
-        except UnicodeDecodeError as exc:  # a text stream decodes ahead: the line is approximate
-            raise MemoryFileError(f"line {lineno}: not valid UTF-8 ({exc.reason})") from None
-        except MemoryError:
-            raise MemoryFileError(f"line {lineno}: not enough memory to read it") from None
-        except (OSError, EOFError, zlib.error) as exc:
-            raise MemoryFileError(f"line {lineno}: cannot read the file: {exc}") from exc
-        if not raw:
-            return
-        if isinstance(raw, bytes):
-            complete = raw.endswith(b"\n")
-            if not complete and len(raw) > MAX_LINE_BYTES:
-                raise MemoryFileError(f"line {lineno}: longer than {MAX_LINE_BYTES} bytes")
-            try:
-                line = (raw[:-1] if complete else raw).decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise MemoryFileError(
-                    f"line {lineno}: not valid UTF-8 (byte {exc.start + 1} of the line: {exc.reason})"
-                ) from None
-            del raw
-        else:
-            if raw.endswith("\n"):
-                line = raw[:-1]
-            elif len(raw) > MAX_LINE_BYTES:
-                raise MemoryFileError(f"line {lineno}: longer than {MAX_LINE_BYTES} characters")
-            else:
-                line = raw
-        yield lineno, line
-
-
-def read_lines(source: Source) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` for each line, without its ``\\n``. A line longer than
-    :data:`MAX_LINE_BYTES` (characters for a text stream), undecodable bytes, corrupt gzip and I/O
-    errors raise :class:`MemoryFileError` naming the line."""
-    with _open_source(source) as stream:
-        yield from _stream_lines(stream)
 
 
 def _check_header(header: Any) -> tuple[tuple[str, ...], str | None, int]:
@@ -650,13 +466,11 @@ class _File:
 
     @contextlib.contextmanager
     def lines(self) -> Iterator[Iterator[tuple[int, str]]]:
-        """A fresh pass over the lines."""
-        if self._spool is None:
-            with _open_source(self._source) as stream:
-                yield _stream_lines(stream)
-        else:
+        """A fresh pass over the lines (the file is closed when the block ends)."""
+        if self._spool is not None:
             self._spool.seek(0)
-            yield _stream_lines(self._spool)
+        with contextlib.closing(read_lines(self._source if self._spool is None else self._spool)) as lines:
+            yield lines
 
     def header(self, lines: Iterator[tuple[int, str]]) -> tuple[tuple[str, ...], str | None, int]:
         first = next(lines, None)
