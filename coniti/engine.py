@@ -56,6 +56,7 @@ from coniti.errors import (
     EmbeddingMismatch,
     NotSupported,
     ReadOnlyError,
+    namespace_text,
 )
 from coniti.filters import Predicate, compile_filter
 from coniti.memory import (
@@ -468,7 +469,7 @@ class ContinuityEngine:
             for record in records:
                 if record.id in space.structures[0]:
                     raise DuplicateRecord(
-                        f"record id {record.id!r} already exists in namespace {ns!r}; nothing restored"
+                        f"record id {record.id!r} already exists in namespace {namespace_text(ns)}; nothing restored"
                     )
             self._write(ns, space, records)
             return len(records)
@@ -632,7 +633,7 @@ class ContinuityEngine:
             matrix = np.stack([r.vector for r in chunk])
             if matrix.shape[1] != self.embedder.dim:
                 raise EmbeddingMismatch(
-                    f"namespace {ns!r} holds vectors of length {matrix.shape[1]}; "
+                    f"namespace {namespace_text(ns)} holds vectors of length {matrix.shape[1]}; "
                     f"{self._spec_id!r} gives {self.embedder.dim}"
                 )
             times = np.array([r.note.timestamp for r in chunk], dtype=np.float64)
@@ -649,7 +650,7 @@ class ContinuityEngine:
     def _refuse_mismatch(self, stored: Any, ns: tuple[str, ...], what: str = "memory") -> None:
         if stored != self._spec_id:
             raise EmbeddingMismatch(
-                f"{what} in namespace {ns!r} was embedded with {stored!r}; this engine uses "
+                f"{what} in namespace {namespace_text(ns)} was embedded with {stored!r}; this engine uses "
                 f"{self._spec_id!r} ({self.embedder.name}). Open it with the embedding that wrote it."
             )
 

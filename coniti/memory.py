@@ -43,6 +43,7 @@ from coniti.errors import (
     MemoryFileError,
     NotSupported,
     ReadOnlyError,
+    namespace_text,
 )
 from coniti.filters import MetadataFilter
 
@@ -372,7 +373,7 @@ def check_put_ids(records: Sequence[MemoryRecord]) -> None:
         key = (record.namespace, record.note.id)
         if key in seen:
             raise DuplicateRecord(
-                f"record id {record.note.id!r} appears twice in one put (namespace {record.namespace!r})"
+                f"record id {record.note.id!r} appears twice in one put (namespace {namespace_text(record.namespace)})"
             )
         seen.add(key)
 
@@ -508,7 +509,9 @@ class MemoryBackend(ABC):
 
         return memfile.dump(self, target, namespace=tuple(namespace))
 
-    def load(self, source: str | Path | IO[str], namespace: Sequence[str] | None = None) -> int:
+    def load(
+        self, source: str | Path | IO[str] | IO[bytes], namespace: Sequence[str] | None = None
+    ) -> int:
         """Validate a ``coniti-memory`` file completely, then write it; returns the record count.
 
         See :func:`coniti.memfile.load`: nothing is written when anything is wrong.

@@ -35,7 +35,8 @@ class _Parsed(click.ParamType):  # type: ignore[type-arg]  # generic only from c
         try:
             return self._parse(value, field)
         except ParseError as exc:
-            self.fail(str(exc), param, ctx)
+            message = str(exc)  # click names the option already: "Invalid value for '--time': ..."
+            self.fail(message.removeprefix(f"{field}: "), param, ctx)
 
 
 NAMESPACE = _Parsed("namespace", lambda text, field: parse_namespace(text))

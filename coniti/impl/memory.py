@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from coniti.actor import TimeRange
 from coniti.contracts import check_json_value
 from coniti.cursor import CursorCodec
-from coniti.errors import DuplicateRecord
+from coniti.errors import DuplicateRecord, namespace_text
 from coniti.filters import Predicate, compile_filter
 from coniti.memory import (
     ClearRequest,
@@ -111,7 +111,7 @@ class InMemoryBackend(MemoryBackend):
                 space = self._spaces.get(record.namespace)
                 if space is not None and record.id in space.by_id:
                     raise DuplicateRecord(
-                        f"record id {record.id!r} already exists in namespace {record.namespace!r}"
+                        f"record id {record.id!r} already exists in namespace {namespace_text(record.namespace)}"
                     )
             for record in records:
                 space = self._spaces.setdefault(record.namespace, _Stored())
@@ -147,7 +147,7 @@ class InMemoryBackend(MemoryBackend):
                 space = self._spaces.get(record.namespace)
                 if space is not None and record.id in space.by_id:
                     raise DuplicateRecord(
-                        f"record id {record.id!r} already exists in namespace {record.namespace!r}"
+                        f"record id {record.id!r} already exists in namespace {namespace_text(record.namespace)}"
                     )
             touched: dict[tuple[str, ...], _Stored] = {}
             for record in records:
