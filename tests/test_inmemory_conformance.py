@@ -73,7 +73,7 @@ class TestInMemoryFilters(InMemoryFixtures, conformance.FilterTests):
     pass
 
 
-class TestInMemoryNamespaceListing(InMemoryFixtures, conformance.NamespaceListingTests):
+class TestInMemoryListing(InMemoryFixtures, conformance.ListingTests):
     pass
 
 

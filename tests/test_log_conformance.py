@@ -73,7 +73,7 @@ class TestLogFilters(LogFixtures, conformance.FilterTests):
     pass
 
 
-class TestLogNamespaceListing(LogFixtures, conformance.NamespaceListingTests):
+class TestLogListing(LogFixtures, conformance.ListingTests):
     pass
 
 
