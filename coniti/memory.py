@@ -533,11 +533,6 @@ class MemoryBackend(ABC):
 
     # -- async twins: the sync call on a worker thread (context variables are carried along) --
 
-    async def anamespaces(
-        self, prefix: Sequence[str] = (), max_depth: int | None = None
-    ) -> list[tuple[str, ...]]:
-        return await asyncio.to_thread(self.namespaces, prefix, max_depth)
-
     async def aput(self, request: PutRequest) -> PutResult:
         return await asyncio.to_thread(self.put, request)
 
@@ -561,4 +556,9 @@ class MemoryBackend(ABC):
 
     async def aclear(self, request: ClearRequest) -> ClearResult:
         return await asyncio.to_thread(self.clear, request)
+
+    async def anamespaces(
+        self, prefix: Sequence[str] = (), max_depth: int | None = None
+    ) -> list[tuple[str, ...]]:
+        return await asyncio.to_thread(self.namespaces, prefix, max_depth)
 

@@ -73,7 +73,7 @@ class TestInMemoryFilters(InMemoryFixtures, conformance.FilterTests):
     pass
 
 
-class TestInMemoryListing(InMemoryFixtures, conformance.ListingTests):
+class TestInMemoryNamespaceListing(InMemoryFixtures, conformance.NamespaceListingTests):
     pass
 
 

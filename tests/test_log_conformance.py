@@ -73,7 +73,7 @@ class TestLogFilters(LogFixtures, conformance.FilterTests):
     pass
 
 
-class TestLogListing(LogFixtures, conformance.ListingTests):
+class TestLogNamespaceListing(LogFixtures, conformance.NamespaceListingTests):
     pass
 
 

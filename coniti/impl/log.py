@@ -226,25 +226,16 @@ class _Reads:
 
     def count(self, request: CountRequest) -> CountResult:
         request = require(request, CountRequest)
-        if request.filter is not None:
-            return self._count_matching(request)
-        tr = request.time_range
-        n = self._log.count(
-            request.namespace,
-            None if tr is None else tr.start,
-            None if tr is None else tr.end,
-            self._as_of,
-        )
-        return CountResult._construct({"count": n})
-
-    def _count_matching(self, request: CountRequest) -> CountResult:
-        """A filtered count: the matching records of one unlimited scan (one snapshot)."""
         tr = request.time_range
         start = None if tr is None else tr.start
         end = None if tr is None else tr.end
-        match = compile_filter(request.filter)
-        rows = self._log.scan(request.namespace, start, end, None, None, self._as_of)[0]
-        return CountResult(count=sum(1 for r in rows if match(r.data[1])))
+        if request.filter is None:
+            n = self._log.count(request.namespace, start, end, self._as_of)
+        else:
+            match = compile_filter(request.filter)
+            rows = self._log.scan(request.namespace, start, end, None, None, self._as_of)[0]
+            n = sum(1 for r in rows if match(r.data[1]))
+        return CountResult._construct({"count": n})
 
     def namespaces(self, prefix: Sequence[str] = (), max_depth: int | None = None) -> list[Namespace]:
         """The live namespaces under ``prefix`` (see :meth:`MemoryBackend.namespaces`); a view

@@ -12,7 +12,7 @@ from coniti.memory import ClearRequest, DeleteRequest, MemoryBackend, MetaSetReq
 from coniti.testing.fixtures import BackendFixtures
 from coniti.testing.helpers import put, record
 
-__all__ = ["ListingTests"]
+__all__ = ["NamespaceListingTests"]
 
 SPACES = [("users", "bo"), ("users", "ana", "notes"), (), ("users", "ana"), ("usersx",), ("team",)]
 
@@ -22,7 +22,7 @@ def _fill(backend: MemoryBackend) -> None:
     put(backend, *[record(f"r{i}", float(i), namespace=ns) for i, ns in enumerate(SPACES)])
 
 
-class ListingTests(BackendFixtures):
+class NamespaceListingTests(BackendFixtures):
     """``namespaces``: live only, sorted, under a prefix, cut to ``max_depth``; bad arguments refused."""
 
     def test_fresh_backend_lists_nothing(self, backend: MemoryBackend) -> None:
