@@ -131,11 +131,12 @@ def _filtered_page(
     """Up to ``limit`` rows matching ``match`` after position ``after``, and the position of the last
     of them when another match follows (else None), read through :meth:`EventLog.scan`.
 
-    The walk reads chunks (each one snapshot) sized by the share of matches seen so far, at most
-    :data:`_CHUNK_MAX` rows. When the last match needed is not a chunk's last row and more matches
+    The walk reads chunks (each one snapshot), at most :data:`_CHUNK_MAX` rows: the first of
+    ``limit`` rows, each next one sized by the share of matches seen so far to hold about half the
+    matches still needed. When the last match needed is not a chunk's last row and more matches
     follow, the chunk's head is read again to learn that match's position (:meth:`EventLog.scan`
-    gives the position of a read's last row only); if a write changed it in between, the page is
-    read again from the start.
+    gives the position of a read's last row only); halving keeps that chunk, and so the re-read,
+    small. If a write changed the rows in between, the page is read again from the start.
     """
 
     def read(pos: Position | None, size: int) -> tuple[list[Row], Position | None]:
@@ -166,7 +167,7 @@ def _try_page(
             pos = nxt
             if len(rows) == limit:
                 return rows, (pos if _more(read, pos, _span(1, seen, found), match) else None)
-            size = _span(limit - len(rows), seen, found)
+            size = _span((limit - len(rows) + 1) // 2, seen, found)
             continue
         last = hits[need - 1]
         rows.extend(chunk[i] for i in hits[:need])
