@@ -151,21 +151,23 @@ def _cnt_last(value: bytes) -> bytes | None:
     return None if len(value) == 8 else value[8:]
 
 
-def _seek_newest(cur: Any, prefix: bytes, start: bytes) -> bool:
-    """Position ``cur`` on the first key at or after ``start`` and say whether it is ``prefix``
-    followed by a sequence key: a ``ver``/``meta`` lookup (``start`` is ``prefix`` or ``prefix ~X``)."""
-    if not cur.set_range(start):
-        return False
-    key = cur.key()
+def _is_entry(key: bytes, prefix: bytes) -> bool:
+    """Whether ``key`` is ``prefix`` and a sequence key (``S`` or ``~S``): an entry of one record or
+    metadata key ``prefix`` = ``N I`` or ``N K`` in ``ver``, ``meta`` or ``erx``."""
     return len(key) == len(prefix) + SEQ_LEN and key.startswith(prefix)
 
 
+def _seek_newest(cur: Any, prefix: bytes, start: bytes) -> bool:
+    """Position ``cur`` on the first key at or after ``start`` and say whether it is an entry of
+    ``prefix``: a ``ver``/``meta`` lookup (``start`` is ``prefix``, or ``prefix ~X`` as of ``X``)."""
+    return bool(cur.set_range(start)) and _is_entry(cur.key(), prefix)
+
+
 def _under(cur: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """``(sequence part, value)`` of every key ``prefix S`` (or ``prefix ~S``) in key order: the
-    entries of one record in ``ver`` or ``erx``."""
+    """``(sequence key, value)`` of every entry of ``prefix`` (see :func:`_is_entry`) in key order."""
     if cur.set_range(prefix):
         for key, value in cur:
-            if len(key) != len(prefix) + SEQ_LEN or not key.startswith(prefix):
+            if not _is_entry(key, prefix):
                 return
             yield key[-SEQ_LEN:], value
 
