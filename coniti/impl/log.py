@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import IO, Any, ClassVar, NoReturn
 
@@ -197,6 +197,18 @@ def _span(need: int, seen: int, found: int) -> int:
     return min(_CHUNK_MAX, max(need, -(-need * seen // found)))
 
 
+class _Items:
+    """Batches of records as batches of put items, re-iterable when the batches are."""
+
+    def __init__(self, batches: Iterable[Sequence[MemoryRecord]]) -> None:
+        self._batches = batches
+
+    def __iter__(self) -> Iterator[list[PutItem]]:
+        for batch in self._batches:
+            check_put_ids(batch)
+            yield _put_items(batch)
+
+
 class _Reads:
     """Reads shared by the store and its views; ``_as_of`` None means the current state."""
 
@@ -273,6 +285,7 @@ class LogBackend(_Reads, MemoryBackend):
     supports_time_travel: ClassVar[bool] = True
     supports_event_feed: ClassVar[bool] = True
     supports_put_with_meta: ClassVar[bool] = True
+    supports_put_batches: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -378,6 +391,21 @@ class LogBackend(_Reads, MemoryBackend):
             meta=(meta.namespace, meta.key, meta.value),
         )
         return _put_result({"written": written})
+
+    def put_batches(
+        self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None
+    ) -> int:
+        """The meta event (if any), then one put event per record of every batch, in one write
+        transaction (see :meth:`coniti.log.EventLog.put_batches`): a load is all or nothing, also
+        under SIGKILL or Ctrl-C, and a failed one leaves no event."""
+        if meta is not None:
+            meta = require(meta, MetaSetRequest)
+        actor, reason = self._stamp()
+        items = _Items(batches)
+        return self._log.put_batches(
+            items, actor=actor, reason=reason,
+            meta=None if meta is None else (meta.namespace, meta.key, meta.value),
+        )
 
     def delete(self, request: DeleteRequest) -> DeleteResult:
         request = require(request, DeleteRequest)

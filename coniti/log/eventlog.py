@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 
-from coniti.errors import DuplicateRecord, StoreError
+from coniti.errors import DuplicateRecord, StoreError, namespace_text
 from coniti.log.chain import Chain
 from coniti.log.codec import (
     CLEAR,
@@ -60,6 +60,20 @@ _Prepared = tuple[PutItem, bytes, float, bytes, bytes, bytes]
 """A record ready to put: (item, id key, timestamp, timestamp key, payload, payload digest)."""
 _PutCall = tuple[dict[Namespace, bytes], list[_Prepared], str | None, str | None]
 """One put call as group commit merges it: (canonical namespaces, records, actor, reason)."""
+
+
+def _prepare(items: Sequence[PutItem]) -> tuple[dict[Namespace, bytes], list[_Prepared]]:
+    """The canonical bytes of each namespace of ``items``, and each item encoded for a put."""
+    canon: dict[Namespace, bytes] = {}
+    prepared: list[_Prepared] = []
+    for item in items:
+        ns = item.namespace
+        if ns not in canon:
+            canon[ns] = ns_bytes(ns)
+        ts = float(item.timestamp)
+        payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
+        prepared.append((item, name_key(item.id), ts, ts_key(ts), payload, payload_digest(payload)))
+    return canon, prepared
 
 
 class EventLog:
@@ -139,17 +153,7 @@ class EventLog:
             if meta is not None:
                 self.set_meta(*meta, actor=actor, reason=reason)
             return 0
-        canon: dict[Namespace, bytes] = {}
-        prepared: list[_Prepared] = []
-        for item in items:
-            ns = item.namespace
-            if ns not in canon:
-                canon[ns] = ns_bytes(ns)
-            ts = float(item.timestamp)
-            payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
-            prepared.append(
-                (item, name_key(item.id), ts, ts_key(ts), payload, payload_digest(payload))
-            )
+        canon, prepared = _prepare(items)
         cache = self._nsids
         meta_event = None if meta is None else (meta[0], meta[1], encode_meta_payload(meta[2]))
 
@@ -185,6 +189,61 @@ class EventLog:
             cache.update(self.group.run(write, merge=(self._merge_puts, data)))
         return len(items)
 
+    def put_batches(
+        self,
+        batches: Iterable[Sequence[PutItem]],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        meta: tuple[Namespace, str, Any] | None = None,
+    ) -> int:
+        """Append one put event per item of every batch, after the meta event of ``meta`` if given,
+        in ONE write transaction: all or nothing, also when the process is killed or interrupted
+        (Ctrl-C aborts the transaction). ``batches`` is iterated inside the transaction, once per
+        attempt (a full map is grown and the transaction run again), so it must be re-iterable; an
+        exception it raises aborts everything. Only one batch is prepared at a time; LMDB keeps the
+        transaction's dirty pages in memory up to its limit, then spills them to the file. Raises
+        :class:`DuplicateRecord` if an id is live in its namespace or repeats in the batches."""
+        cache = self._nsids
+        meta_event = None if meta is None else (meta[0], meta[1], encode_meta_payload(meta[2]))
+
+        def write(txn: Any) -> tuple[dict[Namespace, bytes], int]:
+            p = Projections(txn, self._dbs)
+            head = p.head()
+            at = max(time.time(), head.at)
+            nsids: dict[Namespace, bytes | None] = {}
+            if meta_event is not None:
+                meta_ns, key, meta_payload = meta_event
+                nsids[meta_ns] = meta_nsid = cache.get(meta_ns) or p.intern(ns_bytes(meta_ns))
+                frame, h = encode_event(
+                    head.seq + 1, at, META, meta_ns, head.hash, meta_payload,
+                    key=key, actor=actor, reason=reason,
+                )
+                p.append(head.seq + 1, frame)
+                p.meta(head.seq + 1, meta_nsid, name_key(key))
+                head = Head(head.seq + 1, at, h)
+                p.set_head(head)
+            n = 0
+            for items in batches:
+                if not items:
+                    continue
+                canon, prepared = _prepare(items)
+                for ns, c in canon.items():
+                    if ns not in nsids:
+                        nsids[ns] = cache.get(ns) or p.intern(c)
+                # earlier batches are in this transaction: a repeat of one of their ids is live here
+                error = self._conflict(p, prepared, nsids, set())
+                if error is not None:
+                    raise error
+                self._append_puts(p, head, at, [(prepared, nsids, actor, reason)])
+                head = p.head()
+                n += len(prepared)
+            return cast(dict[Namespace, bytes], nsids), n
+
+        nsids, n = self.store.write(write)  # alone, not in a group: it may be long
+        cache.update(nsids)
+        return n
+
     def _conflict(
         self,
         p: Projections,
@@ -201,7 +260,7 @@ class EventLog:
             key = (ns, idk)
             if key in seen:
                 return DuplicateRecord(
-                    f"record id {item.id!r} appears twice in one put (namespace {ns!r})"
+                    f"record id {item.id!r} appears twice in one put (namespace {namespace_text(ns)})"
                 )
             seen.add(key)
             nsid = nsids[ns]
@@ -209,7 +268,7 @@ class EventLog:
             if live is not None and is_hashed(idk) and not self._live_id_matches(p, live, item.id):
                 return StoreError(f"record id {item.id[:40]!r}... collides with another id's hash")
             if live is not None or key in taken:
-                return DuplicateRecord(f"record id {item.id!r} already exists in namespace {ns!r}")
+                return DuplicateRecord(f"record id {item.id!r} already exists in namespace {namespace_text(ns)}")
         taken |= seen
         return None
 
