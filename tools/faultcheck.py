@@ -237,13 +237,15 @@ def _run_killed(args: Sequence[str], delay: float, sig: int = signal.SIGKILL) ->
 
 
 def _timed(args: Sequence[str]) -> float:
-    """How long a child's operation takes from READY to exit (to aim the kills)."""
+    """How long a child's operation takes from READY to DONE (to aim the kills)."""
     proc = _start(*args)
     assert proc.stdout is not None
     proc.stdout.readline()
     started = time.monotonic()
+    proc.stdout.readline()
+    elapsed = time.monotonic() - started
     proc.communicate(timeout=300)
-    return time.monotonic() - started
+    return elapsed
 
 
 # -- the trials ------------------------------------------------------------------------------
@@ -268,7 +270,7 @@ def _load_trial(sig: int) -> Trial:
 
         path = work.fresh_store(f"load-{i}")
         budget = _budget(work, "load", lambda: _timed(["load", str(work.fresh_store("t")), str(work.memfile)]))
-        _run_killed(["load", str(path), str(work.memfile)], rng.uniform(0, budget * 1.2), sig)
+        _run_killed(["load", str(path), str(work.memfile)], rng.uniform(0, budget * 1.1), sig)
         try:
             n, head = _count_loaded(path)
         except AssertionError:
@@ -307,7 +309,7 @@ def _import_trial(rng: random.Random, work: Work, i: int) -> str:
     parent.mkdir()
     target = parent / "store"
     budget = _budget(work, "import", lambda: _timed(["import", str(work.logfile), str(parent / "t")]))
-    _run_killed(["import", str(work.logfile), str(target)], rng.uniform(0, budget * 1.2))
+    _run_killed(["import", str(work.logfile), str(target)], rng.uniform(0, budget * 1.1))
     outcome = "none"
     if target.exists():
         try:
@@ -333,7 +335,7 @@ def _compact_trial(rng: random.Random, work: Work, i: int) -> str:
     path = work.root / f"compact-{i}"
     shutil.copytree(work.full, path)
     budget = _budget(work, "compact", lambda: _copy_timed(work, ["compact"]))
-    finished = _run_killed(["compact", str(path)], rng.uniform(0, budget * 1.2))
+    finished = _run_killed(["compact", str(path)], rng.uniform(0, budget * 1.1))
     try:
         with LogBackend(path) as store:
             ok = store.verify().ok and _state_of(store) == work.full_state
@@ -367,7 +369,7 @@ def _dump_trial(rng: random.Random, work: Work, i: int) -> str:
     old = b"the previous file\n"
     target.write_bytes(old)
     budget = _budget(work, "dump", lambda: _timed(["dump", str(work.full), str(work.root / "t.jsonl")]))
-    _run_killed(["dump", str(work.full), str(target)], rng.uniform(0, budget * 1.2))
+    _run_killed(["dump", str(work.full), str(target)], rng.uniform(0, budget * 1.1))
     data = target.read_bytes()
     if data == old:
         outcome = "old"
