@@ -26,10 +26,11 @@ kill-dump         ``dump`` over an older file SIGKILLed: the target is the old o
 hostile           dump/export onto a planted ``.partial`` symlink, a FIFO, a directory, a socket, a
                   symlink to a FIFO: ``refused`` / ``written``; a byte changed outside the target:
                   ``outside-write!``; a non-coniti error: ``crash!``
-bomb              a gzip of one line repeated, a gzip of one endless line, and a plain file of
-                  100,000 valid records (at ``--trials`` 1 each): ``refused`` / ``loaded``, with the
-                  child's peak RSS; above 256 MB: ``over-memory!``; ``MemoryError`` or a signal:
-                  ``crash!``
+bomb              a gzip of one line repeated and a gzip of one endless line (``--bomb-mib``
+                  decompressed, into an InMemoryBackend), and a plain file of ``--big-load`` valid
+                  records (into a LogBackend, one transaction), in turn: ``refused`` / ``loaded``,
+                  with the child's peak RSS (VmHWM); above 256 MB: ``over-memory!``;
+                  ``MemoryError`` or a signal: ``crash!``
 bitflip           one random bit of ``data.mdb`` flipped, then every record, the metadata and the
                   events read: ``detected`` (a coniti error), ``no-effect`` (equal),
                   ``silent-wrong!`` (different data, no error), ``crash!`` (a signal or a foreign
@@ -103,13 +104,14 @@ def _records(n: int, prefix: str, namespace: tuple[str, ...]) -> list[Any]:
 class Work:
     """The shared inputs of a campaign, built once in ``root``."""
 
-    def __init__(self, root: Path, bomb_size: int) -> None:
+    def __init__(self, root: Path, bomb_size: int, big_load: int = 100_000) -> None:
         from coniti.impl.log import LogBackend
         from coniti.impl.memory import InMemoryBackend
         from coniti.memory import PutRequest
 
         self.root = root
         self.bomb_size = bomb_size
+        self.big_load = big_load
         self.peaks: dict[str, int] = {}
         self.base = root / "base-store"
         with LogBackend(self.base) as store:
@@ -190,7 +192,7 @@ def _child(argv: list[str]) -> int:
                 target.load(args[0])
             except ConitiError as exc:
                 outcome = f"refused: {str(exc)[:120]}"
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            peak = _peak_rss()
             sys.stdout.write(json.dumps({"outcome": outcome, "peak": peak}) + "\n")
         elif kind == "read":
             try:
@@ -209,6 +211,15 @@ def _child(argv: list[str]) -> int:
     sys.stdout.write("DONE\n")
     sys.stdout.flush()
     return 0
+
+
+def _peak_rss() -> int:
+    """This process's peak resident set (bytes), from ``VmHWM``: unlike ``ru_maxrss`` it does not
+    carry the parent's peak over ``exec``."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _start(*args: str) -> subprocess.Popen[str]:
@@ -429,9 +440,9 @@ def _hostile_trial(rng: random.Random, work: Work, i: int) -> str:
     return f"{outcome} ({case})" if not outcome.endswith("!") else outcome
 
 
-def _bomb_files(root: Path, size: int) -> dict[str, Path]:
+def _bomb_files(root: Path, size: int, big_load: int) -> dict[str, Path]:
     """A gzip of one valid record line repeated (``size`` bytes decompressed), a gzip of one line
-    ``size`` bytes long, and a plain file of 100,000 valid records."""
+    ``size`` bytes long, and a plain file of ``big_load`` valid records."""
     from coniti.memfile import FORMAT, VERSION
 
     header = json.dumps({"format": FORMAT, "version": VERSION, "embedding_id": None, "namespace": [],
@@ -450,15 +461,19 @@ def _bomb_files(root: Path, size: int) -> dict[str, Path]:
         chunk = "x" * (1 << 20)
         for _ in range(max(1, size // len(chunk))):
             f.write(chunk)
-    records = root / "bomb-100k.jsonl"
+    records = root / f"bomb-{big_load}-records.jsonl"
     if not records.exists():
-        from coniti.impl.memory import InMemoryBackend
-        from coniti.memory import PutRequest
-
-        source = InMemoryBackend()
-        source.put(PutRequest(records=_records(100_000, "r", ())))
-        source.dump(records)
-    files["100k-records"] = records
+        rng = random.Random(big_load)
+        with open(records, "w", encoding="utf-8") as f:
+            f.write(header.replace('"count": 1', f'"count": {big_load}'))
+            for i in range(big_load):
+                vector = [round(rng.uniform(-1, 1), 6) for _ in range(DIM)]
+                f.write(json.dumps({
+                    "note": {"id": f"r{i}", "text": f"note {i} " + "lorem ipsum " * 8,
+                             "timestamp": 1_700_000_000.0 + i, "metadata": {"i": i}},
+                    "vector": vector, "embedding_id": None, "namespace": [], "dtype": "float32",
+                }) + "\n")
+    files["valid-records"] = records
     return files
 
 
@@ -466,9 +481,9 @@ BOMB_SIZE = 800 * 1024 * 1024
 
 
 def _bomb_trial(rng: random.Random, work: Work, i: int) -> str:
-    files = _bomb_files(work.root, work.bomb_size)
+    files = _bomb_files(work.root, work.bomb_size, work.big_load)
     name = list(files)[i % len(files)]
-    target = "log" if name == "100k-records" else "memory"
+    target = "log" if name == "valid-records" else "memory"
     store = work.root / f"bomb-store-{i}"
     proc = _start("bomb", str(files[name]), target, str(store))
     out, err = proc.communicate(timeout=600)
@@ -552,12 +567,13 @@ def run(
     seed: int = 0,
     work_dir: Path | None = None,
     bomb_size: int = BOMB_SIZE,
+    big_load: int = 100_000,
     counts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Run ``trials`` trials of each class (``counts`` overrides per class); returns the report:
     per class the outcome counts and the seconds taken, plus the bombs' peak RSS."""
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
-        work = Work(Path(tmp), bomb_size)
+        work = Work(Path(tmp), bomb_size, big_load)
         report: dict[str, Any] = {"seed": seed, "classes": {}}
         for name in classes:
             n = (counts or {}).get(name, trials)
@@ -606,6 +622,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="classes whose ! outcomes make the exit status 1")
     parser.add_argument("--seed", type=int, default=None, help="default: random, printed")
     parser.add_argument("--bomb-mib", type=int, default=800, help="decompressed size of the bombs")
+    parser.add_argument("--big-load", type=int, default=100_000,
+                        help="records of the valid file the bomb class loads into a LogBackend")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(args_in)
     classes = [c for c in args.classes.split(",") if c]
@@ -613,7 +631,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown classes: {', '.join(unknown)} (known: {', '.join(CLASSES)})")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    report = run(classes, args.trials, seed=seed, bomb_size=args.bomb_mib << 20)
+    report = run(classes, args.trials, seed=seed, bomb_size=args.bomb_mib << 20,
+                 big_load=args.big_load)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
