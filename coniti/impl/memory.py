@@ -103,17 +103,22 @@ class InMemoryBackend(MemoryBackend):
     def _space(self, namespace: tuple[str, ...]) -> _Stored | None:
         return self._spaces.get(namespace)
 
+    def _refuse_live(self, records: Sequence[MemoryRecord]) -> None:
+        """Raise :class:`DuplicateRecord` for the first record whose id is live (hold the lock)."""
+        for record in records:
+            space = self._spaces.get(record.namespace)
+            if space is not None and record.id in space.by_id:
+                raise DuplicateRecord(
+                    f"record id {record.id!r} already exists in namespace "
+                    f"{namespace_text(record.namespace)}"
+                )
+
     def put(self, request: PutRequest) -> PutResult:
         request = require(request, PutRequest)
         records = request.records
         check_put_ids(records)
         with self._lock:
-            for record in records:
-                space = self._spaces.get(record.namespace)
-                if space is not None and record.id in space.by_id:
-                    raise DuplicateRecord(
-                        f"record id {record.id!r} already exists in namespace {namespace_text(record.namespace)}"
-                    )
+            self._refuse_live(records)
             for record in records:
                 space = self._spaces.setdefault(record.namespace, _Stored())
                 self._order += 1
@@ -144,12 +149,7 @@ class InMemoryBackend(MemoryBackend):
         if meta is not None:
             meta = require(meta, MetaSetRequest)
         with self._lock:
-            for record in records:
-                space = self._spaces.get(record.namespace)
-                if space is not None and record.id in space.by_id:
-                    raise DuplicateRecord(
-                        f"record id {record.id!r} already exists in namespace {namespace_text(record.namespace)}"
-                    )
+            self._refuse_live(records)
             touched: dict[tuple[str, ...], _Stored] = {}
             for record in records:
                 space = touched.get(record.namespace)

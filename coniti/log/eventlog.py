@@ -76,6 +76,27 @@ def _prepare(items: Sequence[PutItem]) -> tuple[dict[Namespace, bytes], list[_Pr
     return canon, prepared
 
 
+def _append_meta(
+    p: Projections,
+    head: Head,
+    at: float,
+    nsids: dict[Namespace, bytes | None],
+    meta_event: tuple[Namespace, str, bytes],
+    actor: str | None,
+    reason: str | None,
+) -> Head:
+    """Append and fold the meta event ``(namespace, key, payload)`` after ``head`` (interning its
+    namespace into ``nsids`` if needed); returns the new head (not yet recorded)."""
+    meta_ns, key, meta_payload = meta_event
+    nsids[meta_ns] = meta_nsid = nsids.get(meta_ns) or p.intern(ns_bytes(meta_ns))
+    frame, h = encode_event(
+        head.seq + 1, at, META, meta_ns, head.hash, meta_payload, key=key, actor=actor, reason=reason,
+    )
+    p.append(head.seq + 1, frame)
+    p.meta(head.seq + 1, meta_nsid, name_key(key))
+    return Head(head.seq + 1, at, h)
+
+
 class EventLog:
     """The event log and its projections in one store directory. Thread-safe.
 
@@ -168,15 +189,7 @@ class EventLog:
             if error is not None:
                 raise error
             if meta_event is not None:
-                meta_ns, key, meta_payload = meta_event
-                nsids[meta_ns] = meta_nsid = nsids.get(meta_ns) or p.intern(ns_bytes(meta_ns))
-                frame, h = encode_event(
-                    head.seq + 1, at, META, meta_ns, head.hash, meta_payload,
-                    key=key, actor=actor, reason=reason,
-                )
-                p.append(head.seq + 1, frame)
-                p.meta(head.seq + 1, meta_nsid, name_key(key))
-                head = Head(head.seq + 1, at, h)
+                head = _append_meta(p, head, at, nsids, meta_event, actor, reason)
             self._append_puts(p, head, at, [(prepared, nsids, actor, reason)])
             return cast(dict[Namespace, bytes], nsids)
 
@@ -213,15 +226,8 @@ class EventLog:
             at = max(time.time(), head.at)
             nsids: dict[Namespace, bytes | None] = {}
             if meta_event is not None:
-                meta_ns, key, meta_payload = meta_event
-                nsids[meta_ns] = meta_nsid = cache.get(meta_ns) or p.intern(ns_bytes(meta_ns))
-                frame, h = encode_event(
-                    head.seq + 1, at, META, meta_ns, head.hash, meta_payload,
-                    key=key, actor=actor, reason=reason,
-                )
-                p.append(head.seq + 1, frame)
-                p.meta(head.seq + 1, meta_nsid, name_key(key))
-                head = Head(head.seq + 1, at, h)
+                nsids[meta_event[0]] = cache.get(meta_event[0])
+                head = _append_meta(p, head, at, nsids, meta_event, actor, reason)
                 p.set_head(head)
             n = 0
             for items in batches:
