@@ -19,7 +19,8 @@ from coniti.testing.helpers import put, record
 N = 1200  # three batches of at most 500
 
 CHILD = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even if the test runs in the background
 from coniti import memfile
 from coniti.impl.log import LogBackend
 

@@ -158,7 +158,7 @@ def _state_of(store: Any) -> dict[str, Any]:
 def _child(argv: list[str]) -> int:
     """Run one operation for a trial; prints READY once set up, DONE when finished."""
     kind, *args = argv
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
     from coniti.errors import ConitiError
     from coniti.impl.log import LogBackend
 
