@@ -579,7 +579,8 @@ class LogBackend(_Reads, MemoryBackend):
         """A new store at ``path`` (absent or an empty directory) with exactly the events of a
         ``coniti-log`` file: same sequence numbers, hashes and head hash. Everything is checked before
         the store appears; a rejection raises :class:`MemoryFileError` naming the line and creates
-        nothing at ``path``. Returns the opened store."""
+        nothing at ``path`` (nor the parent directories it made); a disk too full for the store
+        raises :class:`StoreFull` (the file was not at fault). Returns the opened store."""
         logfile.import_log(source, path)
         return cls(path, durability=durability, actor=actor, map_size=map_size)
 
