@@ -40,7 +40,9 @@ is safe to share between threads (its state is read-only after construction).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import importlib.metadata
 import importlib.util
 import json
@@ -406,41 +408,62 @@ _ERF_A = tuple(
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """``x * Phi(x)`` with the erf form of the normal CDF (BERT's ``"gelu"``), in place on ``x``."""
-    z = np.abs(x) * np.float32(1.0 / math.sqrt(2.0))
-    t = 1.0 / (1.0 + _ERF_P * z)
-    poly = _ERF_A[0]
+    """``x * Phi(x)`` with the erf form of the normal CDF (BERT's ``"gelu"``), in place on ``x``.
+
+    With ``z = |x| / sqrt(2)`` and ``q = erfc(z) / 2`` (A&S 7.1.26), ``Phi(x)`` is ``1 - q`` for
+    ``x >= 0`` and ``q`` below; written with few temporaries, as it runs on every intermediate value.
+    """
+    z = np.abs(x)
+    z *= np.float32(1.0 / math.sqrt(2.0))
+    t = z * _ERF_P
+    t += np.float32(1.0)
+    np.reciprocal(t, out=t)
+    q = t * _ERF_A[0]
     for a in _ERF_A[1:]:
-        poly = poly * t + a
-    erf_abs = 1.0 - poly * t * np.exp(-z * z)
-    erf = np.copysign(erf_abs, x)
-    x *= 0.5 * (1.0 + erf)
+        q += a
+        q *= t
+    z *= z
+    np.negative(z, out=z)
+    np.exp(z, out=z)
+    q *= z
+    q *= np.float32(0.5)
+    np.subtract(np.float32(1.0), q, out=q, where=x >= 0)
+    x *= q
     return x
 
 
-def _encode(model: _Model, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Mean-pooled last hidden states ``(batch, dim)`` for token ``ids`` ``(batch, length)``."""
-    batch, length = ids.shape
+def _encode(model: _Model, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Mean-pooled last hidden states ``(batch, dim)`` of texts whose token ids are concatenated.
+
+    ``ids`` holds ``lengths[0]`` ids of the first text, then the second's, and so on (each length at
+    least 1). The dense layers run on these packed tokens, so padding costs nothing there; attention
+    pads each text to the longest one, with padded keys masked out.
+    """
+    batch, length = len(lengths), int(lengths.max())
     hidden = model.dim
     heads = model.heads
     head_dim = hidden // heads
-    x = model.words[ids] + model.positions[:length] + model.token_type
-    x = _layer_norm(x.reshape(batch * length, hidden), model.ln0, model.eps)
+    valid = np.arange(length) < lengths[:, None]
+    slots = np.flatnonzero(valid)  # packed token -> its row in the padded (batch * length) layout
+    x = model.words[ids] + model.positions[slots % length] + model.token_type
+    x = _layer_norm(x, model.ln0, model.eps)
     # Padded keys get a large negative score: exp() makes their weight exactly 0.
-    key_bias = np.where(mask > 0, np.float32(0.0), np.float32(-1e9))[:, None, None, :]
+    key_bias = np.where(valid, np.float32(0.0), np.float32(-1e9))[:, None, None, :]
     scale = np.float32(1.0 / math.sqrt(head_dim))
+    padded = np.zeros((batch * length, 3 * hidden), dtype=np.float32)
     for layer in model.layers:
         qkv = x @ layer.qkv
         qkv += layer.qkv_bias
-        qkv = qkv.reshape(batch, length, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
-        q, k, v = (np.ascontiguousarray(part) for part in qkv)
+        padded[slots] = qkv
+        split = padded.reshape(batch, length, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
+        q, k, v = (np.ascontiguousarray(part) for part in split)
         q *= scale
         scores = q @ k.transpose(0, 1, 3, 2)
         scores += key_bias
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
-        context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * length, hidden)
+        context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * length, hidden)[slots]
         attended = context @ layer.out
         attended += layer.out_bias
         attended += x
@@ -451,11 +474,33 @@ def _encode(model: _Model, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         down += layer.down_bias
         down += x
         x = _layer_norm(down, layer.ln2, model.eps)
-    states = x.reshape(batch, length, hidden)
-    summed = np.einsum("bl,bld->bd", mask, states)
-    counts = np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
-    pooled: np.ndarray = summed / counts
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    pooled: np.ndarray = np.add.reduceat(x, starts, axis=0) / lengths[:, None].astype(np.float32)
     return pooled
+
+
+_blas: list[Any] = []  # the threadpoolctl controller, made on first use (empty: not made yet)
+
+
+def _blas_threads(threads: int | None) -> contextlib.AbstractContextManager[Any]:
+    """Limit numpy's BLAS to ``threads`` inside the block (no-op for None or without threadpoolctl)."""
+    if threads is None:
+        return contextlib.nullcontext()
+    with _lock:
+        if not _blas:
+            try:
+                module: Any = importlib.import_module("threadpoolctl")
+            except ImportError:
+                _blas.append(None)
+            else:
+                _blas.append(module.ThreadpoolController())
+    controller = _blas[0]
+    if controller is None:
+        return contextlib.nullcontext()
+    limited: contextlib.AbstractContextManager[Any] = controller.limit(
+        limits=threads, user_api="blas"
+    )
+    return limited
 
 
 class MiniLMEmbedder(Embedder):
@@ -473,6 +518,13 @@ class MiniLMEmbedder(Embedder):
     """Most texts in one padded sub-batch."""
     token_budget: ClassVar[int] = 4096
     """Most padded tokens (texts x longest length) in one sub-batch: bounds the attention scores."""
+    blas_threads: ClassVar[int | None] = 1
+    """BLAS threads while embedding (via threadpoolctl, when installed); None leaves BLAS as it is.
+
+    One thread: OpenBLAS's threads spin and wait on each other, which on a loaded machine made
+    embedding 2 to 4 times slower (tools/bench_embed.py measures both). The limit is process-wide
+    for the duration of each :meth:`embed` chunk, so numpy in other threads sees it too meanwhile.
+    """
 
     def __init__(self, model_dir: str | os.PathLike[str] | None = None) -> None:
         if model_dir is None:
@@ -531,17 +583,22 @@ class MiniLMEmbedder(Embedder):
         lengths = np.array([len(e.ids) for e in encodings], dtype=np.int64)
         order = np.argsort(-lengths, kind="stable")
         out = np.zeros((len(texts), self.dim), dtype=np.float64)
+        with _blas_threads(self.blas_threads):
+            self._run(encodings, lengths, order, out)
+        return out
+
+    def _run(
+        self, encodings: list[Any], lengths: np.ndarray, order: np.ndarray, out: np.ndarray
+    ) -> None:
+        """Fill ``out`` sub-batch by sub-batch, longest texts first."""
         start = 0
         while start < len(order):
             longest = int(lengths[order[start]])
-            count = max(1, min(self.batch_size, self.token_budget // max(longest, 1)))
+            if longest == 0:  # the rest have no tokens at all: their rows stay zero
+                break
+            count = max(1, min(self.batch_size, self.token_budget // longest))
             chosen = order[start : start + count]
-            ids = np.zeros((len(chosen), longest), dtype=np.int64)
-            mask = np.zeros((len(chosen), longest), dtype=np.float32)
-            for row, index in enumerate(chosen):
-                n = int(lengths[index])
-                ids[row, :n] = encodings[index].ids
-                mask[row, :n] = 1.0
-            out[chosen] = _encode(self._model, ids, mask)
+            chosen = chosen[lengths[chosen] > 0]
+            ids = np.concatenate([encodings[i].ids for i in chosen]).astype(np.int64)
+            out[chosen] = _encode(self._model, ids, lengths[chosen])
             start += count
-        return out
