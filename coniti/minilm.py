@@ -57,18 +57,18 @@ import numpy as np
 
 from coniti.embedding import Embedder, EmbeddingSpec
 from coniti.errors import ContractError
-from coniti.safetensors import parse_safetensors
+from coniti.safetensors import SafetensorsError, parse_safetensors
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = [
     "INSTALL_HINT",
+    "MiniLMEmbedder",
+    "ModelFileError",
     "PACKAGE",
     "PACKAGE_VERSION",
     "PINNED_SHA256",
-    "MiniLMEmbedder",
-    "ModelFileError",
     "packaged_model_dir",
 ]
 
@@ -277,7 +277,10 @@ def _build(
         )
 
     weights_path = paths["model.safetensors"]
-    tensors = parse_safetensors(data["model.safetensors"], weights_path).tensors
+    try:
+        tensors = parse_safetensors(data["model.safetensors"], weights_path).tensors
+    except SafetensorsError as exc:
+        raise ModelFileError(str(exc)) from exc
     prefix = "" if "embeddings.word_embeddings.weight" in tensors else "bert."
 
     def tensor(name: str, shape: tuple[int, ...], transpose: bool = False) -> np.ndarray:
