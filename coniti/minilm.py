@@ -17,7 +17,8 @@ Where the files come from:
   the pip command. Nothing is ever downloaded.
 * ``MiniLMEmbedder(model_dir=...)``: any directory holding a BERT-family sentence-transformers model:
   ``model.safetensors``, ``tokenizer.json`` and ``config.json`` (``"model_type": "bert"``, GELU,
-  absolute positions), optionally ``sentence_bert_config.json`` (``max_seq_length``,
+  absolute positions), optionally ``modules.json`` (Transformer, Pooling and Normalize modules
+  only: a Dense layer is refused), ``sentence_bert_config.json`` (``max_seq_length``,
   ``do_lower_case``; without it, the model's ``max_position_embeddings``) and
   ``1_Pooling/config.json`` (which must ask for mean pooling, the only pooling done here). Nothing is
   pinned: the digests are computed and go into the spec.
@@ -94,6 +95,8 @@ PINNED_SHA256: dict[str, str] = {
 POOLING = "mean-attention-mask"
 _CACHE_LIMIT = 4
 _LN = ("weight", "bias")
+_MODULES = frozenset({"Transformer", "Pooling", "Normalize"})
+_RECIPE_FILES = ("sentence_bert_config.json", "modules.json", "1_Pooling/config.json")
 
 
 class ModelFileError(ContractError):
@@ -168,7 +171,7 @@ def _remember(cache: dict[tuple[Any, ...], _Model], key: tuple[Any, ...], model:
 def _load(directory: Path, pinned: dict[str, str] | None) -> _Model:
     """The model in ``directory`` (from the cache when its files are unchanged)."""
     paths = {name: directory / name for name in MODEL_FILES}
-    extras = [directory / "sentence_bert_config.json", directory / "1_Pooling" / "config.json"]
+    extras = [directory / name for name in _RECIPE_FILES]
     stat_key = (pinned is not None, *(_stat(p) for p in (*paths.values(), *extras)))
     with _lock:
         hit = _by_stat.get(stat_key)
@@ -222,7 +225,8 @@ def _json(path: Path, blob: bytes) -> dict[str, Any]:
 
 
 def _sentence_config(directory: Path, config_blob: bytes, config_path: Path) -> tuple[int, bool]:
-    """``(max_seq_length, do_lower_case)`` from sentence-transformers' files, checking the pooling."""
+    """``(max_seq_length, do_lower_case)`` from sentence-transformers' files, checking its modules
+    and pooling (each of :data:`_RECIPE_FILES` is optional)."""
     config = _json(config_path, config_blob)
     limit = config.get("max_position_embeddings")
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 2:
@@ -239,6 +243,21 @@ def _sentence_config(directory: Path, config_blob: bytes, config_path: Path) -> 
             )
         if not isinstance(lower, bool):
             raise ModelFileError(f"{st_path}: do_lower_case must be true or false, got {lower!r}")
+    modules_path = directory / "modules.json"
+    if modules_path.exists():
+        try:
+            modules = json.loads(_read(modules_path).decode("utf-8"))
+            kinds = [str(m["type"]) for m in modules]
+        except (UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+            raise ModelFileError(
+                f"{modules_path}: not a list of modules with a type: {exc}"
+            ) from exc
+        others = [k for k in kinds if k.rsplit(".", 1)[-1] not in _MODULES]
+        if others:
+            raise ModelFileError(
+                f"{modules_path}: the minilm embedder runs Transformer, Pooling and Normalize "
+                f"modules only, the model also has {', '.join(others)}"
+            )
     pooling_path = directory / "1_Pooling" / "config.json"
     if pooling_path.exists():
         pooling = _json(pooling_path, _read(pooling_path))

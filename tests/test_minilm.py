@@ -266,6 +266,20 @@ def test_other_pooling_is_refused(packaged: Path, tmp_path: Path) -> None:
         MiniLMEmbedder(model_dir=other)
 
 
+def test_a_dense_module_is_refused(packaged: Path, tmp_path: Path) -> None:
+    """A model whose modules.json adds a Dense layer after pooling is refused, naming the file."""
+    other = linked_copy(packaged, tmp_path / "m")
+    modules = other / "modules.json"
+    listed = json.loads(modules.read_text())
+    modules.unlink()
+    dense = {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"}
+    modules.write_text(json.dumps([*listed, dense]))
+    with pytest.raises(
+        ModelFileError, match=r"modules\.json: .*sentence_transformers\.models\.Dense"
+    ):
+        MiniLMEmbedder(model_dir=other)
+
+
 def test_malformed_weights_in_a_model_dir_name_the_file(packaged: Path, tmp_path: Path) -> None:
     """A model.safetensors whose header length runs past the file raises ModelFileError naming it."""
     other = linked_copy(packaged, tmp_path / "m")
