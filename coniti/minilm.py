@@ -33,10 +33,13 @@ Loading happens at construction: the files are read once (about 90 MB), hashed, 
 modification time and inode (then by digest) makes constructing the same model again free; files
 rewritten in place with the same size, mtime and inode are not noticed until the process restarts.
 
-Batches are tokenized together, sorted by length and run in sub-batches padded only to their own
-longest text (at most :attr:`MiniLMEmbedder.batch_size` texts and :attr:`MiniLMEmbedder.token_budget`
-padded tokens each). All arithmetic is float32 numpy; matrix products go to numpy's BLAS. An embedder
-is safe to share between threads (its state is read-only after construction).
+Batches are tokenized together, sorted by length and run in sub-batches (at most
+:attr:`MiniLMEmbedder.batch_size` texts and :attr:`MiniLMEmbedder.token_budget` padded tokens each):
+the dense layers run on the texts' tokens packed end to end, attention on them padded to the
+sub-batch's longest text. All arithmetic is float32 numpy; matrix products go to numpy's BLAS, held
+to :attr:`MiniLMEmbedder.blas_threads` threads. Single texts cost about three times more per text
+than batches of 8 or more (the weights are streamed from memory once per sub-batch). An embedder is
+safe to share between threads (its state is read-only after construction).
 """
 
 from __future__ import annotations
@@ -352,14 +355,21 @@ def _build(
             f"{weights_path}: {positions.shape[0]} position embeddings, fewer than the "
             f"max_seq_length {max_len}"
         )
+    words = tensor("embeddings.word_embeddings.weight", (-1, hidden))
+    tokenizer = _tokenizer(paths["tokenizer.json"], data["tokenizer.json"], max_len)
+    if tokenizer.get_vocab_size(with_added_tokens=True) > words.shape[0]:
+        raise ModelFileError(
+            f"{paths['tokenizer.json']}: {tokenizer.get_vocab_size(with_added_tokens=True)} tokens, "
+            f"but {weights_path} embeds only {words.shape[0]}"
+        )
     return _Model(
         digests=digests,
-        tokenizer=_tokenizer(paths["tokenizer.json"], data["tokenizer.json"], max_len),
+        tokenizer=tokenizer,
         max_seq_length=max_len,
         lower_case=lower,
         heads=heads,
         eps=float(eps),
-        words=tensor("embeddings.word_embeddings.weight", (-1, hidden)),
+        words=words,
         positions=positions[:max_len].copy(),
         token_type=tensor("embeddings.token_type_embeddings.weight", (-1, hidden))[0].copy(),
         ln0=norm("embeddings.LayerNorm"),

@@ -280,6 +280,21 @@ def test_a_dense_module_is_refused(packaged: Path, tmp_path: Path) -> None:
         MiniLMEmbedder(model_dir=other)
 
 
+def test_a_tokenizer_larger_than_the_embeddings_is_refused(packaged: Path, tmp_path: Path) -> None:
+    """A tokenizer.json with more tokens than the model embeds is refused, naming both files."""
+    other = linked_copy(packaged, tmp_path / "m")
+    path = other / "tokenizer.json"
+    tokenizer = json.loads(path.read_text(encoding="utf-8"))
+    extra = {"content": "[NEW]", "single_word": False, "lstrip": False, "rstrip": False}
+    tokenizer["added_tokens"].append({"id": 30522, **extra, "normalized": False, "special": True})
+    path.unlink()
+    path.write_text(json.dumps(tokenizer), encoding="utf-8")
+    with pytest.raises(
+        ModelFileError, match=r"tokenizer\.json: 30523 tokens, but .* embeds only 30522"
+    ):
+        MiniLMEmbedder(model_dir=other)
+
+
 def test_malformed_weights_in_a_model_dir_name_the_file(packaged: Path, tmp_path: Path) -> None:
     """A model.safetensors whose header length runs past the file raises ModelFileError naming it."""
     other = linked_copy(packaged, tmp_path / "m")
