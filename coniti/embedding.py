@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import threading
 import unicodedata
@@ -415,3 +416,13 @@ def _check_weight(name: str, value: Any) -> float:
 
 EMBEDDERS.register(LocalHashEmbedder.name, LocalHashEmbedder)
 EMBEDDERS.register(RandomProjectionEmbedder.name, RandomProjectionEmbedder)
+
+
+def _minilm(model_dir: str | os.PathLike[str] | None = None) -> Embedder:
+    """:class:`coniti.minilm.MiniLMEmbedder` (imported on first use: it needs ``coniti[minilm]``)."""
+    from coniti.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(model_dir)
+
+
+EMBEDDERS.register("minilm", _minilm)
