@@ -61,10 +61,14 @@ class Registry(Generic[T]):
         with self._lock:
             self._factories.pop(name, None)
 
-    def names(self) -> list[str]:
-        """Every known name, registered in code or by entry point, sorted."""
+    def names(self, *, registered_first: bool = False) -> list[str]:
+        """Every known name, registered in code or by entry point, sorted; with
+        ``registered_first``, the names registered in code in registration order, then the other
+        entry points sorted."""
         with self._lock:
-            return sorted(set(self._factories) | set(self._discover()))
+            if not registered_first:
+                return sorted(set(self._factories) | set(self._discover()))
+            return [*self._factories, *sorted(set(self._discover()) - set(self._factories))]
 
     def get(self, name: str) -> Callable[..., T]:
         """The factory registered as ``name``; unknown names raise :class:`UnknownPiece` listing all."""
