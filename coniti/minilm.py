@@ -60,8 +60,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from coniti.embedding import Embedder, EmbeddingSpec
-from coniti.errors import ContractError
-from coniti.safetensors import SafetensorsError, parse_safetensors
+from coniti.errors import ContractError, ModelFileError, SafetensorsError
+from coniti.safetensors import parse_safetensors
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -100,10 +100,6 @@ _CACHE_LIMIT = 4
 _LN = ("weight", "bias")
 _MODULES = frozenset({"Transformer", "Pooling", "Normalize"})
 _RECIPE_FILES = ("sentence_bert_config.json", "modules.json", "1_Pooling/config.json")
-
-
-class ModelFileError(ContractError):
-    """A model file is missing, unreadable, malformed or not the pinned one; the message names it."""
 
 
 def packaged_model_dir() -> Path:

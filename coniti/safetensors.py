@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from coniti.errors import ContractError
+from coniti.errors import SafetensorsError
 
 __all__ = ["DTYPES", "MAX_HEADER", "SafetensorsError", "TensorFile", "parse_safetensors"]
 
@@ -49,10 +49,6 @@ DTYPES: dict[str, str] = {
 """The safetensors dtypes read, with the numpy dtype of their stored bytes."""
 
 _ENTRY_KEYS = frozenset({"dtype", "shape", "data_offsets"})
-
-
-class SafetensorsError(ContractError):
-    """A safetensors file is malformed; the message names the file and, where there is one, the tensor."""
 
 
 @dataclass(frozen=True)
