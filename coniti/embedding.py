@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import re
 import threading
 import unicodedata
@@ -418,11 +417,5 @@ EMBEDDERS.register(LocalHashEmbedder.name, LocalHashEmbedder)
 EMBEDDERS.register(RandomProjectionEmbedder.name, RandomProjectionEmbedder)
 
 
-def _minilm(model_dir: str | os.PathLike[str] | None = None) -> Embedder:
-    """:class:`coniti.minilm.MiniLMEmbedder` (imported on first use: it needs ``coniti[minilm]``)."""
-    from coniti.minilm import MiniLMEmbedder
-
-    return MiniLMEmbedder(model_dir)
-
-
-EMBEDDERS.register("minilm", _minilm)
+# Imported on first use: it needs the coniti[minilm] extra, and it imports this module.
+EMBEDDERS.register("minilm", "coniti.minilm:MiniLMEmbedder")
