@@ -3,6 +3,11 @@
 Per namespace it keeps records in a list sorted by (timestamp, write order) and finds time ranges by
 binary search. Cursors are opaque and tied to the instance and the namespace. Every operation holds one
 lock, so an instance is safe to share between threads. Records are deep-copied in and out.
+
+A record's version is the instance's write counter when it was written (1, 2, ...; also its write
+order). Op ids of :meth:`~InMemoryBackend.write` are kept for the life of the instance. Expired
+records (``expires_at <= clock()``) are hidden from get, scan and count until :meth:`sweep` deletes
+them; ``put`` still refuses their ids and ``delete`` removes them, as for any record the store holds.
 """
 
 from __future__ import annotations
@@ -10,18 +15,26 @@ from __future__ import annotations
 import bisect
 import secrets
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from coniti.actor import TimeRange
 from coniti.contracts import check_json_value
 from coniti.cursor import CursorCodec
-from coniti.errors import DuplicateRecord
+from coniti.errors import (
+    DuplicateRecord,
+    IdempotencyConflict,
+    RecordNotFound,
+    VersionConflict,
+)
 from coniti.memory import (
     ClearRequest,
     ClearResult,
     CountRequest,
     CountResult,
+    DeleteOp,
     DeleteRequest,
     DeleteResult,
     GetRequest,
@@ -31,11 +44,17 @@ from coniti.memory import (
     MetaGetRequest,
     MetaResult,
     MetaSetRequest,
+    PatchOp,
     PutRequest,
     PutResult,
     ScanRequest,
     ScanResult,
+    SweepResult,
+    UpsertOp,
+    WriteRequest,
+    WriteResult,
     check_put_ids,
+    patched,
     require,
     unique_ids,
 )
@@ -53,6 +72,23 @@ class _Stored:
     by_key: dict[Key, MemoryRecord] = field(default_factory=dict)
     by_id: dict[str, Key] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    expiring: int = 0
+    """How many held records have an ``expires_at`` (0: no read needs to check expiry)."""
+
+    def hold(self, key: Key, record: MemoryRecord) -> None:
+        bisect.insort(self.keys, key)
+        self.by_key[key] = record
+        self.by_id[record.id] = key
+        if record.expires_at is not None:
+            self.expiring += 1
+
+    def drop(self, record_id: str) -> Key | None:
+        key = self.by_id.pop(record_id, None)
+        if key is not None:
+            del self.keys[bisect.bisect_left(self.keys, key)]
+            if self.by_key.pop(key).expires_at is not None:
+                self.expiring -= 1
+        return key
 
     def bounds(self, time_range: TimeRange | None) -> tuple[int, int]:
         lo, hi = 0, len(self.keys)
@@ -69,12 +105,20 @@ class InMemoryBackend(MemoryBackend):
 
     kind: ClassVar[str] = "in_memory"
     supports_put_with_meta: ClassVar[bool] = True
+    supports_write: ClassVar[bool] = True
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        """``clock``: epoch seconds now, against which ``expires_at`` is compared."""
         self._lock = threading.RLock()
         self._spaces: dict[tuple[str, ...], _Stored] = {}
         self._order = 0
         self._cursors = CursorCodec(secrets.token_bytes(16))
+        self._clock = clock
+        self._op_ids: dict[tuple[tuple[str, ...], str], tuple[str, WriteResult]] = {}
+
+    @staticmethod
+    def _visible(record: MemoryRecord, now: float) -> bool:
+        return record.expires_at is None or record.expires_at > now
 
     def _space(self, namespace: tuple[str, ...]) -> _Stored | None:
         return self._spaces.get(namespace)
@@ -91,13 +135,97 @@ class InMemoryBackend(MemoryBackend):
                         f"record id {record.id!r} already exists in namespace {record.namespace!r}"
                     )
             for record in records:
-                space = self._spaces.setdefault(record.namespace, _Stored())
-                self._order += 1
-                key = (record.note.timestamp, self._order)
-                bisect.insort(space.keys, key)
-                space.by_key[key] = record.copy_out()
-                space.by_id[record.id] = key
+                self._hold(self._spaces.setdefault(record.namespace, _Stored()), record)
         return PutResult(written=len(records))
+
+    def _hold(self, space: _Stored, record: MemoryRecord) -> int:
+        """Store a copy of ``record`` under the next version; returns it."""
+        self._order += 1
+        space.hold((record.note.timestamp, self._order), record.copy_out().with_version(self._order))
+        return self._order
+
+    def write(self, request: WriteRequest) -> WriteResult:
+        """Apply the request under the instance lock (see :class:`WriteRequest`): expectations, then
+        every op is checked and planned, then applied; an error in any step writes nothing."""
+        request = require(request, WriteRequest)
+        namespace = request.namespace
+        digest = None if request.op_id is None else request.digest()
+        with self._lock:
+            if request.op_id is not None:
+                seen = self._op_ids.get((namespace, request.op_id))
+                if seen is not None:
+                    if seen[0] != digest:
+                        raise IdempotencyConflict(
+                            f"op id {request.op_id!r} was used by another write request in namespace "
+                            f"{namespace!r}; nothing was written"
+                        )
+                    return seen[1].model_copy(update={"replayed": True}, deep=True)
+            now = self._clock()
+            space = self._spaces.get(namespace)
+
+            def live(record_id: str) -> MemoryRecord | None:
+                key = None if space is None else space.by_id.get(record_id)
+                if key is None or space is None:
+                    return None
+                record = space.by_key[key]
+                return record if self._visible(record, now) else None
+
+            for record_id, expected in request.expect.items():
+                current = live(record_id)
+                actual = None if current is None else current.version
+                if actual != expected:
+                    raise VersionConflict(record_id, expected, actual, namespace)
+            result = WriteResult()
+            plan: list[tuple[str, MemoryRecord | None]] = []
+            for i, op in enumerate(request.ops):
+                if isinstance(op, DeleteOp):
+                    held = space is not None and op.id in space.by_id
+                    (result.deleted if held else result.missing).append(op.id)
+                    if held:
+                        plan.append((op.id, None))
+                    continue
+                current = live(op.record.id if isinstance(op, UpsertOp) else op.id)
+                if isinstance(op, PatchOp):
+                    if current is None:
+                        if not request.missing_ok:
+                            raise RecordNotFound(
+                                f"ops[{i}]: no live record {op.id!r} in namespace {namespace!r} to "
+                                "patch; nothing was written"
+                            )
+                        result.missing.append(op.id)
+                        continue
+                    new = patched(current, op, i)
+                else:
+                    new = op.record
+                if current is not None and current.version is not None and current.identical(new):
+                    result.unchanged.append(new.id)
+                    result.versions[new.id] = current.version
+                else:
+                    plan.append((new.id, new))
+            for record_id, replacement in plan:
+                if space is None:
+                    space = self._spaces.setdefault(namespace, _Stored())
+                space.drop(record_id)
+                if replacement is not None:
+                    result.versions[record_id] = self._hold(space, replacement)
+            if request.op_id is not None and digest is not None:
+                self._op_ids[(namespace, request.op_id)] = (digest, result.model_copy(deep=True))
+        return result
+
+    def sweep(self, now: float | None = None) -> SweepResult:
+        """Delete every held record with ``expires_at <= now`` (default: the clock), in every
+        namespace."""
+        deleted = 0
+        with self._lock:
+            when = self._clock() if now is None else now
+            for space in self._spaces.values():
+                if not space.expiring:
+                    continue
+                expired = [r.id for r in space.by_key.values() if not self._visible(r, when)]
+                for record_id in expired:
+                    space.drop(record_id)
+                deleted += len(expired)
+        return SweepResult(deleted=deleted)
 
     def put_with_meta(self, request: PutRequest, meta: MetaSetRequest) -> PutResult:
         """``set_meta`` and ``put`` under the instance lock: the metadata is set only if the put
@@ -115,12 +243,14 @@ class InMemoryBackend(MemoryBackend):
         missing: list[str] = []
         with self._lock:
             space = self._space(request.namespace)
+            now = self._clock() if space is not None and space.expiring else None
             for record_id in unique_ids(request.ids):
                 key = space.by_id.get(record_id) if space else None
-                if key is None or space is None:
+                record = None if key is None or space is None else space.by_key[key]
+                if record is None or (now is not None and not self._visible(record, now)):
                     missing.append(record_id)
                 else:
-                    found.append(space.by_key[key].copy_out())
+                    found.append(record.copy_out())
         return GetResult(records=found, missing=missing)
 
     def delete(self, request: DeleteRequest) -> DeleteResult:
@@ -130,13 +260,8 @@ class InMemoryBackend(MemoryBackend):
         with self._lock:
             space = self._space(request.namespace)
             for record_id in unique_ids(request.ids):
-                key = space.by_id.pop(record_id, None) if space else None
-                if key is None or space is None:
-                    missing.append(record_id)
-                    continue
-                del space.keys[bisect.bisect_left(space.keys, key)]
-                del space.by_key[key]
-                deleted.append(record_id)
+                key = space.drop(record_id) if space else None
+                (missing if key is None else deleted).append(record_id)
         return DeleteResult(deleted=deleted, missing=missing)
 
     def scan(self, request: ScanRequest) -> ScanResult:
@@ -150,10 +275,13 @@ class InMemoryBackend(MemoryBackend):
             lo, hi = space.bounds(request.time_range)
             if after is not None:
                 lo = max(lo, bisect.bisect_right(space.keys, after))
-            stop = hi if request.limit is None else min(hi, lo + request.limit)
-            keys = space.keys[lo:stop]
+            if space.expiring:
+                keys, more = self._visible_keys(space, lo, hi, request.limit)
+            else:
+                stop = hi if request.limit is None else min(hi, lo + request.limit)
+                keys = space.keys[lo:stop]
+                more = stop < hi
             records = [space.by_key[k].copy_out() for k in keys]
-            more = stop < hi
         cursor = self._cursors.encode(namespace, *keys[-1]) if more and keys else None
         return ScanResult(records=records, next_cursor=cursor)
 
@@ -164,7 +292,21 @@ class InMemoryBackend(MemoryBackend):
             if space is None:
                 return CountResult(count=0)
             lo, hi = space.bounds(request.time_range)
+            if space.expiring:
+                return CountResult(count=len(self._visible_keys(space, lo, hi, None)[0]))
             return CountResult(count=hi - lo)
+
+    def _visible_keys(self, space: _Stored, lo: int, hi: int, limit: int | None) -> tuple[list[Key], bool]:
+        """Keys of ``space.keys[lo:hi]`` whose record has not expired: at most ``limit``, and
+        whether a further one exists."""
+        now = self._clock()
+        keys: list[Key] = []
+        for key in space.keys[lo:hi]:
+            if self._visible(space.by_key[key], now):
+                if limit is not None and len(keys) == limit:
+                    return keys, True
+                keys.append(key)
+        return keys, False
 
     def get_meta(self, request: MetaGetRequest) -> MetaResult:
         request = require(request, MetaGetRequest)
@@ -190,4 +332,5 @@ class InMemoryBackend(MemoryBackend):
             space.keys.clear()
             space.by_key.clear()
             space.by_id.clear()
+            space.expiring = 0
         return ClearResult(deleted=deleted)

@@ -19,6 +19,8 @@ from coniti.memory import (
     MetaGetRequest,
     MetaSetRequest,
     PutRequest,
+    UpsertOp,
+    WriteRequest,
     event_feed,
     time_travel,
 )
@@ -37,7 +39,7 @@ class CapabilityTests(BackendFixtures):
 
     def test_declarations_are_booleans(self, backend: MemoryBackend) -> None:
         """Every capability declaration, and ``read_only``, is a bool; a fresh backend is writable."""
-        for name in ("supports_time_travel", "supports_event_feed", "supports_put_with_meta"):
+        for name in ("supports_time_travel", "supports_event_feed", "supports_put_with_meta", "supports_write"):
             assert type(getattr(type(backend), name)) is bool, name
         assert backend.read_only is False
 
@@ -103,3 +105,18 @@ class CapabilityTests(BackendFixtures):
         assert _meta(backend) is None and ids(scan_all(backend)) == ["a"]
         if feed is not None:
             assert feed.head == head
+
+    def test_write_agrees_with_the_declaration(self, backend: MemoryBackend) -> None:
+        """Declared: ``write`` upserts and ``sweep`` runs. Else: both raise NotSupported, nothing
+        is written."""
+        request = WriteRequest(ops=[UpsertOp(record=record("a", 1.0))])
+        if not backend.supports_write:
+            with pytest.raises(NotSupported):
+                backend.write(request)
+            with pytest.raises(NotSupported):
+                backend.sweep()
+            assert count(backend) == 0
+            return
+        assert list(backend.write(request).versions) == ["a"]
+        assert backend.sweep().deleted == 0
+        assert ids(scan_all(backend)) == ["a"]
