@@ -2,9 +2,10 @@
 
 Every read and write of memory goes through :class:`MemoryBackend`. Its abstract core is the spec's
 eight operations (``put``, ``get``, ``delete``, ``scan``, ``count``, ``get_meta``, ``set_meta``,
-``clear``), each taking a request contract and returning a result contract. Everything else — paging
-(``iter_all``), the memory file (``dump``/``load``), async twins and request factories — is written
-once here on top of that core, so every backend inherits it.
+``clear``), each taking a request contract and returning a result contract, plus ``namespaces``
+(the live namespaces under a prefix). Everything else — paging (``iter_all``), the memory file
+(``dump``/``load``), async twins and request factories — is written once here on top of that core,
+so every backend inherits it.
 
 Rules every backend follows (checked by :mod:`coniti.testing`):
 
@@ -59,6 +60,7 @@ from coniti.errors import (
     RecordNotFound,
     VersionConflict,
 )
+from coniti.filters import MetadataFilter
 
 if TYPE_CHECKING:
     from coniti.events import Event
@@ -68,8 +70,8 @@ __all__ = [
     "ClearResult",
     "CountRequest",
     "CountResult",
-    "DeleteRequest",
     "DeleteOp",
+    "DeleteRequest",
     "DeleteResult",
     "DuplicateRecord",
     "EventFeed",
@@ -100,6 +102,7 @@ __all__ = [
     "WriteResult",
     "as_namespace",
     "event_feed",
+    "namespace_listing",
     "require",
     "time_travel",
     "unique_ids",
@@ -370,12 +373,19 @@ class DeleteResult(Contract):
 
 
 class ScanRequest(Contract):
-    """Read in (timestamp, write order) within ``time_range``; ``limit`` per page, resume at ``cursor``."""
+    """Read in (timestamp, write order) within ``time_range``; ``limit`` per page, resume at ``cursor``.
+
+    ``filter`` (a :mod:`coniti.filters` filter on the metadata, None for all) keeps only matching
+    records: a page still holds ``limit`` of them unless the range is exhausted, and ``next_cursor``
+    is the position of the page's last record, the same position an unfiltered scan uses, so it is
+    not tied to the filter (resuming it with another filter continues after that record).
+    """
 
     time_range: TimeRange | None = None
     namespace: Namespace = ()
     limit: int | None = pydantic.Field(default=None, ge=1, strict=True)
     cursor: str | None = None
+    filter: MetadataFilter = None
 
 
 class ScanResult(Contract):
@@ -384,10 +394,11 @@ class ScanResult(Contract):
 
 
 class CountRequest(Contract):
-    """Count records in ``namespace`` (within ``time_range`` if given)."""
+    """Count records in ``namespace`` (within ``time_range``, matching ``filter``, if given)."""
 
     time_range: TimeRange | None = None
     namespace: Namespace = ()
+    filter: MetadataFilter = None
 
 
 class CountResult(Contract):
@@ -658,8 +669,28 @@ def check_put_ids(records: Sequence[MemoryRecord]) -> None:
         seen.add(key)
 
 
+def namespace_listing(
+    live: Iterable[tuple[str, ...]], prefix: Sequence[str] = (), max_depth: int | None = None
+) -> list[tuple[str, ...]]:
+    """What :meth:`MemoryBackend.namespaces` returns, given every live namespace: those under
+    ``prefix``, cut to their first ``max_depth`` parts, without repeats, sorted. The arguments are
+    checked (:class:`ContractError`) before ``live`` is consumed."""
+    try:
+        start = as_namespace(prefix)
+    except ContractError as exc:
+        raise ContractError(f"prefix: {exc}") from None
+    if max_depth is not None and (type(max_depth) is not int or max_depth < 1):
+        raise ContractError(f"max_depth must be a positive integer or None, got {max_depth!r}")
+    n = len(start)
+    under = (ns for ns in live if ns[:n] == start)
+    if max_depth is None:
+        return sorted(set(under))
+    return sorted({ns[:max_depth] for ns in under})
+
+
 class MemoryBackend(ABC):
-    """Where memory lives. Subclasses implement the eight operations; the rest is derived here.
+    """Where memory lives. Subclasses implement the eight operations and :meth:`namespaces`; the rest
+    is derived here.
 
     Concrete helpers: :meth:`iter_all`, :meth:`dump`, :meth:`load`, the async twins (``aput`` ...,
     which run the sync call in a worker thread unless a backend overrides them), request factories
@@ -674,6 +705,10 @@ class MemoryBackend(ABC):
     read_only: bool = False
     """True when writes raise :class:`ReadOnlyError`: a time-travel view, or a store opened
     read-only (set per instance)."""
+
+    as_of: int | None = None
+    """For a time-travel view, the sequence number it shows memory right after; None for current
+    memory (set per instance)."""
 
     # Optional capabilities: declared here, never detected; coniti.testing.CapabilityTests checks
     # that each declaration agrees with what the backend does.
@@ -727,6 +762,15 @@ class MemoryBackend(ABC):
     @abstractmethod
     def clear(self, request: ClearRequest) -> ClearResult:
         """Remove every record of the namespace."""
+
+    @abstractmethod
+    def namespaces(
+        self, prefix: Sequence[str] = (), max_depth: int | None = None
+    ) -> list[tuple[str, ...]]:
+        """The live namespaces (holding at least one record; metadata alone does not count, so a
+        cleared or emptied one is gone) that start with ``prefix``, sorted; with ``max_depth``, each
+        cut to its first ``max_depth`` parts, without repeats. A view of a past point answers as of
+        that point. Implement with :func:`namespace_listing`."""
 
     # -- derived helpers ---------------------------------------------------------------------
 
@@ -817,13 +861,17 @@ class MemoryBackend(ABC):
         namespace: Sequence[str] = (),
         limit: int | None = None,
         cursor: str | None = None,
+        *,
+        filter: Any = None,
     ) -> ScanRequest:
-        return ScanRequest(time_range=time_range, namespace=namespace, limit=limit, cursor=cursor)
+        return ScanRequest(
+            time_range=time_range, namespace=namespace, limit=limit, cursor=cursor, filter=filter
+        )
 
     def count_request(
-        self, time_range: TimeRange | None = None, namespace: Sequence[str] = ()
+        self, time_range: TimeRange | None = None, namespace: Sequence[str] = (), *, filter: Any = None
     ) -> CountRequest:
-        return CountRequest(time_range=time_range, namespace=namespace)
+        return CountRequest(time_range=time_range, namespace=namespace, filter=filter)
 
     def meta_get_request(self, key: str, namespace: Sequence[str] = ()) -> MetaGetRequest:
         return MetaGetRequest(key=key, namespace=namespace)
@@ -879,6 +927,10 @@ class MemoryBackend(ABC):
     async def asweep(self, now: float | None = None) -> SweepResult:
         return await asyncio.to_thread(self.sweep, now)
 
+    async def anamespaces(
+        self, prefix: Sequence[str] = (), max_depth: int | None = None
+    ) -> list[tuple[str, ...]]:
+        return await asyncio.to_thread(self.namespaces, prefix, max_depth)
 
 
 # -- typed views of the optional capabilities (declared by the class attributes above) ------------

@@ -5,22 +5,32 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from coniti.actor import Note, Query
-from coniti.cli.app import CliError, common_options, settings
-from coniti.cli.memory_cmds import as_of_option, ns_option, range_options, time_range
+from coniti.cli.context import (
+    CliError,
+    as_of_option,
+    at_point,
+    common_options,
+    ns_option,
+    range_options,
+    settings,
+    time_range,
+)
 from coniti.cli.parse import format_namespace, format_time, iso_time
 from coniti.cli.types import META, TIME
 
-__all__ = ["COMMANDS"]
+if TYPE_CHECKING:
+    from coniti.actor import Note
+
+__all__ = ["add", "ask"]
 
 
 @click.command()
 @click.argument("text")
-@ns_option
+@ns_option()
 @click.option("--time", "when", type=TIME, default=None, help="When it happened (default: now).")
 @click.option("--meta", "meta", type=META, multiple=True, help="Metadata KEY=VALUE (repeatable).")
 @click.option("--id", "note_id", default=None, help="The note's id (default: a random one).")
@@ -33,6 +43,8 @@ def add(
     note_id: str | None,
 ) -> None:
     """Remember TEXT (use - to read it from stdin): embed it and store it through the engine."""
+    from coniti.actor import Note
+
     s = settings()
     if text == "-":
         text = sys.stdin.read().rstrip("\n")
@@ -54,7 +66,7 @@ def add(
 
 @click.command()
 @click.argument("text")
-@ns_option
+@ns_option()
 @click.option("-k", "--k", "k", type=click.IntRange(1, 10_000), default=5, show_default=True,
               help="How many notes to return.")
 @range_options
@@ -69,11 +81,13 @@ def ask(
     as_of: int | float | None,
 ) -> None:
     """Recall the notes that best answer TEXT, best first."""
+    from coniti.actor import Query
+
     s = settings()
     query = Query(text=text, time_range=time_range(start, end), k=k)
     with s.open_store() as store, s.open_engine(store) as engine:
         if as_of is not None:
-            engine = engine.at(as_of) if isinstance(as_of, int) else engine.at(time=as_of)
+            engine = at_point(engine, as_of)
         answer = engine.ask(query, namespace=namespace)
     hits = list(answer.hits)
     if s.json:
@@ -100,6 +114,3 @@ def _note_json(note: Note) -> dict[str, Any]:
         "text": note.text,
         "metadata": note.metadata,
     }
-
-
-COMMANDS: list[click.Command] = [add, ask]

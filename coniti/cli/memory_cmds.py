@@ -3,73 +3,35 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
 
-from coniti.actor import TimeRange
-from coniti.cli.app import CliError, common_options, settings
+from coniti.cli.context import (
+    CliError,
+    as_of_option,
+    common_options,
+    ns_option,
+    range_options,
+    settings,
+    time_range,
+    view_as_of,
+)
 from coniti.cli.parse import format_namespace, parse_meta_value
 from coniti.cli.show import record_json, show_record, show_records
-from coniti.cli.types import NAMESPACE, POINT, TIME
-from coniti.impl.log import LogBackend
-from coniti.memory import MemoryBackend
 
-__all__ = ["COMMANDS"]
-
-ns_option = click.option(
-    "--ns",
-    "namespace",
-    type=NAMESPACE,
-    default="/",
-    show_default=True,
-    help="Namespace, e.g. alice/notes ('/' is the root).",
-)
-as_of_option = click.option(
-    "--as-of",
-    "as_of",
-    type=POINT,
-    default=None,
-    metavar="SEQ|DATE",
-    help="Read the memory as it was at this sequence number or ISO time.",
-)
-
-
-def time_range(start: float | None, end: float | None) -> TimeRange | None:
-    """The note-time window of --from/--to, or None when neither is given."""
-    if start is None and end is None:
-        return None
-    return TimeRange(start=start, end=end)
-
-
-def range_options(func: Any) -> Any:
-    func = click.option(
-        "--to", "end", type=TIME, default=None, help="Note time before this (exclusive)."
-    )(func)
-    return click.option(
-        "--from", "start", type=TIME, default=None, help="Note time at or after this."
-    )(func)
-
-
-def at_point(store: LogBackend, point: int | float | None) -> MemoryBackend:
-    """The store itself, or its read-only view at a sequence number (int) or a recorded time."""
-    if point is None:
-        return store
-    if isinstance(point, int):
-        return store.at(point)
-    return store.at(time=point)
+__all__ = ["count", "get", "ls", "meta", "rm"]
 
 
 @click.command()
 @click.argument("note_id", metavar="ID")
-@ns_option
+@ns_option()
 @as_of_option
 @common_options
 def get(note_id: str, namespace: tuple[str, ...], as_of: int | float | None) -> None:
     """Show the record ID (its note, metadata, embedding and vector shape)."""
     s = settings()
     with s.open_store() as store:
-        view = at_point(store, as_of)
+        view = view_as_of(store, as_of)
         result = view.get(view.get_request([note_id], namespace))
     if not result.records:
         raise CliError(f"no record {note_id!r} in namespace {format_namespace(namespace)}")
@@ -82,7 +44,7 @@ def get(note_id: str, namespace: tuple[str, ...], as_of: int | float | None) -> 
 
 @click.command()
 @click.argument("ids", nargs=-1, required=True, metavar="ID...")
-@ns_option
+@ns_option()
 @common_options
 def rm(ids: tuple[str, ...], namespace: tuple[str, ...]) -> None:
     """Delete records by id. Exit status 1 if any id was not found (the others are deleted)."""
@@ -101,7 +63,7 @@ def rm(ids: tuple[str, ...], namespace: tuple[str, ...]) -> None:
 
 
 @click.command(name="ls")
-@ns_option
+@ns_option()
 @range_options
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many records.")
 @as_of_option
@@ -117,7 +79,7 @@ def ls(
     s = settings()
     window = time_range(start, end)
     with s.open_store() as store:
-        view = at_point(store, as_of)
+        view = view_as_of(store, as_of)
         if limit is None:
             records = list(view.iter_all(window, namespace))
         else:
@@ -129,7 +91,7 @@ def ls(
 
 
 @click.command()
-@ns_option
+@ns_option()
 @range_options
 @as_of_option
 @common_options
@@ -139,7 +101,7 @@ def count(
     """Count the records of a namespace (in a note-time window)."""
     s = settings()
     with s.open_store() as store:
-        view = at_point(store, as_of)
+        view = view_as_of(store, as_of)
         n = view.count(view.count_request(time_range(start, end), namespace)).count
     if s.json:
         s.out.json({"namespace": list(namespace), "count": n})
@@ -154,14 +116,14 @@ def meta() -> None:
 
 @meta.command(name="get")
 @click.argument("key")
-@ns_option
+@ns_option()
 @as_of_option
 @common_options
 def meta_get(key: str, namespace: tuple[str, ...], as_of: int | float | None) -> None:
     """Print the value of KEY as JSON (null when unset)."""
     s = settings()
     with s.open_store() as store:
-        view = at_point(store, as_of)
+        view = view_as_of(store, as_of)
         value = view.get_meta(view.meta_get_request(key, namespace)).value
     if s.json:
         s.out.json({"key": key, "namespace": list(namespace), "value": value})
@@ -172,7 +134,7 @@ def meta_get(key: str, namespace: tuple[str, ...], as_of: int | float | None) ->
 @meta.command(name="set")
 @click.argument("key")
 @click.argument("value")
-@ns_option
+@ns_option()
 @common_options
 def meta_set(key: str, value: str, namespace: tuple[str, ...]) -> None:
     """Set KEY to VALUE (read as JSON when it parses, else as text; null unsets)."""
@@ -183,6 +145,3 @@ def meta_set(key: str, value: str, namespace: tuple[str, ...]) -> None:
         s.out.json({"key": key, "namespace": list(namespace), "value": stored})
     else:
         s.out.line(f"{key} = {json.dumps(stored, ensure_ascii=False)}")
-
-
-COMMANDS: list[click.Command] = [get, rm, ls, count, meta]

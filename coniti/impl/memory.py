@@ -1,7 +1,7 @@
 """InMemoryBackend: memory in process memory, gone when the process ends.
 
 Per namespace it keeps records in a list sorted by (timestamp, write order) and finds time ranges by
-binary search. Cursors are opaque and tied to the instance and the namespace. Every operation holds one
+binary search; a metadata filter is tested on each record of the range as the walk reaches it. Cursors are opaque and tied to the instance and the namespace. Every operation holds one
 lock, so an instance is safe to share between threads. Records are deep-copied in and out.
 
 A record's version is the instance's write counter when it was written (1, 2, ...; also its write
@@ -16,7 +16,7 @@ import bisect
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -29,6 +29,7 @@ from coniti.errors import (
     RecordNotFound,
     VersionConflict,
 )
+from coniti.filters import MetadataFilter, Predicate, compile_filter
 from coniti.memory import (
     ClearRequest,
     ClearResult,
@@ -54,6 +55,7 @@ from coniti.memory import (
     WriteRequest,
     WriteResult,
     check_put_ids,
+    namespace_listing,
     patched,
     require,
     unique_ids,
@@ -98,6 +100,20 @@ class _Stored:
             if time_range.end is not None:
                 hi = bisect.bisect_left(self.keys, (time_range.end, -1))
         return lo, max(lo, hi)
+
+    def matching(
+        self, lo: int, hi: int, match: Callable[[MemoryRecord], bool], limit: int | None
+    ) -> tuple[list[Key], bool]:
+        """Keys of ``keys[lo:hi]`` whose record matches, at most ``limit``, and whether another
+        match follows them."""
+        out: list[Key] = []
+        by_key = self.by_key
+        for key in self.keys[lo:hi]:
+            if match(by_key[key]):
+                if len(out) == limit:
+                    return out, True
+                out.append(key)
+        return out, False
 
 
 class InMemoryBackend(MemoryBackend):
@@ -275,12 +291,12 @@ class InMemoryBackend(MemoryBackend):
             lo, hi = space.bounds(request.time_range)
             if after is not None:
                 lo = max(lo, bisect.bisect_right(space.keys, after))
-            if space.expiring:
-                keys, more = self._visible_keys(space, lo, hi, request.limit)
-            else:
+            if request.filter is None and not space.expiring:
                 stop = hi if request.limit is None else min(hi, lo + request.limit)
                 keys = space.keys[lo:stop]
                 more = stop < hi
+            else:
+                keys, more = space.matching(lo, hi, self._shown(space, request.filter), request.limit)
             records = [space.by_key[k].copy_out() for k in keys]
         cursor = self._cursors.encode(namespace, *keys[-1]) if more and keys else None
         return ScanResult(records=records, next_cursor=cursor)
@@ -292,21 +308,30 @@ class InMemoryBackend(MemoryBackend):
             if space is None:
                 return CountResult(count=0)
             lo, hi = space.bounds(request.time_range)
-            if space.expiring:
-                return CountResult(count=len(self._visible_keys(space, lo, hi, None)[0]))
-            return CountResult(count=hi - lo)
+            if request.filter is None and not space.expiring:
+                return CountResult(count=hi - lo)
+            shown = self._shown(space, request.filter)
+            by_key = space.by_key
+            return CountResult(count=sum(1 for k in space.keys[lo:hi] if shown(by_key[k])))
 
-    def _visible_keys(self, space: _Stored, lo: int, hi: int, limit: int | None) -> tuple[list[Key], bool]:
-        """Keys of ``space.keys[lo:hi]`` whose record has not expired: at most ``limit``, and
-        whether a further one exists."""
+    def _shown(self, space: _Stored, filter: MetadataFilter | None) -> Callable[[MemoryRecord], bool]:
+        """Which records a read shows: unexpired (when any held record has an expiry) and
+        matching ``filter``."""
+        match: Predicate | None = None if filter is None else compile_filter(filter)
+        if not space.expiring:
+            assert match is not None
+            return lambda record: match(record.note.metadata)
         now = self._clock()
-        keys: list[Key] = []
-        for key in space.keys[lo:hi]:
-            if self._visible(space.by_key[key], now):
-                if limit is not None and len(keys) == limit:
-                    return keys, True
-                keys.append(key)
-        return keys, False
+        if match is None:
+            return lambda record: self._visible(record, now)
+        return lambda record: self._visible(record, now) and match(record.note.metadata)
+
+    def namespaces(
+        self, prefix: Sequence[str] = (), max_depth: int | None = None
+    ) -> list[tuple[str, ...]]:
+        with self._lock:
+            live = [ns for ns, space in self._spaces.items() if space.keys]
+        return namespace_listing(live, prefix, max_depth)
 
     def get_meta(self, request: MetaGetRequest) -> MetaResult:
         request = require(request, MetaGetRequest)
