@@ -4,8 +4,10 @@ Per namespace it keeps records in a list sorted by (timestamp, write order) and 
 binary search; a metadata filter is tested on each record of the range as the walk reaches it. Cursors are opaque and tied to the instance and the namespace. Every operation holds one
 lock, so an instance is safe to share between threads. Records are deep-copied in and out.
 
-A record's version is the instance's write counter when it was written (1, 2, ...; also its write
-order). Op ids of :meth:`~InMemoryBackend.write` are kept for the life of the instance. Expired
+A record's version is the value of the instance's change counter when it was written (also its
+write order). The counter advances once per change, as a log's sequence numbers do: per record
+written, per id deleted (also by a sweep), per metadata write, per clear and per op id recorded, so
+both built-in backends give the same versions for the same calls (``put_with_meta`` aside). Op ids of :meth:`~InMemoryBackend.write` are kept for the life of the instance. Expired
 records (``expires_at <= clock()``) are hidden from get, scan and count until :meth:`sweep` deletes
 them; ``put`` still refuses their ids and ``delete`` removes them, as for any record the store holds.
 """
@@ -222,10 +224,13 @@ class InMemoryBackend(MemoryBackend):
                 if space is None:
                     space = self._spaces.setdefault(namespace, _Stored())
                 space.drop(record_id)
-                if replacement is not None:
+                if replacement is None:
+                    self._order += 1
+                else:
                     result.versions[record_id] = self._hold(space, replacement)
             if request.op_id is not None and digest is not None:
                 self._op_ids[(namespace, request.op_id)] = (digest, result.model_copy(deep=True))
+                self._order += 1
         return result
 
     def sweep(self, now: float | None = None) -> SweepResult:
@@ -241,6 +246,7 @@ class InMemoryBackend(MemoryBackend):
                 for record_id in expired:
                     space.drop(record_id)
                 deleted += len(expired)
+            self._order += deleted
         return SweepResult(deleted=deleted)
 
     def put_with_meta(self, request: PutRequest, meta: MetaSetRequest) -> PutResult:
@@ -278,6 +284,7 @@ class InMemoryBackend(MemoryBackend):
             for record_id in unique_ids(request.ids):
                 key = space.drop(record_id) if space else None
                 (missing if key is None else deleted).append(record_id)
+            self._order += len(deleted)
         return DeleteResult(deleted=deleted, missing=missing)
 
     def scan(self, request: ScanRequest) -> ScanResult:
@@ -345,11 +352,13 @@ class InMemoryBackend(MemoryBackend):
         with self._lock:
             space = self._spaces.setdefault(request.namespace, _Stored())
             space.meta[request.key] = check_json_value(request.value, request.key)
+            self._order += 1
         return MetaResult(value=request.value)
 
     def clear(self, request: ClearRequest) -> ClearResult:
         request = require(request, ClearRequest)
         with self._lock:
+            self._order += 1
             space = self._space(request.namespace)
             if space is None:
                 return ClearResult(deleted=0)
