@@ -824,6 +824,11 @@ class MemoryBackend(ABC):
         require(request, WriteRequest)
         raise NotSupported(f"the {self.kind!r} memory backend has no write (upsert, patch, compare-and-set)")
 
+    def op_result(self, op_id: str, namespace: Sequence[str] = ()) -> WriteResult | None:
+        """The result of the write that recorded ``op_id`` in ``namespace`` (``replayed=True``), or
+        None when no write did. Only where :attr:`supports_write` is True."""
+        raise NotSupported(f"the {self.kind!r} memory backend records no op ids")
+
     def sweep(self, now: float | None = None) -> SweepResult:
         """Delete every live record whose ``expires_at <= now`` (default: the store's clock), one
         delete each, stamped actor ``coniti-ttl``, reason ``expired``. Safe to run concurrently: a

@@ -56,6 +56,7 @@ from coniti.memory import (
     UpsertOp,
     WriteRequest,
     WriteResult,
+    as_namespace,
     check_put_ids,
     namespace_listing,
     patched,
@@ -232,6 +233,11 @@ class InMemoryBackend(MemoryBackend):
                 self._op_ids[(namespace, request.op_id)] = (digest, result.model_copy(deep=True))
                 self._order += 1
         return result
+
+    def op_result(self, op_id: str, namespace: Sequence[str] = ()) -> WriteResult | None:
+        with self._lock:
+            seen = self._op_ids.get((as_namespace(namespace), op_id))
+        return None if seen is None else seen[1].model_copy(update={"replayed": True}, deep=True)
 
     def sweep(self, now: float | None = None) -> SweepResult:
         """Delete every held record with ``expires_at <= now`` (default: the clock), in every

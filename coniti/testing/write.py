@@ -329,6 +329,15 @@ class WriteTests(BackendFixtures):
         assert again.model_copy(update={"replayed": False}) == first
         assert _everything(backend) == after
 
+    def test_op_result_reads_a_recorded_op_id(self, backend: MemoryBackend, write: Write) -> None:
+        """op_result gives the recorded result of an op id (replayed), None for an unknown one."""
+        first = write(_upsert(record("a", 1.0), op_id="known"))
+        recorded = backend.op_result("known")
+        assert recorded is not None and recorded.replayed
+        assert recorded.model_copy(update={"replayed": False}) == first
+        assert backend.op_result("unknown") is None
+        assert backend.op_result("known", ("x",)) is None
+
     def test_op_id_with_other_request_conflicts(self, backend: MemoryBackend, write: Write) -> None:
         """The same op id with a different request raises IdempotencyConflict; nothing written."""
         write(_upsert(record("a", 1.0), op_id="op-1"))
