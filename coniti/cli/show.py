@@ -32,6 +32,8 @@ def record_json(record: MemoryRecord) -> dict[str, Any]:
         "embedding_id": record.embedding_id,
         "dim": int(record.vector.shape[0]),
         "dtype": record.vector.dtype.name,
+        "version": record.version,
+        "expires_at": record.expires_at,
     }
 
 
@@ -47,15 +49,17 @@ def show_record(out: Output, record: MemoryRecord) -> None:
             ("metadata", note.metadata or None),
             ("embedding", record.embedding_id),
             ("vector", f"{record.vector.shape[0]} x {record.vector.dtype.name}"),
+            ("version", record.version),
+            ("expires", None if record.expires_at is None else format_time(record.expires_at) + " UTC"),
         ]
     )
 
 
 def show_records(out: Output, records: Iterable[MemoryRecord]) -> None:
-    """Records as a table: time, id, text."""
+    """Records as a table: time, id, version, text."""
     out.table(
-        ["time (UTC)", "id", "text"],
-        ([format_time(r.note.timestamp), r.note.id, r.note.text] for r in records),
+        ["time (UTC)", "id", "version", "text"],
+        ([format_time(r.note.timestamp), r.note.id, r.version, r.note.text] for r in records),
         wrap=["text"],
     )
 
