@@ -16,9 +16,9 @@ accepted there: they would read as sequence numbers).
 from __future__ import annotations
 
 import json
-import re
 import math
 import os
+import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
