@@ -23,6 +23,7 @@ Rules every backend follows (checked by :mod:`coniti.testing`):
 from __future__ import annotations
 
 import asyncio
+import difflib
 import hashlib
 import json
 from abc import ABC, abstractmethod
@@ -101,6 +102,7 @@ __all__ = [
     "WriteRequest",
     "WriteResult",
     "as_namespace",
+    "closest_namespaces",
     "event_feed",
     "namespace_listing",
     "require",
@@ -688,6 +690,26 @@ def namespace_listing(
     return sorted({ns[:max_depth] for ns in under})
 
 
+def closest_namespaces(
+    namespace: Sequence[str], candidates: Iterable[tuple[str, ...]]
+) -> list[tuple[str, ...]]:
+    """``candidates`` ordered by closeness to ``namespace``: most leading parts in common first,
+    then the most similar spelling (``difflib`` ratio of the parts joined by ``/``), then sorted.
+    For "did you mean" hints when a namespace holds nothing."""
+    asked = as_namespace(namespace)
+    joined = "/".join(asked)
+
+    def key(ns: tuple[str, ...]) -> tuple[int, float, tuple[str, ...]]:
+        common = 0
+        for a, b in zip(asked, ns, strict=False):
+            if a != b:
+                break
+            common += 1
+        return -common, -difflib.SequenceMatcher(None, joined, "/".join(ns)).ratio(), ns
+
+    return sorted(set(candidates), key=key)
+
+
 class MemoryBackend(ABC):
     """Where memory lives. Subclasses implement the eight operations and :meth:`namespaces`; the rest
     is derived here.
@@ -779,12 +801,21 @@ class MemoryBackend(ABC):
         time_range: TimeRange | None = None,
         namespace: Sequence[str] = (),
         page_size: int = 500,
+        *,
+        filter: Any = None,
     ) -> Iterator[MemoryRecord]:
-        """Every record in (timestamp, write order), following cursors page by page."""
+        """Every record in (timestamp, write order), following cursors page by page; with
+        ``filter``, only those whose metadata it matches (see :mod:`coniti.filters`)."""
         cursor: str | None = None
         while True:
             page = self.scan(
-                ScanRequest(time_range=time_range, namespace=namespace, limit=page_size, cursor=cursor)
+                ScanRequest(
+                    time_range=time_range,
+                    namespace=namespace,
+                    limit=page_size,
+                    cursor=cursor,
+                    filter=filter,
+                )
             )
             yield from page.records
             cursor = page.next_cursor

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 import click
 
 from coniti.cli.output import Output
-from coniti.cli.parse import resolve_store_path
+from coniti.cli.parse import format_namespace, resolve_store_path
 from coniti.cli.types import NAMESPACE, POINT, TIME
 
 if TYPE_CHECKING:
@@ -110,6 +110,33 @@ class Settings:
         if self.reason is None:
             return nullcontext()
         return store.audit(actor=self.actor_name, reason=self.reason)
+
+
+HINT_LIMIT = 8
+"""How many namespaces a "nothing stored here" hint lists."""
+
+
+def hint_if_unknown(
+    s: Settings, memory: MemoryBackend, namespace: tuple[str, ...], *, prefix: bool = False
+) -> None:
+    """When ``namespace`` (or, with ``prefix``, every namespace under it) holds no notes, say so on
+    stderr and list the namespaces that do, closest first. The answer itself is unchanged."""
+    from coniti.memory import closest_namespaces
+
+    under = memory.namespaces(namespace)
+    if (under if prefix else namespace in under):
+        return
+    what = "under" if prefix else "in namespace"
+    live = memory.namespaces()
+    if not live:
+        s.out.hint(f"no notes {what} {format_namespace(namespace)}: the store holds no notes yet")
+        return
+    near = [format_namespace(ns) for ns in closest_namespaces(namespace, live)]
+    more = f" (and {len(near) - HINT_LIMIT} more)" if len(near) > HINT_LIMIT else ""
+    s.out.hint(
+        f"no notes {what} {format_namespace(namespace)}; namespaces with notes, closest first: "
+        f"{', '.join(near[:HINT_LIMIT])}{more}"
+    )
 
 
 def settings() -> Settings:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -10,6 +11,7 @@ from coniti.cli.context import (
     CliError,
     as_of_option,
     common_options,
+    hint_if_unknown,
     ns_option,
     range_options,
     settings,
@@ -18,6 +20,7 @@ from coniti.cli.context import (
 )
 from coniti.cli.parse import format_namespace, parse_meta_value
 from coniti.cli.show import record_json, show_record, show_records
+from coniti.cli.types import FILTER
 
 __all__ = ["count", "get", "ls", "meta", "rm"]
 
@@ -62,9 +65,16 @@ def rm(ids: tuple[str, ...], namespace: tuple[str, ...]) -> None:
         )
 
 
+filter_option = click.option(
+    "--filter", "where", type=FILTER, default=None, metavar="JSON",
+    help="Only records whose metadata match this filter, e.g. '{\"kind\": \"fact\"}'.",
+)  # fmt: skip
+
+
 @click.command(name="ls")
 @ns_option()
 @range_options
+@filter_option
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many records.")
 @as_of_option
 @common_options
@@ -72,6 +82,7 @@ def ls(
     namespace: tuple[str, ...],
     start: float | None,
     end: float | None,
+    where: dict[str, Any] | None,
     limit: int | None,
     as_of: int | float | None,
 ) -> None:
@@ -81,9 +92,12 @@ def ls(
     with s.open_store() as store:
         view = view_as_of(store, as_of)
         if limit is None:
-            records = list(view.iter_all(window, namespace))
+            records = list(view.iter_all(window, namespace, filter=where))
         else:
-            records = view.scan(view.scan_request(window, namespace, limit=limit)).records
+            request = view.scan_request(window, namespace, limit=limit, filter=where)
+            records = view.scan(request).records
+        if not records:
+            hint_if_unknown(s, view, namespace)
     if s.json:
         s.out.json_lines(record_json(r) for r in records)
     else:
@@ -93,16 +107,23 @@ def ls(
 @click.command()
 @ns_option()
 @range_options
+@filter_option
 @as_of_option
 @common_options
 def count(
-    namespace: tuple[str, ...], start: float | None, end: float | None, as_of: int | float | None
+    namespace: tuple[str, ...],
+    start: float | None,
+    end: float | None,
+    where: dict[str, Any] | None,
+    as_of: int | float | None,
 ) -> None:
-    """Count the records of a namespace (in a note-time window)."""
+    """Count the records of a namespace (in a note-time window, matching a filter)."""
     s = settings()
     with s.open_store() as store:
         view = view_as_of(store, as_of)
-        n = view.count(view.count_request(time_range(start, end), namespace)).count
+        n = view.count(view.count_request(time_range(start, end), namespace, filter=where)).count
+        if n == 0:
+            hint_if_unknown(s, view, namespace)
     if s.json:
         s.out.json({"namespace": list(namespace), "count": n})
     else:

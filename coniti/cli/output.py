@@ -71,6 +71,12 @@ class Output:
                 sys.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n")
                 sys.stdout.flush()
 
+    def hint(self, text: str) -> None:
+        """A line for the person on stderr (kept out of stdout, so --json output stays clean)."""
+        with reader_gone():
+            self._stderr.write(text + "\n")
+            self._stderr.flush()
+
     # -- people --------------------------------------------------------------------------------
 
     def line(self, text: str = "", *, style: str | None = None) -> None:

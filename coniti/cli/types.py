@@ -1,4 +1,4 @@
-"""click parameter types for namespaces, times, points and KEY=VALUE metadata.
+"""click parameter types for namespaces, times, points, KEY=VALUE metadata and metadata filters.
 
 A value that cannot be read is a usage error (exit status 2) whose message names the option.
 """
@@ -13,6 +13,7 @@ import click
 from coniti.cli.parse import (
     ParseError,
     parse_expiry,
+    parse_filter,
     parse_json_object,
     parse_meta_pair,
     parse_namespace,
@@ -20,7 +21,7 @@ from coniti.cli.parse import (
     parse_time,
 )
 
-__all__ = ["EXPIRY", "JSON_OBJECT", "META", "NAMESPACE", "POINT", "TIME"]
+__all__ = ["EXPIRY", "FILTER", "JSON_OBJECT", "META", "NAMESPACE", "POINT", "TIME"]
 
 
 class _Parsed(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.5
@@ -46,3 +47,4 @@ POINT = _Parsed("point", lambda text, field: parse_point(text, field=field))
 META = _Parsed("key=value", lambda text, field: parse_meta_pair(text))
 EXPIRY = _Parsed("duration|time", lambda text, field: parse_expiry(text, field=field))
 JSON_OBJECT = _Parsed("json", lambda text, field: parse_json_object(text, field=field))
+FILTER = _Parsed("json", lambda text, field: parse_filter(text, field=field))
