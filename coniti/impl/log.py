@@ -40,7 +40,13 @@ from typing import IO, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
 from coniti.cursor import CursorCodec
-from coniti.errors import ContractError, ReadOnlyError
+from coniti.errors import (
+    ContractError,
+    IdempotencyConflict,
+    ReadOnlyError,
+    RecordNotFound,
+    VersionConflict,
+)
 from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
 from coniti.impl import log_audit as _audit
@@ -48,12 +54,17 @@ from coniti.impl.log_audit import Subscription
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
 from coniti.log import verify as _verify
+from coniti.log.codec import DELETE as DELETE_KIND
+from coniti.log.codec import OP as OP_KIND
+from coniti.log.codec import PUT as PUT_KIND
+from coniti.log.eventlog import Change, WriteView
 from coniti.log.keys import Namespace
 from coniti.memory import (
     ClearRequest,
     ClearResult,
     CountRequest,
     CountResult,
+    DeleteOp,
     DeleteRequest,
     DeleteResult,
     GetRequest,
@@ -63,13 +74,19 @@ from coniti.memory import (
     MetaGetRequest,
     MetaResult,
     MetaSetRequest,
+    PatchOp,
     PutRequest,
     PutResult,
     ScanRequest,
     ScanResult,
+    SweepResult,
+    UpsertOp,
+    WriteRequest,
+    WriteResult,
     as_namespace,
     check_put_ids,
     namespace_listing,
+    patched,
     require,
     unique_ids,
 )
@@ -94,19 +111,91 @@ _erase_result = EraseResult.constructor()
 
 
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
-    """The record of a row the store wrote (once per record a read returns)."""
-    rid, timestamp, (text, metadata, embedding_id, vector) = row
-    return _memory_record(_note(rid, text, timestamp, metadata), vector, embedding_id, namespace)
+    """The record of a row the store wrote (once per record a read returns); its version is the
+    seq of the put that wrote it."""
+    text, metadata, embedding_id, vector = row[2]
+    return _memory_record(
+        _note(row[0], text, row[1], metadata), vector, embedding_id, namespace, row[3], row[4]
+    )
+
+
+def _put_item(r: MemoryRecord) -> PutItem:
+    note = r.note
+    return PutItem(
+        r.namespace, note.id, note.text, note.timestamp, note.metadata, r.embedding_id, r.vector,
+        r.expires_at,
+    )
 
 
 def _put_items(records: Sequence[MemoryRecord]) -> list[PutItem]:
-    return [
-        PutItem(
-            r.namespace, r.note.id, r.note.text, r.note.timestamp, r.note.metadata,
-            r.embedding_id, r.vector,
-        )
-        for r in records
-    ]
+    return [_put_item(r) for r in records]
+
+
+TTL_ACTOR = "coniti-ttl"
+"""The actor of the delete events a :meth:`LogBackend.sweep` writes (reason ``expired``)."""
+
+
+def _decide(request: WriteRequest, digest: str | None) -> Callable[[WriteView], tuple[list[Change], WriteResult]]:
+    """The decision of one :meth:`LogBackend.write`, made inside its write transaction: the op id's
+    replay, the expectations, then each op planned against the live state."""
+    ns = request.namespace
+    op_id = request.op_id
+
+    def decide(view: WriteView) -> tuple[list[Change], WriteResult]:
+        if op_id is not None:
+            seen = view.op(op_id)
+            if seen is not None:
+                if seen[0] != digest:
+                    raise IdempotencyConflict(
+                        f"op id {op_id!r} was used by another write request in namespace {ns!r}; "
+                        "nothing was written"
+                    )
+                return [], WriteResult.from_dict({**seen[1], "replayed": True})
+        for record_id, expected in request.expect.items():
+            row = view.live(record_id)
+            actual = None if row is None else row.seq
+            if actual != expected:
+                raise VersionConflict(record_id, expected, actual, ns)
+        changes: list[Change] = []
+        versions: dict[str, int] = {}
+        unchanged: list[str] = []
+        deleted: list[str] = []
+        missing: list[str] = []
+        for i, op in enumerate(request.ops):
+            if isinstance(op, DeleteOp):
+                if view.held(op.id) is None:
+                    missing.append(op.id)
+                else:
+                    changes.append(Change(DELETE_KIND, id=op.id))
+                    deleted.append(op.id)
+                continue
+            record_id = op.record.id if isinstance(op, UpsertOp) else op.id
+            row = view.live(record_id)
+            current = None if row is None else _record(row, ns)
+            if isinstance(op, PatchOp):
+                if current is None:
+                    if not request.missing_ok:
+                        raise RecordNotFound(
+                            f"ops[{i}]: no live record {op.id!r} in namespace {ns!r} to patch; "
+                            "nothing was written"
+                        )
+                    missing.append(op.id)
+                    continue
+                new = patched(current, op, i)
+            else:
+                new = op.record
+            if current is not None and current.version is not None and current.identical(new):
+                unchanged.append(record_id)
+                versions[record_id] = current.version
+                continue
+            changes.append(Change(PUT_KIND, item=_put_item(new), replaces=view.held(record_id)))
+            versions[record_id] = view.next_seq + len(changes) - 1
+        result = {"versions": versions, "unchanged": unchanged, "deleted": deleted, "missing": missing}
+        if op_id is not None:
+            changes.append(Change(OP_KIND, op_id=op_id, digest=digest, receipt=result))
+        return changes, WriteResult.from_dict(result)
+
+    return decide
 
 
 _CHUNK_MAX = 1024
@@ -273,6 +362,7 @@ class LogBackend(_Reads, MemoryBackend):
     supports_time_travel: ClassVar[bool] = True
     supports_event_feed: ClassVar[bool] = True
     supports_put_with_meta: ClassVar[bool] = True
+    supports_write: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -364,6 +454,33 @@ class LogBackend(_Reads, MemoryBackend):
         actor, reason = self._stamp()
         items = _put_items(records)
         return _put_result({"written": self._log.put(items, actor=actor, reason=reason)})
+
+    def write(self, request: WriteRequest) -> WriteResult:
+        """One atomic write (see :class:`~coniti.memory.WriteRequest`), decided and appended in one
+        LMDB write transaction: a replace is one ``put`` event naming the version it replaces
+        (``pv``), a delete a ``delete`` event, and a request with an op id ends with one ``op``
+        event holding the request's digest and result (also when it wrote nothing else). Every
+        event carries the call's audit stamp. Op ids are kept as long as the log: export, import,
+        rebuild and compaction keep them."""
+        request = require(request, WriteRequest)
+        digest = None if request.op_id is None else request.digest()
+        actor, reason = self._stamp()
+        return self._log.transact(
+            request.namespace, _decide(request, digest), actor=actor, reason=reason
+        )
+
+    def op_result(self, op_id: str, namespace: Sequence[str] = ()) -> WriteResult | None:
+        found = self._log.op_result(as_namespace(namespace), op_id)
+        return None if found is None else WriteResult.from_dict({**found[1], "replayed": True})
+
+    def sweep(self, now: float | None = None) -> SweepResult:
+        """Delete every live record expired at ``now`` (default: the write's recorded time), one
+        ``delete`` event each with actor ``coniti-ttl`` and reason ``expired``, in one transaction
+        (so concurrent sweeps from several processes delete each record once)."""
+        if now is not None:
+            now = to_timestamp(now, "now")
+        deleted = self._log.sweep(now, actor=TTL_ACTOR, reason="expired")
+        return SweepResult(deleted=deleted)
 
     def put_with_meta(self, request: PutRequest, meta: MetaSetRequest) -> PutResult:
         """The meta event, then one put event per record, in one transaction: a refused put
@@ -589,6 +706,13 @@ class LogView(_Reads, MemoryBackend):
 
     def put(self, request: PutRequest) -> PutResult:
         require(request, PutRequest)
+        self._refuse()
+
+    def write(self, request: WriteRequest) -> WriteResult:
+        require(request, WriteRequest)
+        self._refuse()
+
+    def sweep(self, now: float | None = None) -> SweepResult:
         self._refuse()
 
     def delete(self, request: DeleteRequest) -> DeleteResult:

@@ -13,6 +13,9 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
                                              record count, and the last position in ``time`` of
                                              N (none: empty) which bounds as-of scans
     erx   N I S -> b""                       every erase event of a record
+    exv   N X S -> end S                     every (not erased) version with an expiry, by expiry
+                                             time ``X`` (a timestamp key); end 0 = live
+    opx   N O -> S                           the op event of each op id ``O`` (a name key)
 
 The fold is a pure function of the events in order: :meth:`Projections.fold` (used by ``rebuild`` and
 ``verify``) and the write path call the same primitives. As-of reads (``as_of=S``) are index walks:
@@ -32,6 +35,7 @@ point, returns or counts it.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterator, Sequence
 from itertools import takewhile
 from typing import Any, NamedTuple
@@ -45,10 +49,13 @@ from coniti.log.codec import (
     DELETE,
     ERASE,
     META,
+    OP,
     PUT,
     LogEvent,
     RecordData,
     decode_content,
+    decode_op,
+    decode_put_meta,
     decode_record,
     recorded_at,
 )
@@ -195,11 +202,14 @@ def _split_position(position: bytes) -> tuple[float, int]:
 
 
 class Row(NamedTuple):
-    """One record read back: id, note timestamp and content (fresh objects, owned by the caller)."""
+    """One record read back: id, note timestamp, content (fresh objects, owned by the caller), the
+    sequence number of the put that wrote this version, and its expiry (None: none)."""
 
     id: str
     timestamp: float
     data: RecordData
+    seq: int
+    expires_at: float | None = None
 
 
 class Head:
@@ -228,7 +238,7 @@ class Dbs:
     """The sub-database handles of one environment by name (built once, shared by transactions).
     ``log`` and ``sys`` are None for a scratch environment holding projections only."""
 
-    __slots__ = ("cnt", "erx", "log", "meta", "ns", "nsn", "sys", "time", "tver", "ver")
+    __slots__ = ("cnt", "erx", "exv", "log", "meta", "ns", "nsn", "opx", "sys", "time", "tver", "ver")
 
     def __init__(self, dbs: dict[bytes, Any]) -> None:
         self.log = dbs.get(LOG_DB)
@@ -241,6 +251,8 @@ class Dbs:
         self.meta = dbs[b"meta"]
         self.cnt = dbs[b"cnt"]
         self.erx = dbs.get(b"erx")
+        self.exv = dbs.get(b"exv")
+        self.opx = dbs.get(b"opx")
 
 
 class Projections:
@@ -415,6 +427,32 @@ class Projections:
         if position > self._time_last(nsid):
             self._max[nsid] = position
 
+    def put_version(
+        self,
+        seq: int,
+        nsid: bytes,
+        idk: bytes,
+        tsk: bytes,
+        *,
+        replaces: int | None = None,
+        expires_at: float | None = None,
+        erased: bool = False,
+    ) -> None:
+        """Fold a put: of a record that is not live, or (``replaces``) replacing the live version
+        put at that seq, ended here; with an expiry (``exv``); of erased content (``erased``)."""
+        if replaces is not None:
+            latest = self.latest(nsid, idk)
+            if latest is None or not latest[1] or latest[0] != replaces:
+                raise FoldError(seq, f"event {seq}: replaces version {replaces}, which is not the live one")
+            counted = self._end(seq, nsid, idk, replaces, latest[2])
+            self._exv_end(nsid, replaces, seq)
+            self._counts[nsid] = self.count(nsid) - counted
+        if erased:
+            self.put_erased(seq, nsid, idk, tsk)
+            return
+        self.put(seq, nsid, idk, tsk)
+        self.exv_put(nsid, seq, expires_at)
+
     def put(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
         """Fold a put of a record that is not live."""
         txn = self.txn
@@ -494,6 +532,7 @@ class Projections:
         if latest is None or not latest[1]:
             return False
         counted = self._end(seq, nsid, idk, latest[0], latest[2])
+        self._exv_end(nsid, latest[0], seq)
         self._set_count(nsid, seq, self.count(nsid) - counted)
         return True
 
@@ -503,6 +542,7 @@ class Projections:
         end = seq_key(seq)
         cur = txn.cursor(db=self.d.time)
         removed = 0
+        expiring = self.expiring(nsid)
         if cur.set_range(nsid):
             while True:
                 key = cur.key()
@@ -510,6 +550,8 @@ class Projections:
                     break
                 tsk = key[_T]
                 idk = cur.value()
+                if expiring:
+                    self._exv_end(nsid, seq_from_key(key[_S]), seq)
                 txn.put(_ver_key(nsid, idk, seq_from_key(key[_S])), end + tsk, db=self.d.ver)
                 if txn.get(key, db=self.d.tver) is not None:
                     txn.put(key, end + idk, db=self.d.tver)
@@ -538,6 +580,7 @@ class Projections:
         txn = self.txn
         if not txn.delete(_time_key(nsid, tsk, seq_key(put_seq)), db=self.d.tver):
             return  # already unindexed
+        self._exv_end(nsid, put_seq, None)
         lo = _cnt_key(nsid, put_seq)
         hi = _cnt_key(nsid, end_seq or MAX_SEQ)
         cur = txn.cursor(db=self.d.cnt)
@@ -568,13 +611,14 @@ class Projections:
             nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
             self._interned[namespace] = nsid
             idk = name_key(event.id)
-            latest = self.latest(nsid, idk)
-            if latest is not None and latest[1]:
-                raise FoldError(seq, f"event {seq}: put of record {event.id!r}, which is already live")
-            if event.erased:
-                self.put_erased(seq, nsid, idk, ts_key(event.timestamp))
-            else:
-                self.put(seq, nsid, idk, ts_key(event.timestamp))
+            if event.replaces is None:
+                latest = self.latest(nsid, idk)
+                if latest is not None and latest[1]:
+                    raise FoldError(seq, f"event {seq}: put of record {event.id!r}, which is already live")
+            self.put_version(
+                seq, nsid, idk, ts_key(event.timestamp), replaces=event.replaces,
+                expires_at=event.expires_at, erased=event.erased,
+            )
         elif kind in (DELETE, ERASE):
             assert event.id is not None
             found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
@@ -593,42 +637,149 @@ class Projections:
             nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
             self._interned[namespace] = nsid
             self.meta(seq, nsid, name_key(event.key))
+        elif kind == OP:
+            assert event.op_id is not None
+            nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
+            self._interned[namespace] = nsid
+            if self.op_seq(nsid, event.op_id) is not None:
+                raise FoldError(seq, f"event {seq}: op id {event.op_id!r} is already recorded")
+            self.op(seq, nsid, event.op_id)
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def _row(self, sk: bytes, tsk: bytes, idk: bytes | None, record_id: str | None) -> Row | None:
+    def _row(
+        self, sk: bytes, tsk: bytes, idk: bytes | None, record_id: str | None, now: float | None = None
+    ) -> Row | None:
         """The row of the version put by the event of log key ``sk``, with timestamp key ``tsk`` and
         id key ``idk`` (None: not known), or None when its content was erased or (``record_id``
         given) it is another id's. With an inline id key and a nonzero timestamp key the id and
         timestamp come from the keys and only the payload is decoded; otherwise the envelope is read
-        too (a hashed id must be checked, and the key of 0.0 loses -0.0's sign)."""
+        too (a hashed id must be checked, and the key of 0.0 loses -0.0's sign). ``now``, given for
+        a namespace that holds expiring versions: the envelope is read for the expiry, and a version
+        expired at ``now`` is None."""
         frame = self.txn.get(sk, db=self.d.log)
         if frame is None:
             raise _missing(seq_from_key(sk))
+        if now is not None:
+            rid, ts, expires_at = decode_put_meta(frame)
+            if (expires_at is not None and expires_at <= now) or (record_id is not None and rid != record_id):
+                return None
+            content = decode_content(frame)
+            return None if content is None else Row(rid, ts, content, seq_from_key(sk), expires_at)
         if idk is not None and tsk != _TS_ZERO and not is_hashed(idk):
             data = decode_content(frame)
             if data is None:
                 return None
             rid = inline_name(idk) if record_id is None else record_id
-            return _tuple_new(Row, (rid, decode_ts_key(tsk), data))
+            return _tuple_new(Row, (rid, decode_ts_key(tsk), data, seq_from_key(sk), None))
         rid, ts, data = decode_record(frame)
         if data is None or (record_id is not None and rid != record_id):
             return None
-        return Row(rid, ts, data)
+        return Row(rid, ts, data, seq_from_key(sk))
+
+    # -- expiry ----------------------------------------------------------------------------------
+
+    def expiring(self, nsid: bytes) -> bool:
+        """Whether the namespace ever held a (not erased) version with an expiry: only then do
+        reads look at expiries (one seek)."""
+        exv = self.d.exv
+        if exv is None:
+            return False
+        cur = self.txn.cursor(db=exv)
+        return bool(cur.set_range(nsid)) and cur.key()[:NSID_LEN] == nsid
+
+    def clock(self, as_of: int | None) -> float:
+        """The recorded-time clock expiry is judged by: now (never before the head's recorded time),
+        or the recorded time of event ``as_of`` (0.0 for the empty log)."""
+        if as_of is None:
+            return max(time.time(), self.head().at)
+        return recorded_at(self.frame(as_of)) if as_of else 0.0
+
+    def reader_now(self, nsid: bytes, as_of: int | None) -> float | None:
+        """The clock a read of the namespace judges expiry by, or None when it holds no expiring
+        version (reads then skip the check)."""
+        return self.clock(as_of) if self.expiring(nsid) else None
+
+    def hidden(self, nsid: bytes, now: float, as_of: int | None = None) -> set[int]:
+        """Put seqs of the versions visible now (or right after ``as_of``) that expired at ``now``."""
+        out: set[int] = set()
+        exv = self.d.exv
+        if exv is None:
+            return out
+        cur = self.txn.cursor(db=exv)
+        stop = nsid + ts_key(now) + _PAST_KEY[:SEQ_LEN]
+        if cur.set_range(nsid):
+            for key, end in cur.iternext(keys=True, values=True):
+                if key > stop or key[:NSID_LEN] != nsid:
+                    break
+                put_seq = seq_from_key(key[-SEQ_LEN:])
+                if as_of is None:
+                    if end == _LIVE:
+                        out.add(put_seq)
+                elif put_seq <= as_of and (end == _LIVE or seq_from_key(end) > as_of):
+                    out.add(put_seq)
+        return out
+
+    def expired(self, nsid: bytes, now: float) -> list[tuple[int, str]]:
+        """Live versions of the namespace expired at ``now``: ``(put seq, record id)``, oldest put
+        first."""
+        return [(put_seq, decode_put_meta(self.frame(put_seq))[0]) for put_seq in sorted(self.hidden(nsid, now))]
+
+    def exv_put(self, nsid: bytes, seq: int, expires_at: float | None) -> None:
+        if expires_at is not None:
+            self.txn.put(nsid + ts_key(expires_at) + seq_key(seq), _LIVE, db=self.d.exv)
+
+    def _exv_end(self, nsid: bytes, put_seq: int, end: int | None) -> None:
+        """The version put at ``put_seq`` ended at ``end`` (None: erased, its entry goes)."""
+        if not self.expiring(nsid):
+            return
+        expires_at = decode_put_meta(self.frame(put_seq))[2]
+        if expires_at is None:
+            return
+        key = nsid + ts_key(expires_at) + seq_key(put_seq)
+        if end is None:
+            self.txn.delete(key, db=self.d.exv)
+        elif self.txn.get(key, db=self.d.exv) is not None:
+            self.txn.put(key, seq_key(end), db=self.d.exv)
+
+    # -- op ids ----------------------------------------------------------------------------------
+
+    def op_seq(self, nsid: bytes, op_id: str) -> int | None:
+        """The seq of the op event of ``op_id`` in the namespace, or None (a hashed key's match is
+        checked against the event)."""
+        if self.d.opx is None:
+            return None
+        ok = name_key(op_id)
+        found = self.txn.get(nsid + ok, db=self.d.opx)
+        if found is None:
+            return None
+        seq = seq_from_key(bytes(found))
+        if is_hashed(ok) and decode_op(self.frame(seq))[0] != op_id:
+            return None
+        return seq
+
+    def op(self, seq: int, nsid: bytes, op_id: str) -> None:
+        """Fold an op event."""
+        self.txn.put(nsid + name_key(op_id), seq_key(seq), db=self.d.opx)
 
     def get_rows(
-        self, nsid: bytes, ids: Sequence[str], as_of: int | None = None
+        self, nsid: bytes, ids: Sequence[str], as_of: int | None = None, now: float | None = None
     ) -> tuple[list[Row], list[str]]:
         """The rows of the records ``ids`` of the namespace visible now (or right after event
-        ``as_of``), in the order of ``ids``, and the ids that have none."""
+        ``as_of``), in the order of ``ids``, and the ids that have none. Expiry is judged by
+        ``now`` when given (a write's recorded time), else by :meth:`clock`."""
         rows: list[Row] = []
         missing: list[str] = []
         visible = self.visible
         row_of = self._row
+        if now is None:
+            now = self.reader_now(nsid, as_of)
+        elif not self.expiring(nsid):
+            now = None
         for record_id in ids:
             idk = name_key(record_id)
             found = visible(nsid, idk, as_of)
-            row = None if found is None else row_of(seq_key(found[0]), found[1], idk, record_id)
+            row = None if found is None else row_of(seq_key(found[0]), found[1], idk, record_id, now)
             if row is None:
                 missing.append(record_id)
             else:
@@ -648,8 +799,12 @@ class Projections:
         write order) with ``start <= timestamp < end``, strictly after the position ``after`` =
         ``(timestamp, seq)``, at most ``limit``; plus the position of the last row when more may
         follow. Now: a walk of ``time`` decoding each entry as it goes (a page counts the entries
-        it walks); as of an event: :meth:`scan_as_of`."""
+        it walks); as of an event: :meth:`scan_as_of`. In a namespace holding expiring versions,
+        expired ones are left out and a page holds exactly ``limit`` rows when more follow."""
         row_of = self._row
+        now = self.reader_now(nsid, as_of)
+        if now is not None:
+            return self._scan_expiring(nsid, start, end, after, limit, as_of, now)
         if as_of is not None:
             entries, more = self.scan_as_of(nsid, start, end, after, limit, as_of)
             rows = []
@@ -674,6 +829,51 @@ class Projections:
             if row is not None:
                 rows.append(row)
         return rows, None
+
+    def _scan_expiring(
+        self,
+        nsid: bytes,
+        start: float | None,
+        end: float | None,
+        after: tuple[float, int] | None,
+        limit: int | None,
+        as_of: int | None,
+        now: float,
+    ) -> tuple[list[Row], tuple[float, int] | None]:
+        """:meth:`scan_rows` where expiry applies: rows not expired at ``now``, exactly ``limit``
+        per page (the walk reads one row past a full page to know whether more follow)."""
+        if as_of is not None:
+            entries, _ = self.scan_as_of(nsid, start, end, after, None, as_of)
+            walk: Iterator[tuple[bytes, bytes, bytes | None]] = (
+                (seq_key(seq), tsk, idk) for seq, tsk, idk in entries
+            )
+        else:
+            walk = self._time_walk(nsid, start, end, after)
+        rows: list[Row] = []
+        last: tuple[bytes, bytes] | None = None
+        for sk, tsk, idk in walk:
+            row = self._row(sk, tsk, idk, None, now)
+            if row is None:
+                continue
+            if limit is not None and len(rows) == limit:
+                assert last is not None
+                return rows, _split_position(last[0] + last[1])
+            rows.append(row)
+            last = (tsk, sk)
+        return rows, None
+
+    def _time_walk(
+        self, nsid: bytes, start: float | None, end: float | None, after: tuple[float, int] | None
+    ) -> Iterator[tuple[bytes, bytes, bytes]]:
+        """``(sequence key, timestamp key, id key)`` of the live entries of ``time`` in range."""
+        cur = self.txn.cursor(db=self.d.time)
+        if not cur.set_range(_scan_start(nsid, start, after)):
+            return
+        stop = _scan_stop(nsid, end)
+        for key, idk in cur.iternext(keys=True, values=True):
+            if key >= stop:
+                return
+            yield key[_S], key[_T], idk
 
     def scan_as_of(
         self,
@@ -724,7 +924,16 @@ class Projections:
         self, nsid: bytes, start: float | None, end: float | None, as_of: int | None = None
     ) -> int:
         """Records visible now (or right after event ``as_of``) with ``start <= timestamp < end``
-        (unbounded where None)."""
+        (unbounded where None); expired versions are not counted."""
+        now = self.reader_now(nsid, as_of)
+        if now is not None:
+            hidden = self.hidden(nsid, now, as_of)
+            if start is None and end is None:
+                return self.count(nsid, as_of) - len(hidden)
+            if as_of is not None:
+                entries = self.scan_as_of(nsid, start, end, None, None, as_of)[0]
+                return sum(1 for seq, _, _ in entries if seq not in hidden)
+            return sum(1 for sk, _, _ in self._time_walk(nsid, start, end, None) if seq_from_key(sk) not in hidden)
         if start is None and end is None:
             return self.count(nsid, as_of)
         if as_of is not None:
