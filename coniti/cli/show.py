@@ -38,8 +38,9 @@ def record_json(record: MemoryRecord) -> dict[str, Any]:
 
 
 def show_record(out: Output, record: MemoryRecord) -> None:
-    """One record as a key/value table."""
+    """One record as a key/value table (its expiry only when it has one)."""
     note = record.note
+    expiry = [] if record.expires_at is None else [("expires", format_time(record.expires_at) + " UTC")]
     out.fields(
         [
             ("id", note.id),
@@ -50,16 +51,23 @@ def show_record(out: Output, record: MemoryRecord) -> None:
             ("embedding", record.embedding_id),
             ("vector", f"{record.vector.shape[0]} x {record.vector.dtype.name}"),
             ("version", record.version),
-            ("expires", None if record.expires_at is None else format_time(record.expires_at) + " UTC"),
+            *expiry,
         ]
     )
 
 
-def show_records(out: Output, records: Iterable[MemoryRecord]) -> None:
-    """Records as a table: time, id, version, text."""
+def show_records(out: Output, records: Iterable[MemoryRecord], *, versions: bool = False) -> None:
+    """Records as a table: time, id, (with ``versions``) version, text."""
+    if versions:
+        out.table(
+            ["time (UTC)", "id", "version", "text"],
+            ([format_time(r.note.timestamp), r.note.id, r.version, r.note.text] for r in records),
+            wrap=["text"],
+        )
+        return
     out.table(
-        ["time (UTC)", "id", "version", "text"],
-        ([format_time(r.note.timestamp), r.note.id, r.version, r.note.text] for r in records),
+        ["time (UTC)", "id", "text"],
+        ([format_time(r.note.timestamp), r.note.id, r.note.text] for r in records),
         wrap=["text"],
     )
 
@@ -80,7 +88,10 @@ def _what(event: Event) -> str:
     if event.kind == "meta":
         return f"{event.key} = {json.dumps(event.value, ensure_ascii=False)}"
     if event.record is not None:
-        return event.record.note.text
+        text = event.record.note.text
+        return text if event.replaces is None else f"(replaces {event.replaces}) {text}"
+    if event.kind == "op":
+        return f"op id {event.op_id}"
     return ""
 
 
