@@ -286,7 +286,7 @@ class EventLog:
         seq, h = head.seq + 1, head.hash
         frames: list[bytes] = []
         keys: list[tuple[bytes, bytes, bytes]] = []
-        expiring: list[tuple[bytes, int, float | None]] = []
+        expiring: list[tuple[bytes, int, float, bytes, bytes]] = []
         for prepared, nsids, actor, reason in calls:
             names = {ns: list(ns) for ns in nsids}
             events = [
@@ -300,8 +300,8 @@ class EventLog:
             )
             if timed:
                 expiring += [
-                    (cast(bytes, nsids[item.namespace]), seq + i, item.expires_at)
-                    for i, (item, *_) in enumerate(prepared)
+                    (cast(bytes, nsids[item.namespace]), seq + i, item.expires_at, idk, tsk)
+                    for i, (item, idk, _, tsk, _, _) in enumerate(prepared)
                     if item.expires_at is not None
                 ]
             frames += more
@@ -311,8 +311,8 @@ class EventLog:
                 for item, idk, _, tsk, _, _ in prepared
             ]
         p.put_many(head.seq + 1, frames, keys)
-        for nsid, put_seq, expires_at in expiring:
-            p.exv_put(nsid, put_seq, expires_at)
+        for nsid, put_seq, expires_at, idk, tsk in expiring:
+            p.exv_put(nsid, put_seq, expires_at, idk, tsk)
         p.set_head(Head(seq - 1, at, h))
 
     def _put_calls(self, txn: Any, calls: list[_PutCall]) -> list[tuple[Any, BaseException | None]]:

@@ -99,6 +99,8 @@ _POSITION = slice(NSID_LEN, None)
 _PAST_KEY = b"\xff" * 17
 """After ``N``: sorts after every ``T S`` (16 bytes), so ``N + _PAST_KEY`` bounds the keys of ``N``."""
 _TS_ZERO = ts_key(0.0)
+_TV_END = SEQ_LEN + 8
+"""End of the timestamp key in a ``ver`` value ``E T`` (a version with an expiry has ``E T X``)."""
 
 
 def _missing(seq: int) -> StoreCorrupted:
@@ -357,7 +359,7 @@ class Projections:
         if not _seek_newest(cur, prefix, prefix):
             return None
         value = cur.value()
-        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[:SEQ_LEN] == _LIVE, value[SEQ_LEN:]
+        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[:SEQ_LEN] == _LIVE, value[SEQ_LEN:_TV_END]
 
     def live_seq(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> int | None:
         """The put seq of the version visible now (or right after event ``as_of``), else None."""
@@ -375,7 +377,7 @@ class Projections:
         end = value[:SEQ_LEN]
         if end != _LIVE and (as_of is None or seq_from_key(end) <= as_of):
             return None
-        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[SEQ_LEN:]
+        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[SEQ_LEN:_TV_END]
 
     def versions(self, nsid: bytes, idk: bytes) -> list[tuple[int, int]]:
         """Every version of a record as ``(put seq, end seq or 0)``, oldest first."""
@@ -445,13 +447,13 @@ class Projections:
             if latest is None or not latest[1] or latest[0] != replaces:
                 raise FoldError(seq, f"event {seq}: replaces version {replaces}, which is not the live one")
             counted = self._end(seq, nsid, idk, replaces, latest[2])
-            self._exv_end(nsid, replaces, seq)
             self._counts[nsid] = self.count(nsid) - counted
         if erased:
             self.put_erased(seq, nsid, idk, tsk)
             return
         self.put(seq, nsid, idk, tsk)
-        self.exv_put(nsid, seq, expires_at)
+        if expires_at is not None:
+            self.exv_put(nsid, seq, expires_at, idk, tsk)
 
     def put(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
         """Fold a put of a record that is not live."""
@@ -512,10 +514,11 @@ class Projections:
         self._set_count(nsid, seq, self.count(nsid))
 
     def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> bool:
-        """End a version at ``seq``; returns whether it was counted (False: erased)."""
+        """End a version at ``seq``; returns whether it was counted (False: erased). A version
+        with an expiry keeps it in its ``ver`` value, and its ``exv`` entry records the end."""
         txn = self.txn
         end = seq_key(seq)
-        txn.put(_ver_key(nsid, idk, put_seq), end + tsk, db=self.d.ver)
+        self._end_ver(nsid, idk, put_seq, end, tsk)
         tk = _time_key(nsid, tsk, seq_key(put_seq))
         counted = txn.get(tk, db=self.d.tver) is not None
         if counted:
@@ -526,13 +529,27 @@ class Projections:
             del self._max[nsid]  # found again from ``time`` when the count is written
         return counted
 
+    def _end_ver(self, nsid: bytes, idk: bytes, put_seq: int, end: bytes, tsk: bytes) -> None:
+        """Write the end ``end`` into the ``ver`` value of the version put at ``put_seq``, keeping
+        its expiry (and ending its ``exv`` entry) if it has one."""
+        key = _ver_key(nsid, idk, put_seq)
+        tail = tsk
+        if self.expiring(nsid):
+            old = self.txn.get(key, db=self.d.ver)
+            if old is not None and len(old) > _TV_END:
+                xk = bytes(old[_TV_END:])
+                tail = tsk + xk
+                exv_key = nsid + xk + seq_key(put_seq)
+                if self.txn.get(exv_key, db=self.d.exv) is not None:
+                    self.txn.put(exv_key, end, db=self.d.exv)
+        self.txn.put(key, end + tail, db=self.d.ver)
+
     def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
         """Fold a delete (or erase): end the live version. False if the record is not live."""
         latest = self.latest(nsid, idk)
         if latest is None or not latest[1]:
             return False
         counted = self._end(seq, nsid, idk, latest[0], latest[2])
-        self._exv_end(nsid, latest[0], seq)
         self._set_count(nsid, seq, self.count(nsid) - counted)
         return True
 
@@ -551,8 +568,9 @@ class Projections:
                 tsk = key[_T]
                 idk = cur.value()
                 if expiring:
-                    self._exv_end(nsid, seq_from_key(key[_S]), seq)
-                txn.put(_ver_key(nsid, idk, seq_from_key(key[_S])), end + tsk, db=self.d.ver)
+                    self._end_ver(nsid, idk, seq_from_key(key[_S]), end, tsk)
+                else:
+                    txn.put(_ver_key(nsid, idk, seq_from_key(key[_S])), end + tsk, db=self.d.ver)
                 if txn.get(key, db=self.d.tver) is not None:
                     txn.put(key, end + idk, db=self.d.tver)
                     removed += 1
@@ -580,7 +598,7 @@ class Projections:
         txn = self.txn
         if not txn.delete(_time_key(nsid, tsk, seq_key(put_seq)), db=self.d.tver):
             return  # already unindexed
-        self._exv_end(nsid, put_seq, None)
+        self._exv_erased(nsid, put_seq)
         lo = _cnt_key(nsid, put_seq)
         hi = _cnt_key(nsid, end_seq or MAX_SEQ)
         cur = txn.cursor(db=self.d.cnt)
@@ -725,22 +743,22 @@ class Projections:
         first."""
         return [(put_seq, decode_put_meta(self.frame(put_seq))[0]) for put_seq in sorted(self.hidden(nsid, now))]
 
-    def exv_put(self, nsid: bytes, seq: int, expires_at: float | None) -> None:
-        if expires_at is not None:
-            self.txn.put(nsid + ts_key(expires_at) + seq_key(seq), _LIVE, db=self.d.exv)
+    def exv_put(self, nsid: bytes, seq: int, expires_at: float, idk: bytes, tsk: bytes) -> None:
+        """Record the expiry of the live version put at ``seq``: its ``exv`` entry, and the expiry
+        key after the timestamp key in its ``ver`` value (where the fold finds it when the version
+        ends, without reading the log)."""
+        xk = ts_key(expires_at)
+        self.txn.put(nsid + xk + seq_key(seq), _LIVE, db=self.d.exv)
+        self.txn.put(_ver_key(nsid, idk, seq), _LIVE + tsk + xk, db=self.d.ver)
 
-    def _exv_end(self, nsid: bytes, put_seq: int, end: int | None) -> None:
-        """The version put at ``put_seq`` ended at ``end`` (None: erased, its entry goes)."""
+    def _exv_erased(self, nsid: bytes, put_seq: int) -> None:
+        """The version put at ``put_seq`` was erased: its ``exv`` entry goes (read from its frame's
+        envelope, which erasure keeps)."""
         if not self.expiring(nsid):
             return
         expires_at = decode_put_meta(self.frame(put_seq))[2]
-        if expires_at is None:
-            return
-        key = nsid + ts_key(expires_at) + seq_key(put_seq)
-        if end is None:
-            self.txn.delete(key, db=self.d.exv)
-        elif self.txn.get(key, db=self.d.exv) is not None:
-            self.txn.put(key, seq_key(end), db=self.d.exv)
+        if expires_at is not None:
+            self.txn.delete(nsid + ts_key(expires_at) + seq_key(put_seq), db=self.d.exv)
 
     # -- op ids ----------------------------------------------------------------------------------
 
