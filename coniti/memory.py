@@ -213,7 +213,7 @@ class MemoryRecord(Contract):
     @pydantic.field_validator("expires_at", mode="before")
     @classmethod
     def _expires_at(cls, value: Any) -> float | None:
-        return None if value is None else to_timestamp(value, "expires_at")
+        return None if value is None else to_timestamp(value, "expires_at") + 0.0  # no -0.0
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -484,7 +484,10 @@ class PatchOp(Contract):
     @pydantic.field_validator("timestamp", "expires_at", mode="before")
     @classmethod
     def _time(cls, value: Any, info: pydantic.ValidationInfo) -> float | None:
-        return None if value is None else to_timestamp(value, info.field_name or "timestamp")
+        if value is None:
+            return None
+        out = to_timestamp(value, info.field_name or "timestamp")
+        return out + 0.0 if info.field_name == "expires_at" else out  # an expiry is never -0.0
 
     @pydantic.field_validator("metadata", "metadata_patch", mode="before")
     @classmethod

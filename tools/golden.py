@@ -37,12 +37,12 @@ from coniti.log import EVENT_VERSION
 from coniti.memory import (
     ClearRequest,
     CountRequest,
+    DeleteOp,
     DeleteRequest,
     MemoryBackend,
     MemoryRecord,
     MetaGetRequest,
     MetaSetRequest,
-    DeleteOp,
     PatchOp,
     PutRequest,
     UpsertOp,

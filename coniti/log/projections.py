@@ -14,7 +14,8 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
                                              N (none: empty) which bounds as-of scans
     erx   N I S -> b""                       every erase event of a record
     exv   N X S -> end S                     every (not erased) version with an expiry, by expiry
-                                             time ``X`` (a timestamp key); end 0 = live
+                                             time ``X`` (a timestamp key); end 0 = live; and
+          N -> b""                           the marker of a namespace that has had one
     opx   N O -> S                           the op event of each op id ``O`` (a name key)
 
 The fold is a pure function of the events in order: :meth:`Projections.fold` (used by ``rebuild`` and
@@ -369,6 +370,13 @@ class Projections:
     def visible(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> tuple[int, bytes] | None:
         """``(put seq, timestamp key)`` of the version visible now (or right after event
         ``as_of``), else None."""
+        found = self.visible_version(nsid, idk, as_of)
+        return None if found is None else (found[0], found[1][:8])
+
+    def visible_version(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> tuple[int, bytes] | None:
+        """``(put seq, T or T X)``: the version visible now (or right after event ``as_of``) and
+        the rest of its ``ver`` value (its timestamp key, then its expiry key if it has one), else
+        None. Expiry is not applied here."""
         prefix = nsid + idk
         cur = self._ver_cur or self._vcur()
         if not _seek_newest(cur, prefix, prefix if as_of is None else prefix + inv_seq_key(as_of)):
@@ -377,7 +385,7 @@ class Projections:
         end = value[:SEQ_LEN]
         if end != _LIVE and (as_of is None or seq_from_key(end) <= as_of):
             return None
-        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[SEQ_LEN:_TV_END]
+        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[SEQ_LEN:]
 
     def versions(self, nsid: bytes, idk: bytes) -> list[tuple[int, int]]:
         """Every version of a record as ``(put seq, end seq or 0)``, oldest first."""
@@ -699,12 +707,9 @@ class Projections:
 
     def expiring(self, nsid: bytes) -> bool:
         """Whether the namespace ever held a (not erased) version with an expiry: only then do
-        reads look at expiries (one seek)."""
+        reads look at expiries (one lookup of the namespace's marker ``exv[N]``)."""
         exv = self.d.exv
-        if exv is None:
-            return False
-        cur = self.txn.cursor(db=exv)
-        return bool(cur.set_range(nsid)) and cur.key()[:NSID_LEN] == nsid
+        return exv is not None and self.txn.get(nsid, db=exv) is not None
 
     def clock(self, as_of: int | None) -> float:
         """The recorded-time clock expiry is judged by: now (never before the head's recorded time),
@@ -730,6 +735,8 @@ class Projections:
             for key, end in cur.iternext(keys=True, values=True):
                 if key > stop or key[:NSID_LEN] != nsid:
                     break
+                if len(key) == NSID_LEN:
+                    continue  # the namespace's marker
                 put_seq = seq_from_key(key[-SEQ_LEN:])
                 if as_of is None:
                     if end == _LIVE:
@@ -748,6 +755,7 @@ class Projections:
         key after the timestamp key in its ``ver`` value (where the fold finds it when the version
         ends, without reading the log)."""
         xk = ts_key(expires_at)
+        self.txn.put(nsid, b"", db=self.d.exv)  # the marker: N holds expiring versions
         self.txn.put(nsid + xk + seq_key(seq), _LIVE, db=self.d.exv)
         self.txn.put(_ver_key(nsid, idk, seq), _LIVE + tsk + xk, db=self.d.ver)
 
@@ -785,19 +793,29 @@ class Projections:
     ) -> tuple[list[Row], list[str]]:
         """The rows of the records ``ids`` of the namespace visible now (or right after event
         ``as_of``), in the order of ``ids``, and the ids that have none. Expiry is judged by
-        ``now`` when given (a write's recorded time), else by :meth:`clock`."""
+        ``now`` when given (a write's recorded time), else by :meth:`clock`; a version's expiry is
+        read from its ``ver`` value, so a get in a namespace without expiring versions reads
+        nothing more than before."""
         rows: list[Row] = []
         missing: list[str] = []
-        visible = self.visible
+        visible = self.visible_version
         row_of = self._row
-        if now is None:
-            now = self.reader_now(nsid, as_of)
-        elif not self.expiring(nsid):
-            now = None
         for record_id in ids:
             idk = name_key(record_id)
             found = visible(nsid, idk, as_of)
-            row = None if found is None else row_of(seq_key(found[0]), found[1], idk, record_id, now)
+            if found is None:
+                row = None
+            elif len(found[1]) == 8:
+                row = row_of(seq_key(found[0]), found[1], idk, record_id)
+            else:  # a version with an expiry: its key follows the timestamp key in ``ver``
+                expires_at = decode_ts_key(found[1][8:])
+                if now is None:
+                    now = self.clock(as_of)
+                row = None
+                if expires_at > now:
+                    row = row_of(seq_key(found[0]), found[1][:8], idk, record_id)
+                    if row is not None:
+                        row = row._replace(expires_at=expires_at)
             if row is None:
                 missing.append(record_id)
             else:
