@@ -27,7 +27,7 @@ import difflib
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -607,6 +607,68 @@ class SweepResult(Contract):
     reason ``expired``)."""
 
     deleted: int
+
+
+Change = tuple[str, "MemoryRecord | None"]
+"""One planned change of a write: ``(record id, the record to write)``, or ``(record id, None)``
+for a delete."""
+
+
+def plan_write(
+    request: WriteRequest,
+    live: Callable[[str], MemoryRecord | None],
+    held: Callable[[str], bool],
+) -> tuple[list[Change], WriteResult]:
+    """What ``request`` changes (everything but its op id), for a backend to apply in order:
+    ``live(id)`` is the visible record of an id (with its version; None when absent or expired),
+    ``held(id)`` whether the id is live at all (expired or not: a delete removes it). Raises
+    :class:`VersionConflict`, :class:`RecordNotFound` or :class:`ContractError` before anything is
+    planned to be written. The result lists unchanged, deleted and missing ids and the versions of
+    unchanged ones; the backend adds the version each planned write receives."""
+    ns = request.namespace
+    for record_id, expected in request.expect.items():
+        current = live(record_id)
+        actual = None if current is None else current.version
+        if actual != expected:
+            raise VersionConflict(record_id, expected, actual, ns)
+    changes: list[Change] = []
+    result = WriteResult()
+    for i, op in enumerate(request.ops):
+        if isinstance(op, DeleteOp):
+            if held(op.id):
+                changes.append((op.id, None))
+                result.deleted.append(op.id)
+            else:
+                result.missing.append(op.id)
+            continue
+        record_id = op.record.id if isinstance(op, UpsertOp) else op.id
+        current = live(record_id)
+        if isinstance(op, PatchOp):
+            if current is None:
+                if not request.missing_ok:
+                    raise RecordNotFound(
+                        f"ops[{i}]: no live record {op.id!r} in namespace {ns!r} to patch; "
+                        "nothing was written"
+                    )
+                result.missing.append(op.id)
+                continue
+            new = patched(current, op, i)
+        else:
+            new = op.record
+        if current is not None and current.version is not None and current.identical(new):
+            result.unchanged.append(record_id)
+            result.versions[record_id] = current.version
+        else:
+            changes.append((record_id, new))
+    return changes, result
+
+
+def idempotency_conflict(op_id: str, namespace: tuple[str, ...]) -> IdempotencyConflict:
+    """The error for an op id already recorded with another request's digest."""
+    return IdempotencyConflict(
+        f"op id {op_id!r} was used by another write request in namespace {namespace!r}; "
+        "nothing was written"
+    )
 
 
 def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:

@@ -42,10 +42,7 @@ from coniti.actor import Note, to_timestamp
 from coniti.cursor import CursorCodec
 from coniti.errors import (
     ContractError,
-    IdempotencyConflict,
     ReadOnlyError,
-    RecordNotFound,
-    VersionConflict,
 )
 from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
@@ -64,7 +61,6 @@ from coniti.memory import (
     ClearResult,
     CountRequest,
     CountResult,
-    DeleteOp,
     DeleteRequest,
     DeleteResult,
     GetRequest,
@@ -74,19 +70,18 @@ from coniti.memory import (
     MetaGetRequest,
     MetaResult,
     MetaSetRequest,
-    PatchOp,
     PutRequest,
     PutResult,
     ScanRequest,
     ScanResult,
     SweepResult,
-    UpsertOp,
     WriteRequest,
     WriteResult,
     as_namespace,
     check_put_ids,
+    idempotency_conflict,
     namespace_listing,
-    patched,
+    plan_write,
     require,
     unique_ids,
 )
@@ -146,50 +141,23 @@ def _decide(request: WriteRequest, digest: str | None) -> Callable[[WriteView], 
             seen = view.op(op_id)
             if seen is not None:
                 if seen[0] != digest:
-                    raise IdempotencyConflict(
-                        f"op id {op_id!r} was used by another write request in namespace {ns!r}; "
-                        "nothing was written"
-                    )
+                    raise idempotency_conflict(op_id, ns)
                 return [], WriteResult.from_dict({**seen[1], "replayed": True})
-        for record_id, expected in request.expect.items():
+
+        def live(record_id: str) -> MemoryRecord | None:
             row = view.live(record_id)
-            actual = None if row is None else row.seq
-            if actual != expected:
-                raise VersionConflict(record_id, expected, actual, ns)
+            return None if row is None else _record(row, ns)
+
+        plan, planned = plan_write(request, live, lambda record_id: view.held(record_id) is not None)
         changes: list[Change] = []
-        versions: dict[str, int] = {}
-        unchanged: list[str] = []
-        deleted: list[str] = []
-        missing: list[str] = []
-        for i, op in enumerate(request.ops):
-            if isinstance(op, DeleteOp):
-                if view.held(op.id) is None:
-                    missing.append(op.id)
-                else:
-                    changes.append(Change(DELETE_KIND, id=op.id))
-                    deleted.append(op.id)
-                continue
-            record_id = op.record.id if isinstance(op, UpsertOp) else op.id
-            row = view.live(record_id)
-            current = None if row is None else _record(row, ns)
-            if isinstance(op, PatchOp):
-                if current is None:
-                    if not request.missing_ok:
-                        raise RecordNotFound(
-                            f"ops[{i}]: no live record {op.id!r} in namespace {ns!r} to patch; "
-                            "nothing was written"
-                        )
-                    missing.append(op.id)
-                    continue
-                new = patched(current, op, i)
+        versions = dict(planned.versions)
+        for record_id, new in plan:
+            if new is None:
+                changes.append(Change(DELETE_KIND, id=record_id))
             else:
-                new = op.record
-            if current is not None and current.version is not None and current.identical(new):
-                unchanged.append(record_id)
-                versions[record_id] = current.version
-                continue
-            changes.append(Change(PUT_KIND, item=_put_item(new), replaces=view.held(record_id)))
-            versions[record_id] = view.next_seq + len(changes) - 1
+                changes.append(Change(PUT_KIND, item=_put_item(new), replaces=view.held(record_id)))
+                versions[record_id] = view.next_seq + len(changes) - 1
+        unchanged, deleted, missing = planned.unchanged, planned.deleted, planned.missing
         result = {"versions": versions, "unchanged": unchanged, "deleted": deleted, "missing": missing}
         if op_id is not None:
             changes.append(Change(OP_KIND, op_id=op_id, digest=digest, receipt=result))

@@ -27,9 +27,6 @@ from coniti.contracts import check_json_value
 from coniti.cursor import CursorCodec
 from coniti.errors import (
     DuplicateRecord,
-    IdempotencyConflict,
-    RecordNotFound,
-    VersionConflict,
 )
 from coniti.filters import MetadataFilter, Predicate, compile_filter
 from coniti.memory import (
@@ -37,7 +34,6 @@ from coniti.memory import (
     ClearResult,
     CountRequest,
     CountResult,
-    DeleteOp,
     DeleteRequest,
     DeleteResult,
     GetRequest,
@@ -47,19 +43,18 @@ from coniti.memory import (
     MetaGetRequest,
     MetaResult,
     MetaSetRequest,
-    PatchOp,
     PutRequest,
     PutResult,
     ScanRequest,
     ScanResult,
     SweepResult,
-    UpsertOp,
     WriteRequest,
     WriteResult,
     as_namespace,
     check_put_ids,
+    idempotency_conflict,
     namespace_listing,
-    patched,
+    plan_write,
     require,
     unique_ids,
 )
@@ -175,10 +170,7 @@ class InMemoryBackend(MemoryBackend):
                 seen = self._op_ids.get((namespace, request.op_id))
                 if seen is not None:
                     if seen[0] != digest:
-                        raise IdempotencyConflict(
-                            f"op id {request.op_id!r} was used by another write request in namespace "
-                            f"{namespace!r}; nothing was written"
-                        )
+                        raise idempotency_conflict(request.op_id, namespace)
                     return seen[1].model_copy(update={"replayed": True}, deep=True)
             now = self._clock()
             space = self._spaces.get(namespace)
@@ -190,38 +182,10 @@ class InMemoryBackend(MemoryBackend):
                 record = space.by_key[key]
                 return record if self._visible(record, now) else None
 
-            for record_id, expected in request.expect.items():
-                current = live(record_id)
-                actual = None if current is None else current.version
-                if actual != expected:
-                    raise VersionConflict(record_id, expected, actual, namespace)
-            result = WriteResult()
-            plan: list[tuple[str, MemoryRecord | None]] = []
-            for i, op in enumerate(request.ops):
-                if isinstance(op, DeleteOp):
-                    held = space is not None and op.id in space.by_id
-                    (result.deleted if held else result.missing).append(op.id)
-                    if held:
-                        plan.append((op.id, None))
-                    continue
-                current = live(op.record.id if isinstance(op, UpsertOp) else op.id)
-                if isinstance(op, PatchOp):
-                    if current is None:
-                        if not request.missing_ok:
-                            raise RecordNotFound(
-                                f"ops[{i}]: no live record {op.id!r} in namespace {namespace!r} to "
-                                "patch; nothing was written"
-                            )
-                        result.missing.append(op.id)
-                        continue
-                    new = patched(current, op, i)
-                else:
-                    new = op.record
-                if current is not None and current.version is not None and current.identical(new):
-                    result.unchanged.append(new.id)
-                    result.versions[new.id] = current.version
-                else:
-                    plan.append((new.id, new))
+            def held(record_id: str) -> bool:
+                return space is not None and record_id in space.by_id
+
+            plan, result = plan_write(request, live, held)
             for record_id, replacement in plan:
                 if space is None:
                     space = self._spaces.setdefault(namespace, _Stored())
