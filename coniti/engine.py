@@ -882,10 +882,10 @@ class ContinuityEngine:
         return await asyncio.to_thread(self.ingest, note, namespace=namespace)
 
     async def aingest_many(
-        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = ()
+        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None
     ) -> list[IngestResult]:
         """:meth:`ingest_many` on a worker thread (``notes`` is read there)."""
-        return await asyncio.to_thread(self.ingest_many, notes, namespace=namespace)
+        return await asyncio.to_thread(self.ingest_many, notes, namespace=namespace, op_id=op_id)
 
     async def aask(
         self,

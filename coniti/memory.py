@@ -807,7 +807,9 @@ class MemoryBackend(ABC):
     supports_event_feed: ClassVar[bool] = False
     """The backend is an :class:`EventFeed`: ``head`` and ``events(after, *, namespace=None)``, and
     every accepted write appends exactly one event per record put, per id deleted, per metadata
-    write and per clear (the engine relies on these counts). Read it with :func:`event_feed`."""
+    write and per clear, and a :meth:`write` one per record it writes or deletes plus one ``op``
+    event when it carries an op id (the engine relies on these counts). Read it with
+    :func:`event_feed`."""
 
     supports_put_with_meta: ClassVar[bool] = False
     """:meth:`put_with_meta` sets one metadata value and writes records as one all-or-nothing step."""
