@@ -145,3 +145,12 @@ def test_a_version_1_store_folds_and_takes_writes(tmp_path: Path) -> None:
         result = store.write(WriteRequest(ops=[PatchOp(id="e", timestamp=11.0)]))
         assert store.history("e")[-1].replaces == live[0].version
         assert result.versions["e"] == store.head and store.verify().ok
+
+
+def test_erasing_an_expiring_record_verifies(store: LogBackend) -> None:
+    """Erasure of records with an expiry (live and ended) leaves projections equal to a rebuild."""
+    store.put(PutRequest(records=[rec("a", 1.0, expires_at=4.0e9), rec("b", 2.0, expires_at=1.0)]))
+    store.write(WriteRequest(ops=[UpsertOp(record=rec("a", 1.5, "a2", expires_at=4.1e9))]))
+    store.erase(["a", "b"], reason="privacy request")
+    assert store.verify().ok
+    assert store.count(store.count_request()).count == 0

@@ -458,6 +458,8 @@ class Projections:
             self._counts[nsid] = self.count(nsid) - counted
         if erased:
             self.put_erased(seq, nsid, idk, tsk)
+            if expires_at is not None:
+                self.txn.put(nsid, b"", db=self.d.exv)  # the marker counts erased versions too
             return
         self.put(seq, nsid, idk, tsk)
         if expires_at is not None:
@@ -760,13 +762,19 @@ class Projections:
         self.txn.put(_ver_key(nsid, idk, seq), _LIVE + tsk + xk, db=self.d.ver)
 
     def _exv_erased(self, nsid: bytes, put_seq: int) -> None:
-        """The version put at ``put_seq`` was erased: its ``exv`` entry goes (read from its frame's
-        envelope, which erasure keeps)."""
+        """The version put at ``put_seq`` was erased: its ``exv`` entry goes and its ``ver`` value
+        loses the expiry key (what the fold of an erased put gives); the expiry is read from the
+        frame's envelope, which erasure keeps."""
         if not self.expiring(nsid):
             return
-        expires_at = decode_put_meta(self.frame(put_seq))[2]
-        if expires_at is not None:
-            self.txn.delete(nsid + ts_key(expires_at) + seq_key(put_seq), db=self.d.exv)
+        record_id, _, expires_at = decode_put_meta(self.frame(put_seq))
+        if expires_at is None:
+            return
+        self.txn.delete(nsid + ts_key(expires_at) + seq_key(put_seq), db=self.d.exv)
+        key = _ver_key(nsid, name_key(record_id), put_seq)
+        value = self.txn.get(key, db=self.d.ver)
+        if value is not None and len(value) > _TV_END:  # as the fold of an erased put writes it
+            self.txn.put(key, bytes(value[:_TV_END]), db=self.d.ver)
 
     # -- op ids ----------------------------------------------------------------------------------
 
