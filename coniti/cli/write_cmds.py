@@ -34,6 +34,9 @@ _OP_ID = click.option(
 @click.option("--meta", "meta", type=META, multiple=True, help="Metadata KEY=VALUE (repeatable).")
 @click.option("--expires", "expires", type=EXPIRY, default=None,
               help="Hide the note from then on: a duration (30m, 12h, 7d) or a time.")
+@click.option("--embedding", "embedding", default=None, metavar="NAME",
+              help="Embedder of a new store (default: $CONITI_EMBEDDING, else minilm); a store "
+                   "keeps the one it was written with.")  # fmt: skip
 @_IF_VERSION
 @_OP_ID
 @common_options
@@ -44,6 +47,7 @@ def set_cmd(
     when: float | None,
     meta: tuple[tuple[str, Any], ...],
     expires: float | None,
+    embedding: str | None,
     if_version: int | None,
     op_id: str | None,
 ) -> None:
@@ -59,7 +63,7 @@ def set_cmd(
     if text == "-":
         text = sys.stdin.read().rstrip("\n")
     note = Note(id=note_id, text=text, timestamp=time.time() if when is None else when, metadata=dict(meta))
-    with s.open_store("create") as store, s.open_engine(store) as engine, s.stamp(store):
+    with s.open_store("create") as store, s.open_engine(store, embedding) as engine, s.stamp(store):
         result = engine.upsert(
             note,
             namespace=namespace,
