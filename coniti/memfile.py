@@ -122,6 +122,8 @@ def record_bytes(record: MemoryRecord) -> bytes:
         "embedding_id": record.embedding_id,
         "namespace": record.namespace,  # a tuple: written as a JSON array
     }
+    if record.expires_at is not None:
+        data["expires_at"] = record.expires_at
     dtype = vector.dtype
     if dtype is _FLOAT32:  # the common dtypes by identity: reading dtype.name is slow
         data["dtype"] = "float32"

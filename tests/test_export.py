@@ -70,7 +70,7 @@ def test_export_writes_a_header_and_one_line_per_event(store: LogBackend, tmp_pa
     header = json.loads(lines[0])
     assert n == store.head == len(lines) - 1 == header["events"]
     assert header["format"] == "coniti-log" and header["version"] == "1.0.0"
-    assert header["head_hash"] == store.head_hash and header["log_format"] == 1
+    assert header["head_hash"] == store.head_hash and header["log_format"] == 2
     events = list(store.events())
     for line, event in zip(lines[1:], events, strict=True):
         data = json.loads(line)

@@ -42,6 +42,9 @@ COMMANDS: dict[str, str] = {
     "compact": "care_cmds:compact",
     "erase": "care_cmds:erase",
     "demo": "demo_cmd:demo",
+    "set": "write_cmds:set_cmd",
+    "update": "write_cmds:update",
+    "sweep": "write_cmds:sweep",
 }
 """Command name -> ``module:attribute`` in :mod:`coniti.cli`, the click command of that name."""
 

@@ -22,6 +22,8 @@ from coniti.memory import (
     MetaGetRequest,
     MetaSetRequest,
     PutRequest,
+    UpsertOp,
+    WriteRequest,
     event_feed,
     time_travel,
 )
@@ -42,7 +44,7 @@ class CapabilityTests(BackendFixtures):
         """Every capability declaration, and ``read_only``, is a bool; a fresh backend is writable."""
         for name in (
             "supports_time_travel", "supports_event_feed", "supports_put_with_meta",
-            "supports_put_batches",
+            "supports_put_batches", "supports_write",
         ):
             assert type(getattr(type(backend), name)) is bool, name
         assert backend.read_only is False
@@ -153,3 +155,18 @@ class CapabilityTests(BackendFixtures):
         with pytest.raises(KeyboardInterrupt):
             backend.put_batches(batches())
         assert count(backend) == 0
+
+    def test_write_agrees_with_the_declaration(self, backend: MemoryBackend) -> None:
+        """Declared: ``write`` upserts and ``sweep`` runs. Else: both raise NotSupported, nothing
+        is written."""
+        request = WriteRequest(ops=[UpsertOp(record=record("a", 1.0))])
+        if not backend.supports_write:
+            with pytest.raises(NotSupported):
+                backend.write(request)
+            with pytest.raises(NotSupported):
+                backend.sweep()
+            assert count(backend) == 0
+            return
+        assert list(backend.write(request).versions) == ["a"]
+        assert backend.sweep().deleted == 0
+        assert ids(scan_all(backend)) == ["a"]
