@@ -1,4 +1,4 @@
-"""docs/correcting-memory.md (the README's "Correcting memory" section) runs and prints what it says."""
+"""The README's "Correcting memory" section runs and prints what it says."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
-
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "correcting-memory.md"
+from readme_blocks import python_blocks
 
 
 def _blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
+    return python_blocks("Correcting memory")
 
 
 def _expected(block: str) -> list[str]:
@@ -28,13 +27,13 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     for block in _blocks():
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            exec(compile(block, str(PAGE), "exec"), namespace)
+            exec(compile(block, "README.md", "exec"), namespace)
         outputs.append(out.getvalue().splitlines())
     return outputs
 
 
 def test_page_has_the_three_examples() -> None:
-    """The page holds the update/history, op-id retry and version-conflict examples."""
+    """The section holds the update/history, op-id retry and version-conflict examples."""
     assert len(_blocks()) == 3
 
 
