@@ -1,7 +1,7 @@
 """The fault campaign (tools/faultcheck.py) at small counts: real processes killed with SIGKILL and
 SIGINT during load, import, compact and dump, hostile targets and bombs; no promise broken.
 
-``tools/faultcheck.py --trials N`` runs the same campaign for a soak (docs/reliability.md).
+``tools/faultcheck.py --trials N`` runs the same campaign for a soak (the README's Reliability section).
 The corruption classes (bitflip, overwrite, truncate) are reported by the tool; their assertion
 belongs with the corruption-detection work.
 """
