@@ -28,8 +28,13 @@ def small_tree() -> SegmentTreeStructure:
     return SegmentTreeStructure(leaf_size=2, direct_rows=3, buffer_min=4, buffer_fraction=0.25)
 
 
+def small_flat() -> FlatStructure:
+    """A flat structure with a tiny buffer, so out-of-order rows are merged and removals compacted."""
+    return FlatStructure(buffer_min=2, buffer_fraction=0.25)
+
+
 def make(kind: str) -> Structure:
-    return small_tree() if kind == "segment_tree" else FlatStructure()
+    return small_tree() if kind == "segment_tree" else small_flat()
 
 
 def reference(
@@ -130,18 +135,95 @@ def load(structure: Structure, scenario: dict[str, object]) -> list[str]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_segment_tree_equals_flat(scenario: dict[str, object]) -> None:
-    """On random data, removals, time ranges, k and anchors, segment_tree returns flat's exact hits."""
-    flat, tree = FlatStructure(), small_tree()
+    """On random data, removals, time ranges, k and anchors, segment_tree returns flat's exact hits,
+    and both equal the plain-Python reference (the rows they share are checked too)."""
+    flat, tree = small_flat(), small_tree()
     live = load(flat, scenario)
     load(tree, scenario)
     assert len(flat) == len(tree) == len(live)
+    vectors = np.array(scenario["vectors"], dtype=np.float64).reshape(-1, scenario["dim"])  # type: ignore[call-overload]
+    all_times = [float(t) for t in scenario["times"]]  # type: ignore[attr-defined]
+    keep = [i for i in range(len(all_times)) if f"id{i}" in live]
     for q in scenario["queries"]:  # type: ignore[attr-defined]
         anchor = None
         if q["anchor"] is not None and live:
             anchor = live[q["anchor"] % len(live)]
         time_range = TimeRange(start=q["start"], end=q["end"]) if q["range"] else None
         args = {"k": q["k"], "time_range": time_range, "anchor_id": anchor}
-        assert tree.search(q["vector"], **args) == flat.search(q["vector"], **args)
+        expected = reference(
+            [f"id{i}" for i in keep],
+            vectors[keep],
+            [all_times[i] for i in keep],
+            None if q["vector"] is None else np.array(q["vector"], dtype=np.float64),
+            q["k"],
+            time_range,
+            anchor,
+        )
+        assert flat.search(q["vector"], **args) == expected
+        assert tree.search(q["vector"], **args) == expected
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[tuple[str, object]]:
+    """Interleaved steps: add a batch (in time order after the newest, or anywhere), remove some
+    stored ids, search (a vector or not, a window whose bounds fall on stored times)."""
+    steps: list[tuple[str, object]] = []
+    clock = 0
+    for n in range(draw(st.integers(min_value=1, max_value=14))):
+        kind = draw(st.sampled_from(["in_order", "any_order", "remove", "search"]))
+        if kind in ("in_order", "any_order"):
+            size = draw(st.integers(min_value=1, max_value=7))
+            if kind == "in_order":
+                times = sorted(draw(st.lists(st.integers(clock, clock + 3), min_size=size, max_size=size)))
+                clock = times[-1]
+            else:
+                times = draw(st.lists(st.integers(0, clock + 3), min_size=size, max_size=size))
+            vecs = draw(st.lists(st.lists(small_ints, min_size=2, max_size=2), min_size=size, max_size=size))
+            steps.append(("add", [(f"h{n}-{j}", v, float(t)) for j, (v, t) in enumerate(zip(vecs, times, strict=True))]))
+        elif kind == "remove":
+            steps.append(("remove", draw(st.lists(st.integers(0, 40), max_size=6))))
+        else:
+            bounds = draw(st.tuples(st.none() | st.integers(-1, clock + 4), st.none() | st.integers(-1, clock + 4)))
+            vector = draw(st.none() | st.lists(small_ints, min_size=2, max_size=2))
+            steps.append(("search", (vector, bounds, draw(st.integers(1, 9)), draw(st.booleans()))))
+    return steps
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+def test_interleaved_writes_and_searches_match_reference(steps: list[tuple[str, object]]) -> None:
+    """Adds in and out of time order, removals and searches, interleaved: after every step both
+    structures answer exactly as the plain-Python reference over the live notes (window bounds on
+    stored times, ties in time and score, buffer merges, compaction and lazy tree refreshes)."""
+    structures = [small_flat(), small_tree()]
+    live: dict[str, tuple[list[int], float]] = {}
+    for kind, payload in steps:
+        if kind == "add":
+            batch = payload  # type: ignore[assignment]
+            for s in structures:
+                s.add([b[0] for b in batch], [b[1] for b in batch], [b[2] for b in batch])  # type: ignore[attr-defined]
+            live.update({b[0]: (b[1], b[2]) for b in batch})  # type: ignore[attr-defined]
+        elif kind == "remove":
+            order = sorted(live)
+            gone = [order[i % len(order)] for i in payload] if order else []  # type: ignore[attr-defined]
+            for s in structures:
+                assert s.remove(gone) == len(set(gone))
+            for id_ in gone:
+                live.pop(id_, None)
+        else:
+            vector, (start, end), k, use_anchor = payload  # type: ignore[misc]
+            if start is not None and end is not None and start > end:
+                start, end = end, start
+            ids = sorted(live)
+            anchor = ids[len(ids) // 2] if use_anchor and ids else None
+            time_range = TimeRange(start=start, end=end)
+            matrix = np.array([live[i][0] for i in ids], dtype=np.float64).reshape(-1, 2)
+            query = None if vector is None else np.array(vector, dtype=np.float64)
+            expected = reference(ids, matrix, [live[i][1] for i in ids], query, k, time_range, anchor)
+            for s in structures:
+                assert s.search(vector, k=k, time_range=time_range, anchor_id=anchor) == expected
+        for s in structures:
+            assert len(s) == len(live)
 
 
 @settings(max_examples=100, deadline=None)

@@ -403,24 +403,26 @@ class Pool:
         self.eps = eps
         self.parts: list[tuple[int, np.ndarray, np.ndarray]] = []
         self.best = np.zeros(0, dtype=np.float32)
+        self._folded = 0
         self.scored = 0
 
     def threshold(self) -> float:
         """Fast scores below this cannot be candidates (-inf until k rows were scored)."""
+        if self._folded < len(self.parts):
+            best = np.concatenate([self.best, *(p[2] for p in self.parts[self._folded :])])
+            if best.shape[0] > self.k:
+                best = np.partition(best, best.shape[0] - self.k)[best.shape[0] - self.k :]
+            self.best, self._folded = best, len(self.parts)
         if self.best.shape[0] < self.k:
             return -math.inf
         return float(self.best.min()) - 2.0 * self.eps
 
     def offer(self, source: int, rows: np.ndarray, approx: np.ndarray) -> None:
+        """Add fast scores ``approx`` of ``rows`` from ``source``; ``-inf`` marks rows that never
+        qualify (removed, or the anchor)."""
         self.scored += rows.shape[0]
         keep = approx > NEG_INF
         if not keep.all():
             rows, approx = rows[keep], approx[keep]
-        if rows.shape[0] == 0:
-            return
-        self.parts.append((source, rows, approx))
-        best = np.concatenate((self.best, approx))
-        if best.shape[0] > self.k:
-            best = np.partition(best, best.shape[0] - self.k)[best.shape[0] - self.k :]
-        self.best = best
-
+        if rows.shape[0]:
+            self.parts.append((source, rows, approx))
