@@ -93,6 +93,15 @@ class AnnStructure(SortedRowsStructure):
             **super().options,
         }
 
+    @property
+    def expansion_search(self) -> int:
+        """The graph's search breadth (ef); higher: better recall, slower searches."""
+        return self._expansion_search
+
+    @expansion_search.setter
+    def expansion_search(self, value: int) -> None:
+        self._expansion_search = _int_option("expansion_search", value, 1)
+
     def _new_index(self, dim: int) -> Any:
         return _usearch()(
             ndim=dim,
