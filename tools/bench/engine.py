@@ -259,12 +259,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--baseline-code", type=Path, default=None,
         help="also build with the coniti package in this directory (e.g. an export of main)",
     )  # fmt: skip
+    p.add_argument("--add-batches", type=int, default=20, help="timed adds of 500, per order")
     p.add_argument("--child-build", help=argparse.SUPPRESS)
     p.add_argument("--child-rows", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--child-times", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child_build:
-        child_build(args.child_build, args.child_rows, args.child_times)
+        child_build(args.child_build, args.child_rows, args.child_times, args.add_batches)
         return 0
     n = args.n if args.n is not None else (2_000 if args.quick else 100_000)
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
@@ -284,8 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table(results))
     if args.part in ("all", "structures"):
         figures = run_structures(
-            n, names, args.vectors, queries, args.seed, efs, args.cache, args.baseline_code
-        )
+            n, names, args.vectors, queries, args.seed, efs, args.cache, args.baseline_code,
+            args.add_batches,
+        )  # fmt: skip
         print(structure_tables(figures))
         print(f"({math.ceil(time.perf_counter() - started)} s)")
     return 0
@@ -310,7 +312,7 @@ question texts of :func:`questions`, embedded the same way. Timestamps are the n
   there). Figures: seconds (adds, then the first search), peak and final anonymous RSS above the
   child's baseline, as a multiple of the float32 matrix size.
 * **add**, same child after the build: batches of 500 in time order (after the newest row) and out of
-  order (uniform over the stored range): median and max ms over 20 batches each, then ``optimize()``
+  order (uniform over the stored range): median and max ms over ``--add-batches`` (20) batches each, then ``optimize()``
   (merging what was buffered) when the structure has it.
 * **ANN**: recall@10 of ``ann`` against ``flat`` (the exact top 10) and median search ms, per
   ``expansion_search`` (ef) in ``--ef``, full range and 10% window.
@@ -350,7 +352,7 @@ def matrix(n: int, seed: int, vectors: str, cache: Path) -> tuple[Path, Path]:
     return rows_path, times_path
 
 
-def child_build(structure: str, rows_path: Path, times_path: Path) -> None:
+def child_build(structure: str, rows_path: Path, times_path: Path, batches: int = 20) -> None:
     """Build ``structure`` from the cached rows as the engine's open does, then time adds; print the
     figures as one JSON line (run in a fresh process by :func:`measure_build`)."""
     import json
@@ -405,7 +407,7 @@ def child_build(structure: str, rows_path: Path, times_path: Path) -> None:
         ("out_of_order", lambda b: lo + rng.random(500) * (hi - lo)),
     ):
         spent = []
-        for b in range(20):
+        for b in range(batches):
             batch = rng.normal(size=(500, dim)).astype(np.float32)
             ids = [f"{label}-{b}-{j}" for j in range(500)]
             stamps = make_times(b)
@@ -423,7 +425,7 @@ def child_build(structure: str, rows_path: Path, times_path: Path) -> None:
 
 
 def measure_build(
-    structure: str, rows_path: Path, times_path: Path, code: Path | None = None
+    structure: str, rows_path: Path, times_path: Path, batches: int, code: Path | None = None
 ) -> dict[str, float]:
     """:func:`child_build` in a fresh process; ``code``: import ``coniti`` from that directory
     instead (to measure another version of the structures)."""
@@ -446,6 +448,8 @@ def measure_build(
         str(rows_path),
         "--child-times",
         str(times_path),
+        "--add-batches",
+        str(batches),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     if proc.returncode != 0:
@@ -480,6 +484,7 @@ def run_structures(
     efs: Sequence[int],
     cache: Path,
     baseline_code: Path | None,
+    batches: int = 20,
 ) -> dict[str, Any]:
     """Every figure of the structure benchmark (see ``STRUCTURE_DOC``)."""
     import numpy as np
@@ -505,10 +510,10 @@ def run_structures(
         starts = [span.start + rng.random() * (span.end - span.start - width) for _ in range(queries)]
         ranges[label] = [TimeRange(start=s, end=s + width) for s in starts]
     out: dict[str, Any] = {"n": n, "dim": rows.shape[1], "vectors": vectors}
-    out["build"] = {s: measure_build(s, rows_path, times_path) for s in names}
+    out["build"] = {s: measure_build(s, rows_path, times_path, batches) for s in names}
     if baseline_code is not None:
         out["build_baseline"] = {
-            s: measure_build(s, rows_path, times_path, baseline_code)
+            s: measure_build(s, rows_path, times_path, batches, baseline_code)
             for s in names
             if s != "ann"
         }
