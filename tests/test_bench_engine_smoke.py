@@ -24,7 +24,7 @@ def test_structure_part_prints_every_table(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    assert "| window | structure | search ms | numpy brute on the slice ms | ratio |" in out
+    assert "| window | structure | search ms | numpy brute on the slice ms | ratio (median per query) |" in out
     for structure in ("flat", "segment_tree", "ann"):
         assert f"| 1pct | {structure} |" in out
         assert f"| {structure} | this |" in out

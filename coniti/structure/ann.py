@@ -29,8 +29,7 @@ import numpy as np
 
 from coniti.errors import ContractError, StructureError
 from coniti.structure.flat import SortedRowsStructure
-from coniti.structure.rows import Pool
-from coniti.structure.scoring import StructureHit, error_bound, exact_scores, top_by_key
+from coniti.structure.scoring import StructureHit, exact_scores, top_by_key
 
 __all__ = ["AnnStructure"]
 
@@ -135,19 +134,19 @@ class AnnStructure(SortedRowsStructure):
         self._key_ids = []
         self._keys = {}
 
-    def _in_range(self, start: float, end: float) -> tuple[int, int, int]:
-        """Main rows [lo, hi) of the range and how many stored notes (live, buffer included) it holds."""
+    def _in_range(self, start: float, end: float) -> int:
+        """How many stored notes (live main rows and buffered rows) the range holds."""
         rows = self._rows
         lo, hi = rows.interval(start, end)
         count = hi - lo
         if rows.dead and count:
             count = int(np.count_nonzero(rows.alive[lo:hi]))
-        return lo, hi, count + int(rows.buffer.in_range(start, end, None).shape[0])
+        return count + int(rows.buffer.in_range(start, end, None).shape[0])
 
     def _search_vector(
         self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
     ) -> list[StructureHit]:
-        lo, hi, count = self._in_range(start, end)
+        count = self._in_range(start, end)
         total = len(self)
         fraction = count / total if total else 0.0
         wanted = k + (exclude is not None)
@@ -159,7 +158,7 @@ class AnnStructure(SortedRowsStructure):
         )
         self.last_exact = exact
         if exact:
-            return self._exact(query, k, start, end, lo, hi, exclude)
+            return self._exact_search(query, k, start, end, exclude)
         self._index.expansion_search = self._expansion_search
         while True:
             hits, qualified = self._graph(query, k, start, end, exclude, min(fetch, total))
@@ -168,7 +167,7 @@ class AnnStructure(SortedRowsStructure):
             fetch *= 2
             if 4 * fetch > count:
                 self.last_exact = True
-                return self._exact(query, k, start, end, lo, hi, exclude)
+                return self._exact_search(query, k, start, end, exclude)
 
     def _graph(
         self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None, fetch: int
@@ -190,23 +189,6 @@ class AnnStructure(SortedRowsStructure):
         vectors = np.stack([rows.vector(i) for i in picked])
         hits = top_by_key(picked, exact_scores(vectors, query), times[inside].tolist(), k)
         return hits, len(picked)
-
-    def _exact(
-        self,
-        query: np.ndarray,
-        k: int,
-        start: float,
-        end: float,
-        lo: int,
-        hi: int,
-        exclude: str | None,
-    ) -> list[StructureHit]:
-        rows = self._rows
-        pool = Pool(k, error_bound(query.shape[0]))
-        rows.score_buffer(pool, start, end, query, exclude)
-        skip = rows.pos.get(exclude) if exclude is not None else None
-        rows.score_slice(pool, lo, hi, query, skip)
-        return rows.finish(pool, query)
 
     # -- the derived graph as bytes -----------------------------------------------------------
 

@@ -53,6 +53,25 @@ class SortedRowsStructure(Structure):
         self._rows.merge()
         self._rows.compact()
 
+    def _begin(
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+    ) -> tuple[Pool, int, int, int | None]:
+        """A pool already offered the range's buffered rows; the range's main rows [lo, hi); the
+        main row of ``exclude`` (None when it is not a main row)."""
+        rows = self._rows
+        pool = Pool(k, error_bound(query.shape[0]))
+        rows.score_buffer(pool, start, end, query, exclude)
+        lo, hi = rows.interval(start, end)
+        return pool, lo, hi, rows.pos.get(exclude) if exclude is not None else None
+
+    def _exact_search(
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+    ) -> list[StructureHit]:
+        """Exact top ``k``: the range's slice scored in one product, plus the buffered rows."""
+        pool, lo, hi, skip = self._begin(query, k, start, end, exclude)
+        self._rows.score_slice(pool, lo, hi, query, skip)
+        return self._rows.finish(pool, query)
+
     def _search_recent(self, k: int, start: float, end: float) -> list[StructureHit]:
         ids, times = self._rows.time_candidates(start, end, None, k, None)
         chosen = top_with_ties(times, k)
@@ -78,10 +97,4 @@ class FlatStructure(SortedRowsStructure):
     def _search_vector(
         self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
     ) -> list[StructureHit]:
-        rows = self._rows
-        pool = Pool(k, error_bound(query.shape[0]))
-        rows.score_buffer(pool, start, end, query, exclude)
-        lo, hi = rows.interval(start, end)
-        skip = rows.pos.get(exclude) if exclude is not None else None
-        rows.score_slice(pool, lo, hi, query, skip)
-        return rows.finish(pool, query)
+        return self._exact_search(query, k, start, end, exclude)

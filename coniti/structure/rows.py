@@ -53,16 +53,11 @@ def buffer_options(buffer_min: Any, buffer_fraction: Any) -> tuple[int, float]:
     return buffer_min, float(buffer_fraction)
 
 
-def _grow(array: np.ndarray, rows: int) -> np.ndarray:
-    """``array`` with room for ``rows`` leading rows (kept contents), resized in place when possible."""
-    shape = (rows, *array.shape[1:])
-    try:
-        array.resize(shape, refcheck=True)
-        return array
-    except ValueError:  # a live view or extra reference: copy instead
-        out = np.zeros(shape, dtype=array.dtype)
-        out[: array.shape[0]] = array
-        return out
+def _copy_grown(array: np.ndarray, rows: int) -> np.ndarray:
+    """A copy of ``array`` with room for ``rows`` leading rows."""
+    out = np.zeros((rows, *array.shape[1:]), dtype=array.dtype)
+    out[: array.shape[0]] = array
+    return out
 
 
 class Rows:
@@ -83,8 +78,8 @@ class Rows:
             self.vecs = np.zeros((0, unit.shape[1]), dtype=np.float32)
         if n + m > self.vecs.shape[0]:
             cap = max(16, n + m, 2 * self.vecs.shape[0])
-            self.vecs = _grow(self.vecs, cap)
-            self.times = _grow(self.times, cap)
+            self.vecs = _copy_grown(self.vecs, cap)
+            self.times = _copy_grown(self.times, cap)
         self.vecs[n : n + m] = unit
         self.times[n : n + m] = times
         for offset, id_ in enumerate(ids, n):
@@ -183,11 +178,24 @@ class SortedRows:
             self.merge()
 
     def _reserve(self, rows: int) -> None:
-        if rows > self.vecs.shape[0]:
-            cap = max(16, rows, self.vecs.shape[0] + self.vecs.shape[0] // 4)
-            self.vecs = _grow(self.vecs, cap)
-            self.times = _grow(self.times, cap)
-            self.alive = _grow(self.alive, cap)
+        """Room for ``rows`` main rows: grow by at least a quarter, in place (``ndarray.resize``:
+        ``realloc``, which remaps large blocks instead of copying them) unless a view is alive."""
+        if rows <= self.vecs.shape[0]:
+            return
+        cap = max(16, rows, self.vecs.shape[0] + self.vecs.shape[0] // 4)
+        dim = self.vecs.shape[1]
+        try:  # written out per array: a helper's own reference would fail the reference check
+            self.vecs.resize((cap, dim), refcheck=True)
+        except ValueError:
+            self.vecs = _copy_grown(self.vecs, cap)
+        try:
+            self.times.resize(cap, refcheck=True)
+        except ValueError:
+            self.times = _copy_grown(self.times, cap)
+        try:
+            self.alive.resize(cap, refcheck=True)
+        except ValueError:
+            self.alive = _copy_grown(self.alive, cap)
 
     def _append(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
         n, m = self.n, len(ids)

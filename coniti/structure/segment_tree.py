@@ -17,7 +17,7 @@ import numpy as np
 from coniti.errors import ContractError
 from coniti.structure.flat import SortedRowsStructure
 from coniti.structure.rows import Pool, SortedRows
-from coniti.structure.scoring import StructureHit, error_bound, fast_scores
+from coniti.structure.scoring import StructureHit, fast_scores
 
 __all__ = ["SegmentTreeStructure"]
 
@@ -189,17 +189,13 @@ class SegmentTreeStructure(SortedRowsStructure):
     def _search_vector(
         self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
     ) -> list[StructureHit]:
-        rows = self._rows
-        pool = Pool(k, error_bound(query.shape[0]))
-        rows.score_buffer(pool, start, end, query, exclude)
-        lo, hi = rows.interval(start, end)
-        skip = rows.pos.get(exclude) if exclude is not None else None
+        pool, lo, hi, skip = self._begin(query, k, start, end, exclude)
         if hi - lo <= self._direct_rows:
-            rows.score_slice(pool, lo, hi, query, skip)
+            self._rows.score_slice(pool, lo, hi, query, skip)
         else:
             self._best_first(self._synced(), pool, lo, hi, query, skip)
         self.rows_scored = pool.scored
-        return rows.finish(pool, query)
+        return self._rows.finish(pool, query)
 
     def _best_first(
         self, tree: _Nodes, pool: Pool, lo: int, hi: int, query: np.ndarray, skip: int | None

@@ -306,7 +306,8 @@ question texts of :func:`questions`, embedded the same way. Timestamps are the n
   same query: numpy on the same matrix (``flat``'s own time-sorted rows when ``flat`` is measured)
   and the same slice (``searchsorted`` for the
   slice, one float32 product on the calling thread, ``argpartition`` top 10, sorted); outside both
-  timers: embedding the query. Medians over the queries; **ratio** = median search / median brute.
+  timers: embedding the query. Medians over the queries; **ratio**: the median over queries of
+  search / brute for the same query (paired, so load drift on a shared machine cancels).
 * **build**, per structure, in a child process (clean peak memory): the rows are fed as the engine
   feeds them on open, ``add`` of chunks of 65,536 (each chunk copied out of a memory-mapped ``.npy``, so
   the matrix itself is not anonymous memory), then one search (segment_tree builds its node statistics
@@ -554,6 +555,9 @@ def run_structures(
             _brute(brute_rows, brute_times, q, window, 10)
             spent["brute"].append(time.perf_counter() - t)
         search[label] = {s: statistics.median(v) * 1000.0 for s, v in spent.items()}
+        for s in names:  # paired: each query's search over the same query's brute force
+            ratios = [a / b for a, b in zip(spent[s], spent["brute"], strict=True)]
+            search[label][f"{s}_ratio"] = statistics.median(ratios)
     out["search"] = search
     if "ann" in built and "flat" in built:
         ann: Any = built["ann"]
@@ -583,15 +587,15 @@ def structure_tables(figures: dict[str, Any]) -> str:
     lines = [
         f"structures alone: N={figures['n']:,}, {figures['vectors']} vectors ({figures['dim']} dims)",
         "",
-        "| window | structure | search ms | numpy brute on the slice ms | ratio |",
+        "| window | structure | search ms | numpy brute on the slice ms | ratio (median per query) |",
         "|---|---|---:|---:|---:|",
     ]
     for label, values in figures["search"].items():
         for s, ms in values.items():
-            if s == "brute":
+            if s == "brute" or s.endswith("_ratio"):
                 continue
             lines.append(
-                f"| {label} | {s} | {ms:.3f} | {values['brute']:.3f} | {ms / values['brute']:.2f}x |"
+                f"| {label} | {s} | {ms:.3f} | {values['brute']:.3f} | {values[s + '_ratio']:.2f}x |"
             )
     lines += [
         "",
