@@ -584,3 +584,71 @@ def test_structure_package_modules_hold_their_parts() -> None:
     assert SegmentTreeStructure is segment_tree.SegmentTreeStructure
     assert unit_rows is scoring.unit_rows and StructureHit is scoring.StructureHit
     assert STRUCTURES.get("flat") is FlatStructure
+
+
+# -- the time-sorted row store ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_in_order_batches_are_appended_in_place(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches in time order (as the engine loads memory) go straight to the sorted rows: no buffer,
+    and the arrays grow in place, never by a grow-and-copy."""
+    from coniti.structure import rows as rows_module
+
+    copies: list[tuple[int, ...]] = []
+    original = rows_module._copy_grown
+
+    def spy(array: np.ndarray, rows: int) -> np.ndarray:
+        copies.append(array.shape)
+        return original(array, rows)
+
+    monkeypatch.setattr(rows_module, "_copy_grown", spy)
+    s = make(kind)
+    for b in range(20):
+        s.add([f"b{b}-{j}" for j in range(300)], np.ones((300, 4)), 300.0 * b + np.arange(300.0))
+        s.search([1.0, 0.0, 0.0, 0.0], k=2)
+    store = s._rows  # type: ignore[attr-defined]
+    assert len(store.buffer) == 0 and store.n == 6000
+    assert [c for c in copies if len(c) == 2 and c[0] > 0] == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_out_of_order_rows_are_buffered_then_merged_in_time_order(kind: str) -> None:
+    """Rows older than the newest wait in the buffer; past the limit they are merged and the main
+    rows are sorted by time again, with every note still found."""
+    s = make(kind)
+    fill(s, 40)
+    store = s._rows  # type: ignore[attr-defined]
+    s.add(["late1"], [[1.0, 0.0, 0.0]], [3.5])
+    assert len(store.buffer) == 1
+    s.add([f"late{i}" for i in range(2, 40)], np.ones((38, 3)), np.linspace(0.5, 38.5, 38))
+    assert len(store.buffer) == 0 and store.n == 79
+    assert (np.diff(store.times[: store.n]) >= 0).all()
+    assert {h.id for h in s.search(None, k=100)} == {f"n{i:03d}" for i in range(40)} | {
+        f"late{i}" for i in range(1, 40)
+    }
+
+
+def test_segment_tree_builds_its_nodes_once_for_a_bulk_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many chunk adds without a search (the engine's open) refresh the node statistics once, at the
+    first search that needs them, and not again for searches without writes."""
+    from coniti.structure import segment_tree
+
+    calls: list[int] = []
+    original = segment_tree._Nodes.refresh
+
+    def spy(self: object, rows: object, dirty_from: int) -> None:
+        calls.append(dirty_from)
+        original(self, rows, dirty_from)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(segment_tree._Nodes, "refresh", spy)
+    tree = SegmentTreeStructure(leaf_size=8, direct_rows=16)
+    rng = np.random.default_rng(2)
+    for c in range(10):
+        tree.add([f"c{c}-{j}" for j in range(500)], rng.normal(size=(500, 4)), 500.0 * c + np.arange(500.0))
+    for _ in range(3):
+        tree.search(rng.normal(size=4), k=5)
+    assert calls == [0]
+    tree.add(["new"], [[1.0, 0.0, 0.0, 0.0]], [1e6])
+    tree.search([1.0, 0.0, 0.0, 0.0], k=1)
+    assert calls == [0, 5000]
