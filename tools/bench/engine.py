@@ -358,42 +358,29 @@ def child_build(structure: str, rows_path: Path, times_path: Path, batches: int 
     """Build ``structure`` from the cached rows as the engine's open does, then time adds; print the
     figures as one JSON line (run in a fresh process by :func:`measure_build`)."""
     import json
-    import threading
 
     import numpy as np
 
     from coniti.structure import STRUCTURES
 
-    from .peak import _status_kb
+    from .peak import _status_kb, anon_peak
 
     rows = np.load(rows_path, mmap_mode="r")
     times = np.load(times_path)
     n, dim = rows.shape
-    peak = [0]
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], _status_kb("RssAnon"))
-            time.sleep(0.002)
-
     s = STRUCTURES.create(structure)
     query = np.array(rows[0], dtype=np.float32)
-    base = _status_kb("RssAnon")
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    t = time.perf_counter()
-    for a in range(0, n, CHUNK):
-        chunk = np.array(rows[a : a + CHUNK])
-        s.add([f"{i:032x}" for i in range(a, a + chunk.shape[0])], chunk, times[a : a + CHUNK])
-        del chunk
-    adds = time.perf_counter() - t
-    t = time.perf_counter()
-    s.search(query, k=10)
-    first = time.perf_counter() - t
-    stop.set()
-    sampler.join()
-    peak[0] = max(peak[0], _status_kb("RssAnon"))
+    with anon_peak() as memory:
+        t = time.perf_counter()
+        for a in range(0, n, CHUNK):
+            chunk = np.array(rows[a : a + CHUNK])
+            s.add([f"{i:032x}" for i in range(a, a + chunk.shape[0])], chunk, times[a : a + CHUNK])
+            del chunk
+        adds = time.perf_counter() - t
+        t = time.perf_counter()
+        s.search(query, k=10)
+        first = time.perf_counter() - t
+    base, peak = memory
     final = _status_kb("RssAnon")
     rng = np.random.default_rng(1)
     lo, hi = float(times[0]), float(times[-1])
@@ -401,7 +388,7 @@ def child_build(structure: str, rows_path: Path, times_path: Path, batches: int 
         "build_s": adds,
         "first_search_s": first,
         "matrix_mb": n * dim * 4 / 2**20,
-        "peak_mb": (peak[0] - base) / 1024,
+        "peak_mb": (peak - base) / 1024,
         "final_mb": (final - base) / 1024,
     }
     for label, make_times in (
