@@ -28,8 +28,13 @@ def small_tree() -> SegmentTreeStructure:
     return SegmentTreeStructure(leaf_size=2, direct_rows=3, buffer_min=4, buffer_fraction=0.25)
 
 
+def small_flat() -> FlatStructure:
+    """A flat structure with a tiny buffer, so out-of-order rows are merged and removals compacted."""
+    return FlatStructure(buffer_min=2, buffer_fraction=0.25)
+
+
 def make(kind: str) -> Structure:
-    return small_tree() if kind == "segment_tree" else FlatStructure()
+    return small_tree() if kind == "segment_tree" else small_flat()
 
 
 def reference(
@@ -130,18 +135,95 @@ def load(structure: Structure, scenario: dict[str, object]) -> list[str]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_segment_tree_equals_flat(scenario: dict[str, object]) -> None:
-    """On random data, removals, time ranges, k and anchors, segment_tree returns flat's exact hits."""
-    flat, tree = FlatStructure(), small_tree()
+    """On random data, removals, time ranges, k and anchors, segment_tree returns flat's exact hits,
+    and both equal the plain-Python reference (the rows they share are checked too)."""
+    flat, tree = small_flat(), small_tree()
     live = load(flat, scenario)
     load(tree, scenario)
     assert len(flat) == len(tree) == len(live)
+    vectors = np.array(scenario["vectors"], dtype=np.float64).reshape(-1, scenario["dim"])  # type: ignore[call-overload]
+    all_times = [float(t) for t in scenario["times"]]  # type: ignore[attr-defined]
+    keep = [i for i in range(len(all_times)) if f"id{i}" in live]
     for q in scenario["queries"]:  # type: ignore[attr-defined]
         anchor = None
         if q["anchor"] is not None and live:
             anchor = live[q["anchor"] % len(live)]
         time_range = TimeRange(start=q["start"], end=q["end"]) if q["range"] else None
         args = {"k": q["k"], "time_range": time_range, "anchor_id": anchor}
-        assert tree.search(q["vector"], **args) == flat.search(q["vector"], **args)
+        expected = reference(
+            [f"id{i}" for i in keep],
+            vectors[keep],
+            [all_times[i] for i in keep],
+            None if q["vector"] is None else np.array(q["vector"], dtype=np.float64),
+            q["k"],
+            time_range,
+            anchor,
+        )
+        assert flat.search(q["vector"], **args) == expected
+        assert tree.search(q["vector"], **args) == expected
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[tuple[str, object]]:
+    """Interleaved steps: add a batch (in time order after the newest, or anywhere), remove some
+    stored ids, search (a vector or not, a window whose bounds fall on stored times)."""
+    steps: list[tuple[str, object]] = []
+    clock = 0
+    for n in range(draw(st.integers(min_value=1, max_value=14))):
+        kind = draw(st.sampled_from(["in_order", "any_order", "remove", "search"]))
+        if kind in ("in_order", "any_order"):
+            size = draw(st.integers(min_value=1, max_value=7))
+            if kind == "in_order":
+                times = sorted(draw(st.lists(st.integers(clock, clock + 3), min_size=size, max_size=size)))
+                clock = times[-1]
+            else:
+                times = draw(st.lists(st.integers(0, clock + 3), min_size=size, max_size=size))
+            vecs = draw(st.lists(st.lists(small_ints, min_size=2, max_size=2), min_size=size, max_size=size))
+            steps.append(("add", [(f"h{n}-{j}", v, float(t)) for j, (v, t) in enumerate(zip(vecs, times, strict=True))]))
+        elif kind == "remove":
+            steps.append(("remove", draw(st.lists(st.integers(0, 40), max_size=6))))
+        else:
+            bounds = draw(st.tuples(st.none() | st.integers(-1, clock + 4), st.none() | st.integers(-1, clock + 4)))
+            vector = draw(st.none() | st.lists(small_ints, min_size=2, max_size=2))
+            steps.append(("search", (vector, bounds, draw(st.integers(1, 9)), draw(st.booleans()))))
+    return steps
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+def test_interleaved_writes_and_searches_match_reference(steps: list[tuple[str, object]]) -> None:
+    """Adds in and out of time order, removals and searches, interleaved: after every step both
+    structures answer exactly as the plain-Python reference over the live notes (window bounds on
+    stored times, ties in time and score, buffer merges, compaction and lazy tree refreshes)."""
+    structures = [small_flat(), small_tree()]
+    live: dict[str, tuple[list[int], float]] = {}
+    for kind, payload in steps:
+        if kind == "add":
+            batch = payload  # type: ignore[assignment]
+            for s in structures:
+                s.add([b[0] for b in batch], [b[1] for b in batch], [b[2] for b in batch])  # type: ignore[attr-defined]
+            live.update({b[0]: (b[1], b[2]) for b in batch})  # type: ignore[attr-defined]
+        elif kind == "remove":
+            order = sorted(live)
+            gone = [order[i % len(order)] for i in payload] if order else []  # type: ignore[attr-defined]
+            for s in structures:
+                assert s.remove(gone) == len(set(gone))
+            for id_ in gone:
+                live.pop(id_, None)
+        else:
+            vector, (start, end), k, use_anchor = payload  # type: ignore[misc]
+            if start is not None and end is not None and start > end:
+                start, end = end, start
+            ids = sorted(live)
+            anchor = ids[len(ids) // 2] if use_anchor and ids else None
+            time_range = TimeRange(start=start, end=end)
+            matrix = np.array([live[i][0] for i in ids], dtype=np.float64).reshape(-1, 2)
+            query = None if vector is None else np.array(vector, dtype=np.float64)
+            expected = reference(ids, matrix, [live[i][1] for i in ids], query, k, time_range, anchor)
+            for s in structures:
+                assert s.search(vector, k=k, time_range=time_range, anchor_id=anchor) == expected
+        for s in structures:
+            assert len(s) == len(live)
 
 
 @settings(max_examples=100, deadline=None)
@@ -502,3 +584,71 @@ def test_structure_package_modules_hold_their_parts() -> None:
     assert SegmentTreeStructure is segment_tree.SegmentTreeStructure
     assert unit_rows is scoring.unit_rows and StructureHit is scoring.StructureHit
     assert STRUCTURES.get("flat") is FlatStructure
+
+
+# -- the time-sorted row store ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_in_order_batches_are_appended_in_place(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches in time order (as the engine loads memory) go straight to the sorted rows: no buffer,
+    and the arrays grow in place, never by a grow-and-copy."""
+    from coniti.structure import rows as rows_module
+
+    copies: list[tuple[int, ...]] = []
+    original = rows_module._copy_grown
+
+    def spy(array: np.ndarray, rows: int) -> np.ndarray:
+        copies.append(array.shape)
+        return original(array, rows)
+
+    monkeypatch.setattr(rows_module, "_copy_grown", spy)
+    s = make(kind)
+    for b in range(20):
+        s.add([f"b{b}-{j}" for j in range(300)], np.ones((300, 4)), 300.0 * b + np.arange(300.0))
+        s.search([1.0, 0.0, 0.0, 0.0], k=2)
+    store = s._rows  # type: ignore[attr-defined]
+    assert len(store.buffer) == 0 and store.n == 6000
+    assert [c for c in copies if len(c) == 2 and c[0] > 0] == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_out_of_order_rows_are_buffered_then_merged_in_time_order(kind: str) -> None:
+    """Rows older than the newest wait in the buffer; past the limit they are merged and the main
+    rows are sorted by time again, with every note still found."""
+    s = make(kind)
+    fill(s, 40)
+    store = s._rows  # type: ignore[attr-defined]
+    s.add(["late1"], [[1.0, 0.0, 0.0]], [3.5])
+    assert len(store.buffer) == 1
+    s.add([f"late{i}" for i in range(2, 40)], np.ones((38, 3)), np.linspace(0.5, 38.5, 38))
+    assert len(store.buffer) == 0 and store.n == 79
+    assert (np.diff(store.times[: store.n]) >= 0).all()
+    assert {h.id for h in s.search(None, k=100)} == {f"n{i:03d}" for i in range(40)} | {
+        f"late{i}" for i in range(1, 40)
+    }
+
+
+def test_segment_tree_builds_its_nodes_once_for_a_bulk_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many chunk adds without a search (the engine's open) refresh the node statistics once, at the
+    first search that needs them, and not again for searches without writes."""
+    from coniti.structure import segment_tree
+
+    calls: list[int] = []
+    original = segment_tree._Nodes.refresh
+
+    def spy(self: object, rows: object, dirty_from: int) -> None:
+        calls.append(dirty_from)
+        original(self, rows, dirty_from)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(segment_tree._Nodes, "refresh", spy)
+    tree = SegmentTreeStructure(leaf_size=8, direct_rows=16)
+    rng = np.random.default_rng(2)
+    for c in range(10):
+        tree.add([f"c{c}-{j}" for j in range(500)], rng.normal(size=(500, 4)), 500.0 * c + np.arange(500.0))
+    for _ in range(3):
+        tree.search(rng.normal(size=4), k=5)
+    assert calls == [0]
+    tree.add(["new"], [[1.0, 0.0, 0.0, 0.0]], [1e6])
+    tree.search([1.0, 0.0, 0.0, 0.0], k=1)
+    assert calls == [0, 5000]

@@ -24,8 +24,8 @@ twice the proven float32 error bound of the k-th best fast score, so the exact t
 Built-ins, registered by name in :data:`STRUCTURES`:
 
 ``flat``
-    Contiguous numpy arrays in insertion order. Each search filters by time with one mask over every
-    row, then scores the remaining rows with one matrix-vector product. Cost O(n) per search.
+    Contiguous numpy arrays kept sorted by time (:class:`~coniti.structure.rows.SortedRows`). A time
+    range is a slice found by binary search, scored with one matrix-vector product: O(rows in range).
 ``segment_tree``
     Rows sorted by time under a segment tree over blocks of ``leaf_size`` rows; each node stores the
     centroid of its rows and a radius bounding their distance to it, so ``q . c + r`` bounds every score
@@ -41,9 +41,12 @@ Structures are not thread-safe: the engine serialises access to them.
 
 Modules: :mod:`~coniti.structure.base` (the :class:`Structure` base class and :data:`STRUCTURES`),
 :mod:`~coniti.structure.scoring` (unit rows, candidate selection, exact scores, the order of hits),
-:mod:`~coniti.structure.flat` and :mod:`~coniti.structure.segment_tree` (the built-ins).
+:mod:`~coniti.structure.rows` (the time-sorted row store and candidate pool),
+:mod:`~coniti.structure.flat`, :mod:`~coniti.structure.segment_tree` and
+:mod:`~coniti.structure.ann` (the built-ins).
 """
 
+from coniti.structure.ann import AnnStructure
 from coniti.structure.base import STRUCTURES, Structure
 from coniti.structure.flat import FlatStructure
 from coniti.structure.scoring import StructureHit, unit_rows
@@ -51,6 +54,7 @@ from coniti.structure.segment_tree import SegmentTreeStructure
 
 __all__ = [
     "STRUCTURES",
+    "AnnStructure",
     "FlatStructure",
     "SegmentTreeStructure",
     "Structure",
@@ -60,3 +64,4 @@ __all__ = [
 
 STRUCTURES.register(FlatStructure.name, FlatStructure)
 STRUCTURES.register(SegmentTreeStructure.name, SegmentTreeStructure)
+STRUCTURES.register(AnnStructure.name, AnnStructure)

@@ -75,7 +75,9 @@ class Structure(ABC):
                 raise ContractError(f"id {id_!r} is already in the {self.name} structure")
             seen.add(id_)
         try:
-            matrix = np.asarray(vectors, dtype=np.float64)
+            matrix = np.asarray(vectors)
+            if matrix.dtype not in (np.float32, np.float64):  # float32 stays: no float64 copy
+                matrix = np.asarray(vectors, dtype=np.float64)
             times = np.asarray(timestamps, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise ContractError(f"vectors and timestamps must be numeric: {exc}") from None

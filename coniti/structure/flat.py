@@ -1,114 +1,40 @@
-"""``flat``: contiguous numpy arrays in insertion order, one time mask and one product per search."""
+"""``flat``: time-sorted contiguous rows; a time range is one slice found by binary search and scored
+with one product (see :mod:`coniti.structure.rows` for how rows stay sorted)."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from coniti.structure.base import Structure
-from coniti.structure.scoring import (
-    StructureHit,
-    error_bound,
-    exact_scores,
-    fast_scores,
-    select_candidates,
-    top_by_key,
-    top_with_ties,
-)
+from coniti.structure.rows import Pool, SortedRows, buffer_options
+from coniti.structure.scoring import StructureHit, error_bound, top_by_key, top_with_ties
 
-__all__ = ["FlatStructure", "Rows", "vector_hits"]
+__all__ = ["FlatStructure", "SortedRowsStructure"]
 
 
-class Rows:
-    """Growable contiguous rows: ids, unit float32 vectors, float64 times; swap-remove."""
+class SortedRowsStructure(Structure):
+    """A structure over one :class:`SortedRows`: membership, writes and the time-only searches
+    (most recent, closest in time), shared by ``flat`` and ``segment_tree``."""
 
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.pos: dict[str, int] = {}
-        self.vecs = np.zeros((0, 0), dtype=np.float32)
-        self.times = np.zeros(0, dtype=np.float64)
-
-    def clear(self) -> None:
-        self.ids = []
-        self.pos = {}
-        self.vecs = np.zeros((0, 0), dtype=np.float32)
-        self.times = np.zeros(0, dtype=np.float64)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def append(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
-        n, m = len(self.ids), len(ids)
-        if self.vecs.shape[1] != unit.shape[1]:
-            self.vecs = np.zeros((0, unit.shape[1]), dtype=np.float32)
-        if n + m > self.vecs.shape[0]:
-            cap = max(16, n + m, 2 * self.vecs.shape[0])
-            vecs = np.zeros((cap, unit.shape[1]), dtype=np.float32)
-            vecs[:n] = self.vecs[:n]
-            stamps = np.zeros(cap, dtype=np.float64)
-            stamps[:n] = self.times[:n]
-            self.vecs, self.times = vecs, stamps
-        self.vecs[n : n + m] = unit
-        self.times[n : n + m] = times
-        for offset, id_ in enumerate(ids, n):
-            self.pos[id_] = offset
-        self.ids.extend(ids)
-
-    def remove(self, ids: list[str]) -> None:
-        for id_ in ids:
-            row = self.pos.pop(id_)
-            last = len(self.ids) - 1
-            if row != last:
-                moved = self.ids[last]
-                self.ids[row] = moved
-                self.vecs[row] = self.vecs[last]
-                self.times[row] = self.times[last]
-                self.pos[moved] = row
-            self.ids.pop()
-
-    def view(self) -> tuple[np.ndarray, np.ndarray]:
-        n = len(self.ids)
-        return self.vecs[:n], self.times[:n]
-
-
-def vector_hits(
-    ids: Sequence[str],
-    vecs: np.ndarray,
-    times: np.ndarray,
-    rows: np.ndarray | None,
-    query: np.ndarray,
-    k: int,
-    eps: float,
-) -> list[StructureHit]:
-    """Exact top ``k`` among ``rows`` (all when None) of a row store."""
-    matrix = vecs if rows is None else vecs[rows]
-    approx = fast_scores(matrix, query)
-    chosen = select_candidates(approx, k, eps)
-    picked = chosen if rows is None else rows[chosen]
-    scores = exact_scores(matrix[chosen], query)
-    return top_by_key([ids[i] for i in picked], scores, times[picked].tolist(), k)
-
-
-class FlatStructure(Structure):
-    """Exact cosine top-k over contiguous arrays with a time-range mask (O(n) per search)."""
-
-    name: ClassVar[str] = "flat"
-
-    def __init__(self) -> None:
+    def __init__(self, *, buffer_min: int = 1024, buffer_fraction: float = 0.125) -> None:
         super().__init__()
-        self._rows = Rows()
+        self._buffer_min, self._buffer_fraction = buffer_options(buffer_min, buffer_fraction)
+        self._rows = SortedRows(self._buffer_min, self._buffer_fraction)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"buffer_min": self._buffer_min, "buffer_fraction": self._buffer_fraction}
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def __contains__(self, id_: object) -> bool:
-        return id_ in self._rows.pos
+        return id_ in self._rows
 
     def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
-        self._rows.append(ids, unit, times)
+        self._rows.add(ids, unit, times)
 
     def _remove(self, ids: list[str]) -> None:
         self._rows.remove(ids)
@@ -117,47 +43,58 @@ class FlatStructure(Structure):
         self._rows.clear()
 
     def _vector(self, id_: str) -> np.ndarray:
-        row: np.ndarray = self._rows.vecs[self._rows.pos[id_]]
-        return row
+        return self._rows.vector(id_)
 
     def _timestamp(self, id_: str) -> float:
-        return float(self._rows.times[self._rows.pos[id_]])
+        return self._rows.timestamp(id_)
 
-    def _mask(self, start: float, end: float, exclude: str | None) -> np.ndarray | None:
-        _, times = self._rows.view()
-        mask: np.ndarray | None = None
-        if start > -math.inf or end < math.inf:
-            mask = (times >= start) & (times < end)
-        if exclude is not None:
-            if mask is None:
-                mask = np.ones(times.shape[0], dtype=bool)
-            mask[self._rows.pos[exclude]] = False
-        return mask
+    def optimize(self) -> None:
+        """Merge the buffer and drop removed rows now (searches never need it; it only speeds them)."""
+        self._rows.merge()
+        self._rows.compact()
 
-    def _search_vector(
+    def _begin(
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+    ) -> tuple[Pool, int, int, int | None]:
+        """A pool already offered the range's buffered rows; the range's main rows [lo, hi); the
+        main row of ``exclude`` (None when it is not a main row)."""
+        rows = self._rows
+        pool = Pool(k, error_bound(query.shape[0]))
+        rows.score_buffer(pool, start, end, query, exclude)
+        lo, hi = rows.interval(start, end)
+        return pool, lo, hi, rows.pos.get(exclude) if exclude is not None else None
+
+    def _exact_search(
         self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
     ) -> list[StructureHit]:
-        vecs, times = self._rows.view()
-        mask = self._mask(start, end, exclude)
-        rows = None if mask is None else np.flatnonzero(mask)
-        return vector_hits(self._rows.ids, vecs, times, rows, query, k, error_bound(vecs.shape[1]))
+        """Exact top ``k``: the range's slice scored in one product, plus the buffered rows."""
+        pool, lo, hi, skip = self._begin(query, k, start, end, exclude)
+        self._rows.score_slice(pool, lo, hi, query, skip)
+        return self._rows.finish(pool, query)
 
     def _search_recent(self, k: int, start: float, end: float) -> list[StructureHit]:
-        _, times = self._rows.view()
-        mask = self._mask(start, end, None)
-        rows = np.arange(times.shape[0]) if mask is None else np.flatnonzero(mask)
-        picked = rows[top_with_ties(times[rows], k)]
-        ids = [self._rows.ids[i] for i in picked]
-        return top_by_key(ids, [0.0] * len(ids), times[picked].tolist(), k)
+        ids, times = self._rows.time_candidates(start, end, None, k, None)
+        chosen = top_with_ties(times, k)
+        return top_by_key([ids[i] for i in chosen], [0.0] * len(chosen), times[chosen].tolist(), k)
 
     def _search_around(
         self, anchor_time: float, k: int, start: float, end: float, exclude: str
     ) -> list[StructureHit]:
-        _, times = self._rows.view()
-        mask = self._mask(start, end, exclude)
-        rows = np.flatnonzero(mask) if mask is not None else np.arange(times.shape[0])
-        closeness = -np.abs(times[rows] - anchor_time)
+        ids, times = self._rows.time_candidates(start, end, anchor_time, k, exclude)
+        closeness = -np.abs(times - anchor_time)
         chosen = top_with_ties(closeness, k)
-        picked = rows[chosen]
-        ids = [self._rows.ids[i] for i in picked]
-        return top_by_key(ids, closeness[chosen].tolist(), times[picked].tolist(), k)
+        return top_by_key(
+            [ids[i] for i in chosen], closeness[chosen].tolist(), times[chosen].tolist(), k
+        )
+
+
+class FlatStructure(SortedRowsStructure):
+    """Exact cosine top-k: the time range's slice of the sorted rows, scored in one product
+    (O(rows in the range) per search)."""
+
+    name: ClassVar[str] = "flat"
+
+    def _search_vector(
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+    ) -> list[StructureHit]:
+        return self._exact_search(query, k, start, end, exclude)

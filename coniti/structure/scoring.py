@@ -30,12 +30,25 @@ class StructureHit(NamedTuple):
     id: str
     score: float
 
+_UNIT_BLOCK = 8_192
+"""Rows converted to float64 at a time by :func:`unit_rows` (bounds its temporaries)."""
+
+
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length in float64, returned as a new C-contiguous float32 array."""
-    rows = np.asarray(vectors, dtype=np.float64)
-    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-    safe = np.where(norms > 0.0, norms, 1.0)
-    return np.ascontiguousarray(rows / safe[:, None], dtype=np.float32)
+    """Rows scaled to unit length in float64, returned as a new C-contiguous float32 array.
+
+    Works through ``_UNIT_BLOCK`` rows at a time (each row's result does not depend on the blocking),
+    so a large float32 batch never has a full float64 copy."""
+    rows = np.asarray(vectors)
+    if rows.dtype not in (np.float32, np.float64):
+        rows = rows.astype(np.float64)
+    out = np.empty(rows.shape, dtype=np.float32)
+    for a in range(0, rows.shape[0], _UNIT_BLOCK):
+        block = rows[a : a + _UNIT_BLOCK].astype(np.float64)
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+        safe = np.where(norms > 0.0, norms, 1.0)
+        out[a : a + _UNIT_BLOCK] = block / safe[:, None]
+    return out
 
 
 def error_bound(dim: int) -> float:

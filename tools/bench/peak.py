@@ -9,20 +9,21 @@ namespace to memory files), ``verify`` and ``scan`` (every record, ``iter_all`` 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from .common import ROOT
 from .systems import ConitiSystem, make_system
 
-__all__ = ["child_peak", "measure_peak"]
+__all__ = ["anon_peak", "child_peak", "measure_peak"]
 
 Namespace = tuple[str, ...]
 
@@ -61,21 +62,43 @@ def _status_kb(field_name: str) -> int:
     return 0
 
 
-def child_peak(op: str, key: str, path: Path, namespaces: Sequence[Namespace]) -> None:
-    """Run one op on an existing store and print its memory figures as one JSON line."""
-    peak = [0]
+@contextlib.contextmanager
+def anon_peak() -> Iterator[list[int]]:
+    """Sample ``RssAnon`` every 2 ms while the block runs; yields ``[base_kb, peak_kb]`` (the peak is
+    final when the block exits)."""
+    figures = [_status_kb("RssAnon")] * 2
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
-            peak[0] = max(peak[0], _status_kb("RssAnon"))
+            figures[1] = max(figures[1], _status_kb("RssAnon"))
             time.sleep(0.002)
 
-    system = make_system(key, path)
-    system.open()
-    base = _status_kb("RssAnon")
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    try:
+        yield figures
+    finally:
+        stop.set()
+        sampler.join()
+        figures[1] = max(figures[1], _status_kb("RssAnon"))
+
+
+def child_peak(op: str, key: str, path: Path, namespaces: Sequence[Namespace]) -> None:
+    """Run one op on an existing store and print its memory figures as one JSON line."""
+    system = make_system(key, path)
+    system.open()
+    with anon_peak() as figures:
+        _run_op(op, system, namespaces)
+    base, peak = figures
+    # VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over from the parent across exec.
+    maxrss = _status_kb("VmHWM")
+    system.close()
+    figures_mb = {"anon_base_mb": base / 1024, "anon_peak_mb": peak / 1024, "maxrss_mb": maxrss / 1024}
+    print(json.dumps(figures_mb))
+
+
+def _run_op(op: str, system: Any, namespaces: Sequence[Namespace]) -> None:
     if op == "scan":
         if isinstance(system, ConitiSystem):
             for ns in namespaces:
@@ -94,18 +117,3 @@ def child_peak(op: str, key: str, path: Path, namespaces: Sequence[Namespace]) -
         backend.verify()
     else:
         raise SystemExit(f"unknown op {op!r}")
-    stop.set()
-    sampler.join()
-    peak[0] = max(peak[0], _status_kb("RssAnon"))
-    # VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over from the parent across exec.
-    maxrss = _status_kb("VmHWM")
-    system.close()
-    print(
-        json.dumps(
-            {
-                "anon_base_mb": base / 1024,
-                "anon_peak_mb": peak[0] / 1024,
-                "maxrss_mb": maxrss / 1024,
-            }
-        )
-    )
