@@ -6,7 +6,7 @@ The public names are re-exported here; see ``__all__``. Backends live in :mod:`c
 from coniti.actor import Note, Query, TimeRange
 from coniti.container import Container
 from coniti.contracts import Contract
-from coniti.engine import Answer, ContinuityEngine, Hit, IngestResult, Snapshot
+from coniti.engine import Answer, ContinuityEngine, IngestResult, Snapshot
 from coniti.errors import (
     AnchorNotFound,
     ConitiError,
@@ -49,6 +49,7 @@ from coniti.memory import (
     ScanRequest,
     ScanResult,
 )
+from coniti.recall import ContextBlock, Hit, to_context_block
 
 __all__ = [
     "AnchorNotFound",
@@ -57,6 +58,7 @@ __all__ = [
     "ClearResult",
     "ConitiError",
     "Container",
+    "ContextBlock",
     "ContinuityEngine",
     "Contract",
     "ContractError",
@@ -101,6 +103,7 @@ __all__ = [
     "StructureError",
     "TimeRange",
     "UnknownPiece",
+    "to_context_block",
 ]
 
 __version__ = "0.1.0"

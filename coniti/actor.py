@@ -16,6 +16,7 @@ from typing import Any, Self
 import pydantic
 
 from coniti.contracts import Contract, check_json_value
+from coniti.filters import MetadataFilter
 
 __all__ = ["Note", "Query", "TimeRange", "to_timestamp"]
 
@@ -112,7 +113,12 @@ class TimeRange(Contract):
 
 
 class Query(Contract):
-    """A question: text, a time range, a note to recall around (``near``), or any mix; ``k`` results."""
+    """A question: text, a time range, a note to recall around (``near``), or any mix; ``k`` results.
+
+    ``filter``: a metadata filter (:mod:`coniti.filters`); only notes it matches are answered.
+    ``min_score``: hits scoring below it are dropped (scores as the structures give them, see
+    :mod:`coniti.structure`). Both narrow the answer; neither reorders it.
+    """
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -120,6 +126,15 @@ class Query(Contract):
     time_range: TimeRange | None = None
     near: pydantic.StrictStr | None = pydantic.Field(default=None, min_length=1)
     k: int = pydantic.Field(default=10, ge=1, le=10_000, strict=True)
+    filter: MetadataFilter = None
+    min_score: float | None = pydantic.Field(default=None, allow_inf_nan=False)
+
+    @pydantic.field_validator("min_score", mode="before")
+    @classmethod
+    def _score(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not (value is None or isinstance(value, int | float)):
+            raise ValueError(f"min_score must be a number, got {type(value).__name__}")
+        return value
 
     @pydantic.model_validator(mode="after")
     def _something(self) -> Self:

@@ -36,9 +36,10 @@ An engine is thread-safe: every public method holds one re-entrant lock.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Self
@@ -56,6 +57,7 @@ from coniti.errors import (
     NotSupported,
     ReadOnlyError,
 )
+from coniti.filters import Predicate, compile_filter
 from coniti.memory import (
     DeleteRequest,
     DeleteResult,
@@ -71,10 +73,12 @@ from coniti.memory import (
     event_feed,
     time_travel,
 )
+from coniti.recall import ContextBlock, Hit, HitLike, to_context_block
 from coniti.strategy import Strategy, StrategyContext
-from coniti.structure import Structure
+from coniti.structure import Structure, StructureHit
 
 __all__ = ["Answer", "ContinuityEngine", "Hit", "IngestResult", "Snapshot"]
+# Hit lives in coniti.recall (what recall returns); it is re-exported here, where answers are made.
 
 EMBEDDING_KEY = "embedding_id"
 """The metadata key holding a namespace's embedding spec id."""
@@ -92,22 +96,15 @@ class IngestResult(Contract):
     reason: str | None = None
 
 
-class Hit(Contract):
-    """One answer: the stored note and its score (higher is better; see coniti.structure)."""
-
-    model_config = pydantic.ConfigDict(frozen=True)
-
-    note: Note
-    score: float
-
-
 class Answer(Contract):
-    """The hits for a query, best first."""
+    """The hits for a query, best first: from ``namespace``, or from every namespace under
+    ``prefix`` when the query spanned them (each hit names its own namespace)."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
     query: Query
     namespace: Namespace = ()
+    prefix: Namespace | None = None
     hits: list[Hit]
 
 
@@ -296,32 +293,103 @@ class ContinuityEngine:
 
     # -- ask ---------------------------------------------------------------------------------------
 
-    def ask(self, query: Query | str, *, namespace: Sequence[str] = ()) -> Answer:
-        """Answer ``query`` (a plain string becomes ``Query(text=...)``) from ``namespace``.
+    def ask(
+        self,
+        query: Query | str,
+        *,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+    ) -> Answer:
+        """Answer ``query`` (a plain string becomes ``Query(text=...)``) from ``namespace``, or with
+        ``prefix`` from every live namespace under it (``prefix=()``: all of them) in one ranking.
 
-        Raises :class:`~coniti.errors.AnchorNotFound` when ``query.near`` is not stored. A hit whose
-        record vanished from memory since the structures last saw it (a write by another process not
-        yet picked up by :meth:`refresh`) is left out.
+        ``query.filter`` keeps only notes whose metadata it matches and ``query.min_score`` drops
+        hits scoring below it; the answer still holds the ``k`` best that pass, in the structures'
+        order. Across namespaces hits are merged by score, then the newer note, then the smaller id,
+        then the namespace (one total order). Raises :class:`~coniti.errors.AnchorNotFound` when
+        ``query.near`` is not stored, and :class:`ContractError` for ``near`` with a ``prefix`` (an
+        anchor belongs to one namespace) or for both ``namespace`` and ``prefix``. A hit whose record
+        vanished from memory since the structures last saw it (a write by another process not yet
+        picked up by :meth:`refresh`) is left out.
         """
-        if isinstance(query, str):
-            query = Query(text=query)
-        if not isinstance(query, Query):
-            raise ContractError(f"query must be a Query or a string, got {type(query).__name__}")
-        ns = as_namespace(namespace)
+        query = _as_query(query)
+        ns, scope = self._scope(namespace, prefix)
+        if scope is not None and query.near is not None:
+            raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
         with self._lock:
-            space = self._space(ns)
             vector = None if query.text is None else self.embedder.embed([query.text])[0]
-            hits = self.strategy.answer(query, vector, self._context(ns, space))
-            if not hits:
-                return _answer({"query": query, "namespace": ns, "hits": []})
-            found = self.memory.get(GetRequest(ids=[h.id for h in hits], namespace=ns))
-            notes = {r.note.id: r.note for r in found.records}
-            resolved = [
-                _hit({"note": notes[h.id], "score": float(h.score)})
-                for h in hits
-                if h.id in notes
+            if scope is None:
+                hits = self._answer(ns, query, vector)
+            else:
+                found = [h for n in self.memory.namespaces(scope) for h in self._answer(n, query, vector)]
+                found.sort(key=_merge_key)
+                hits = found[: query.k]
+            return _answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
+
+    def context(
+        self,
+        query: Query | str,
+        *,
+        token_budget: int,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+        estimator: Callable[[str], int] | None = None,
+        render: Callable[[HitLike], str] | None = None,
+    ) -> ContextBlock:
+        """The answer to ``query`` rendered for a prompt: :func:`coniti.recall.to_context_block` of
+        :meth:`ask`'s hits within about ``token_budget`` tokens (an estimate: the first hit always
+        renders). ``seq`` is the memory point read (the ``as_of`` of a time-travel view, else
+        ``head`` of a backend with an event feed, else None): ``engine.at(seq).context(...)`` gives the same block again."""
+        to_context_block([], token_budget, estimator=estimator, render=render)  # check arguments first
+        with self._lock:
+            seq = self.memory.as_of if self.memory.as_of is not None else self._head()
+            hits = self.ask(query, namespace=namespace, prefix=prefix).hits
+        return to_context_block(hits, token_budget, estimator=estimator, render=render, seq=seq)
+
+    def _scope(
+        self, namespace: Sequence[str], prefix: Sequence[str] | None
+    ) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+        ns = as_namespace(namespace)
+        if prefix is None:
+            return ns, None
+        if ns:
+            raise ContractError("give namespace or prefix, not both")
+        try:
+            return ns, as_namespace(prefix)
+        except ContractError as exc:
+            raise ContractError(f"prefix: {exc}") from None
+
+    def _answer(self, ns: tuple[str, ...], query: Query, vector: np.ndarray | None) -> list[Hit]:
+        """The ``query.k`` best hits of ``ns`` that pass the query's filter and minimum score.
+
+        Without either, one strategy call. With them, the strategy is asked for more candidates
+        (4x, then 4x again) until ``k`` pass or the candidates run out, so the answer equals a
+        filtered exact search, at the cost of re-asking for selective filters.
+        """
+        space = self._space(ns)
+        context = self._context(ns, space)
+        match: Predicate | None = None if query.filter is None else compile_filter(query.filter)
+        narrowed = match is not None or query.min_score is not None
+        want = query.k
+        fetch = max(4 * want, 32) if narrowed else want
+        notes: dict[str, Note] = {}
+        while True:
+            asked = query if fetch == want else query.model_copy(update={"k": fetch})
+            raw = self.strategy.answer(asked, vector, context)
+            missing = [h.id for h in raw if h.id not in notes]
+            if missing:
+                for record in self.memory.get(GetRequest(ids=missing, namespace=ns)).records:
+                    notes[record.note.id] = record.note
+            hits = [
+                _hit({"note": notes[h.id], "score": float(h.score), "namespace": ns})
+                for h in raw
+                if h.id in notes and _passes(h, notes[h.id], match, query.min_score)
             ]
-            return _answer({"query": query, "namespace": ns, "hits": resolved})
+            exhausted = len(raw) < fetch or fetch >= len(space.structures[0])
+            below = query.min_score is not None and bool(raw) and raw[-1].score < query.min_score
+            if len(hits) >= want or exhausted or below:
+                return hits[:want]
+            fetch *= 4
 
     # -- remove ------------------------------------------------------------------------------------
 
@@ -635,6 +703,71 @@ class ContinuityEngine:
         """Drop the derived state. The memory backend is not closed (its owner closes it)."""
         with self._lock:
             self._spaces.clear()
+
+    # -- async twins: the sync call on a worker thread (the engine's lock serialises them) ---------
+
+    async def aingest(self, note: Note | str, *, namespace: Sequence[str] = ()) -> IngestResult:
+        """:meth:`ingest` on a worker thread."""
+        return await asyncio.to_thread(self.ingest, note, namespace=namespace)
+
+    async def aingest_many(
+        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = ()
+    ) -> list[IngestResult]:
+        """:meth:`ingest_many` on a worker thread (``notes`` is read there)."""
+        return await asyncio.to_thread(self.ingest_many, notes, namespace=namespace)
+
+    async def aask(
+        self,
+        query: Query | str,
+        *,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+    ) -> Answer:
+        """:meth:`ask` on a worker thread."""
+        return await asyncio.to_thread(self.ask, query, namespace=namespace, prefix=prefix)
+
+    async def acontext(
+        self,
+        query: Query | str,
+        *,
+        token_budget: int,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+        estimator: Callable[[str], int] | None = None,
+        render: Callable[[HitLike], str] | None = None,
+    ) -> ContextBlock:
+        """:meth:`context` on a worker thread (``estimator`` and ``render`` run there too)."""
+        return await asyncio.to_thread(
+            self.context,
+            query,
+            token_budget=token_budget,
+            namespace=namespace,
+            prefix=prefix,
+            estimator=estimator,
+            render=render,
+        )
+
+    async def aremove(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> DeleteResult:
+        """:meth:`remove` on a worker thread."""
+        return await asyncio.to_thread(self.remove, ids, namespace=namespace)
+
+
+def _as_query(value: Any) -> Query:
+    if isinstance(value, str):
+        return Query(text=value)
+    if not isinstance(value, Query):
+        raise ContractError(f"query must be a Query or a string, got {type(value).__name__}")
+    return value
+
+
+def _passes(hit: StructureHit, note: Note, match: Predicate | None, min_score: float | None) -> bool:
+    return (min_score is None or hit.score >= min_score) and (match is None or match(note.metadata))
+
+
+def _merge_key(hit: Hit) -> tuple[float, float, str, tuple[str, ...]]:
+    """Hits of several namespaces in one order: best score, then newer note, then smaller id, then
+    namespace (the structures' own tie rule, extended by the namespace)."""
+    return (-hit.score, -hit.note.timestamp, hit.note.id, hit.namespace)
 
 
 def _as_note(value: Any, index: int) -> Note:

@@ -25,14 +25,10 @@ when the contract (:meth:`MemoryRecord.from_dict`) accepts it, and is then the s
 from __future__ import annotations
 
 import contextlib
-import gzip
-import io
-import json
 import math
 import os
 import re
 import struct
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +40,16 @@ import orjson
 from coniti.actor import Note
 from coniti.contracts import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH, ContractError
 from coniti.errors import MemoryBackendError, MemoryFileError
+from coniti.jsonl import (
+    MAX_LINE_CHARS,
+    atomic_binary_writer,
+    atomic_text_writer,
+    fsync_dir,
+    json_line,
+    parse_json_line,
+    read_lines,
+    standard_json,
+)
 from coniti.memory import (
     VECTOR_DTYPES,
     CountRequest,
@@ -78,9 +84,6 @@ VERSION = "1.0.0"
 SUPPORTED_MAJOR = 1
 BATCH_SIZE = 500
 PAGE_SIZE = 500
-_WRITE_BUFFER = 1 << 20
-MAX_LINE_CHARS = 64 * 1024 * 1024
-"""Longest line a reader accepts (64 Mi characters); longer lines are refused, not buffered."""
 
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
 _RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
@@ -89,57 +92,6 @@ _RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 # -- writing -------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _atomic_binary_writer(path: Path) -> Iterator[IO[bytes]]:
-    """A byte stream writing ``<path>.partial`` (0600, gzip if ``.gz``), fsynced and renamed over
-    ``path`` on success, removed on failure."""
-    partial = path.with_name(path.name + ".partial")
-    try:
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as exc:
-        raise MemoryFileError(f"cannot write {partial}: {exc.strerror}") from exc
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb", buffering=_WRITE_BUFFER) as raw:
-            if path.name.endswith(".gz"):
-                with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0) as packed:
-                    yield packed  # type: ignore[misc]
-            else:
-                yield raw
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(partial, path)
-        fsync_dir(path.parent)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
-        if isinstance(exc, OSError):
-            raise MemoryFileError(f"cannot write {path}: {exc}") from exc
-        raise
-
-
-@contextlib.contextmanager
-def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
-    """A text stream for ``target``. For a path: ``<name>.partial`` (0600, gzip if ``.gz``), fsynced
-    and renamed over the target on success, removed on failure. A stream is used as it is."""
-    if not isinstance(target, str | os.PathLike):
-        yield target
-        return
-    with _atomic_binary_writer(Path(target)) as binary:
-        text = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
-        yield text
-        text.flush()
-        text.detach()
-
-
-def fsync_dir(directory: Path) -> None:
-    """Flush a directory entry (after a rename) to disk; errors are ignored (not every FS can)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 _FLOAT32 = np.dtype(np.float32)
@@ -169,28 +121,9 @@ def record_bytes(record: MemoryRecord) -> bytes:
     try:
         return orjson.dumps(data, option=_DUMP_OPTIONS)
     except TypeError:
-        return (_standard_json(data) + "\n").encode("utf-8")
+        return (standard_json(data) + "\n").encode("utf-8")
 
 
-def json_line(data: Any) -> str:
-    """``data`` (JSON values and numpy vectors) as one line of JSON, without the newline. orjson where
-    it can; a string holding lone surrogates (a namespace or key may) is written with ``\\u`` escapes
-    by the standard encoder instead, since UTF-8 cannot carry it."""
-    try:
-        return orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")
-    except TypeError:
-        return _standard_json(data)
-
-
-def _standard_json(data: Any) -> str:
-    """``data`` by the standard encoder: compact, ASCII with ``\\u`` escapes, numpy vectors as lists."""
-    return json.dumps(data, separators=(",", ":"), allow_nan=False, default=_array_list)
-
-
-def _array_list(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
 def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[str, ...] = ()) -> int:
@@ -206,7 +139,7 @@ def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[
         "count": expected,
     }
     if isinstance(target, str | os.PathLike):
-        with _atomic_binary_writer(Path(target)) as out:
+        with atomic_binary_writer(Path(target)) as out:
             return _write_records(backend, namespace, header, expected, out.write)
     stream = target
     return _write_records(backend, namespace, header, expected, lambda b: stream.write(b.decode("utf-8")))
@@ -243,126 +176,6 @@ def _write_records(
 # -- reading -------------------------------------------------------------------------------------
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
-def _finite_float(token: str) -> float:
-    value = float(token)
-    if not math.isfinite(value):
-        raise ValueError(f"number {token[:40]} overflows to infinity")
-    return value
-
-
-def _refuse_constant(token: str) -> Any:
-    raise ValueError(f"{token} is not allowed (numbers must be finite)")
-
-
-_KEY_END = re.compile(r'"\s*:')
-
-
-def _key_ends(line: str) -> int:
-    """How often '"' is followed by optional white space and ':' — at least the number of keys."""
-    if '" ' in line or '"\t' in line or '"\r' in line or '"\n' in line:
-        return len(_KEY_END.findall(line))
-    return line.count('":')
-
-
-def _shape(value: Any) -> tuple[int, bool]:
-    """How many keys the parsed value's objects hold, and whether a float of magnitude >= 2**63 with
-    no fraction appears (orjson reads integer tokens beyond 64 bits as floats). A record's ``vector``
-    is not walked: it must be a list of numbers, which record validation checks anyway."""
-    keys = 0
-    huge = False
-    stack = [value]
-    if isinstance(value, dict) and isinstance(value.get("vector"), list):
-        keys = len(value)
-        stack = [v for k, v in value.items() if k != "vector"]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            keys += len(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, float) and abs(item) >= 2.0**63 and item.is_integer():
-            huge = True
-    return keys, huge
-
-
-def parse_json_line(line: str, lineno: int) -> Any:
-    """Strict JSON for one line: no NaN/Infinity, no numbers overflowing to infinity, no duplicate
-    keys. Errors raise :class:`MemoryFileError` naming ``lineno``."""
-    try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        slow = True  # the standard parser words the error, or reads escaped lone surrogates
-    else:
-        # Every key ends with '"' then ':', so the pattern count is at least the number of keys
-        # written; when it equals the number of keys parsed, no key was repeated. Otherwise look
-        # closely. Also when a huge whole float appears: orjson reads integers beyond 64 bits as floats.
-        if isinstance(data, dict | list):
-            keys, huge = _shape(data)
-            slow = huge or keys != _key_ends(line)
-        else:
-            slow = False
-    if slow:
-        try:
-            data = json.loads(
-                line,
-                object_pairs_hook=_no_duplicate_keys,
-                parse_float=_finite_float,
-                parse_constant=_refuse_constant,
-            )
-        except RecursionError:
-            raise MemoryFileError(f"line {lineno}: JSON is nested too deeply") from None
-        except ValueError as exc:
-            raise MemoryFileError(f"line {lineno}: invalid JSON: {exc}") from None
-    return data
-
-
-@contextlib.contextmanager
-def _open_source(source: str | Path | IO[str]) -> Iterator[IO[str]]:
-    if not isinstance(source, str | os.PathLike):
-        yield source
-        return
-    path = Path(source)
-    try:
-        if path.name.endswith(".gz"):
-            stream: IO[str] = gzip.open(path, "rt", encoding="utf-8", newline="\n")  # noqa: SIM115
-        else:
-            stream = open(path, encoding="utf-8", newline="\n")  # noqa: SIM115
-    except OSError as exc:
-        raise MemoryFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    with stream:
-        yield stream
-
-
-def read_lines(source: str | Path | IO[str]) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` for each line, without its ``\\n``. Over-long lines, undecodable
-    bytes, corrupt gzip and I/O errors raise :class:`MemoryFileError`."""
-    lineno = 0
-    with _open_source(source) as stream:
-        while True:
-            lineno += 1
-            try:
-                line = stream.readline(MAX_LINE_CHARS + 1)
-            except UnicodeDecodeError as exc:
-                raise MemoryFileError(f"line {lineno}: not valid UTF-8 ({exc.reason})") from None
-            except (OSError, EOFError, zlib.error) as exc:
-                raise MemoryFileError(f"line {lineno}: cannot read the file: {exc}") from exc
-            if not line:
-                return
-            if line.endswith("\n"):
-                line = line[:-1]
-            elif len(line) > MAX_LINE_CHARS:
-                raise MemoryFileError(f"line {lineno}: longer than {MAX_LINE_CHARS} characters")
-            yield lineno, line
 
 
 def _check_header(header: Any) -> tuple[tuple[str, ...], str | None, int]:

@@ -2,9 +2,10 @@
 
 Every read and write of memory goes through :class:`MemoryBackend`. Its abstract core is the spec's
 eight operations (``put``, ``get``, ``delete``, ``scan``, ``count``, ``get_meta``, ``set_meta``,
-``clear``), each taking a request contract and returning a result contract. Everything else — paging
-(``iter_all``), the memory file (``dump``/``load``), async twins and request factories — is written
-once here on top of that core, so every backend inherits it.
+``clear``), each taking a request contract and returning a result contract, plus ``namespaces``
+(the live namespaces under a prefix). Everything else — paging (``iter_all``), the memory file
+(``dump``/``load``), async twins and request factories — is written once here on top of that core,
+so every backend inherits it.
 
 Rules every backend follows (checked by :mod:`coniti.testing`):
 
@@ -22,6 +23,7 @@ Rules every backend follows (checked by :mod:`coniti.testing`):
 from __future__ import annotations
 
 import asyncio
+import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
@@ -43,6 +45,7 @@ from coniti.errors import (
     NotSupported,
     ReadOnlyError,
 )
+from coniti.filters import MetadataFilter
 
 if TYPE_CHECKING:
     from coniti.events import Event
@@ -74,7 +77,9 @@ __all__ = [
     "ScanResult",
     "TimeTravel",
     "as_namespace",
+    "closest_namespaces",
     "event_feed",
+    "namespace_listing",
     "require",
     "time_travel",
     "unique_ids",
@@ -273,12 +278,19 @@ class DeleteResult(Contract):
 
 
 class ScanRequest(Contract):
-    """Read in (timestamp, write order) within ``time_range``; ``limit`` per page, resume at ``cursor``."""
+    """Read in (timestamp, write order) within ``time_range``; ``limit`` per page, resume at ``cursor``.
+
+    ``filter`` (a :mod:`coniti.filters` filter on the metadata, None for all) keeps only matching
+    records: a page still holds ``limit`` of them unless the range is exhausted, and ``next_cursor``
+    is the position of the page's last record, the same position an unfiltered scan uses, so it is
+    not tied to the filter (resuming it with another filter continues after that record).
+    """
 
     time_range: TimeRange | None = None
     namespace: Namespace = ()
     limit: int | None = pydantic.Field(default=None, ge=1, strict=True)
     cursor: str | None = None
+    filter: MetadataFilter = None
 
 
 class ScanResult(Contract):
@@ -287,10 +299,11 @@ class ScanResult(Contract):
 
 
 class CountRequest(Contract):
-    """Count records in ``namespace`` (within ``time_range`` if given)."""
+    """Count records in ``namespace`` (within ``time_range``, matching ``filter``, if given)."""
 
     time_range: TimeRange | None = None
     namespace: Namespace = ()
+    filter: MetadataFilter = None
 
 
 class CountResult(Contract):
@@ -366,8 +379,48 @@ def check_put_ids(records: Sequence[MemoryRecord]) -> None:
         seen.add(key)
 
 
+def namespace_listing(
+    live: Iterable[tuple[str, ...]], prefix: Sequence[str] = (), max_depth: int | None = None
+) -> list[tuple[str, ...]]:
+    """What :meth:`MemoryBackend.namespaces` returns, given every live namespace: those under
+    ``prefix``, cut to their first ``max_depth`` parts, without repeats, sorted. The arguments are
+    checked (:class:`ContractError`) before ``live`` is consumed."""
+    try:
+        start = as_namespace(prefix)
+    except ContractError as exc:
+        raise ContractError(f"prefix: {exc}") from None
+    if max_depth is not None and (type(max_depth) is not int or max_depth < 1):
+        raise ContractError(f"max_depth must be a positive integer or None, got {max_depth!r}")
+    n = len(start)
+    under = (ns for ns in live if ns[:n] == start)
+    if max_depth is None:
+        return sorted(set(under))
+    return sorted({ns[:max_depth] for ns in under})
+
+
+def closest_namespaces(
+    namespace: Sequence[str], candidates: Iterable[tuple[str, ...]]
+) -> list[tuple[str, ...]]:
+    """``candidates`` ordered by closeness to ``namespace``: most leading parts in common first,
+    then the most similar spelling (``difflib`` ratio of the parts joined by ``/``), then sorted.
+    For "did you mean" hints when a namespace holds nothing."""
+    asked = as_namespace(namespace)
+    joined = "/".join(asked)
+
+    def key(ns: tuple[str, ...]) -> tuple[int, float, tuple[str, ...]]:
+        common = 0
+        for a, b in zip(asked, ns, strict=False):
+            if a != b:
+                break
+            common += 1
+        return -common, -difflib.SequenceMatcher(None, joined, "/".join(ns)).ratio(), ns
+
+    return sorted(set(candidates), key=key)
+
+
 class MemoryBackend(ABC):
-    """Where memory lives. Subclasses implement the eight operations; the rest is derived here.
+    """Where memory lives. Subclasses implement the eight operations and :meth:`namespaces`; the rest
+    is derived here.
 
     Concrete helpers: :meth:`iter_all`, :meth:`dump`, :meth:`load`, the async twins (``aput`` ...,
     which run the sync call in a worker thread unless a backend overrides them), request factories
@@ -382,6 +435,10 @@ class MemoryBackend(ABC):
     read_only: bool = False
     """True when writes raise :class:`ReadOnlyError`: a time-travel view, or a store opened
     read-only (set per instance)."""
+
+    as_of: int | None = None
+    """For a time-travel view, the sequence number it shows memory right after; None for current
+    memory (set per instance)."""
 
     # Optional capabilities: declared here, never detected; coniti.testing.CapabilityTests checks
     # that each declaration agrees with what the backend does.
@@ -432,6 +489,15 @@ class MemoryBackend(ABC):
     def clear(self, request: ClearRequest) -> ClearResult:
         """Remove every record of the namespace."""
 
+    @abstractmethod
+    def namespaces(
+        self, prefix: Sequence[str] = (), max_depth: int | None = None
+    ) -> list[tuple[str, ...]]:
+        """The live namespaces (holding at least one record; metadata alone does not count, so a
+        cleared or emptied one is gone) that start with ``prefix``, sorted; with ``max_depth``, each
+        cut to its first ``max_depth`` parts, without repeats. A view of a past point answers as of
+        that point. Implement with :func:`namespace_listing`."""
+
     # -- derived helpers ---------------------------------------------------------------------
 
     def iter_all(
@@ -439,12 +505,21 @@ class MemoryBackend(ABC):
         time_range: TimeRange | None = None,
         namespace: Sequence[str] = (),
         page_size: int = 500,
+        *,
+        filter: Any = None,
     ) -> Iterator[MemoryRecord]:
-        """Every record in (timestamp, write order), following cursors page by page."""
+        """Every record in (timestamp, write order), following cursors page by page; with
+        ``filter``, only those whose metadata it matches (see :mod:`coniti.filters`)."""
         cursor: str | None = None
         while True:
             page = self.scan(
-                ScanRequest(time_range=time_range, namespace=namespace, limit=page_size, cursor=cursor)
+                ScanRequest(
+                    time_range=time_range,
+                    namespace=namespace,
+                    limit=page_size,
+                    cursor=cursor,
+                    filter=filter,
+                )
             )
             yield from page.records
             cursor = page.next_cursor
@@ -509,13 +584,17 @@ class MemoryBackend(ABC):
         namespace: Sequence[str] = (),
         limit: int | None = None,
         cursor: str | None = None,
+        *,
+        filter: Any = None,
     ) -> ScanRequest:
-        return ScanRequest(time_range=time_range, namespace=namespace, limit=limit, cursor=cursor)
+        return ScanRequest(
+            time_range=time_range, namespace=namespace, limit=limit, cursor=cursor, filter=filter
+        )
 
     def count_request(
-        self, time_range: TimeRange | None = None, namespace: Sequence[str] = ()
+        self, time_range: TimeRange | None = None, namespace: Sequence[str] = (), *, filter: Any = None
     ) -> CountRequest:
-        return CountRequest(time_range=time_range, namespace=namespace)
+        return CountRequest(time_range=time_range, namespace=namespace, filter=filter)
 
     def meta_get_request(self, key: str, namespace: Sequence[str] = ()) -> MetaGetRequest:
         return MetaGetRequest(key=key, namespace=namespace)
@@ -552,6 +631,10 @@ class MemoryBackend(ABC):
     async def aclear(self, request: ClearRequest) -> ClearResult:
         return await asyncio.to_thread(self.clear, request)
 
+    async def anamespaces(
+        self, prefix: Sequence[str] = (), max_depth: int | None = None
+    ) -> list[tuple[str, ...]]:
+        return await asyncio.to_thread(self.namespaces, prefix, max_depth)
 
 
 # -- typed views of the optional capabilities (declared by the class attributes above) ------------

@@ -1,4 +1,5 @@
-"""Prompt-ready context blocks: hits rendered in rank order within an estimated token budget.
+"""What recall returns: :class:`Hit` (a note with its score and namespace) and prompt-ready context
+blocks, hits rendered in rank order within an estimated token budget.
 
 :func:`to_context_block` is a plain function over any hits: those of one
 :meth:`~coniti.engine.ContinuityEngine.ask`, a merge of several, or a list filtered by hand. Any
@@ -33,11 +34,12 @@ from pydantic.json_schema import SkipJsonSchema
 
 from coniti.actor import Note
 from coniti.contracts import Contract
-from coniti.engine import Hit
 from coniti.errors import ContractError
+from coniti.memory import Namespace
 
 __all__ = [
     "ContextBlock",
+    "Hit",
     "HitLike",
     "estimate_tokens",
     "omitted_line",
@@ -47,6 +49,17 @@ __all__ = [
 
 BYTES_PER_TOKEN = 4
 """The default estimate: one token per four bytes of UTF-8 text, rounded up."""
+
+
+class Hit(Contract):
+    """One answer: the stored note, its score (higher is better; see :mod:`coniti.structure`) and
+    the namespace it was found in."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    note: Note
+    score: float
+    namespace: Namespace = ()
 
 
 @runtime_checkable

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from coniti.cli import main
@@ -36,3 +40,17 @@ def test_no_command_shows_usage(capsys: pytest.CaptureFixture[str]) -> None:
     captured = capsys.readouterr()
     assert code in (0, 2)
     assert "Usage: coniti" in captured.out + captured.err
+
+
+def test_missing_rich_is_named(tmp_path: Path) -> None:
+    """Without rich (imported on first output for people), the command exits 1 with one line that
+    names the package to install, and no traceback."""
+    probe = (
+        "import sys; sys.modules['rich'] = None\n"
+        "from coniti.cli import main\n"
+        f"sys.exit(main(['meta', 'set', 'k', '1', '--store', {str(tmp_path / 's')!r}]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == "coniti: the command line needs rich: pip install click rich\n"

@@ -19,8 +19,11 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def _commands() -> list[tuple[str, click.Command]]:
+    ctx = click.Context(cli)
     out: list[tuple[str, click.Command]] = []
-    for name, command in sorted(cli.commands.items()):
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
+        assert command is not None, name
         out.append((name, command))
         if isinstance(command, click.Group):
             out.extend((f"{name} {sub}", c) for sub, c in sorted(command.commands.items()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,92 @@ def test_ask_on_a_missing_store(cli: Cli) -> None:
     """ask is a read command: on a missing store it exits 1 and creates nothing."""
     result = cli("ask", "anything")
     assert result.code == 1 and not cli.store.exists()
+
+
+# -- scopes, filters, context blocks, hints --------------------------------------------------------
+
+
+@pytest.fixture
+def people(cli: Cli) -> Cli:
+    cli.ok("add", "Alice lives in Lyon", "--ns", "alice/personal", "--id", "a1", "--meta", "kind=fact")
+    cli.ok("add", "Alice leads the Atlas review", "--ns", "alice/work", "--id", "a2", "--meta", "kind=task")
+    cli.ok("add", "Bob drinks tea in Lyon", "--ns", "bob/home", "--id", "b1")
+    return cli
+
+
+def test_ask_prefix_ranks_every_namespace_under_it(people: Cli) -> None:
+    """ask --prefix alice answers from alice/personal and alice/work, each hit naming its namespace."""
+    doc = people.ok("ask", "Alice", "--prefix", "alice", "--json").json()
+    assert doc["prefix"] == ["alice"]
+    assert sorted((h["id"], tuple(h["namespace"])) for h in doc["hits"]) == [
+        ("a1", ("alice", "personal")),
+        ("a2", ("alice", "work")),
+    ]
+
+
+def test_ask_filter_keeps_matching_metadata(people: Cli) -> None:
+    """ask --filter JSON answers only notes whose metadata match."""
+    doc = people.ok("ask", "Alice", "--prefix", "/", "--filter", '{"kind": "task"}', "--json").json()
+    assert [h["id"] for h in doc["hits"]] == ["a2"]
+
+
+def test_ask_bad_filter_is_a_usage_error(people: Cli) -> None:
+    """A filter that is not JSON, or names an unknown operator, exits 2 naming --filter."""
+    for bad in ("nope", '{"kind": {"$near": 1}}', "[1]"):
+        result = people("ask", "x", "--filter", bad)
+        assert result.code == 2 and "--filter" in result.err and no_traceback(result)
+
+
+def test_ask_ns_and_prefix_together_is_a_usage_error(people: Cli) -> None:
+    """--ns with --prefix exits 2."""
+    result = people("ask", "x", "--ns", "bob/home", "--prefix", "alice")
+    assert result.code == 2 and "--prefix" in result.err
+
+
+def test_ask_context_prints_a_block_within_the_budget(people: Cli) -> None:
+    """ask --context --budget N prints the rendered block, with an omitted line past the budget."""
+    out = people.ok("ask", "Lyon", "--prefix", "/", "--context", "--budget", "12").out
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("- [") and re.fullmatch(r"\[\.\.\. \d+ more omitted \.\.\.\]", lines[-1])
+
+
+def test_ask_context_json_names_the_memory_point(people: Cli) -> None:
+    """With --json the block comes with its tokens, omitted count and seq (the store's head)."""
+    doc = people.ok("ask", "Lyon", "--prefix", "/", "--context", "--json").json()
+    assert doc["omitted"] == 0 and len(doc["hits"]) == 3 and doc["tokens"] > 0
+    with LogBackend(people.store, read_only=True) as store:
+        assert doc["seq"] == store.head
+
+
+def test_ask_min_score_drops_weak_hits(people: Cli) -> None:
+    """--min-score above every score leaves no hit."""
+    doc = people.ok("ask", "Lyon", "--prefix", "/", "--min-score", "0.99", "--json").json()
+    assert doc["hits"] == []
+
+
+def test_ask_on_an_unknown_namespace_hints_the_closest(people: Cli) -> None:
+    """An empty answer from a namespace with no notes says so on stderr, closest namespace first;
+    the exit status stays 0 and stdout stays the (empty) answer."""
+    result = people.ok("ask", "Alice", "--ns", "alice/wrk", "--json")
+    assert result.json()["hits"] == []
+    assert "no notes in namespace alice/wrk" in result.err
+    assert result.err.index("alice/work") < result.err.index("bob/home")
+
+
+def test_ls_and_count_hint_on_an_unknown_namespace(people: Cli) -> None:
+    """ls and count on a namespace with no notes name the namespaces that have some."""
+    for command in ("ls", "count"):
+        result = people.ok(command, "--ns", "bob")
+        assert "no notes in namespace bob" in result.err and "bob/home" in result.err
+
+
+def test_no_hint_when_the_namespace_has_notes(people: Cli) -> None:
+    """A filter that matches nothing in a namespace with notes gives no hint."""
+    result = people.ok("count", "--ns", "alice/work", "--filter", '{"kind": "fact"}')
+    assert result.out.strip() == "0" and result.err == ""
+
+
+def test_ls_filter(people: Cli) -> None:
+    """ls --filter lists only matching records."""
+    lines = people.ok("ls", "--ns", "alice/personal", "--filter", '{"kind": "fact"}', "--json").out
+    assert [r for r in lines.splitlines() if '"a1"' in r]

@@ -9,16 +9,25 @@ import io
 import json
 import os
 import stat
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import numpy as np
 import pytest
 
 from coniti.errors import MemoryFileError
 from coniti.impl.log import LogBackend
-from coniti.log.codec import GENESIS, PUT, encode_event, encode_put_payload
+from coniti.log.codec import (
+    EVENT_VERSION,
+    GENESIS,
+    PUT,
+    encode_event,
+    encode_put_payload,
+    split_frame,
+)
 from coniti.memory import ClearRequest, DeleteRequest, MetaSetRequest
 from coniti.testing.helpers import exact, put, record, state
 
@@ -213,6 +222,27 @@ def test_import_rejects_a_gap(store: LogBackend, tmp_path: Path) -> None:
     lines = _exported(store, tmp_path)
     del lines[3]
     _reject(_write(tmp_path / "bad.jsonl", lines), tmp_path, "line 4: expected event 3, found event 4")
+
+
+def test_import_names_the_first_bad_line(store: LogBackend, tmp_path: Path) -> None:
+    """A gap (line 4) before a line that is not JSON (line 7): the earlier line is the one named,
+    although the frames are checked a batch at a time after their lines are read."""
+    lines = _exported(store, tmp_path)
+    del lines[3]
+    lines[6] = "{not json"
+    _reject(_write(tmp_path / "bad.jsonl", lines), tmp_path, "line 4: expected event 3, found event 4")
+
+
+def test_import_rejects_a_frame_of_a_newer_event_version(store: LogBackend, tmp_path: Path) -> None:
+    """A frame whose envelope names a newer event version than the header's is refused, naming its
+    line."""
+    lines = _exported(store, tmp_path)
+    data = json.loads(lines[2])
+    env, digest, payload = split_frame(base64.b64decode(data["frame"]))
+    newer = msgpack.packb({**msgpack.unpackb(env), "v": EVENT_VERSION + 1})
+    data["frame"] = base64.b64encode(struct.pack(">I", len(newer)) + newer + digest + payload).decode()
+    lines[2] = json.dumps(data)
+    _reject(_write(tmp_path / "bad.jsonl", lines), tmp_path, "line 3: .*event version 2")
 
 
 def test_import_rejects_reordered_lines(store: LogBackend, tmp_path: Path) -> None:

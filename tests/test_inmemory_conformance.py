@@ -69,6 +69,14 @@ class TestInMemoryCount(InMemoryFixtures, conformance.CountTests):
     pass
 
 
+class TestInMemoryFilters(InMemoryFixtures, conformance.FilterTests):
+    pass
+
+
+class TestInMemoryNamespaceListing(InMemoryFixtures, conformance.NamespaceListingTests):
+    pass
+
+
 class TestInMemoryRequestTypes(InMemoryFixtures, conformance.RequestTypeTests):
     pass
 

@@ -404,21 +404,21 @@ def test_map_grows_while_other_threads_read(path: Path) -> None:
 
 
 def test_store_of_a_newer_format_is_refused(path: Path) -> None:
-    """A store whose system table names a newer format version raises StoreVersionError at open."""
+    """A store whose system table names a newer layout version raises StoreVersionError at open."""
     from coniti.errors import StoreVersionError
-    from coniti.log.store import SYS_DB, SYS_FORMAT
+    from coniti.log.store import SYS_DB, SYS_LAYOUT
 
     with LogBackend(path) as backend, backend._env.begin(write=True) as txn:
-        txn.put(SYS_FORMAT, (99).to_bytes(4, "big"), db=backend._log.store.dbs[SYS_DB])
-    with pytest.raises(StoreVersionError, match="format version 99"):
+        txn.put(SYS_LAYOUT, (99).to_bytes(4, "big"), db=backend._log.store.dbs[SYS_DB])
+    with pytest.raises(StoreVersionError, match="layout version 99"):
         LogBackend(path)
 
 
 def test_head_hash_and_namespaces(store: LogBackend) -> None:
     """head_hash names the chain's head (zeros when empty) and equals verify()'s; namespaces() lists
-    every namespace written to, in order of first use."""
+    the namespaces holding records, sorted (one holding only metadata is not listed)."""
     assert store.head_hash == "0" * 64 and store.namespaces() == []
     put(store, record("a", 1.0, namespace=("x",)), record("b", 1.0))
     store.set_meta(MetaSetRequest(key="k", value=1, namespace=("y", "z")))
     assert store.head_hash == store.verify().head_hash != "0" * 64
-    assert store.namespaces() == [("x",), (), ("y", "z")]
+    assert store.namespaces() == [(), ("x",)]

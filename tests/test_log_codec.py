@@ -16,7 +16,7 @@ from coniti.log import codec
 from coniti.log.codec import (
     CLEAR,
     DELETE,
-    FORMAT_VERSION,
+    EVENT_VERSION,
     GENESIS,
     META,
     PUT,
@@ -168,16 +168,16 @@ def _reframe(env: dict[str, object], payload: bytes = b"") -> bytes:
 
 
 def _env(**over: object) -> dict[str, object]:
-    env: dict[str, object] = {"v": FORMAT_VERSION, "k": DELETE, "s": 1, "t": 1.0, "p": GENESIS,
+    env: dict[str, object] = {"v": EVENT_VERSION, "k": DELETE, "s": 1, "t": 1.0, "p": GENESIS,
                               "n": [], "i": "x"}
     env.update(over)
     return env
 
 
-def test_newer_format_version_is_refused() -> None:
-    """An event written by a newer format version raises StoreVersionError, not a guess."""
-    with pytest.raises(StoreVersionError, match="format version 2"):
-        decode_event(_reframe(_env(v=FORMAT_VERSION + 1)), 1)
+def test_newer_event_version_is_refused() -> None:
+    """An event written by a newer event version raises StoreVersionError, not a guess."""
+    with pytest.raises(StoreVersionError, match="event version 2"):
+        decode_event(_reframe(_env(v=EVENT_VERSION + 1)), 1)
 
 
 def test_unknown_event_kind_is_refused() -> None:
@@ -258,3 +258,35 @@ def test_recorded_at_reads_the_envelope_time_and_refuses_a_damaged_frame() -> No
     assert recorded_at(frame) == 100.0
     with pytest.raises(StoreCorrupted):
         recorded_at(frame[:10])
+
+
+def _upcast_to_2(env: dict[str, object], payload: object) -> tuple[dict[str, object], object]:
+    """A stand-in upcaster 1 -> 2: names an actor, and prefixes a put payload's text."""
+    env = {**env, "v": 2, "a": "upcast"}
+    if isinstance(payload, dict) and "tx" in payload:
+        payload = {**payload, "tx": "v2 " + payload["tx"]}
+    return env, payload
+
+
+def test_an_older_event_is_upcast_on_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With event version 2 current and an upcaster 1 -> 2 in the table, a version-1 frame decodes
+    through it (envelope and payload, on the strict and the fast read paths); its hash stays that
+    of the stored bytes."""
+    frame, h = _put()
+    monkeypatch.setattr(codec, "EVENT_VERSION", 2)
+    monkeypatch.setattr(codec, "UPCASTERS", {**codec.UPCASTERS, 1: _upcast_to_2})
+    event = decode_event(frame, 1)
+    assert (event.actor, event.hash) == ("upcast", h)
+    assert event.record is not None and event.record.text == "v2 hello"
+    assert codec.decode_envelope(frame, 1).actor == "upcast"
+    assert decode_record(frame)[2].text == "v2 hello"  # type: ignore[union-attr]
+    assert codec.decode_content(frame).text == "v2 hello"  # type: ignore[union-attr]
+
+
+def test_an_older_event_without_an_upcaster_is_corrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An event of a version below the current one that the table cannot upcast is refused as
+    corrupt, naming the event and the version."""
+    frame, _ = _put()
+    monkeypatch.setattr(codec, "EVENT_VERSION", 2)
+    with pytest.raises(StoreCorrupted, match="event 1 does not decode: no upcaster from event version 1"):
+        decode_event(frame, 1)

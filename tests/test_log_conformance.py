@@ -69,6 +69,14 @@ class TestLogCount(LogFixtures, conformance.CountTests):
     pass
 
 
+class TestLogFilters(LogFixtures, conformance.FilterTests):
+    pass
+
+
+class TestLogNamespaceListing(LogFixtures, conformance.NamespaceListingTests):
+    pass
+
+
 class TestLogRequestTypes(LogFixtures, conformance.RequestTypeTests):
     pass
 

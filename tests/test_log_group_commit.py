@@ -234,7 +234,7 @@ def test_a_refused_call_leaves_no_namespace_behind(store: LogBackend) -> None:
         ],
     )
     assert isinstance(outcomes[0], DuplicateRecord) and outcomes[1] == 1
-    assert store.namespaces() == [(), ("second",)]
+    assert store._log.namespaces() == [(), ("second",)]
     assert_clean(store)
 
 

@@ -20,7 +20,7 @@ from coniti.actor import TimeRange
 from coniti.errors import StoreCorrupted
 from coniti.impl.log import LogBackend
 from coniti.log import projections
-from coniti.log.store import STORE_FORMAT
+from coniti.log.store import LAYOUT_VERSION
 from coniti.memory import CountRequest, ScanRequest
 from coniti.testing.helpers import put, record
 
@@ -110,7 +110,7 @@ def test_verify_of_a_format1_store_opened_read_only_says_why_it_cannot_compare(f
     with LogBackend(format1, read_only=True) as ro:
         report = ro.verify()
     assert len(report.problems) == 1
-    assert "layout format 1" in report.problems[0]
+    assert "layout version 1" in report.problems[0]
 
 
 def test_a_writable_open_upgrades_a_format1_store(format1: Path) -> None:
@@ -119,7 +119,7 @@ def test_a_writable_open_upgrades_a_format1_store(format1: Path) -> None:
     with LogBackend(format1) as store:
         assert store.verify().ok
         assert [observe(store.at(seq)) for seq in range(store.head + 1)] == EXPECTED["states"]
-    assert sys_format(format1) == STORE_FORMAT == 2
+    assert sys_format(format1) == LAYOUT_VERSION == 2
     assert not {b"atix", b"tmax"} & tables(format1)
 
 

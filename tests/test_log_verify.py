@@ -178,3 +178,25 @@ def test_import_of_frames_that_do_not_chain_is_refused(store: LogBackend, tmp_pa
         assert target.head().hash.hex() == store.verify().head_hash
     finally:
         target.close()
+
+
+def test_import_frames_check_sees_each_event_and_can_refuse(store: LogBackend, tmp_path: Path) -> None:
+    """import_frames calls check with each decoded event in order before folding it; what check
+    raises aborts the import and nothing is written."""
+    dbs = store._log.store.dbs
+    with store._env.begin() as txn:
+        frames = [bytes(v) for _, v in txn.cursor(db=dbs[LOG_DB])]
+    seen: list[int] = []
+
+    def check(event: Any) -> None:
+        seen.append(event.seq)
+        if event.seq == 4:
+            raise ValueError("refused event 4")
+
+    target = EventLog(tmp_path / "copy")
+    try:
+        with pytest.raises(ValueError, match="refused event 4"):
+            target.import_frames(frames, check)
+        assert seen == [1, 2, 3, 4] and target.head().seq == 0
+    finally:
+        target.close()

@@ -112,9 +112,10 @@ def test_contract_error_is_a_value_error() -> None:
 
 
 def test_abstract_core_is_the_eight_operations() -> None:
-    """MemoryBackend's abstract methods are exactly the spec's eight operations."""
+    """MemoryBackend's abstract methods are exactly the spec's eight operations and namespaces (no
+    base class can list a backend's namespaces, so a backend must say)."""
     assert MemoryBackend.__abstractmethods__ == {
-        "put", "get", "delete", "scan", "count", "get_meta", "set_meta", "clear"
+        "put", "get", "delete", "scan", "count", "get_meta", "set_meta", "clear", "namespaces"
     }
 
 
@@ -129,7 +130,8 @@ def test_incomplete_backend_cannot_be_built() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["aput", "aget", "adelete", "ascan", "acount", "aget_meta", "aset_meta", "aclear"]
+    "name",
+    ["aput", "aget", "adelete", "ascan", "acount", "aget_meta", "aset_meta", "aclear", "anamespaces"],
 )
 def test_async_twins_are_coroutines(name: str) -> None:
     """Each async twin is a coroutine function with the sync operation's signature."""

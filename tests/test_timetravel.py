@@ -200,3 +200,11 @@ def test_store_written_before_the_later_projections_is_rebuilt_once_at_open(tmp_
     with LogBackend(path) as store:
         assert [state(store.at(seq)) for seq in range(store.head + 1)] == expected
         assert store.verify().ok
+
+
+def test_a_view_declares_the_point_it_reads(tmp_path: Path) -> None:
+    """LogView.as_of is its seq; a current LogBackend's as_of is None."""
+    with LogBackend(tmp_path / "s") as store:
+        store.put(store.put_request([record("a", 1.0)]))
+        assert store.as_of is None
+        assert store.at(1).as_of == 1 == store.at(1).seq

@@ -4,8 +4,10 @@
 Each case is a small scripted history written through ``LogBackend``. For each case two files are
 written (format: ``log/FORMAT.md``, "Golden logs"):
 
-* ``events.jsonl``: a header line, then one line per event with its exact stored frame (base64) and
-  its decoded fields, readable;
+* ``events.jsonl``: the store's log export (``coniti-log``, ``log/FORMAT.md`` §9): a header line,
+  then one line per event with its exact stored frame (base64) and its decoded fields, readable.
+  (The sets of event version 1 were released in an earlier events format, ``coniti-log-golden``,
+  and stay as they are.)
 * ``state.json``: the memory the log must fold to, after *every* event (records in scan order with
   exact vector bits, counts, metadata).
 
@@ -19,7 +21,6 @@ Usage: ``tools/golden.py [--root log/golden]``.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import sys
 import tempfile
@@ -31,9 +32,7 @@ import numpy as np
 
 from coniti.actor import Note
 from coniti.impl.log import LogBackend
-from coniti.log import FORMAT_VERSION, EventLog
-from coniti.log.codec import decode_event
-from coniti.log.store import LOG_DB
+from coniti.log import EVENT_VERSION
 from coniti.memory import (
     ClearRequest,
     CountRequest,
@@ -142,30 +141,6 @@ def state_of(backend: MemoryBackend, namespaces: Sequence[Namespace], keys: Sequ
     return out
 
 
-def event_lines(log: EventLog) -> list[dict[str, Any]]:
-    """One JSON object per event: the exact frame (base64) and its decoded envelope."""
-    lines = []
-    with log.store.read() as txn:
-        for key, frame in txn.cursor(db=log.store.dbs[LOG_DB]):
-            seq = int.from_bytes(key, "big")
-            event = decode_event(frame, seq)
-            lines.append({
-                "seq": seq,
-                "kind": event.kind,
-                "at": event.at,
-                "namespace": list(event.namespace),
-                "id": event.id,
-                "timestamp": event.timestamp,
-                "key": event.key,
-                "actor": event.actor,
-                "reason": event.reason,
-                "hash": event.hash.hex(),
-                "frame": base64.b64encode(bytes(frame)).decode("ascii"),
-            })
-    assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
-    return lines
-
-
 def write_case(directory: Path, name: str) -> None:
     """Run case ``name`` in a fresh store and write its two files into ``directory`` (new)."""
     script, namespaces, keys = CASES[name]
@@ -176,17 +151,11 @@ def write_case(directory: Path, name: str) -> None:
             {"seq": seq, "namespaces": state_of(store.at(seq), namespaces, keys)}
             for seq in range(head + 1)
         ]
-        lines = event_lines(store._log)
-        head_hash = store._log.head().hash.hex()
         if not store.verify().ok:
             raise SystemExit(f"golden: case {name} does not verify")
-    directory.mkdir(parents=True)
-    header = {"format": "coniti-log-golden", "version": FORMAT_VERSION, "case": name,
-              "events": len(lines), "head_hash": head_hash}
-    with open(directory / "events.jsonl", "w", encoding="utf-8", newline="\n") as f:
-        for obj in (header, *lines):
-            f.write(json.dumps(obj, ensure_ascii=True, sort_keys=True) + "\n")
-    state = {"format_version": FORMAT_VERSION, "case": name, "head": head,
+        directory.mkdir(parents=True)
+        store.export_log(directory / "events.jsonl")
+    state = {"format_version": EVENT_VERSION, "case": name, "head": head,
              "namespaces": [list(ns) for ns in namespaces], "meta_keys": keys, "states": states}
     (directory / "state.json").write_text(
         json.dumps(state, ensure_ascii=True, sort_keys=True, indent=1) + "\n", encoding="utf-8"
@@ -197,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="golden root (default: log/golden)")
     args = parser.parse_args(argv)
-    target = args.root / f"v{FORMAT_VERSION}"
+    target = args.root / f"v{EVENT_VERSION}"
     written = 0
     for name in CASES:
         directory = target / name
@@ -208,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"golden: wrote {directory}")
         written += 1
     if not written:
-        print(f"golden: nothing written: every case of format v{FORMAT_VERSION} exists")
+        print(f"golden: nothing written: every case of format v{EVENT_VERSION} exists")
         return 1
     return 0
 

@@ -21,12 +21,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     try:
         from coniti.cli.app import run
+
+        return run(argv)
     except ModuleNotFoundError as exc:
-        if exc.name in ("click", "rich"):
+        package = (exc.name or "").partition(".")[0]
+        if package in ("click", "rich"):
             print(
-                f"coniti: the command line needs {exc.name}: pip install click rich",
+                f"coniti: the command line needs {package}: pip install click rich",
                 file=sys.stderr,
             )
             return 1
         raise
-    return run(argv)

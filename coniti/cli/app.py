@@ -1,166 +1,63 @@
-"""The click application: global options, store selection, error handling and command registration.
+"""The click application: the ``coniti`` group, its commands, and error handling.
 
-Every option in :func:`common_options` is accepted both before the command (``coniti --json ls``) and
-after it (``coniti ls --json``); a value given after the command wins. The settings live in a
-:class:`Settings` object created per call of :func:`run`, never at module level.
+:data:`COMMANDS` is the one list of commands. A command's module is imported only when that command
+runs or is listed (``coniti --help``), so ``coniti ask`` loads neither the demo nor the log commands.
 """
 
 from __future__ import annotations
 
-import os
+import importlib
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Sequence
 
 import click
 
-from coniti.cli.output import Output
-from coniti.cli.parse import ParseError, resolve_store_path
+from coniti.cli.context import Settings, common_options
+from coniti.cli.parse import ParseError
 from coniti.errors import ConitiError
 
-if TYPE_CHECKING:
-    from coniti.engine import ContinuityEngine
-    from coniti.impl.log import LogBackend
+__all__ = ["COMMANDS", "cli", "run"]
 
-__all__ = ["CliError", "Settings", "cli", "common_options", "run"]
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class CliError(click.ClickException):
-    """A failure the command line itself detects (missing store, refused note); exit status 1."""
-
-    exit_code = 1
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"coniti: error: {self.format_message()}", err=True)
-
-
-@dataclass
-class Settings:
-    """The options shared by every command, and the environment they were read with."""
-
-    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
-    store: str | None = None
-    json: bool = False
-    actor: str | None = None
-    reason: str | None = None
-    debug: bool = False
-    _output: Output | None = None
-
-    @property
-    def store_path(self) -> Path:
-        """``--store``, else ``$CONITI_STORE``, else the per-user default (see ``coniti --help``)."""
-        return resolve_store_path(self.store, self.environ)
-
-    @property
-    def actor_name(self) -> str | None:
-        """``--actor``, else ``$CONITI_ACTOR``, else ``None`` (the event carries no actor)."""
-        return self.actor or self.environ.get("CONITI_ACTOR") or None
-
-    @property
-    def out(self) -> Output:
-        """The output for this call (created on first use)."""
-        if self._output is None:
-            self._output = Output(json_mode=self.json)
-        return self._output
-
-    def open_store(self, mode: Literal["read", "write", "create"] = "read") -> LogBackend:
-        """Open the selected store: ``"read"`` (read-only) and ``"write"`` need an existing, non-empty
-        store directory; ``"create"`` makes one if missing. Only ``"create"`` makes a store."""
-        from coniti.impl.log import LogBackend
-
-        path = self.store_path
-        if mode != "create" and not (path.is_dir() and any(path.iterdir())):
-            raise CliError(
-                f"no store at {path} (choose one with --store or CONITI_STORE; "
-                "'coniti add', 'load' or 'import' create one)"
-            )
-        return LogBackend(path, actor=self.actor_name, read_only=mode == "read")
-
-    @contextmanager
-    def open_engine(self, store: LogBackend) -> Iterator[ContinuityEngine]:
-        """The engine over ``store`` with coniti's default pieces (:class:`~coniti.Container`)."""
-        from coniti.container import Container
-
-        with Container(memory=store) as container:
-            yield container.engine
-
-    def stamp(self, store: LogBackend) -> AbstractContextManager[None]:
-        """The audit block that stamps events written inside it with ``--actor``/``--reason``."""
-        if self.reason is None:
-            return nullcontext()
-        return store.audit(actor=self.actor_name, reason=self.reason)
+COMMANDS: dict[str, str] = {
+    "add": "engine_cmds:add",
+    "ask": "engine_cmds:ask",
+    "get": "memory_cmds:get",
+    "rm": "memory_cmds:rm",
+    "ls": "memory_cmds:ls",
+    "count": "memory_cmds:count",
+    "meta": "memory_cmds:meta",
+    "dump": "file_cmds:dump",
+    "load": "file_cmds:load",
+    "log": "log_cmds:log",
+    "history": "log_cmds:history",
+    "diff": "log_cmds:diff",
+    "at": "log_cmds:at_cmd",
+    "export": "log_cmds:export",
+    "import": "log_cmds:import_",
+    "stats": "care_cmds:stats",
+    "verify": "care_cmds:verify",
+    "rebuild": "care_cmds:rebuild",
+    "compact": "care_cmds:compact",
+    "erase": "care_cmds:erase",
+    "demo": "demo_cmd:demo",
+}
+"""Command name -> ``module:attribute`` in :mod:`coniti.cli`, the click command of that name."""
 
 
-def settings() -> Settings:
-    """The :class:`Settings` of the running command."""
-    return click.get_current_context().find_object(Settings) or Settings()
+class _Commands(click.Group):
+    """The group of :data:`COMMANDS`, each imported on first use."""
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
 
-def _setter(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-        if value is None or value is False:
-            return
-        obj = ctx.find_object(Settings)
-        if obj is not None:
-            setattr(obj, name, value)
-
-    return callback
-
-
-def common_options(func: F) -> F:
-    """Add --store, --json, --actor, --reason and --debug to a command or group."""
-    options = [
-        click.option(
-            "--store",
-            metavar="PATH",
-            default=None,
-            expose_value=False,
-            callback=_setter("store"),
-            help="Store directory (default: $CONITI_STORE, else $XDG_DATA_HOME/coniti/store).",
-        ),
-        click.option(
-            "--json",
-            "json_",
-            is_flag=True,
-            default=False,
-            expose_value=False,
-            callback=_setter("json"),
-            help="Machine-readable output: one JSON document, or JSON lines for streams.",
-        ),
-        click.option(
-            "--actor",
-            metavar="NAME",
-            default=None,
-            expose_value=False,
-            callback=_setter("actor"),
-            help="Who is acting; stamped on the events written (default: $CONITI_ACTOR).",
-        ),
-        click.option(
-            "--reason",
-            metavar="TEXT",
-            default=None,
-            expose_value=False,
-            callback=_setter("reason"),
-            help="Why; stamped on the events written.",
-        ),
-        click.option(
-            "--debug",
-            is_flag=True,
-            default=False,
-            expose_value=False,
-            callback=_setter("debug"),
-            help="Show the full traceback on errors.",
-        ),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attribute = target.partition(":")
+        command: click.Command = getattr(importlib.import_module(f"coniti.cli.{module}"), attribute)
+        return command
 
 
 HELP = """coniti: durable, replayable, auditable memory for AI agents.
@@ -180,21 +77,11 @@ or epoch seconds. Points (--as-of, at, diff): a sequence number or an ISO time.
 Exit status: 0 success, 1 error (one line on stderr), 2 usage error."""
 
 
-@click.group(help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Commands, help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="coniti", prog_name="coniti")
 @common_options
 def cli() -> None:
     pass
-
-
-def _register() -> None:
-    from coniti.cli import commands
-
-    for command in commands.COMMANDS:
-        cli.add_command(command)
-
-
-_register()
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -216,6 +103,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 1
     except (ConitiError, ParseError, OSError) as exc:
         return _report(obj, exc, "error")
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] in ("click", "rich"):
+            raise  # main() names the package to install (rich is imported on first output)
+        return _report(obj, exc, "internal error", hint=True)
     except Exception as exc:
         return _report(obj, exc, "internal error", hint=True)
 

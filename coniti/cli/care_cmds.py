@@ -1,4 +1,4 @@
-"""Care commands: verify, rebuild, compact, erase (stats is in log_cmds)."""
+"""Care commands on the store itself: stats, verify, rebuild, compact, erase."""
 
 from __future__ import annotations
 
@@ -6,16 +6,54 @@ from pathlib import Path
 
 import click
 
-from coniti.cli.app import CliError, common_options, settings
+from coniti.cli.context import CliError, common_options, ns_option, settings
 from coniti.cli.parse import format_namespace
-from coniti.cli.types import NAMESPACE
 
-__all__ = ["COMMANDS", "store_size"]
+__all__ = ["compact", "erase", "rebuild", "stats", "verify"]
 
 
-def store_size(path: Path) -> int:
+def _store_size(path: Path) -> int:
     """Bytes on disk of the files in a store directory."""
     return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+
+
+@click.command()
+@common_options
+def stats() -> None:
+    """Events, namespaces, records, size on disk, head sequence number and hash."""
+    s = settings()
+    path = s.store_path
+    with s.open_store() as store:
+        spaces = [
+            (ns, store.count(store.count_request(None, ns)).count)
+            for ns in sorted(store.namespaces())
+        ]
+        head, head_hash = store.head, store.head_hash
+    size = _store_size(path)
+    records = sum(n for _, n in spaces)
+    if s.json:
+        s.out.json(
+            {
+                "store": str(path),
+                "events": head,
+                "records": records,
+                "namespaces": [{"namespace": list(ns), "records": n} for ns, n in spaces],
+                "bytes": size,
+                "head_seq": head,
+                "head_hash": head_hash,
+            }
+        )
+        return
+    s.out.fields(
+        [
+            ("store", str(path)),
+            ("events", head),
+            ("records", f"{records} in {len(spaces)} namespaces"),
+            ("size on disk", f"{size:,} bytes"),
+            ("head", f"seq {head}, hash {head_hash}"),
+        ]
+    )
+    s.out.table(["namespace", "records"], ([format_namespace(ns), n] for ns, n in spaces))
 
 
 @click.command()
@@ -81,8 +119,7 @@ def compact() -> None:
 
 @click.command()
 @click.argument("ids", nargs=-1, required=True, metavar="ID...")
-@click.option("--ns", "namespace", type=NAMESPACE, default="/", show_default=True,
-              help="Namespace of the records.")
+@ns_option("Namespace of the records.")
 @common_options
 def erase(ids: tuple[str, ...], namespace: tuple[str, ...]) -> None:
     """Erase the content of every version of records ID... from the whole history (for privacy
@@ -104,6 +141,3 @@ def erase(ids: tuple[str, ...], namespace: tuple[str, ...]) -> None:
         raise CliError(
             f"never in {format_namespace(namespace)}: {', '.join(result.missing)}"
         )
-
-
-COMMANDS: list[click.Command] = [verify, rebuild, compact, erase]

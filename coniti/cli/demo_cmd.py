@@ -8,18 +8,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.rule import Rule
 
-from coniti.actor import Note
-from coniti.cli.app import common_options, settings
-from coniti.cli.log_cmds import event_json, show_events
-from coniti.cli.output import Output
+from coniti.cli.context import common_options, settings
 from coniti.cli.parse import format_namespace, format_time, iso_time
+from coniti.cli.show import event_json, show_history
 
 if TYPE_CHECKING:
+    from coniti.actor import Note
+    from coniti.cli.output import Output
     from coniti.demo import Asked, DemoReport
 
-__all__ = ["COMMANDS"]
+__all__ = ["demo"]
 
 
 @click.command()
@@ -58,6 +57,8 @@ def _hits(out: Output, label: str, asked: Asked, style: str) -> None:
 
 
 def _section(out: Output, title: str, *, first: bool = False) -> None:
+    from rich.rule import Rule
+
     if not first:
         out.line()
     out.rich(Rule(title, align="left"))
@@ -99,7 +100,7 @@ def _show(out: Output, r: DemoReport) -> None:
     _section(out, "5. Audit trails: who, when, why")
     for ns, rid, trail in r.trails:
         out.line(f"{rid} in {format_namespace(ns)}:")
-        show_events(out, trail, one_record=True)
+        show_history(out, trail)
 
     _section(out, "6. What changed between two points")
     out.line(
@@ -206,6 +207,3 @@ def _report_json(r: DemoReport) -> dict[str, Any]:
             "seconds": r.seconds,
         },
     }
-
-
-COMMANDS: list[click.Command] = [demo]

@@ -5,22 +5,34 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from coniti.actor import Note, Query
-from coniti.cli.app import CliError, common_options, settings
-from coniti.cli.memory_cmds import as_of_option, ns_option, range_options, time_range
+from coniti.cli.context import (
+    CliError,
+    as_of_option,
+    at_point,
+    common_options,
+    hint_if_unknown,
+    ns_option,
+    range_options,
+    settings,
+    time_range,
+)
 from coniti.cli.parse import format_namespace, format_time, iso_time
-from coniti.cli.types import META, TIME
+from coniti.cli.types import FILTER, META, NAMESPACE, TIME
 
-__all__ = ["COMMANDS"]
+if TYPE_CHECKING:
+    from coniti.actor import Note
+    from coniti.recall import Hit
+
+__all__ = ["add", "ask"]
 
 
 @click.command()
 @click.argument("text")
-@ns_option
+@ns_option()
 @click.option("--time", "when", type=TIME, default=None, help="When it happened (default: now).")
 @click.option("--meta", "meta", type=META, multiple=True, help="Metadata KEY=VALUE (repeatable).")
 @click.option("--id", "note_id", default=None, help="The note's id (default: a random one).")
@@ -33,6 +45,8 @@ def add(
     note_id: str | None,
 ) -> None:
     """Remember TEXT (use - to read it from stdin): embed it and store it through the engine."""
+    from coniti.actor import Note
+
     s = settings()
     if text == "-":
         text = sys.stdin.read().rstrip("\n")
@@ -54,42 +68,79 @@ def add(
 
 @click.command()
 @click.argument("text")
-@ns_option
+@ns_option()
+@click.option("--prefix", "prefix", type=NAMESPACE, default=None,
+              help="Ask every namespace under this one (e.g. alice; '/' for all) instead of --ns.")
 @click.option("-k", "--k", "k", type=click.IntRange(1, 10_000), default=5, show_default=True,
               help="How many notes to return.")
+@click.option("--filter", "where", type=FILTER, default=None, metavar="JSON",
+              help="Only notes whose metadata match this filter, e.g. '{\"kind\": \"fact\"}'.")
+@click.option("--min-score", "min_score", type=float, default=None,
+              help="Drop notes scoring below this.")
+@click.option("--context", "as_context", is_flag=True,
+              help="Print the answer as a prompt-ready context block.")
+@click.option("--budget", "budget", type=click.IntRange(1), default=1000, show_default=True,
+              help="With --context: the block's token budget (about four bytes a token).")
 @range_options
 @as_of_option
 @common_options
 def ask(
     text: str,
     namespace: tuple[str, ...],
+    prefix: tuple[str, ...] | None,
     k: int,
+    where: dict[str, Any] | None,
+    min_score: float | None,
+    as_context: bool,
+    budget: int,
     start: float | None,
     end: float | None,
     as_of: int | float | None,
 ) -> None:
     """Recall the notes that best answer TEXT, best first."""
+    from coniti.actor import Query
+
     s = settings()
-    query = Query(text=text, time_range=time_range(start, end), k=k)
+    if prefix is not None and namespace:
+        raise click.UsageError("give --ns or --prefix, not both")
+    query = Query(text=text, time_range=time_range(start, end), k=k, filter=where, min_score=min_score)
     with s.open_store() as store, s.open_engine(store) as engine:
         if as_of is not None:
-            engine = engine.at(as_of) if isinstance(as_of, int) else engine.at(time=as_of)
-        answer = engine.ask(query, namespace=namespace)
-    hits = list(answer.hits)
-    if s.json:
-        s.out.json(
-            {
-                "query": text,
-                "namespace": list(namespace),
-                "hits": [{"score": h.score, **_note_json(h.note)} for h in hits],
-            }
-        )
+            engine = at_point(engine, as_of)
+        scope = namespace if prefix is None else prefix
+        if as_context:
+            block = engine.context(query, token_budget=budget, namespace=namespace, prefix=prefix)
+            hits = cast("list[Hit]", block.hits)  # the engine's blocks hold its own Hits
+        else:
+            hits = list(engine.ask(query, namespace=namespace, prefix=prefix).hits)
+        if not hits:
+            hint_if_unknown(s, engine.memory, scope, prefix=prefix is not None)
+    where_json = {"namespace": list(namespace)} if prefix is None else {"prefix": list(prefix)}
+    if as_context:
+        if s.json:
+            s.out.json({"query": text, **where_json, "text": block.text, "tokens": block.tokens,
+                        "omitted": block.omitted, "seq": block.seq,
+                        "hits": [_hit_json(h) for h in hits]})  # fmt: skip
+        else:
+            s.out.line(block.text)
         return
-    s.out.table(
-        ["score", "time (UTC)", "id", "text"],
-        ([f"{h.score:.3f}", format_time(h.note.timestamp), h.note.id, h.note.text] for h in hits),
-        wrap=["text"],
-    )
+    if s.json:
+        s.out.json({"query": text, **where_json, "hits": [_hit_json(h) for h in hits]})
+        return
+    columns = ["score", "time (UTC)", "id", "text"]
+    rows = ([f"{h.score:.3f}", format_time(h.note.timestamp), h.note.id, h.note.text] for h in hits)
+    if prefix is not None:
+        columns.insert(2, "namespace")
+        rows = (
+            [f"{h.score:.3f}", format_time(h.note.timestamp), format_namespace(h.namespace),
+             h.note.id, h.note.text]
+            for h in hits
+        )  # fmt: skip
+    s.out.table(columns, rows, wrap=["text"])
+
+
+def _hit_json(hit: Hit) -> dict[str, Any]:
+    return {"score": hit.score, "namespace": list(hit.namespace), **_note_json(hit.note)}
 
 
 def _note_json(note: Note) -> dict[str, Any]:
@@ -100,6 +151,3 @@ def _note_json(note: Note) -> dict[str, Any]:
         "text": note.text,
         "metadata": note.metadata,
     }
-
-
-COMMANDS: list[click.Command] = [add, ask]

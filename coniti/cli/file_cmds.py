@@ -7,26 +7,23 @@ import sys
 
 import click
 
-from coniti.cli.app import common_options, settings
-from coniti.cli.memory_cmds import as_of_option, at_point
+from coniti.cli.context import as_of_option, common_options, ns_option, settings, view_as_of
 from coniti.cli.output import reader_gone
 from coniti.cli.parse import format_namespace
-from coniti.cli.types import NAMESPACE
 
-__all__ = ["COMMANDS"]
+__all__ = ["dump", "load"]
 
 
 @click.command()
 @click.argument("file", metavar="FILE")
-@click.option("--ns", "namespace", type=NAMESPACE, default="/", show_default=True,
-              help="Namespace to write.")
+@ns_option("Namespace to write.")
 @as_of_option
 @common_options
 def dump(file: str, namespace: tuple[str, ...], as_of: int | float | None) -> None:
     """Write a namespace as a coniti-memory JSONL file (gzip if FILE ends in .gz; - for stdout)."""
     s = settings()
     with s.open_store() as store, s.out.progress(f"dumping {format_namespace(namespace)}"):
-        view = at_point(store, as_of)
+        view = view_as_of(store, as_of)
         if file == "-":
             with reader_gone():
                 view.dump(sys.stdout, namespace)
@@ -41,8 +38,7 @@ def dump(file: str, namespace: tuple[str, ...], as_of: int | float | None) -> No
 
 @click.command()
 @click.argument("file", metavar="FILE")
-@click.option("--ns", "namespace", type=NAMESPACE, default=None,
-              help="Put every record into this namespace (default: each record's own).")
+@ns_option("Put every record into this namespace (default: each record's own).", default=None)
 @common_options
 def load(file: str, namespace: tuple[str, ...] | None) -> None:
     """Read a coniti-memory file (- for stdin), validate all of it, then write it to the store."""
@@ -53,6 +49,3 @@ def load(file: str, namespace: tuple[str, ...] | None) -> None:
         s.out.json({"file": file, "records": n})
     else:
         s.out.line(f"loaded {n} records from {file}")
-
-
-COMMANDS: list[click.Command] = [dump, load]

@@ -7,69 +7,34 @@ from typing import Any
 
 import click
 
-from coniti.actor import TimeRange
-from coniti.cli.app import CliError, common_options, settings
+from coniti.cli.context import (
+    CliError,
+    as_of_option,
+    common_options,
+    hint_if_unknown,
+    ns_option,
+    range_options,
+    settings,
+    time_range,
+    view_as_of,
+)
 from coniti.cli.parse import format_namespace, parse_meta_value
 from coniti.cli.show import record_json, show_record, show_records
-from coniti.cli.types import NAMESPACE, POINT, TIME
-from coniti.impl.log import LogBackend
-from coniti.memory import MemoryBackend
+from coniti.cli.types import FILTER
 
-__all__ = ["COMMANDS"]
-
-ns_option = click.option(
-    "--ns",
-    "namespace",
-    type=NAMESPACE,
-    default="/",
-    show_default=True,
-    help="Namespace, e.g. alice/notes ('/' is the root).",
-)
-as_of_option = click.option(
-    "--as-of",
-    "as_of",
-    type=POINT,
-    default=None,
-    metavar="SEQ|DATE",
-    help="Read the memory as it was at this sequence number or ISO time.",
-)
-
-
-def time_range(start: float | None, end: float | None) -> TimeRange | None:
-    """The note-time window of --from/--to, or None when neither is given."""
-    if start is None and end is None:
-        return None
-    return TimeRange(start=start, end=end)
-
-
-def range_options(func: Any) -> Any:
-    func = click.option(
-        "--to", "end", type=TIME, default=None, help="Note time before this (exclusive)."
-    )(func)
-    return click.option(
-        "--from", "start", type=TIME, default=None, help="Note time at or after this."
-    )(func)
-
-
-def at_point(store: LogBackend, point: int | float | None) -> MemoryBackend:
-    """The store itself, or its read-only view at a sequence number (int) or a recorded time."""
-    if point is None:
-        return store
-    if isinstance(point, int):
-        return store.at(point)
-    return store.at(time=point)
+__all__ = ["count", "get", "ls", "meta", "rm"]
 
 
 @click.command()
 @click.argument("note_id", metavar="ID")
-@ns_option
+@ns_option()
 @as_of_option
 @common_options
 def get(note_id: str, namespace: tuple[str, ...], as_of: int | float | None) -> None:
     """Show the record ID (its note, metadata, embedding and vector shape)."""
     s = settings()
     with s.open_store() as store:
-        view = at_point(store, as_of)
+        view = view_as_of(store, as_of)
         result = view.get(view.get_request([note_id], namespace))
     if not result.records:
         raise CliError(f"no record {note_id!r} in namespace {format_namespace(namespace)}")
@@ -82,7 +47,7 @@ def get(note_id: str, namespace: tuple[str, ...], as_of: int | float | None) -> 
 
 @click.command()
 @click.argument("ids", nargs=-1, required=True, metavar="ID...")
-@ns_option
+@ns_option()
 @common_options
 def rm(ids: tuple[str, ...], namespace: tuple[str, ...]) -> None:
     """Delete records by id. Exit status 1 if any id was not found (the others are deleted)."""
@@ -100,9 +65,16 @@ def rm(ids: tuple[str, ...], namespace: tuple[str, ...]) -> None:
         )
 
 
+filter_option = click.option(
+    "--filter", "where", type=FILTER, default=None, metavar="JSON",
+    help="Only records whose metadata match this filter, e.g. '{\"kind\": \"fact\"}'.",
+)  # fmt: skip
+
+
 @click.command(name="ls")
-@ns_option
+@ns_option()
 @range_options
+@filter_option
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many records.")
 @as_of_option
 @common_options
@@ -110,6 +82,7 @@ def ls(
     namespace: tuple[str, ...],
     start: float | None,
     end: float | None,
+    where: dict[str, Any] | None,
     limit: int | None,
     as_of: int | float | None,
 ) -> None:
@@ -117,11 +90,14 @@ def ls(
     s = settings()
     window = time_range(start, end)
     with s.open_store() as store:
-        view = at_point(store, as_of)
+        view = view_as_of(store, as_of)
         if limit is None:
-            records = list(view.iter_all(window, namespace))
+            records = list(view.iter_all(window, namespace, filter=where))
         else:
-            records = view.scan(view.scan_request(window, namespace, limit=limit)).records
+            request = view.scan_request(window, namespace, limit=limit, filter=where)
+            records = view.scan(request).records
+        if not records:
+            hint_if_unknown(s, view, namespace)
     if s.json:
         s.out.json_lines(record_json(r) for r in records)
     else:
@@ -129,18 +105,25 @@ def ls(
 
 
 @click.command()
-@ns_option
+@ns_option()
 @range_options
+@filter_option
 @as_of_option
 @common_options
 def count(
-    namespace: tuple[str, ...], start: float | None, end: float | None, as_of: int | float | None
+    namespace: tuple[str, ...],
+    start: float | None,
+    end: float | None,
+    where: dict[str, Any] | None,
+    as_of: int | float | None,
 ) -> None:
-    """Count the records of a namespace (in a note-time window)."""
+    """Count the records of a namespace (in a note-time window, matching a filter)."""
     s = settings()
     with s.open_store() as store:
-        view = at_point(store, as_of)
-        n = view.count(view.count_request(time_range(start, end), namespace)).count
+        view = view_as_of(store, as_of)
+        n = view.count(view.count_request(time_range(start, end), namespace, filter=where)).count
+        if n == 0:
+            hint_if_unknown(s, view, namespace)
     if s.json:
         s.out.json({"namespace": list(namespace), "count": n})
     else:
@@ -154,14 +137,14 @@ def meta() -> None:
 
 @meta.command(name="get")
 @click.argument("key")
-@ns_option
+@ns_option()
 @as_of_option
 @common_options
 def meta_get(key: str, namespace: tuple[str, ...], as_of: int | float | None) -> None:
     """Print the value of KEY as JSON (null when unset)."""
     s = settings()
     with s.open_store() as store:
-        view = at_point(store, as_of)
+        view = view_as_of(store, as_of)
         value = view.get_meta(view.meta_get_request(key, namespace)).value
     if s.json:
         s.out.json({"key": key, "namespace": list(namespace), "value": value})
@@ -172,7 +155,7 @@ def meta_get(key: str, namespace: tuple[str, ...], as_of: int | float | None) ->
 @meta.command(name="set")
 @click.argument("key")
 @click.argument("value")
-@ns_option
+@ns_option()
 @common_options
 def meta_set(key: str, value: str, namespace: tuple[str, ...]) -> None:
     """Set KEY to VALUE (read as JSON when it parses, else as text; null unsets)."""
@@ -183,6 +166,3 @@ def meta_set(key: str, value: str, namespace: tuple[str, ...]) -> None:
         s.out.json({"key": key, "namespace": list(namespace), "value": stored})
     else:
         s.out.line(f"{key} = {json.dumps(stored, ensure_ascii=False)}")
-
-
-COMMANDS: list[click.Command] = [get, rm, ls, count, meta]

@@ -2,7 +2,8 @@
 
 ``--json`` prints one JSON document per command, or one JSON object per line for streams (``ls``,
 ``log``, ``history``). Tables and messages go to stdout; progress bars go to stderr and only appear
-when both stdout and stderr are terminals and ``--json`` is off.
+when both stdout and stderr are terminals and ``--json`` is off. rich is imported on the first table,
+line or progress bar, so ``--json`` output never loads it.
 """
 
 from __future__ import annotations
@@ -12,20 +13,13 @@ import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["PIPE_WIDTH", "Output", "Ticker", "reader_gone"]
 
@@ -44,11 +38,23 @@ class Output:
 
     def __init__(self, *, json_mode: bool) -> None:
         self.json_mode = json_mode
-        tty = sys.stdout.isatty()
-        width = None if tty or os.environ.get("COLUMNS") else PIPE_WIDTH
-        self.console = Console(file=sys.stdout, highlight=False, soft_wrap=False, width=width)
-        self.err = Console(file=sys.stderr, highlight=False)
-        self._plain = not tty
+        self._stdout, self._stderr = sys.stdout, sys.stderr
+        self._plain = not self._stdout.isatty()
+
+    @cached_property
+    def console(self) -> Console:
+        """The rich console on stdout: the terminal's width, else ``COLUMNS``, else PIPE_WIDTH."""
+        from rich.console import Console
+
+        width = None if not self._plain or os.environ.get("COLUMNS") else PIPE_WIDTH
+        return Console(file=self._stdout, highlight=False, soft_wrap=False, width=width)
+
+    @cached_property
+    def err(self) -> Console:
+        """The rich console on stderr (progress bars)."""
+        from rich.console import Console
+
+        return Console(file=self._stderr, highlight=False)
 
     # -- programs ------------------------------------------------------------------------------
 
@@ -58,20 +64,25 @@ class Output:
             sys.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n")
             sys.stdout.flush()
 
-    def json_lines(self, documents: Iterable[Any]) -> int:
-        """One JSON object per line, flushed as each is written; returns how many."""
-        n = 0
+    def json_lines(self, documents: Iterable[Any]) -> None:
+        """One JSON object per line, flushed as each is written."""
         with reader_gone():
             for document in documents:
                 sys.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n")
                 sys.stdout.flush()
-                n += 1
-        return n
+
+    def hint(self, text: str) -> None:
+        """A line for the person on stderr (kept out of stdout, so --json output stays clean)."""
+        with reader_gone():
+            self._stderr.write(text + "\n")
+            self._stderr.flush()
 
     # -- people --------------------------------------------------------------------------------
 
     def line(self, text: str = "", *, style: str | None = None) -> None:
         """A line of plain text (no markup interpretation)."""
+        from rich.markup import escape
+
         with reader_gone():
             self.console.print(escape(text), style=style, highlight=False, soft_wrap=True)
 
@@ -88,10 +99,6 @@ class Output:
             sys.stdout.write(text)
             sys.stdout.flush()
 
-    def note(self, text: str) -> None:
-        """A remark for people on stderr (not part of the command's output)."""
-        self.err.print(escape(text), style="dim")
-
     def table(
         self,
         columns: Sequence[str],
@@ -99,24 +106,27 @@ class Output:
         *,
         title: str | None = None,
         wrap: Sequence[str] = (),
-    ) -> int:
-        """A table; columns named in ``wrap`` wrap, the others stay on one line. Returns row count."""
+    ) -> None:
+        """A table; columns named in ``wrap`` wrap, the others stay on one line."""
+        from rich.markup import escape
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left", header_style="bold", show_edge=False)
         for name in columns:
             if name in wrap:
                 table.add_column(name, overflow="fold", ratio=1)
             else:
                 table.add_column(name, no_wrap=True)
-        n = 0
         for row in rows:
             table.add_row(*(escape(_cell(v)) for v in row))
-            n += 1
         self.rich(table)
-        return n
 
-    def fields(self, pairs: Iterable[tuple[str, Any]], *, title: str | None = None) -> None:
+    def fields(self, pairs: Iterable[tuple[str, Any]]) -> None:
         """A two-column key/value table."""
-        table = Table(title=title, title_justify="left", show_header=False, show_edge=False, box=None)
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(show_header=False, show_edge=False, box=None)
         table.add_column("field", style="bold", no_wrap=True)
         table.add_column("value", overflow="fold")
         for key, value in pairs:
@@ -140,6 +150,15 @@ class Output:
         if not self.interactive:
             yield _no_tick
             return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
         if total is not None:
             columns += [BarColumn(), MofNCompleteColumn()]

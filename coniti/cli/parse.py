@@ -30,6 +30,7 @@ __all__ = [
     "format_namespace",
     "format_time",
     "iso_time",
+    "parse_filter",
     "parse_meta_pair",
     "parse_meta_value",
     "parse_namespace",
@@ -137,6 +138,26 @@ def parse_meta_pair(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise ParseError(f"--meta {text!r}: expected KEY=VALUE with a non-empty key")
     return key, parse_meta_value(value)
+
+
+def parse_filter(text: str, *, field: str = "--filter") -> dict[str, Any]:
+    """A metadata filter typed as a JSON object (``'{"kind": "fact"}'``), checked by
+    :func:`coniti.filters.check_filter`."""
+    from coniti.errors import ContractError
+    from coniti.filters import check_filter
+
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError:
+        raise ParseError(f"{field}: not JSON: {text!r} (e.g. '{{\"kind\": \"fact\"}}')") from None
+    if not isinstance(value, dict):
+        raise ParseError(f"{field}: a filter is a JSON object, got {type(value).__name__}")
+    try:
+        checked = check_filter(value, field)
+    except ContractError as exc:
+        raise ParseError(str(exc)) from None
+    assert checked is not None
+    return checked
 
 
 def _refuse_constant(token: str) -> Any:

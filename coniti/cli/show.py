@@ -1,18 +1,22 @@
-"""How records, events and results look on the command line, for people and as JSON.
+"""How records and events look on the command line, for people and as JSON.
 
 Record JSON leaves out the vector (``dump`` writes it); it carries ``dim`` and ``dtype`` instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from coniti.cli.output import Output
 from coniti.cli.parse import format_namespace, format_time, iso_time
-from coniti.memory import MemoryRecord
 
-__all__ = ["record_json", "show_record", "show_records"]
+if TYPE_CHECKING:
+    from coniti.cli.output import Output
+    from coniti.events import Event
+    from coniti.memory import MemoryRecord
+
+__all__ = ["event_json", "event_line", "record_json", "show_history", "show_record", "show_records"]
 
 
 def record_json(record: MemoryRecord) -> dict[str, Any]:
@@ -47,18 +51,59 @@ def show_record(out: Output, record: MemoryRecord) -> None:
     )
 
 
-def show_records(
-    out: Output, records: Iterable[MemoryRecord], *, title: str | None = None
-) -> int:
-    """Records as a table (time, id, text); returns how many."""
-    return out.table(
+def show_records(out: Output, records: Iterable[MemoryRecord]) -> None:
+    """Records as a table: time, id, text."""
+    out.table(
         ["time (UTC)", "id", "text"],
         ([format_time(r.note.timestamp), r.note.id, r.note.text] for r in records),
-        title=title,
         wrap=["text"],
     )
 
 
-def namespace_label(namespace: Sequence[str]) -> str:
-    """The namespace as typed on the command line."""
-    return format_namespace(tuple(namespace))
+def event_json(event: Event) -> dict[str, Any]:
+    """An event for ``--json``: every field of :class:`~coniti.events.Event`, the recorded time also
+    as ISO 8601 (``recorded``), and the record without its vector (see :func:`record_json`)."""
+    out = event.to_dict()
+    out["recorded"] = iso_time(event.at)
+    if event.record is not None:
+        out["record"] = record_json(event.record)
+    return out
+
+
+def _what(event: Event) -> str:
+    if event.erased:
+        return "(content erased)"
+    if event.kind == "meta":
+        return f"{event.key} = {json.dumps(event.value, ensure_ascii=False)}"
+    if event.record is not None:
+        return event.record.note.text
+    return ""
+
+
+def event_line(event: Event) -> str:
+    """One event on one line: seq, recorded time, actor, kind, namespace, id, why, what."""
+    parts = [
+        f"{event.seq:>6}",
+        format_time(event.at).ljust(23),
+        (event.actor or "-").ljust(10),
+        event.kind.ljust(6),
+        format_namespace(tuple(event.namespace)),
+    ]
+    if event.id is not None:
+        parts.append(event.id)
+    if event.reason:
+        parts.append(f"({event.reason})")
+    what = _what(event)
+    if what:
+        parts.append(what if len(what) <= 70 else what[:69] + "…")
+    return "  ".join(parts)
+
+
+def show_history(out: Output, events: Iterable[Event]) -> None:
+    """The events of one record's history as a table: seq, recorded time, actor, kind, reason, what
+    (namespace and id are the record's, so they are left out)."""
+    out.table(
+        ["seq", "recorded (UTC)", "actor", "kind", "reason", "what"],
+        ([e.seq, format_time(e.at), e.actor, e.kind, e.reason, _what(e)] for e in events),
+        wrap=["reason", "what"],
+    )

@@ -1,4 +1,4 @@
-"""click parameter types for namespaces, times, points and KEY=VALUE metadata.
+"""click parameter types for namespaces, times, points, KEY=VALUE metadata and metadata filters.
 
 A value that cannot be read is a usage error (exit status 2) whose message names the option.
 """
@@ -12,13 +12,14 @@ import click
 
 from coniti.cli.parse import (
     ParseError,
+    parse_filter,
     parse_meta_pair,
     parse_namespace,
     parse_point,
     parse_time,
 )
 
-__all__ = ["META", "NAMESPACE", "POINT", "TIME"]
+__all__ = ["FILTER", "META", "NAMESPACE", "POINT", "TIME"]
 
 
 class _Parsed(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.5
@@ -42,3 +43,4 @@ NAMESPACE = _Parsed("namespace", lambda text, field: parse_namespace(text))
 TIME = _Parsed("time", lambda text, field: parse_time(text, field=field))
 POINT = _Parsed("point", lambda text, field: parse_point(text, field=field))
 META = _Parsed("key=value", lambda text, field: parse_meta_pair(text))
+FILTER = _Parsed("json", lambda text, field: parse_filter(text, field=field))

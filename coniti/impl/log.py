@@ -18,9 +18,14 @@ Contracts:
   the namespace; they resume after a (timestamp, write order) position, so they stay valid across
   writes, reopening, and views of the same store.
 * **Ids and namespaces** of any length work (long ones are keyed by hash, checked on read).
+* **Filters** (:mod:`coniti.filters`) are tested above the log, on the decoded records, so a
+  filtered read costs what the unfiltered read of its range costs. A filtered ``count`` or
+  unlimited ``scan`` reads its range in one snapshot. A filtered page reads chunks, each one
+  snapshot (see ``_filtered_page``): every record it returns was live together with the records
+  around it in its chunk, and its cursor is the position of its last record, as unfiltered.
 * **Time travel and audit**: :meth:`LogBackend.at` views, :meth:`~LogBackend.events`,
   :meth:`~LogBackend.history`, :meth:`~LogBackend.diff`, :meth:`~LogBackend.follow` and durable
-  subscriptions (:mod:`coniti.impl.log_audit`), the ``coniti-log`` export (:mod:`coniti.logfile`),
+  subscriptions (:mod:`coniti.impl.log_audit`), the ``coniti-log`` export (:mod:`coniti.log.logfile`),
   :meth:`~LogBackend.erase` and :meth:`~LogBackend.compact`.
 """
 
@@ -29,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import datetime
 from typing import IO, Any, ClassVar, NoReturn
 
@@ -37,9 +42,10 @@ from coniti.actor import Note, to_timestamp
 from coniti.cursor import CursorCodec
 from coniti.errors import ContractError, ReadOnlyError
 from coniti.events import Diff, EraseResult, Event
+from coniti.filters import Predicate, compile_filter
 from coniti.impl import log_audit as _audit
 from coniti.impl.log_audit import Subscription
-from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport
+from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
 from coniti.log import verify as _verify
 from coniti.memory import (
@@ -62,6 +68,7 @@ from coniti.memory import (
     ScanResult,
     as_namespace,
     check_put_ids,
+    namespace_listing,
     require,
     unique_ids,
 )
@@ -103,6 +110,93 @@ def _put_items(records: Sequence[MemoryRecord]) -> list[PutItem]:
     ]
 
 
+_CHUNK_MAX = 1024
+"""The most records a filtered page reads in one snapshot."""
+
+Position = tuple[float, int]
+_Read = Callable[[Position | None, int], tuple[list[Row], Position | None]]
+"""``read(after, limit)``: one :meth:`EventLog.scan` of a filtered page's range and view."""
+
+
+def _filtered_page(
+    log: EventLog,
+    ns: Namespace,
+    start: float | None,
+    end: float | None,
+    after: Position | None,
+    limit: int,
+    as_of: int | None,
+    match: Predicate,
+) -> tuple[list[Row], Position | None]:
+    """Up to ``limit`` rows matching ``match`` after position ``after``, and the position of the last
+    of them when another match follows (else None), read through :meth:`EventLog.scan`.
+
+    The walk reads chunks (each one snapshot) sized by the share of matches seen so far, at most
+    :data:`_CHUNK_MAX` rows. When the last match needed is not a chunk's last row and more matches
+    follow, the chunk's head is read again to learn that match's position (:meth:`EventLog.scan`
+    gives the position of a read's last row only); if a write changed it in between, the page is
+    read again from the start.
+    """
+
+    def read(pos: Position | None, size: int) -> tuple[list[Row], Position | None]:
+        return log.scan(ns, start, end, pos, size, as_of)
+
+    while True:
+        page = _try_page(read, after, limit, match)
+        if page is not None:
+            return page
+
+
+def _try_page(
+    read: _Read, after: Position | None, limit: int, match: Predicate
+) -> tuple[list[Row], Position | None] | None:
+    """One attempt of :func:`_filtered_page`; None when a write landed between two reads."""
+    rows: list[Row] = []
+    pos, size = after, limit
+    seen = found = 0
+    while True:
+        need = limit - len(rows)
+        chunk, nxt = read(pos, size)
+        hits = [i for i, row in enumerate(chunk) if match(row.data[1])]
+        seen, found = seen + len(chunk), found + len(hits)
+        if len(hits) < need or hits[need - 1] == len(chunk) - 1:  # every match of the chunk fits
+            rows.extend(chunk[i] for i in hits)
+            if nxt is None:
+                return rows, None
+            pos = nxt
+            if len(rows) == limit:
+                return rows, (pos if _more(read, pos, _span(1, seen, found), match) else None)
+            size = _span(limit - len(rows), seen, found)
+            continue
+        last = hits[need - 1]
+        rows.extend(chunk[i] for i in hits[:need])
+        if len(hits) == need and (nxt is None or not _more(read, nxt, _span(1, seen, found), match)):
+            return rows, None
+        again, position = read(pos, last + 1)
+        if position is None or [r.id for r in again] != [r.id for r in chunk[: last + 1]]:
+            return None
+        return rows, position
+
+
+def _more(read: _Read, pos: Position, size: int, match: Predicate) -> bool:
+    """Whether a row matching ``match`` follows position ``pos``."""
+    while True:
+        chunk, nxt = read(pos, size)
+        if any(match(row.data[1]) for row in chunk):
+            return True
+        if nxt is None:
+            return False
+        pos, size = nxt, min(2 * size, _CHUNK_MAX)
+
+
+def _span(need: int, seen: int, found: int) -> int:
+    """How many rows likely hold ``need`` more matches, by the share of matches among the ``seen``
+    rows so far (twice as many rows as seen while none matched), within ``[1, _CHUNK_MAX]``."""
+    if found == 0:
+        return min(_CHUNK_MAX, max(need, 2 * seen))
+    return min(_CHUNK_MAX, max(need, -(-need * seen // found)))
+
+
 class _Reads:
     """Reads shared by the store and its views; ``_as_of`` None means the current state."""
 
@@ -123,27 +217,38 @@ class _Reads:
         ns = request.namespace
         after = None if request.cursor is None else self._cursors.decode(request.cursor, ns)
         tr = request.time_range
-        rows, position = self._log.scan(
-            ns,
-            None if tr is None else tr.start,
-            None if tr is None else tr.end,
-            after,
-            request.limit,
-            self._as_of,
-        )
+        start = None if tr is None else tr.start
+        end = None if tr is None else tr.end
+        limit = request.limit
+        if request.filter is None:
+            rows, position = self._log.scan(ns, start, end, after, limit, self._as_of)
+        elif limit is None:
+            match = compile_filter(request.filter)
+            rows = [r for r in self._log.scan(ns, start, end, after, None, self._as_of)[0] if match(r.data[1])]
+            position = None
+        else:
+            match = compile_filter(request.filter)
+            rows, position = _filtered_page(self._log, ns, start, end, after, limit, self._as_of, match)
         cursor = None if position is None else self._cursors.encode(ns, *position)
         return _scan_result({"records": [_record(r, ns) for r in rows], "next_cursor": cursor})
 
     def count(self, request: CountRequest) -> CountResult:
         request = require(request, CountRequest)
         tr = request.time_range
-        n = self._log.count(
-            request.namespace,
-            None if tr is None else tr.start,
-            None if tr is None else tr.end,
-            self._as_of,
-        )
+        start = None if tr is None else tr.start
+        end = None if tr is None else tr.end
+        if request.filter is None:
+            n = self._log.count(request.namespace, start, end, self._as_of)
+        else:
+            match = compile_filter(request.filter)
+            rows = self._log.scan(request.namespace, start, end, None, None, self._as_of)[0]
+            n = sum(1 for r in rows if match(r.data[1]))
         return _count_result({"count": n})
+
+    def namespaces(self, prefix: Sequence[str] = (), max_depth: int | None = None) -> list[Namespace]:
+        """The live namespaces under ``prefix`` (see :meth:`MemoryBackend.namespaces`); a view
+        answers as of its point."""
+        return namespace_listing(self._log.live_namespaces(self._as_of), prefix, max_depth)
 
     def get_meta(self, request: MetaGetRequest) -> MetaResult:
         request = require(request, MetaGetRequest)
@@ -221,11 +326,6 @@ class LogBackend(_Reads, MemoryBackend):
     def head_hash(self) -> str:
         """Hash (hex) of the last event, the head of the hash chain (64 zeros when empty)."""
         return self._log.head().hash.hex()
-
-    def namespaces(self) -> list[tuple[str, ...]]:
-        """Every namespace a record or metadata was ever written to, in order of first use (cleared
-        ones included)."""
-        return self._log.namespaces()
 
     def close(self) -> None:
         """Release this handle (the environment closes with the last handle). Idempotent."""
@@ -430,15 +530,13 @@ class LogBackend(_Reads, MemoryBackend):
         """
         return self._log.compact()
 
-    # -- the log export (coniti/logfile.py) ----------------------------------------------------
+    # -- the log export (coniti/log/logfile.py) ------------------------------------------------
 
     def export_log(self, target: str | os.PathLike[str] | IO[str]) -> int:
         """Write the whole history, every event up to the current head, as a ``coniti-log`` JSONL
         file; returns the number of events. Atomic for a path (``.partial`` then rename; ``.gz``
-        selects gzip). See :mod:`coniti.logfile`."""
-        from coniti import logfile
-
-        return logfile.export_log(self, target)
+        selects gzip). See :mod:`coniti.log.logfile`."""
+        return logfile.export_log(self._log, target)
 
     @classmethod
     def import_log(
@@ -454,11 +552,8 @@ class LogBackend(_Reads, MemoryBackend):
         ``coniti-log`` file: same sequence numbers, hashes and head hash. Everything is checked before
         the store appears; a rejection raises :class:`MemoryFileError` naming the line and creates
         nothing at ``path``. Returns the opened store."""
-        from coniti import logfile
-
-        return logfile.import_log(
-            source, path, durability=durability, actor=actor, map_size=map_size
-        )
+        logfile.import_log(source, path)
+        return cls(path, durability=durability, actor=actor, map_size=map_size)
 
 
 class LogView(_Reads, MemoryBackend):
@@ -477,10 +572,12 @@ class LogView(_Reads, MemoryBackend):
         self._log = store._log
         self._cursors = store._cursors
         self._as_of = seq
+        self.as_of = seq
 
     @property
     def seq(self) -> int:
-        """The event this view shows the memory right after (0: the empty memory)."""
+        """The event this view shows the memory right after (0: the empty memory); also
+        :attr:`~coniti.memory.MemoryBackend.as_of`."""
         assert self._as_of is not None
         return self._as_of
 

@@ -28,7 +28,7 @@ from coniti.actor import Note
 from coniti.errors import ContractError
 from coniti.events import Diff, Event
 from coniti.log import feed
-from coniti.log.codec import Event as LogEvent
+from coniti.log.codec import LogEvent
 from coniti.memory import MemoryRecord, as_namespace
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """InMemoryBackend: memory in process memory, gone when the process ends.
 
 Per namespace it keeps records in a list sorted by (timestamp, write order) and finds time ranges by
-binary search. Cursors are opaque and tied to the instance and the namespace. Every operation holds one
+binary search; a metadata filter is tested on each record of the range as the walk reaches it. Cursors are opaque and tied to the instance and the namespace. Every operation holds one
 lock, so an instance is safe to share between threads. Records are deep-copied in and out.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import secrets
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -17,6 +18,7 @@ from coniti.actor import TimeRange
 from coniti.contracts import check_json_value
 from coniti.cursor import CursorCodec
 from coniti.errors import DuplicateRecord
+from coniti.filters import Predicate, compile_filter
 from coniti.memory import (
     ClearRequest,
     ClearResult,
@@ -36,6 +38,7 @@ from coniti.memory import (
     ScanRequest,
     ScanResult,
     check_put_ids,
+    namespace_listing,
     require,
     unique_ids,
 )
@@ -62,6 +65,18 @@ class _Stored:
             if time_range.end is not None:
                 hi = bisect.bisect_left(self.keys, (time_range.end, -1))
         return lo, max(lo, hi)
+
+    def matching(self, lo: int, hi: int, match: Predicate, limit: int | None) -> tuple[list[Key], bool]:
+        """Keys of ``keys[lo:hi]`` whose record's metadata matches, at most ``limit``, and whether
+        another match follows them."""
+        out: list[Key] = []
+        by_key = self.by_key
+        for key in self.keys[lo:hi]:
+            if match(by_key[key].note.metadata):
+                if len(out) == limit:
+                    return out, True
+                out.append(key)
+        return out, False
 
 
 class InMemoryBackend(MemoryBackend):
@@ -150,10 +165,13 @@ class InMemoryBackend(MemoryBackend):
             lo, hi = space.bounds(request.time_range)
             if after is not None:
                 lo = max(lo, bisect.bisect_right(space.keys, after))
-            stop = hi if request.limit is None else min(hi, lo + request.limit)
-            keys = space.keys[lo:stop]
+            if request.filter is None:
+                stop = hi if request.limit is None else min(hi, lo + request.limit)
+                keys = space.keys[lo:stop]
+                more = stop < hi
+            else:
+                keys, more = space.matching(lo, hi, compile_filter(request.filter), request.limit)
             records = [space.by_key[k].copy_out() for k in keys]
-            more = stop < hi
         cursor = self._cursors.encode(namespace, *keys[-1]) if more and keys else None
         return ScanResult(records=records, next_cursor=cursor)
 
@@ -164,7 +182,18 @@ class InMemoryBackend(MemoryBackend):
             if space is None:
                 return CountResult(count=0)
             lo, hi = space.bounds(request.time_range)
-            return CountResult(count=hi - lo)
+            if request.filter is None:
+                return CountResult(count=hi - lo)
+            match = compile_filter(request.filter)
+            by_key = space.by_key
+            return CountResult(count=sum(1 for k in space.keys[lo:hi] if match(by_key[k].note.metadata)))
+
+    def namespaces(
+        self, prefix: Sequence[str] = (), max_depth: int | None = None
+    ) -> list[tuple[str, ...]]:
+        with self._lock:
+            live = [ns for ns, space in self._spaces.items() if space.keys]
+        return namespace_listing(live, prefix, max_depth)
 
     def get_meta(self, request: MetaGetRequest) -> MetaResult:
         request = require(request, MetaGetRequest)

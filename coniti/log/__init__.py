@@ -1,16 +1,18 @@
 """coniti's event log engine: an append-only, hash-chained log in LMDB with projections folded in the
 same transaction. Plain values only (no pydantic, nothing from :mod:`coniti.memory`).
 
-Modules: :mod:`~coniti.log.keys` (key encodings), :mod:`~coniti.log.codec` (events <-> bytes, hash
-chain), :mod:`~coniti.log.store` (LMDB environments, transactions, error translation),
-:mod:`~coniti.log.projections` (the fold and index reads), :mod:`~coniti.log.eventlog` (operations,
-erasure, compaction), :mod:`~coniti.log.checks` (rebuild and verify), :mod:`~coniti.log.feed` (event
-ranges, history, diff, waiting for commits, subscription positions), :mod:`~coniti.log.transfer`
-(appending exported frames verbatim). The format is specified in ``log/FORMAT.md``.
+Modules: :mod:`~coniti.log.keys` (key encodings), :mod:`~coniti.log.codec` (events <-> bytes),
+:mod:`~coniti.log.chain` (the hash chain walker and :class:`FoldError`), :mod:`~coniti.log.store`
+(LMDB environments, transactions, error translation), :mod:`~coniti.log.projections` (the fold and
+index reads), :mod:`~coniti.log.eventlog` (operations, erasure, compaction),
+:mod:`~coniti.log.checks` (rebuild and verify), :mod:`~coniti.log.feed` (event ranges, history,
+diff, waiting for commits, subscription positions), :mod:`~coniti.log.logfile` (the ``coniti-log``
+export and its importer). The format is specified in ``log/FORMAT.md``.
 """
 
+from coniti.log.chain import FoldError
 from coniti.log.checks import VerifyReport, rebuild, verify
-from coniti.log.codec import FORMAT_VERSION, Event, RecordData
+from coniti.log.codec import EVENT_VERSION, LogEvent, RecordData
 from coniti.log.eventlog import EventLog, PutItem, Row
 from coniti.log.projections import Head
 from coniti.log.store import DEFAULT_MAP_SIZE, DURABILITIES, Store
@@ -18,10 +20,11 @@ from coniti.log.store import DEFAULT_MAP_SIZE, DURABILITIES, Store
 __all__ = [
     "DEFAULT_MAP_SIZE",
     "DURABILITIES",
-    "FORMAT_VERSION",
-    "Event",
+    "EVENT_VERSION",
     "EventLog",
+    "FoldError",
     "Head",
+    "LogEvent",
     "PutItem",
     "RecordData",
     "Row",

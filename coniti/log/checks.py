@@ -6,9 +6,9 @@
    py-lmdb's offline verifier (pure Python, never through liblmdb), so a damaged file is reported
    instead of crashing the process. If the structure is damaged, nothing else is read.
 2. **Log**: on a snapshot of exactly that state, every event is decoded strictly (payload against its
-   digest), sequence numbers must run 1, 2, ... without a gap, each event's ``prev`` must equal the
-   previous event's hash, recorded times must not go backwards, and the head record must name the
-   last event.
+   digest) and walked along the hash chain (:class:`~coniti.log.chain.Chain`: sequence numbers run
+   1, 2, ... without a gap, each event's ``prev`` is the previous event's hash), recorded times must
+   not go backwards (the fold's check), and the head record must name the last event.
 3. **Projections**: the log is folded afresh into a scratch LMDB environment (a temporary directory,
    committed in chunks so memory stays flat) and every projection sub-database is compared with
    the store's, entry by entry.
@@ -29,16 +29,17 @@ import lmdb
 import lmdb.verify
 
 from coniti.errors import ConitiError, StoreCorrupted
-from coniti.log.codec import GENESIS, decode_envelope, decode_event, event_hash
+from coniti.log.chain import Chain, FoldError
+from coniti.log.codec import decode_envelope, decode_event, event_hash
 from coniti.log.keys import seq_from_key
 from coniti.log.projections import Dbs, Projections
 from coniti.log.store import (
+    LAYOUT_VERSION,
     LOG_DB,
     PROJECTION_DBS,
     RETIRED_DBS,
-    STORE_FORMAT,
     SYS_DB,
-    SYS_FORMAT,
+    SYS_LAYOUT,
     Store,
 )
 
@@ -83,8 +84,8 @@ class _Problems:
 def rebuild(store: Store) -> int:
     """Recompute every projection from the log alone, in one write transaction; returns the number of
     events folded. Only envelopes are read (payloads are ``verify``'s business). Raises
-    :class:`StoreCorrupted` (and changes nothing) if the log has a gap, a broken chain or an event
-    whose envelope does not decode or apply."""
+    :class:`StoreCorrupted` (:class:`~coniti.log.chain.FoldError` naming the event if the log has a
+    gap, a broken chain or an event that does not apply) and changes nothing."""
     dbs = store.dbs
 
     def write(txn: Any) -> int:
@@ -92,26 +93,18 @@ def rebuild(store: Store) -> int:
             txn.drop(dbs[name], delete=False)
         _retire_old_layout(store, txn)
         p = Projections(txn, Dbs(dbs))
-        n = 0
-        running = GENESIS
-        prev_at: float | None = None
+        chain = Chain()
         for key, frame in txn.cursor(db=dbs[LOG_DB]):
-            n += 1
-            seq = seq_from_key(key)
-            if seq != n:
-                raise StoreCorrupted(f"the log has a gap: event {n} is missing (next is {seq})")
-            event = decode_envelope(frame, seq)
-            if event.prev != running:
-                raise StoreCorrupted(f"event {seq}: the hash chain is broken")
-            running = event.hash
+            event = decode_envelope(frame, seq_from_key(key))
+            prev_at = chain.at
+            chain.follow(event)
             p.fold(event, prev_at)
-            prev_at = event.at
         head = p.head()
-        if head.seq != n or head.hash != running:
+        if head.seq != chain.seq or head.hash != chain.hash:
             raise StoreCorrupted(
-                f"the head record names event {head.seq}; the log ends at event {n}"
+                f"the head record names event {head.seq}; the log ends at event {chain.seq}"
             )
-        return n
+        return chain.seq
 
     return store.write(write)
 
@@ -122,7 +115,7 @@ def _retire_old_layout(store: Store, txn: Any) -> None:
     for name in RETIRED_DBS:
         with contextlib.suppress(lmdb.NotFoundError):
             txn.drop(store.env.open_db(name, txn=txn, create=False), delete=True)
-    txn.put(SYS_FORMAT, struct.pack(">I", STORE_FORMAT), db=store.dbs[SYS_DB])
+    txn.put(SYS_LAYOUT, struct.pack(">I", LAYOUT_VERSION), db=store.dbs[SYS_DB])
 
 
 def _structure(data_file: str) -> list[str]:
@@ -204,8 +197,7 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
     """Check the store; see the module docstring. Never raises for a problem it can describe."""
     problems = _Problems()
     n = 0
-    last_seq = 0
-    running: bytes | None = GENESIS
+    chain = Chain()
     try:
         with store.read_at_rest(_structure if structure else lambda _: []) as (found, txn):
             for message in found:
@@ -219,7 +211,6 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
             scratch = _Scratch(size, scratch_dir)
             try:
                 fold_ok = True
-                prev_at: float | None = None
                 for key, frame in txn.cursor(db=dbs[LOG_DB]):
                     n += 1
                     if len(key) != 8:
@@ -227,48 +218,46 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
                         fold_ok = False
                         continue
                     seq = seq_from_key(key)
-                    if seq != last_seq + 1:
-                        problems.add(f"the log has a gap: after event {last_seq} comes event {seq}")
+                    try:
+                        chain.number(seq)
+                    except FoldError as exc:
+                        problems.add(str(exc))
                         fold_ok = False
-                    last_seq = seq
                     try:
                         event = decode_event(frame, seq)
                     except ConitiError as exc:
                         problems.add(str(exc))
                         fold_ok = False
                         try:
-                            running = event_hash(frame)
+                            chain.unreadable(event_hash(frame))
                         except (ValueError, KeyError, TypeError):
-                            running = None
+                            chain.unreadable(None)
                         continue
-                    if running is not None and event.prev != running:
-                        problems.add(
-                            f"event {seq}: the hash chain is broken (its prev is not the hash of "
-                            f"event {seq - 1})"
-                        )
-                    running = event.hash
-                    if prev_at is not None and event.at < prev_at:
-                        problems.add(f"event {seq}: recorded time goes backwards")
+                    prev_at = chain.at
+                    try:
+                        chain.link(event)
+                    except FoldError as exc:
+                        problems.add(str(exc))
                     if fold_ok:
                         try:
                             scratch.p.fold(event, prev_at)
                         except StoreCorrupted as exc:
                             problems.add(str(exc))
                             fold_ok = False
-                    prev_at = event.at
                     if n % CHUNK == 0 and fold_ok:
                         scratch.commit_chunk()
-                if head.seq != last_seq or (running is not None and head.hash != running):
+                last_seq = chain.seq
+                if head.seq != last_seq or (chain.hash is not None and head.hash != chain.hash):
                     problems.add(
                         f"the head record names event {head.seq} (hash {head.hash.hex()[:16]}...); "
                         f"the log ends at event {last_seq}"
                     )
-                elif last_seq and head.at != prev_at:
+                elif last_seq and head.at != chain.at:
                     problems.add(f"the head record's recorded time differs from event {last_seq}'s")
-                if store.format < STORE_FORMAT:
+                if store.layout < LAYOUT_VERSION:
                     problems.add(
-                        f"the store is in layout format {store.format} (this coniti writes "
-                        f"{STORE_FORMAT}): projections not compared; a writable open (e.g. coniti rebuild) upgrades it"
+                        f"the store is in layout version {store.layout} (this coniti writes "
+                        f"{LAYOUT_VERSION}): projections not compared; a writable open (e.g. coniti rebuild) upgrades it"
                     )
                 elif fold_ok:
                     fresh = scratch.finish()
@@ -287,6 +276,6 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
         problems.add(f"verify stopped: {exc}")
     except lmdb.Error as exc:
         problems.add(f"verify stopped: LMDB: {exc}")
-    head_hash = running.hex() if running is not None else ""
-    return VerifyReport(n, last_seq, head_hash, problems.result())
+    head_hash = chain.hash.hex() if chain.hash is not None else ""
+    return VerifyReport(n, chain.seq, head_hash, problems.result())
 

@@ -4,7 +4,7 @@ An event is stored in the ``log`` sub-database (key: its sequence number) as a *
 
     u32 big-endian E | envelope (E bytes, msgpack map) | digest (32 bytes) | payload (msgpack, or empty)
 
-* The envelope holds what every event has: format version ``v``, kind ``k``, sequence number ``s``,
+* The envelope holds what every event has: event version ``v``, kind ``k``, sequence number ``s``,
   recorded time ``t``, previous event's hash ``p``, namespace ``n``, and by kind the record id ``i``,
   note timestamp ``ts``, metadata key ``mk``, and the optional ``a`` (actor) and ``r`` (reason).
 * The payload holds the content: for ``put`` the text ``tx``, metadata ``md``, embedding id ``e`` and
@@ -14,9 +14,12 @@ An event is stored in the ``log`` sub-database (key: its sequence number) as a *
 * The event's hash is ``SHA-256(prev || envelope || digest)``: the chain covers the payload through its
   digest only, so dropping a payload (erasure) leaves every hash intact.
 
-Decoding is strict: map keys must be strings, the only ext type is :data:`EXT_BIGINT` (integers outside
-64 bits, as decimal text), lengths are bounded by the frame, and a frame written by a newer format
-version is refused rather than guessed at. Old versions are upcast here, on read.
+The frame layout is written by :func:`_encode`, the one envelope encoder, and read by
+:func:`split_frame`, nowhere else. Decoding is strict: map keys must be strings, the only ext type
+is :data:`EXT_BIGINT` (integers outside 64 bits, as decimal text), lengths are bounded by the frame,
+and an event of a newer :data:`EVENT_VERSION` is refused rather than guessed at. An older one is
+upcast on read through :data:`UPCASTERS` (:func:`_current`). A frame that does not decode raises
+:class:`~coniti.errors.StoreCorrupted` (:func:`_corrupted` words it).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import hashlib
 import math
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -38,14 +41,16 @@ __all__ = [
     "CLEAR",
     "DELETE",
     "ERASE",
+    "EVENT_VERSION",
     "EXT_BIGINT",
-    "FORMAT_VERSION",
     "GENESIS",
     "KINDS",
     "META",
     "PUT",
-    "Event",
+    "UPCASTERS",
+    "LogEvent",
     "RecordData",
+    "Upcaster",
     "decode_content",
     "decode_envelope",
     "decode_event",
@@ -63,7 +68,8 @@ __all__ = [
     "split_frame",
 ]
 
-FORMAT_VERSION = 1
+EVENT_VERSION = 1
+"""The event version this coniti writes (envelope field ``v``); it reads every version up to it."""
 PUT, DELETE, META, CLEAR, ERASE = "put", "delete", "meta", "clear", "erase"
 KINDS = frozenset({PUT, DELETE, META, CLEAR, ERASE})
 GENESIS = bytes(32)
@@ -71,7 +77,17 @@ GENESIS = bytes(32)
 EXT_BIGINT = 1
 """msgpack ext type code for an integer outside the signed/unsigned 64-bit range (decimal ASCII)."""
 
+Upcaster = Callable[[dict[str, Any], Any], tuple[dict[str, Any], Any]]
+"""Turns an event of version ``n`` into one of version ``n + 1``: ``(envelope map, payload)`` in,
+the same out, with the envelope's ``v`` set to ``n + 1``. ``payload`` is the decoded payload map, or
+None when the frame has none or the caller reads the envelope only; an upcaster must accept None."""
+UPCASTERS: dict[int, Upcaster] = {}
+"""Event version ``n`` -> the :data:`Upcaster` from ``n`` to ``n + 1``; one for every version below
+:data:`EVENT_VERSION` (none yet: version 1 is the only one). Applied in order on decode, before the
+envelope is checked; the hash stays that of the stored bytes."""
+
 _U32 = struct.Struct(">I")
+_unpack_u32 = _U32.unpack_from
 _HEAD = 4
 _DIGEST = 32
 _VECTOR_DTYPES = frozenset({"<f2", "<f4", "<f8", ">f2", ">f4", ">f8"})
@@ -93,8 +109,9 @@ class RecordData(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
-    """One decoded event. ``record`` (put) and ``value`` (meta) are None when erased or not applicable."""
+class LogEvent:
+    """One decoded stored event (the log layer's; :class:`coniti.events.Event` is the public one).
+    ``record`` (put) and ``value`` (meta) are None when erased or not applicable."""
 
     seq: int
     at: float
@@ -111,6 +128,34 @@ class Event:
     record: RecordData | None = None
     value: Any = None
     erased: bool = False
+
+
+# -- the frame layout ------------------------------------------------------------------------
+
+
+def split_frame(frame: bytes | memoryview) -> tuple[bytes, bytes, bytes]:
+    """``(envelope bytes, digest, payload bytes)`` of a frame: the one reader of the frame layout
+    (:func:`_encode` writes it). Raises ValueError if the frame is too short for its envelope length
+    and digest."""
+    if type(frame) is not bytes:
+        frame = bytes(frame)
+    size = len(frame)
+    if size < _HEAD + _DIGEST:
+        raise ValueError("frame too short")
+    end: int = _HEAD + _unpack_u32(frame)[0]
+    if end + _DIGEST > size:
+        raise ValueError("envelope length exceeds the frame")
+    return frame[_HEAD:end], frame[end : end + _DIGEST], frame[end + _DIGEST :]
+
+
+def erase_payload(frame: bytes) -> bytes:
+    """``frame`` without its payload: envelope and digest kept, so its hash is unchanged."""
+    return frame[: len(frame) - len(split_frame(frame)[2])]
+
+
+def is_erased(frame: bytes) -> bool:
+    """True when a put or meta ``frame`` has no payload (its content was erased)."""
+    return not split_frame(frame)[2]
 
 
 # -- encoding --------------------------------------------------------------------------------
@@ -198,6 +243,46 @@ def encode_meta_payload(value: Any) -> bytes:
     return _pack({"mv": value})
 
 
+def _encode(
+    seq: int,
+    at: float,
+    kind: str,
+    prev: bytes,
+    events: Iterable[tuple[list[str], str | None, float | None, bytes, bytes]],
+    key: str | None,
+    actor: str | None,
+    reason: str | None,
+) -> tuple[list[bytes], bytes]:
+    """The one envelope encoder: the frames of a run of events of one ``kind``, numbered from
+    ``seq``, recorded at ``at``, chained from ``prev``, each ``(namespace, record id, note
+    timestamp, payload, payload digest)`` (id and timestamp None where the kind has none), and the
+    hash of the last. Envelope fields in §3.2's order, optional ones only when given; each frame is
+    ``u32 E | envelope | digest | payload`` (the layout :func:`split_frame` reads)."""
+    pack = _packer().pack
+    frames: list[bytes] = []
+    add = frames.append
+    join = b"".join
+    u32 = _U32.pack
+    h = prev
+    for namespace, record_id, timestamp, payload, digest in events:
+        env: dict[str, Any] = {"v": EVENT_VERSION, "k": kind, "s": seq, "t": at, "p": h, "n": namespace}
+        if record_id is not None:
+            env["i"] = record_id
+        if timestamp is not None:
+            env["ts"] = timestamp
+        if key is not None:
+            env["mk"] = key
+        if actor is not None:
+            env["a"] = actor
+        if reason is not None:
+            env["r"] = reason
+        env_bytes = pack(env)
+        h = _sha256(h + env_bytes + digest).digest()
+        add(join((u32(len(env_bytes)), env_bytes, digest, payload)))
+        seq += 1
+    return frames, h
+
+
 def encode_event(
     seq: int,
     at: float,
@@ -215,29 +300,12 @@ def encode_event(
 ) -> tuple[bytes, bytes]:
     """Encode one event; returns ``(frame, hash)``. ``prev`` is the previous event's hash;
     ``digest`` may be given if already computed (:func:`payload_digest`)."""
-    env: dict[str, Any] = {
-        "v": FORMAT_VERSION,
-        "k": kind,
-        "s": seq,
-        "t": at,
-        "p": prev,
-        "n": list(namespace),
-    }
-    if id is not None:
-        env["i"] = id
-    if timestamp is not None:
-        env["ts"] = timestamp
-    if key is not None:
-        env["mk"] = key
-    if actor is not None:
-        env["a"] = actor
-    if reason is not None:
-        env["r"] = reason
-    env_bytes = _pack(env)
     if digest is None:
         digest = _sha256(payload).digest() if payload else _EMPTY_DIGEST
-    h = _sha256(prev + env_bytes + digest).digest()
-    return _U32.pack(len(env_bytes)) + env_bytes + digest + payload, h
+    frames, h = _encode(
+        seq, at, kind, prev, ((list(namespace), id, timestamp, payload, digest),), key, actor, reason
+    )
+    return frames[0], h
 
 
 def encode_puts(
@@ -251,36 +319,20 @@ def encode_puts(
 ) -> tuple[list[bytes], bytes]:
     """Encode a run of put events numbered from ``seq``, all recorded at ``at``, chained from
     ``prev``; each of ``puts`` is ``(namespace as a list, record id, note timestamp, payload,
-    payload digest)``. Returns ``(frames, hash of the last)``: byte for byte what
-    :func:`encode_event` gives for each in turn, with less work per event (bulk writes)."""
-    pack = _packer().pack
-    frames: list[bytes] = []
-    add = frames.append
-    u32 = _U32.pack
-    h = prev
-    for namespace, record_id, timestamp, payload, digest in puts:
-        env: dict[str, Any] = {
-            "v": FORMAT_VERSION,
-            "k": PUT,
-            "s": seq,
-            "t": at,
-            "p": h,
-            "n": namespace,
-            "i": record_id,
-            "ts": timestamp,
-        }
-        if actor is not None:
-            env["a"] = actor
-        if reason is not None:
-            env["r"] = reason
-        env_bytes = pack(env)
-        h = _sha256(h + env_bytes + digest).digest()
-        add(b"".join((u32(len(env_bytes)), env_bytes, digest, payload)))
-        seq += 1
-    return frames, h
+    payload digest)``. Returns ``(frames, hash of the last)``: what :func:`encode_event` gives for
+    each in turn (bulk writes)."""
+    return _encode(seq, at, PUT, prev, puts, None, actor, reason)
 
 
 # -- decoding --------------------------------------------------------------------------------
+
+_MALFORMED = (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException)
+"""What decoding a damaged frame raises below the codec's boundary (:func:`_corrupted` translates)."""
+
+
+def _corrupted(what: str, exc: BaseException) -> StoreCorrupted:
+    """The error for a frame that does not decode: ``what`` names the event, ``exc`` says why."""
+    return StoreCorrupted(f"{what} does not decode: {exc}")
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
@@ -301,16 +353,31 @@ def _unpack(data: bytes | memoryview) -> Any:
         return msgpack.unpackb(data, ext_hook=_ext_hook, unicode_errors="surrogatepass")
 
 
-def split_frame(frame: bytes | memoryview) -> tuple[memoryview, bytes, memoryview]:
-    """``(envelope bytes, digest, payload bytes)`` of a frame; raises ValueError if malformed."""
-    view = memoryview(frame)
-    if len(view) < _HEAD + _DIGEST:
-        raise ValueError("frame too short")
-    (elen,) = _U32.unpack_from(view)
-    end = _HEAD + elen
-    if end + _DIGEST > len(view):
-        raise ValueError("envelope length exceeds the frame")
-    return view[_HEAD:end], bytes(view[end : end + _DIGEST]), view[end + _DIGEST :]
+def _current(env: Any, payload: Any) -> tuple[dict[str, Any], Any]:
+    """``(env, payload)`` of the current event version: as they are when the envelope ``env`` is of
+    :data:`EVENT_VERSION`, else upcast through :data:`UPCASTERS` (``payload``: decoded, or None).
+    A newer version raises :class:`StoreVersionError`; a malformed or unknown one ValueError."""
+    if type(env) is dict and env.get("v") == EVENT_VERSION:
+        return env, payload
+    if not isinstance(env, dict):
+        raise ValueError("envelope is not a map")
+    version = env.get("v")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError("field v (event version) is missing")
+    if version > EVENT_VERSION:
+        raise StoreVersionError(
+            f"event {env.get('s')} was written by event version {version}; this coniti reads up to "
+            f"event version {EVENT_VERSION}: upgrade coniti"
+        )
+    if version < 1:
+        raise ValueError(f"unknown event version {version}")
+    while version < EVENT_VERSION:
+        upcaster = UPCASTERS.get(version)
+        if upcaster is None:
+            raise ValueError(f"no upcaster from event version {version}")
+        env, payload = upcaster(env, payload)
+        version += 1
+    return env, payload
 
 
 def event_hash(frame: bytes | memoryview) -> bytes:
@@ -319,7 +386,7 @@ def event_hash(frame: bytes | memoryview) -> bytes:
     prev = _unpack(env)["p"]
     if not isinstance(prev, bytes) or len(prev) != 32:
         raise ValueError("field p (previous hash) must be 32 bytes")
-    return _sha256(prev + bytes(env) + digest).digest()
+    return _sha256(prev + env + digest).digest()
 
 
 def _check_json(value: Any, where: str, depth: int = 0) -> None:
@@ -398,19 +465,11 @@ def _record(payload: Any, strict: bool) -> RecordData:
 _OPTIONAL_STR = ("i", "mk", "a", "r")
 
 
-def _envelope(env: Any, seq: int | None) -> dict[str, Any]:
-    if not isinstance(env, dict):
-        raise ValueError("envelope is not a map")
-    version = env.get("v")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise ValueError("field v (format version) is missing")
-    if version > FORMAT_VERSION:
-        raise StoreVersionError(
-            f"event {env.get('s')} was written by format version {version}; this coniti reads up to "
-            f"{FORMAT_VERSION}: upgrade coniti"
-        )
-    if version < 1:
-        raise ValueError(f"unknown format version {version}")
+def _envelope(env: dict[str, Any], seq: int | None) -> dict[str, Any]:
+    """``env`` (of the current event version) once every field is checked; ``seq`` is the key the
+    frame was stored under, if known."""
+    if type(env.get("v")) is not int:
+        raise ValueError("field v (event version) is not an integer")
     kind = env.get("k")
     if kind not in KINDS:
         raise ValueError(f"unknown event kind {kind!r}")
@@ -443,11 +502,11 @@ def _envelope(env: Any, seq: int | None) -> dict[str, Any]:
 def _event(
     env: dict[str, Any], env_bytes: bytes, digest: bytes, record: RecordData | None, value: Any,
     erased: bool,
-) -> Event:
-    """The :class:`Event` of a checked envelope (``env``, as stored: ``env_bytes``), its digest and
-    what was read of its payload; its hash is computed here."""
+) -> LogEvent:
+    """The :class:`LogEvent` of a checked envelope (``env``, as stored: ``env_bytes``), its digest
+    and what was read of its payload; its hash is computed here."""
     prev = env["p"]
-    return Event(
+    return LogEvent(
         seq=env["s"],
         at=env["t"],
         kind=env["k"],
@@ -466,26 +525,29 @@ def _event(
     )
 
 
-def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: bool = True) -> Event:
+def _where(seq: int | None) -> str:
+    return f"event {seq}" if seq is not None else "event"
+
+
+def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: bool = True) -> LogEvent:
     """Decode a whole frame. ``seq`` is the key it was stored under (checked against field ``s``).
 
     With ``strict`` the payload is fully type-checked (``verify`` uses this). Raises
     :class:`StoreCorrupted` naming the sequence number and the field, or :class:`StoreVersionError`.
     """
-    where = f"event {seq}" if seq is not None else "event"
     try:
         env_bytes, digest, payload_bytes = split_frame(frame)
-        env = _envelope(_unpack(env_bytes), seq)
+        if strict and payload_bytes and _sha256(payload_bytes).digest() != digest:
+            raise ValueError("payload does not match its digest")
+        env, payload = _current(_unpack(env_bytes), _unpack(payload_bytes) if payload_bytes else None)
+        env = _envelope(env, seq)
         kind = env["k"]
         record = None
         value = None
         erased = False
-        if len(payload_bytes):
+        if payload_bytes:
             if kind not in (PUT, META):
                 raise ValueError(f"a {kind} event has a payload")
-            if strict and _sha256(payload_bytes).digest() != digest:
-                raise ValueError("payload does not match its digest")
-            payload = _unpack(payload_bytes)
             if kind == PUT:
                 record = _record(payload, strict)
             else:
@@ -498,44 +560,29 @@ def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: b
             erased = True
         elif strict and digest != _EMPTY_DIGEST:
             raise ValueError("digest of an empty payload is wrong")
-        return _event(env, bytes(env_bytes), digest, record, value, erased)
-    except StoreVersionError:
-        raise
-    except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
-        raise StoreCorrupted(f"{where} does not decode: {exc}") from exc
+        return _event(env, env_bytes, digest, record, value, erased)
+    except _MALFORMED as exc:
+        raise _corrupted(_where(seq), exc) from exc
 
 
-def decode_envelope(frame: bytes, seq: int | None = None) -> Event:
+def decode_envelope(frame: bytes, seq: int | None = None) -> LogEvent:
     """Decode and check a frame's envelope only (no payload: ``record``/``value`` are None;
     ``erased`` is set for a put or meta frame without a payload). Enough to fold and to follow the
     hash chain; raises like :func:`decode_event`."""
     try:
-        (elen,) = _U32.unpack_from(frame)
-        end = _HEAD + elen
-        if end + _DIGEST > len(frame):
-            raise ValueError("envelope length exceeds the frame")
-        env_bytes = frame[_HEAD:end]
-        digest = frame[end : end + _DIGEST]
-        env = _envelope(_unpack(env_bytes), seq)
-        erased = end + _DIGEST == len(frame) and env["k"] in (PUT, META)
+        env_bytes, digest, payload_bytes = split_frame(frame)
+        env = _envelope(_current(_unpack(env_bytes), None)[0], seq)
+        erased = not payload_bytes and env["k"] in (PUT, META)
         return _event(env, env_bytes, digest, None, None, erased)
-    except StoreVersionError:
-        raise
-    except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
-        where = f"event {seq}" if seq is not None else "event"
-        raise StoreCorrupted(f"{where} does not decode: {exc}") from exc
+    except _MALFORMED as exc:
+        raise _corrupted(_where(seq), exc) from exc
 
 
-def erase_payload(frame: bytes) -> bytes:
-    """``frame`` without its payload: envelope and digest kept, so its hash is unchanged."""
-    env, _, _ = split_frame(frame)
-    return bytes(frame[: _HEAD + len(env) + _DIGEST])
-
-
-def is_erased(frame: bytes) -> bool:
-    """True when a put or meta ``frame`` has no payload (its content was erased)."""
-    (elen,) = _U32.unpack_from(frame)
-    return bool(len(frame) == _HEAD + elen + _DIGEST)
+def _stored(frame: bytes) -> tuple[dict[str, Any], Any]:
+    """The envelope and the decoded payload (None if there is none) of a frame the store wrote, of
+    the current event version (upcast if older). Fields are not checked (the fast read paths)."""
+    env_bytes, _, payload_bytes = split_frame(frame)
+    return _current(_unpack(env_bytes), _unpack(payload_bytes) if payload_bytes else None)
 
 
 def decode_record(frame: bytes) -> tuple[str, float, RecordData | None]:
@@ -545,66 +592,53 @@ def decode_record(frame: bytes) -> tuple[str, float, RecordData | None]:
     erased. Raises :class:`StoreCorrupted` if the frame is not a put that decodes.
     """
     try:
-        (elen,) = _U32.unpack_from(frame)
-        end = _HEAD + elen
-        env = _unpack(frame[_HEAD:end])
+        env, payload = _stored(frame)
         if env["k"] != PUT:
             raise ValueError(f"expected a put event, found {env['k']!r}")
-        if env["v"] > FORMAT_VERSION:
-            _envelope(env, None)
-        payload = frame[end + _DIGEST :]
-        record = _record(_unpack(payload), False) if payload else None
-        return env["i"], env["ts"], record
-    except StoreVersionError:
-        raise
-    except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
-        raise StoreCorrupted(f"a put event does not decode: {exc}") from exc
-
-
-def decode_content(frame: bytes) -> RecordData | None:
-    """Fastest read path: only the content of a put frame the store wrote (None when erased). The
-    caller knows the id and timestamp from the indexes."""
-    try:
-        (elen,) = _U32.unpack_from(frame)
-        start = _HEAD + elen + _DIGEST
-        if len(frame) <= start:
-            return None
-        try:
-            payload = _unpackb(frame[start:], ext_hook=_ext_hook)
-        except UnicodeDecodeError:
-            payload = _unpack(frame[start:])
-        return _stored_record(payload)
-    except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
-        raise StoreCorrupted(f"a put event does not decode: {exc}") from exc
-
-
-def recorded_at(frame: bytes) -> float:
-    """The recorded time of a frame's event (its envelope only; no hash, no payload)."""
-    try:
-        (elen,) = _U32.unpack_from(frame)
-        at = _unpack(frame[_HEAD : _HEAD + elen])["t"]
-        if type(at) is not float:
-            raise ValueError("field t (recorded time) is not a float")
-        return at
-    except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
-        raise StoreCorrupted(f"an event envelope does not decode: {exc}") from exc
+        return env["i"], env["ts"], None if payload is None else _record(payload, False)
+    except _MALFORMED as exc:
+        raise _corrupted("a put event", exc) from exc
 
 
 def decode_value(frame: bytes) -> tuple[str, Any, bool]:
     """Fast path for reads: ``(key, value, erased)`` of a meta frame the store wrote."""
     try:
-        (elen,) = _U32.unpack_from(frame)
-        end = _HEAD + elen
-        env = _unpack(frame[_HEAD:end])
+        env, payload = _stored(frame)
         if env["k"] != META:
             raise ValueError(f"expected a meta event, found {env['k']!r}")
-        if env["v"] > FORMAT_VERSION:
-            _envelope(env, None)
-        payload = frame[end + _DIGEST :]
-        if not payload:
+        if payload is None:
             return env["mk"], None, True
-        return env["mk"], _unpack(payload)["mv"], False
-    except StoreVersionError:
-        raise
-    except (ValueError, KeyError, TypeError, struct.error, msgpack.UnpackException) as exc:
-        raise StoreCorrupted(f"a meta event does not decode: {exc}") from exc
+        return env["mk"], payload["mv"], False
+    except _MALFORMED as exc:
+        raise _corrupted("a meta event", exc) from exc
+
+
+def decode_content(frame: bytes) -> RecordData | None:
+    """Fastest read path: only the content of a put frame the store wrote (None when erased). The
+    caller knows the id and timestamp from the indexes. The envelope is not read unless
+    :data:`UPCASTERS` has an entry (then an older event's payload may need upcasting)."""
+    if UPCASTERS:
+        return decode_record(frame)[2]
+    try:
+        payload_bytes = split_frame(frame)[2]
+        if not payload_bytes:
+            return None
+        try:
+            payload = _unpackb(payload_bytes, ext_hook=_ext_hook)
+        except UnicodeDecodeError:
+            payload = _unpack(payload_bytes)
+        return _stored_record(payload)
+    except _MALFORMED as exc:
+        raise _corrupted("a put event", exc) from exc
+
+
+def recorded_at(frame: bytes) -> float:
+    """The recorded time of a frame's event (its envelope only; no hash, no payload)."""
+    try:
+        env, _ = _current(_unpack(split_frame(frame)[0]), None)
+        at = env["t"]
+        if type(at) is not float:
+            raise ValueError("field t (recorded time) is not a float")
+        return at
+    except _MALFORMED as exc:
+        raise _corrupted("an event envelope", exc) from exc

@@ -12,18 +12,19 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
 import numpy as np
 
-from coniti.errors import DuplicateRecord, StoreCorrupted, StoreError
+from coniti.errors import DuplicateRecord, StoreError
+from coniti.log.chain import Chain
 from coniti.log.codec import (
     CLEAR,
     DELETE,
     ERASE,
     META,
-    Event,
+    LogEvent,
     RecordData,
     decode_content,
     decode_envelope,
@@ -467,30 +468,32 @@ class EventLog:
         self._dbs = Dbs(self.store.dbs)
         self._log_db = self._dbs.log
 
-    def import_frames(self, frames: Iterable[bytes]) -> int:
+    def import_frames(
+        self, frames: Iterable[bytes], check: Callable[[LogEvent], None] | None = None
+    ) -> int:
         """Append stored frames verbatim (from another store, a golden set or an export) after the
-        head, folding each; all or nothing. Each frame must decode strictly, carry the next sequence
-        number and chain onto the previous hash, and recorded times must not go backwards. Returns
-        how many were appended; raises :class:`StoreCorrupted` naming the first bad frame."""
+        head, folding each; all or nothing, one write transaction. Each frame must decode strictly
+        and follow the one before it on the hash chain (:meth:`Chain.read
+        <coniti.log.chain.Chain.read>`), and apply to the state before it; ``check``, if given, is
+        called with each decoded event before it is folded, and what it raises aborts the import.
+        Returns how many were appended; raises :class:`~coniti.log.chain.FoldError` naming the
+        first event that does not decode, chain or apply."""
         batch = [bytes(f) for f in frames]
 
         def write(txn: Any) -> int:
             p = Projections(txn, self._dbs)
             head = p.head()
-            seq, h, prev_at = head.seq, head.hash, (head.at if head.seq else None)
+            chain = Chain(head.seq, head.hash, head.at if head.seq else None)
             for frame in batch:
-                seq += 1
-                event = decode_event(frame, seq)
-                if event.prev != h:
-                    raise StoreCorrupted(f"event {seq}: does not chain onto event {seq - 1}")
-                if prev_at is not None and event.at < prev_at:
-                    raise StoreCorrupted(f"event {seq}: recorded time goes backwards")
-                p.append(seq, frame)
+                prev_at = chain.at
+                event = chain.read(frame)
+                if check is not None:
+                    check(event)
+                p.append(event.seq, frame)
                 p.fold(event, prev_at)
-                h, prev_at = event.hash, event.at
             if batch:
-                assert prev_at is not None
-                p.set_head(Head(seq, prev_at, h))
+                assert chain.hash is not None and chain.at is not None
+                p.set_head(Head(chain.seq, chain.at, chain.hash))
             return len(batch)
 
         n = self.store.write(write)
@@ -508,6 +511,13 @@ class EventLog:
         """Every namespace the log has put a record or metadata into, in order of first use."""
         with self.store.read() as txn:
             return [ns for _, ns in Projections(txn, self._dbs).namespaces()]
+
+    def live_namespaces(self, as_of: int | None = None) -> list[Namespace]:
+        """The namespaces holding at least one record now (or right after event ``as_of``), in
+        order of first use; one snapshot, one counter read per namespace ever used."""
+        with self.store.read() as txn:
+            p = Projections(txn, self._dbs)
+            return [ns for nsid, ns in p.namespaces() if p.count(nsid, as_of)]
 
     def seq_at_time(self, at: float) -> int:
         """The last event recorded at or before ``at`` (0 if none)."""
@@ -692,12 +702,12 @@ class EventLog:
             stored_key, value, _ = decode_value(p.frame(seq))
             return value if stored_key == key else None
 
-    def events(self, after: int = 0, until: int | None = None, batch: int = 256) -> Iterator[Event]:
+    def events(self, after: int = 0, until: int | None = None, batch: int = 256) -> Iterator[LogEvent]:
         """Decoded events with ``after < seq <= until`` in order, read ``batch`` per snapshot (no
         transaction is held while the caller consumes them)."""
         nxt = after + 1
         while True:
-            chunk: list[Event] = []
+            chunk: list[LogEvent] = []
             with self.store.read() as txn:
                 cur = txn.cursor(db=self._log_db)
                 if cur.set_range(seq_key(nxt)):

@@ -21,12 +21,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from coniti.errors import ContractError, StoreCorrupted
+from coniti.log.chain import Chain
 from coniti.log.codec import (
     CLEAR,
     DELETE,
     ERASE,
     PUT,
-    Event,
+    LogEvent,
     decode_envelope,
     decode_event,
     decode_record,
@@ -76,48 +77,44 @@ def read_batch(
     until: int | None,
     namespace: Namespace | None,
     batch: int,
-) -> tuple[list[Event], int]:
+) -> tuple[list[LogEvent], int]:
     """Up to ``batch`` events with ``after < seq <= until`` (of ``namespace`` when given), in order,
     from one snapshot; plus the last sequence number examined (``after`` if none), from which the
     next batch continues."""
-    out: list[Event] = []
-    last = after
+    out: list[LogEvent] = []
+    chain = Chain(after, None)
     with store.read() as txn:
         cur = txn.cursor(db=store.dbs[LOG_DB])
         if not cur.set_range(seq_key(after + 1)):
-            return out, last
+            return out, after
         for key, frame in cur:
             seq = seq_from_key(key)
             if until is not None and seq > until:
                 break
-            if seq != last + 1:
-                raise StoreCorrupted(f"the log has a gap: after event {last} comes event {seq}")
-            last = seq
+            chain.number(seq)
             if namespace is not None and decode_envelope(frame, seq).namespace != namespace:
                 continue
             out.append(decode_event(frame, seq, strict=False))
             if len(out) == batch:
                 break
-    return out, last
+    return out, chain.seq
 
 
 def read_frames(store: Store, after: int, until: int, batch: int) -> list[tuple[int, bytes]]:
     """Up to ``batch`` stored frames ``(seq, bytes)`` with ``after < seq <= until``, from one
-    snapshot, checked gap-free."""
+    snapshot, checked gap-free (:class:`~coniti.log.chain.FoldError` otherwise)."""
     out: list[tuple[int, bytes]] = []
+    chain = Chain(after, None)
     with store.read() as txn:
         cur = txn.cursor(db=store.dbs[LOG_DB])
         if not cur.set_range(seq_key(after + 1)):
             return out
-        expected = after + 1
         for key, frame in cur:
             seq = seq_from_key(key)
             if seq > until:
                 break
-            if seq != expected:
-                raise StoreCorrupted(f"the log has a gap: after event {expected - 1} comes event {seq}")
+            chain.number(seq)
             out.append((seq, bytes(frame)))
-            expected += 1
             if len(out) == batch:
                 break
     return out
@@ -130,7 +127,7 @@ def read_events(
     namespace: Namespace | None = None,
     limit: int | None = None,
     batch: int = 256,
-) -> Iterator[Event]:
+) -> Iterator[LogEvent]:
     """Events with ``after < seq <= until`` (``until`` None: up to the head as each batch begins),
     of ``namespace`` when given, at most ``limit``, in sequence order."""
     left = math.inf if limit is None else limit
@@ -147,7 +144,7 @@ def read_events(
 # -- one record, two points ----------------------------------------------------------------------
 
 
-def history(store: Store, namespace: Namespace, record_id: str) -> list[Event]:
+def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent]:
     """Every event that touched record ``record_id`` of ``namespace``, oldest first: each put of it,
     the delete, clear or erase that ended each version, and every erase of it (its receipts).
     Empty if the record never existed."""

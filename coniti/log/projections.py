@@ -22,7 +22,7 @@ a recorded time is found by bisecting the log (recorded times never decrease alo
 Layout format 1 (stores written before layout 2) also had ``atix`` (recorded time -> first seq)
 and ``tmax`` (N S -> the last ``time`` position), and 8-byte ``cnt`` values. Such a store reads
 exactly here (an 8-byte ``cnt`` value leaves as-of scans unbounded); a writable open rebuilds it
-into the current layout (:data:`coniti.log.store.STORE_FORMAT`).
+into the current layout (:data:`coniti.log.store.LAYOUT_VERSION`).
 
 An *erased* version (its put frame has no payload) has a ``ver`` entry (so history and the fold of
 its end still find it) but no ``tver`` entry and no share in ``cnt``: no read, now or as of any
@@ -39,7 +39,8 @@ from typing import Any
 import msgpack
 
 from coniti.errors import StoreCorrupted, StoreError
-from coniti.log.codec import CLEAR, DELETE, ERASE, META, PUT, Event, recorded_at
+from coniti.log.chain import FoldError
+from coniti.log.codec import CLEAR, DELETE, ERASE, META, PUT, LogEvent, recorded_at
 from coniti.log.keys import (
     NSID_LEN,
     SEQ_LEN,
@@ -55,7 +56,7 @@ from coniti.log.keys import (
 )
 from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD
 
-__all__ = ["Dbs", "FoldError", "Head", "Projections"]
+__all__ = ["Dbs", "Head", "Projections"]
 
 ZERO8 = bytes(8)
 MAX8 = b"\xff" * 8
@@ -82,10 +83,6 @@ def _scan_start(nsid: bytes, lo: bytes | None, after: bytes | None) -> bytes:
     if after is not None:
         start = max(start, nsid + after[:8] + seq_key(seq_from_key(after[8:]) + 1))
     return start
-
-
-class FoldError(StoreCorrupted):
-    """An event does not apply to the state before it (e.g. a delete of a record that is not live)."""
 
 
 class Head:
@@ -456,12 +453,12 @@ class Projections:
         """Fold a metadata write (the value stays in the event)."""
         self.txn.put(nsid + mk + inv_seq_key(seq), b"", db=self.d.meta)
 
-    def fold(self, event: Event, prev_at: float | None) -> None:
+    def fold(self, event: LogEvent, prev_at: float | None) -> None:
         """Apply one decoded event (``prev_at``: the recorded time of the one before, None for the
         first). Raises :class:`FoldError` if it does not apply."""
         seq = event.seq
         if prev_at is not None and event.at < prev_at:
-            raise FoldError(f"event {seq}: recorded time goes backwards")
+            raise FoldError(seq, f"event {seq}: recorded time goes backwards")
         namespace = event.namespace
         kind = event.kind
         if kind == PUT:
@@ -471,7 +468,7 @@ class Projections:
             idk = name_key(event.id)
             latest = self.latest(nsid, idk)
             if latest is not None and latest[1][:SEQ_LEN] == ZERO8:
-                raise FoldError(f"event {seq}: put of record {event.id!r}, which is already live")
+                raise FoldError(seq, f"event {seq}: put of record {event.id!r}, which is already live")
             if event.erased:
                 self.put_erased(seq, nsid, idk, ts_key(event.timestamp))
             else:
@@ -482,7 +479,7 @@ class Projections:
             idk = name_key(event.id)
             deleted = found is not None and self.delete(seq, found, idk)
             if kind == DELETE and not deleted:
-                raise FoldError(f"event {seq}: delete of record {event.id!r}, which is not live")
+                raise FoldError(seq, f"event {seq}: delete of record {event.id!r}, which is not live")
             if kind == ERASE and found is not None:
                 self.erasure(seq, found, idk)
         elif kind == CLEAR:

@@ -62,7 +62,7 @@ __all__ = [
     "LOG_DB",
     "PROJECTION_DBS",
     "RETIRED_DBS",
-    "STORE_FORMAT",
+    "LAYOUT_VERSION",
     "SYS_DB",
     "Store",
     "lmdb_errors",
@@ -86,15 +86,15 @@ LATER_DBS = frozenset({b"erx"})
 one does without it (reads stay exact); a writable open creates it, and the store's projections are
 then rebuilt once (:attr:`Store.stale_projections`)."""
 RETIRED_DBS = (b"atix", b"tmax")
-"""Projections of layout format 1 that format 2 no longer keeps; ``rebuild`` deletes them."""
-STORE_FORMAT = 2
-"""The layout format this coniti writes (``sys/format``): which projections a store holds and how
-they are encoded. Format 1 stores are read as they are and rebuilt into format 2 by a writable open.
-The encoding of the events themselves is :data:`coniti.log.codec.FORMAT_VERSION`."""
+"""Projections of layout 1 that layout 2 no longer keeps; ``rebuild`` deletes them."""
+LAYOUT_VERSION = 2
+"""The layout version this coniti writes (``sys/format``): which projections a store holds and how
+they are encoded. Layout 1 stores are read as they are and rebuilt into layout 2 by a writable open.
+The encoding of the events themselves is :data:`coniti.log.codec.EVENT_VERSION`."""
 
 SYS_ID = b"id"
 SYS_SECRET = b"secret"
-SYS_FORMAT = b"format"
+SYS_LAYOUT = b"format"
 SYS_HEAD = b"head"
 _U32 = struct.Struct(">I")
 
@@ -226,7 +226,7 @@ class _Shared:
         self.store_id = b""
         self.secret = b""
         self.stale_projections = False
-        self.format = STORE_FORMAT
+        self.layout = LAYOUT_VERSION
 
 
 _REGISTRY: dict[str, _Shared] = {}
@@ -279,7 +279,7 @@ def _init_tables(shared: _Shared) -> None:
                 raise StoreError(f"{shared.path} is not a coniti store (no {name.decode()} table)") from None
         sys_db = shared.dbs[SYS_DB]
         with env.begin() as txn:
-            fmt, sid, secret = (txn.get(k, db=sys_db) for k in (SYS_FORMAT, SYS_ID, SYS_SECRET))
+            fmt, sid, secret = (txn.get(k, db=sys_db) for k in (SYS_LAYOUT, SYS_ID, SYS_SECRET))
     else:
         with env.begin(write=True) as txn:
             added = False
@@ -291,12 +291,12 @@ def _init_tables(shared: _Shared) -> None:
                         added = True
                 shared.dbs[name] = env.open_db(name, txn=txn, create=True)
             sys_db = shared.dbs[SYS_DB]
-            fmt = txn.get(SYS_FORMAT, db=sys_db)
-            older = fmt is not None and _U32.unpack(fmt)[0] < STORE_FORMAT
+            fmt = txn.get(SYS_LAYOUT, db=sys_db)
+            older = fmt is not None and _U32.unpack(fmt)[0] < LAYOUT_VERSION
             shared.stale_projections = older or (added and txn.get(SYS_HEAD, db=sys_db) is not None)
             if fmt is None:
-                fmt = _U32.pack(STORE_FORMAT)
-                txn.put(SYS_FORMAT, fmt, db=sys_db)
+                fmt = _U32.pack(LAYOUT_VERSION)
+                txn.put(SYS_LAYOUT, fmt, db=sys_db)
                 txn.put(SYS_ID, uuid.uuid4().bytes, db=sys_db)
                 txn.put(SYS_SECRET, secrets.token_bytes(32), db=sys_db)
             sid = txn.get(SYS_ID, db=sys_db)
@@ -304,11 +304,12 @@ def _init_tables(shared: _Shared) -> None:
     if fmt is None or sid is None or secret is None:
         raise StoreError(f"{shared.path} is not a coniti store (system table incomplete)")
     (version,) = _U32.unpack(fmt)
-    if version > STORE_FORMAT:
+    if version > LAYOUT_VERSION:
         raise StoreVersionError(
-            f"store {shared.path} has format version {version}; this coniti reads up to {STORE_FORMAT}"
+            f"store {shared.path} has layout version {version}; this coniti reads up to layout version "
+            f"{LAYOUT_VERSION}"
         )
-    shared.format = version
+    shared.layout = version
     shared.store_id = bytes(sid)
     shared.secret = bytes(secret)
 
@@ -481,16 +482,16 @@ class Store:
 
     def projections_rebuilt(self) -> None:
         """Record that the projections were rebuilt in the current layout (clears
-        :attr:`stale_projections`; :attr:`format` is then :data:`STORE_FORMAT`)."""
+        :attr:`stale_projections`; :attr:`layout` is then :data:`LAYOUT_VERSION`)."""
         shared = self._live()
         shared.stale_projections = False
-        shared.format = STORE_FORMAT
+        shared.layout = LAYOUT_VERSION
 
     @property
-    def format(self) -> int:
-        """The store's layout format (``sys/format``) as of this open: :data:`STORE_FORMAT`, or an
+    def layout(self) -> int:
+        """The store's layout version (``sys/format``) as of this open: :data:`LAYOUT_VERSION`, or an
         older one for a store opened read-only (writable opens upgrade it)."""
-        return self._live().format
+        return self._live().layout
 
     @property
     def store_id(self) -> bytes:

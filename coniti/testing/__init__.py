@@ -26,7 +26,6 @@ the factory must not hand out the same store twice.
 To run only some capabilities, inherit the mixins you want instead of :class:`MemoryBackendTests`;
 each is a small class with no ``Test`` prefix, so pytest collects nothing until you subclass it:
 
-=====================  ==========================================================================
 ``BasicsTests``        factory gives independent backends; ``kind``; ``close``; context manager
 ``PutTests``           all-or-nothing; DuplicateRecord for existing or repeated ids
 ``GetTests``           missing ids, repeats once, request order
@@ -49,6 +48,32 @@ each is a small class with no ``Test`` prefix, so pytest collects nothing until 
 ``ConcurrencyTests``   threads and ``fork()``, as declared
 ``CapabilityTests``    the backend class's ``supports_*`` declarations agree with its methods
 =====================  ==========================================================================
+=======
+=========================  ======================================================================
+``BasicsTests``            factory gives independent backends; ``kind``; ``close``; context manager
+``PutTests``               all-or-nothing; DuplicateRecord for existing or repeated ids
+``GetTests``               missing ids, repeats once, request order
+``DeleteTests``            deleted/missing, repeats once
+``ScanTests``              (timestamp, write order), half-open ranges, exact paging, ``next_cursor``
+``CursorTests``            resuming across deletes and inserts; InvalidCursor for bad/foreign cursors
+``NamespaceTests``         isolation of scan, get, delete, count, meta, clear
+``NamespaceListingTests``  ``namespaces(prefix, max_depth)``: live only, sorted, cut, bad arguments
+``CopyTests``              records and meta values copied in and out
+``MetaTests``              JSON values, ``None`` when unset
+``ClearTests``             deleted count, metadata kept
+``CountTests``             totals and half-open ranges
+``FilterTests``            metadata filters on scan and count: every rule, exact pages, cursors
+``RequestTypeTests``       a wrong request type raises ContractError (sync and async)
+``AsyncTests``             every async twin equals its sync operation
+``IterAllTests``           ``iter_all`` at any page size
+``DumpTests``              the memory file writer: header, gzip, stream, ``.partial`` + rename, 0600
+``LoadTests``              the reader: namespaces, re-homing, the embedding id travelling
+``RejectTests``            every kind of bad file refused with MemoryFileError, target unchanged
+``RollbackTests``          validate-first, batches of 500, rollback of a failed write
+``PropertyTests``          hypothesis: paging, scan order, dump/load round trip bit for bit
+``ConcurrencyTests``       threads and ``fork()``, as declared
+``CapabilityTests``        the backend class's ``supports_*`` declarations agree with its methods
+=========================  ======================================================================
 
 Capabilities where backends may differ are class attributes you declare; the suite never detects them:
 
@@ -87,9 +112,11 @@ from coniti.testing.copies import CopyTests
 from coniti.testing.count import CountTests
 from coniti.testing.cursors import CursorTests
 from coniti.testing.delete import DeleteTests
+from coniti.testing.filters import FilterTests
 from coniti.testing.fixtures import BackendFactory, BackendFixtures
 from coniti.testing.get import GetTests
 from coniti.testing.iteration import IterAllTests
+from coniti.testing.listing import NamespaceListingTests
 from coniti.testing.memfile_dump import DumpTests
 from coniti.testing.memfile_load import LoadTests, RollbackTests
 from coniti.testing.memfile_reject import RejectTests
@@ -113,11 +140,13 @@ __all__ = [
     "CursorTests",
     "DeleteTests",
     "DumpTests",
+    "FilterTests",
     "GetTests",
     "IterAllTests",
     "LoadTests",
     "MemoryBackendTests",
     "MetaTests",
+    "NamespaceListingTests",
     "NamespaceTests",
     "PropertyTests",
     "PutTests",
@@ -136,10 +165,12 @@ class MemoryBackendTests(
     ScanTests,
     CursorTests,
     NamespaceTests,
+    NamespaceListingTests,
     CopyTests,
     MetaTests,
     ClearTests,
     CountTests,
+    FilterTests,
     RequestTypeTests,
     AsyncTests,
     IterAllTests,

@@ -34,6 +34,21 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coroutine)
 
 
+def assert_ascan_pages_match(backend: MemoryBackend, **fields: Any) -> None:
+    """Page through ``ScanRequest(**fields)`` with scan and with ascan, each following its own
+    cursors: the pages hold the same records and end at the same page."""
+    cursor_sync: str | None = None
+    cursor_async: str | None = None
+    while True:
+        page_sync = backend.scan(ScanRequest(**fields, cursor=cursor_sync))
+        page_async = run(backend.ascan(ScanRequest(**fields, cursor=cursor_async)))
+        assert [exact(r) for r in page_async.records] == [exact(r) for r in page_sync.records]
+        assert (page_async.next_cursor is None) == (page_sync.next_cursor is None)
+        cursor_sync, cursor_async = page_sync.next_cursor, page_async.next_cursor
+        if cursor_sync is None:
+            return
+
+
 def _records() -> list[Any]:
     return [
         record("a", 1.0, metadata={"k": [1]}),
@@ -76,19 +91,7 @@ class AsyncTests(BackendFixtures):
     def test_ascan_matches_scan(self, backend: MemoryBackend, limit: int | None) -> None:
         """ascan pages hold the same records as scan pages, and end at the same page."""
         put(backend, *_records(), *[record(f"r{i}", float(i)) for i in range(6)])
-        window = TimeRange(start=0.75)
-        cursor_sync: str | None = None
-        cursor_async: str | None = None
-        while True:
-            page_sync = backend.scan(ScanRequest(time_range=window, limit=limit, cursor=cursor_sync))
-            page_async = run(
-                backend.ascan(ScanRequest(time_range=window, limit=limit, cursor=cursor_async))
-            )
-            assert [exact(r) for r in page_async.records] == [exact(r) for r in page_sync.records]
-            assert (page_async.next_cursor is None) == (page_sync.next_cursor is None)
-            cursor_sync, cursor_async = page_sync.next_cursor, page_async.next_cursor
-            if cursor_sync is None:
-                break
+        assert_ascan_pages_match(backend, time_range=TimeRange(start=0.75), limit=limit)
 
     def test_async_cursor_resumes_a_sync_scan(self, backend: MemoryBackend) -> None:
         """A cursor from ascan resumes scan exactly where the async page stopped."""

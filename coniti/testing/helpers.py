@@ -87,17 +87,25 @@ def ids(records: Iterable[MemoryRecord]) -> list[str]:
 
 
 def count(
-    backend: MemoryBackend, namespace: Sequence[str] = (), time_range: TimeRange | None = None
+    backend: MemoryBackend,
+    namespace: Sequence[str] = (),
+    time_range: TimeRange | None = None,
+    *,
+    filter: Any = None,
 ) -> int:
-    """How many records ``namespace`` holds (in ``time_range``)."""
-    return backend.count(CountRequest(namespace=namespace, time_range=time_range)).count
+    """How many records ``namespace`` holds (in ``time_range``, matching ``filter``)."""
+    return backend.count(CountRequest(namespace=namespace, time_range=time_range, filter=filter)).count
 
 
 def scan_all(
-    backend: MemoryBackend, namespace: Sequence[str] = (), time_range: TimeRange | None = None
+    backend: MemoryBackend,
+    namespace: Sequence[str] = (),
+    time_range: TimeRange | None = None,
+    *,
+    filter: Any = None,
 ) -> list[MemoryRecord]:
-    """The whole range in one unlimited page."""
-    return backend.scan(ScanRequest(namespace=namespace, time_range=time_range)).records
+    """The whole range (records matching ``filter``) in one unlimited page."""
+    return backend.scan(ScanRequest(namespace=namespace, time_range=time_range, filter=filter)).records
 
 
 def pages(
@@ -106,13 +114,18 @@ def pages(
     namespace: Sequence[str] = (),
     time_range: TimeRange | None = None,
     max_pages: int = 100_000,
+    *,
+    filter: Any = None,
 ) -> list[ScanResult]:
-    """Every page of a paged scan, following cursors; fails if it does not end in ``max_pages``."""
+    """Every page of a paged scan (with ``filter``), following cursors; fails if it does not end in
+    ``max_pages``."""
     out: list[ScanResult] = []
     cursor: str | None = None
     for _ in range(max_pages):
         page = backend.scan(
-            ScanRequest(namespace=namespace, time_range=time_range, limit=limit, cursor=cursor)
+            ScanRequest(
+                namespace=namespace, time_range=time_range, limit=limit, cursor=cursor, filter=filter
+            )
         )
         out.append(page)
         cursor = page.next_cursor
@@ -209,3 +222,8 @@ class WrappedBackend(MemoryBackend):
 
     def clear(self, request: ClearRequest) -> ClearResult:
         return self.inner.clear(request)
+
+    def namespaces(
+        self, prefix: Sequence[str] = (), max_depth: int | None = None
+    ) -> list[tuple[str, ...]]:
+        return self.inner.namespaces(prefix, max_depth)

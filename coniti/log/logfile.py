@@ -1,4 +1,5 @@
-"""The portable log file: ``coniti-log`` JSON Lines, version 1.0.0 — a store's whole history.
+"""The log export: ``coniti-log`` JSON Lines, version 1.0.0 — a store's whole history, read from and
+written into an :class:`~coniti.log.EventLog` (``log/FORMAT.md`` §9).
 
 Line 1 is a header ``{"format": "coniti-log", "version", "log_format", "events", "head_hash",
 "created_at", "store_id"}``; line ``1 + s`` is event ``s`` (every event, from 1 to the head, in order):
@@ -12,11 +13,14 @@ the head when the export began.
 
 :func:`import_log` builds a new store from a file. It reads every line and checks, in order: the
 header; that each line is JSON with the fields above; that the frame decodes and its payload matches
-its digest; that the readable fields equal the frame's; the sequence numbers (1, 2, ... without a
-gap); the hash chain; that recorded times never go backwards; that each event applies to the state
-before it; and at the end the event count and head hash of the header. The store is assembled in a
-temporary directory beside ``path`` and renamed to ``path`` only when all of it passed, so a
-rejection (:class:`~coniti.errors.MemoryFileError` naming the line) creates no store at ``path``.
+its digest; the sequence numbers (1, 2, ... without a gap); the hash chain; that the readable fields
+equal the frame's; that recorded times never go backwards and each event applies to the state before
+it; and at the end the event count and head hash of the header. The frames are checked and
+folded by :meth:`EventLog.import_frames <coniti.log.EventLog.import_frames>` (the chain walk of
+:mod:`coniti.log.chain`), a batch per transaction; the first problem, by line, is the one reported.
+The store is assembled in a temporary directory beside ``path`` and renamed to ``path`` only when all
+of it passed, so a rejection (:class:`~coniti.errors.MemoryFileError` naming the line) creates no
+store at ``path``.
 """
 
 from __future__ import annotations
@@ -29,24 +33,21 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from coniti.errors import ConitiError, MemoryFileError
-from coniti.log import FORMAT_VERSION, EventLog
-from coniti.log.codec import META, PUT, Event, decode_envelope
+from coniti.errors import MemoryFileError, StoreVersionError
+from coniti.jsonl import atomic_text_writer, fsync_dir, json_line, parse_json_line, read_lines
+from coniti.log.chain import FoldError
+from coniti.log.codec import EVENT_VERSION, GENESIS, LogEvent, decode_envelope
+from coniti.log.eventlog import EventLog
 from coniti.log.feed import read_frames
-from coniti.log.projections import Head
-from coniti.log.store import SYS_DB, SYS_HEAD
-from coniti.log.transfer import Chain, FoldRefused, append_checked, check_next
-from coniti.memfile import atomic_text_writer, fsync_dir, json_line, parse_json_line, read_lines
 
-if TYPE_CHECKING:
-    from coniti.impl.log import LogBackend
+__all__ = ["EVENT_FIELDS", "EXPORT_FORMAT", "EXPORT_VERSION", "export_log", "import_log"]
 
-__all__ = ["EVENT_FIELDS", "FORMAT", "VERSION", "export_log", "import_log"]
-
-FORMAT = "coniti-log"
-VERSION = "1.0.0"
+EXPORT_FORMAT = "coniti-log"
+"""The header's ``format``: names this file format (not the event version, not the store layout)."""
+EXPORT_VERSION = "1.0.0"
+"""The header's ``version``: the semantic version of this file format."""
 SUPPORTED_MAJOR = 1
 _BATCH = 1000
 _IMPORT_BATCH = 5000
@@ -55,54 +56,48 @@ EVENT_FIELDS = (
     "hash", "frame",
 )
 
+Source = str | os.PathLike[str] | IO[str]
+
 
 # -- export --------------------------------------------------------------------------------------
 
 
-def _line(event: Event, frame: bytes) -> str:
-    erased = event.kind in (PUT, META) and len(frame) == _envelope_end(frame)
-    data = {
-            "seq": event.seq,
-            "at": event.at,
-            "kind": event.kind,
-            "namespace": list(event.namespace),
-            "id": event.id,
-            "timestamp": event.timestamp,
-            "key": event.key,
-            "actor": event.actor,
-            "reason": event.reason,
-            "erased": erased,
-            "prev": event.prev.hex(),
-            "hash": event.hash.hex(),
-            "frame": base64.b64encode(frame).decode("ascii"),
-        }
-    return json_line(data)
+def _line(event: LogEvent, frame: bytes) -> str:
+    return json_line({
+        "seq": event.seq,
+        "at": event.at,
+        "kind": event.kind,
+        "namespace": list(event.namespace),
+        "id": event.id,
+        "timestamp": event.timestamp,
+        "key": event.key,
+        "actor": event.actor,
+        "reason": event.reason,
+        "erased": event.erased,
+        "prev": event.prev.hex(),
+        "hash": event.hash.hex(),
+        "frame": base64.b64encode(frame).decode("ascii"),
+    })
 
 
-def _envelope_end(frame: bytes) -> int:
-    return 4 + int.from_bytes(frame[:4], "big") + 32
-
-
-def export_log(backend: LogBackend, target: str | os.PathLike[str] | IO[str]) -> int:
-    """Write every event up to the current head to ``target``; returns how many."""
-    store = backend._log.store
-    with store.read() as txn:
-        head = Head.decode(txn.get(SYS_HEAD, db=store.dbs[SYS_DB]))
+def export_log(log: EventLog, target: Source) -> int:
+    """Write every event of ``log`` up to its current head to ``target``; returns how many."""
+    head = log.head()
     header = {
-        "format": FORMAT,
-        "version": VERSION,
-        "log_format": FORMAT_VERSION,
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "log_format": EVENT_VERSION,
         "events": head.seq,
         "head_hash": head.hash.hex(),
         "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "store_id": backend.store_id,
+        "store_id": log.store.store_id.hex(),
     }
     written = 0
-    last_hash = bytes(32)
+    last_hash = GENESIS
     with atomic_text_writer(Path(target) if isinstance(target, os.PathLike) else target) as out:
         out.write(json_line(header) + "\n")
         while written < head.seq:
-            frames = read_frames(store, written, head.seq, _BATCH)
+            frames = read_frames(log.store, written, head.seq, _BATCH)
             if not frames:
                 break
             for seq, frame in frames:
@@ -123,8 +118,8 @@ def export_log(backend: LogBackend, target: str | os.PathLike[str] | IO[str]) ->
 def _check_header(header: Any) -> tuple[int, bytes]:
     if not isinstance(header, dict):
         raise MemoryFileError("line 1: the header must be a JSON object")
-    if header.get("format") != FORMAT:
-        raise MemoryFileError(f"line 1: format must be {FORMAT!r}, got {header.get('format')!r}")
+    if header.get("format") != EXPORT_FORMAT:
+        raise MemoryFileError(f"line 1: format must be {EXPORT_FORMAT!r}, got {header.get('format')!r}")
     version = header.get("version")
     major = version.split(".", 1)[0] if isinstance(version, str) else ""
     if not major.isdigit():
@@ -136,9 +131,9 @@ def _check_header(header: Any) -> tuple[int, bytes]:
     log_format = header.get("log_format")
     if not isinstance(log_format, int) or isinstance(log_format, bool) or log_format < 1:
         raise MemoryFileError(f"line 1: log_format must be a positive integer, got {log_format!r}")
-    if log_format > FORMAT_VERSION:
+    if log_format > EVENT_VERSION:
         raise MemoryFileError(
-            f"line 1: log_format {log_format} is newer than this coniti reads ({FORMAT_VERSION}): "
+            f"line 1: log_format {log_format} is newer than this coniti reads ({EVENT_VERSION}): "
             "upgrade coniti"
         )
     count = header.get("events")
@@ -163,7 +158,8 @@ def _same_float(a: Any, b: float | None) -> bool:
     return isinstance(a, int | float) and not isinstance(a, bool) and float(a) == b
 
 
-def _event_of_line(data: Any, lineno: int, chain: Chain) -> tuple[Event, bytes]:
+def _frame_of_line(data: Any, lineno: int) -> bytes:
+    """The frame of an event line, once the line is an object with every field."""
     where = f"line {lineno}"
     if not isinstance(data, dict):
         raise MemoryFileError(f"{where}: an event line must be a JSON object")
@@ -174,14 +170,13 @@ def _event_of_line(data: Any, lineno: int, chain: Chain) -> tuple[Event, bytes]:
     if not isinstance(text, str):
         raise MemoryFileError(f"{where}: field 'frame' must be a base64 string")
     try:
-        frame = base64.b64decode(text, validate=True)
+        return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise MemoryFileError(f"{where}: field 'frame' is not valid base64") from None
-    try:
-        event = check_next(chain, frame)
-    except ConitiError as exc:
-        raise MemoryFileError(f"{where}: {exc}") from None
-    erased = event.erased
+
+
+def _check_readable(data: dict[str, Any], event: LogEvent) -> None:
+    """Every readable field of event line ``data`` equals that of ``event``, its decoded frame."""
     readable: list[tuple[str, bool]] = [
         ("seq", data["seq"] == event.seq and type(data["seq"]) is int),
         ("at", _same_float(data["at"], event.at)),
@@ -192,67 +187,97 @@ def _event_of_line(data: Any, lineno: int, chain: Chain) -> tuple[Event, bytes]:
         ("key", data["key"] == event.key),
         ("actor", data["actor"] == event.actor),
         ("reason", data["reason"] == event.reason),
-        ("erased", data["erased"] is erased),
+        ("erased", data["erased"] is event.erased),
         ("prev", data["prev"] == event.prev.hex()),
         ("hash", data["hash"] == event.hash.hex()),
     ]
     for name, ok in readable:
         if not ok:
             raise MemoryFileError(
-                f"{where}: field {name!r} ({data[name]!r}) does not match event {event.seq}'s frame"
+                f"line {event.seq + 1}: field {name!r} ({data[name]!r}) does not match event "
+                f"{event.seq}'s frame"
             )
-    return event, frame
 
 
-def _events_of(source: str | os.PathLike[str] | IO[str]) -> Iterator[tuple[int, Any]]:
+def _events_of(source: Source) -> Iterator[tuple[int, Any]]:
     for lineno, line in read_lines(Path(source) if isinstance(source, os.PathLike) else source):
         if not line.strip():
             raise MemoryFileError(f"line {lineno}: blank line")
         yield lineno, parse_json_line(line, lineno)
 
 
-def _assemble(source: str | os.PathLike[str] | IO[str], log: EventLog) -> int:
+class _Batch:
+    """Event lines read but not yet imported, by sequence number (line ``1 + s`` holds event ``s``)."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
+        self.lines: dict[int, dict[str, Any]] = {}
+        self.frames: list[bytes] = []
+        self.reached = 0
+        """The last event that decoded and chained (the import fails, if it does, after it)."""
+
+    def add(self, seq: int, data: dict[str, Any], frame: bytes) -> None:
+        self.lines[seq] = data
+        self.frames.append(frame)
+
+    def check(self, event: LogEvent) -> None:
+        self.reached = event.seq
+        _check_readable(self.lines[event.seq], event)
+
+    def flush(self) -> None:
+        """Import the batch: raises :class:`MemoryFileError` naming the line of the first event
+        that does not decode, chain, match its readable fields or apply."""
+        self.reached = min(self.lines, default=1) - 1
+        try:
+            self.log.import_frames(self.frames, self.check)
+        except FoldError as exc:
+            raise MemoryFileError(f"line {exc.seq + 1}: {exc}") from None
+        except StoreVersionError as exc:
+            raise MemoryFileError(f"line {self.reached + 2}: {exc}") from None
+        self.lines.clear()
+        self.frames.clear()
+
+
+def _assemble(source: Source, log: EventLog) -> int:
     lines = _events_of(source)
     first = next(lines, None)
     if first is None:
         raise MemoryFileError("line 1: the file is empty (no header)")
     count, head_hash = _check_header(first[1])
-    chain = Chain()
-    batch: list[tuple[Event, bytes]] = []
-
-    def flush() -> None:
+    batch = _Batch(log)
+    n = 0
+    while True:
         try:
-            append_checked(log.store, batch)
-        except FoldRefused as exc:
-            raise MemoryFileError(f"line {exc.seq + 1}: {exc}") from None
-        batch.clear()
-
-    for lineno, data in lines:
-        if chain.seq == count:
-            raise MemoryFileError(f"line {lineno}: the header promises {count} events; more follow")
-        batch.append(_event_of_line(data, lineno, chain))
-        if len(batch) == _IMPORT_BATCH:
-            flush()
-    flush()
-    if chain.seq != count:
+            item = next(lines, None)
+            if item is None:
+                break
+            lineno, data = item
+            if n == count:
+                raise MemoryFileError(f"line {lineno}: the header promises {count} events; more follow")
+            frame = _frame_of_line(data, lineno)
+        except MemoryFileError:
+            batch.flush()  # a problem on an earlier line is reported first
+            raise
+        n += 1
+        batch.add(n, data, frame)
+        if len(batch.frames) == _IMPORT_BATCH:
+            batch.flush()
+    batch.flush()
+    if n != count:
         raise MemoryFileError(
-            f"line {chain.seq + 2}: the file ends after {chain.seq} events; the header promises "
-            f"{count} (truncated?)"
+            f"line {n + 2}: the file ends after {n} events; the header promises {count} (truncated?)"
         )
-    if chain.hash != head_hash:
+    last = log.head().hash
+    if last != head_hash:
         raise MemoryFileError(
-            f"line 1: head_hash {head_hash.hex()} is not the hash of the last event ({chain.hash.hex()})"
+            f"line 1: head_hash {head_hash.hex()} is not the hash of the last event ({last.hex()})"
         )
     return count
 
 
-def import_log(
-    source: str | os.PathLike[str] | IO[str], path: str | os.PathLike[str], **options: Any
-) -> LogBackend:
-    """A new store at ``path`` holding exactly the events of ``source``; see the module docstring.
-    ``path`` must not exist or be an empty directory. ``options`` go to ``LogBackend``."""
-    from coniti.impl.log import LogBackend
-
+def import_log(source: Source, path: str | os.PathLike[str]) -> int:
+    """Create a new store at ``path`` holding exactly the events of ``source``; returns how many.
+    See the module docstring. ``path`` must not exist or be an empty directory."""
     target = Path(path)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise MemoryFileError(f"{target} already exists; import_log creates a new store")
@@ -265,7 +290,7 @@ def import_log(
     log: EventLog | None = None
     try:
         log = EventLog(scratch, durability="nosync")
-        _assemble(source, log)
+        count = _assemble(source, log)
         log.store.sync()
         log.close()
         log = None
@@ -280,7 +305,4 @@ def import_log(
         if isinstance(exc, OSError):
             raise MemoryFileError(f"cannot create the store at {target}: {exc}") from exc
         raise
-    return LogBackend(target, **options)
-
-
-
+    return count

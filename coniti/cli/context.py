@@ -1,0 +1,249 @@
+"""What every command shares: the settings of one call, the options, and point resolution.
+
+Every option in :func:`common_options` is accepted both before the command (``coniti --json ls``) and
+after it (``coniti ls --json``); a value given after the command wins. The settings live in a
+:class:`Settings` object created per call of :func:`coniti.cli.app.run`, never at module level.
+
+Command modules import this module (and output, parse, show, types), never each other nor the app.
+The library (``LogBackend``, the engine) is imported inside the functions that open it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+
+import click
+
+from coniti.cli.output import Output
+from coniti.cli.parse import format_namespace, resolve_store_path
+from coniti.cli.types import NAMESPACE, POINT, TIME
+
+if TYPE_CHECKING:
+    from coniti.actor import TimeRange
+    from coniti.engine import ContinuityEngine
+    from coniti.impl.log import LogBackend
+    from coniti.memory import MemoryBackend
+
+__all__ = [
+    "CliError",
+    "Settings",
+    "as_of_option",
+    "at_point",
+    "common_options",
+    "ns_option",
+    "range_options",
+    "settings",
+    "time_range",
+    "view_as_of",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+V_co = TypeVar("V_co", covariant=True)
+
+
+class CliError(click.ClickException):
+    """A failure the command line itself detects (missing store, refused note); exit status 1."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"coniti: error: {self.format_message()}", err=True)
+
+
+@dataclass
+class Settings:
+    """The options shared by every command, and the environment they were read with."""
+
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    store: str | None = None
+    json: bool = False
+    actor: str | None = None
+    reason: str | None = None
+    debug: bool = False
+    _output: Output | None = None
+
+    @property
+    def store_path(self) -> Path:
+        """``--store``, else ``$CONITI_STORE``, else the per-user default (see ``coniti --help``)."""
+        return resolve_store_path(self.store, self.environ)
+
+    @property
+    def actor_name(self) -> str | None:
+        """``--actor``, else ``$CONITI_ACTOR``, else ``None`` (the event carries no actor)."""
+        return self.actor or self.environ.get("CONITI_ACTOR") or None
+
+    @property
+    def out(self) -> Output:
+        """The output for this call (created on first use)."""
+        if self._output is None:
+            self._output = Output(json_mode=self.json)
+        return self._output
+
+    def open_store(self, mode: Literal["read", "write", "create"] = "read") -> LogBackend:
+        """Open the selected store: ``"read"`` (read-only) and ``"write"`` need an existing, non-empty
+        store directory; ``"create"`` makes one if missing. Only ``"create"`` makes a store."""
+        from coniti.impl.log import LogBackend
+
+        path = self.store_path
+        if mode != "create" and not (path.is_dir() and any(path.iterdir())):
+            raise CliError(
+                f"no store at {path} (choose one with --store or CONITI_STORE; "
+                "'coniti add', 'load' or 'import' create one)"
+            )
+        return LogBackend(path, actor=self.actor_name, read_only=mode == "read")
+
+    @contextmanager
+    def open_engine(self, store: LogBackend) -> Iterator[ContinuityEngine]:
+        """The engine over ``store`` with coniti's default pieces (:class:`~coniti.Container`)."""
+        from coniti.container import Container
+
+        with Container(memory=store) as container:
+            yield container.engine
+
+    def stamp(self, store: LogBackend) -> AbstractContextManager[None]:
+        """The audit block that stamps events written inside it with ``--actor``/``--reason``."""
+        if self.reason is None:
+            return nullcontext()
+        return store.audit(actor=self.actor_name, reason=self.reason)
+
+
+HINT_LIMIT = 8
+"""How many namespaces a "nothing stored here" hint lists."""
+
+
+def hint_if_unknown(
+    s: Settings, memory: MemoryBackend, namespace: tuple[str, ...], *, prefix: bool = False
+) -> None:
+    """When ``namespace`` (or, with ``prefix``, every namespace under it) holds no notes, say so on
+    stderr and list the namespaces that do, closest first. The answer itself is unchanged."""
+    from coniti.memory import closest_namespaces
+
+    under = memory.namespaces(namespace)
+    if (under if prefix else namespace in under):
+        return
+    what = "under" if prefix else "in namespace"
+    live = memory.namespaces()
+    if not live:
+        s.out.hint(f"no notes {what} {format_namespace(namespace)}: the store holds no notes yet")
+        return
+    near = [format_namespace(ns) for ns in closest_namespaces(namespace, live)]
+    more = f" (and {len(near) - HINT_LIMIT} more)" if len(near) > HINT_LIMIT else ""
+    s.out.hint(
+        f"no notes {what} {format_namespace(namespace)}; namespaces with notes, closest first: "
+        f"{', '.join(near[:HINT_LIMIT])}{more}"
+    )
+
+
+def settings() -> Settings:
+    """The :class:`Settings` of the running command."""
+    return click.get_current_context().find_object(Settings) or Settings()
+
+
+def _setter(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is None or value is False:
+            return
+        obj = ctx.find_object(Settings)
+        if obj is not None:
+            setattr(obj, name, value)
+
+    return callback
+
+
+def _shared(*decls: str, setting: str, **kwargs: Any) -> Callable[[F], F]:
+    """An option that sets ``Settings.<setting>`` when given, wherever it appears on the line."""
+    return click.option(*decls, expose_value=False, callback=_setter(setting), **kwargs)
+
+
+def common_options(func: F) -> F:
+    """Add --store, --json, --actor, --reason and --debug to a command or group."""
+    options = [
+        _shared("--store", setting="store", metavar="PATH",
+                help="Store directory (default: $CONITI_STORE, else $XDG_DATA_HOME/coniti/store)."),
+        _shared("--json", "json_", setting="json", is_flag=True,
+                help="Machine-readable output: one JSON document, or JSON lines for streams."),
+        _shared("--actor", setting="actor", metavar="NAME",
+                help="Who is acting; stamped on the events written (default: $CONITI_ACTOR)."),
+        _shared("--reason", setting="reason", metavar="TEXT",
+                help="Why; stamped on the events written."),
+        _shared("--debug", setting="debug", is_flag=True, help="Show the full traceback on errors."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def ns_option(
+    help: str = "Namespace, e.g. alice/notes ('/' is the root).",
+    *,
+    default: str | None = "/",
+) -> Callable[[F], F]:
+    """``--ns NAMESPACE`` passed as ``namespace`` (a tuple of parts; see :mod:`coniti.cli.parse`).
+
+    ``default=None`` means the command reads "no namespace given" (all, or each record's own); any
+    other default is shown in ``--help``.
+    """
+    return click.option(
+        "--ns",
+        "namespace",
+        type=NAMESPACE,
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+as_of_option = click.option(
+    "--as-of",
+    "as_of",
+    type=POINT,
+    default=None,
+    metavar="SEQ|DATE",
+    help="Read the memory as it was at this sequence number or ISO time.",
+)
+"""``--as-of SEQ|DATE`` passed as ``as_of``: a point (see :func:`at_point`) or ``None``."""
+
+
+def range_options(func: F) -> F:
+    """``--from`` and ``--to``, the note-time window, passed as ``start`` and ``end`` (see
+    :func:`time_range`)."""
+    func = click.option(
+        "--to", "end", type=TIME, default=None, help="Note time before this (exclusive)."
+    )(func)
+    return click.option(
+        "--from", "start", type=TIME, default=None, help="Note time at or after this."
+    )(func)
+
+
+def time_range(start: float | None, end: float | None) -> TimeRange | None:
+    """The note-time window of --from/--to, or None when neither is given."""
+    if start is None and end is None:
+        return None
+    from coniti.actor import TimeRange
+
+    return TimeRange(start=start, end=end)
+
+
+class _TimeTravel(Protocol[V_co]):
+    """Anything with ``at(seq)`` / ``at(time=...)``: a LogBackend (gives a view), an engine."""
+
+    def at(self, seq: int | None = None, *, time: float | None = None) -> V_co: ...
+
+
+def at_point(source: _TimeTravel[V_co], point: int | float) -> V_co:
+    """``source`` at a point as :data:`~coniti.cli.types.POINT` reads it: an ``int`` is a sequence
+    number (0..head, else the library's error), a ``float`` a recorded time (the last event at or
+    before it)."""
+    if isinstance(point, int):
+        return source.at(point)
+    return source.at(time=point)
+
+
+def view_as_of(store: LogBackend, as_of: int | float | None) -> MemoryBackend:
+    """What ``--as-of`` selects: the store itself when not given, else its view at that point."""
+    return store if as_of is None else at_point(store, as_of)
