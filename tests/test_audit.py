@@ -177,3 +177,22 @@ def test_stamps_survive_reopen_and_history_shows_them(tmp_path: Path) -> None:
         assert [(e.kind, e.actor, e.reason) for e in store.history("x")] == [
             ("put", "alice", "import"), ("delete", "bob", "GDPR request 12")
         ]
+
+
+def test_the_audit_module_does_not_import_the_backend() -> None:
+    """coniti.impl.log_audit imports nothing of coniti.impl.log, not even for type checking: the
+    backend depends on the audit functions, which take the EventLog they read."""
+    import ast
+
+    import coniti.impl.log_audit
+
+    tree = ast.parse(Path(coniti.impl.log_audit.__file__).read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    assert "coniti.log" in names  # the walk sees the module's imports
+    assert not [n for n in names if n == "coniti.impl.log" or n.startswith("coniti.impl.log.")]

@@ -191,3 +191,60 @@ def test_records_read_back_keep_independent_fields_sets(tmp_path: Any) -> None:
         again = store.get(GetRequest(ids=["a"]))
         assert again.records[0].model_fields_set == b.model_fields_set == every
         assert again.model_fields_set == result.model_fields_set == set(GetResult.model_fields)
+
+
+read_ids = st.sampled_from(["a", "b", "c", "h" * 500, "\ud800z"])
+read_times = st.sampled_from([0.0, -0.0, 1.5, -2.0, 1e300])
+read_steps = st.lists(st.tuples(st.booleans(), read_ids, read_times), min_size=1, max_size=20)
+
+
+@settings(max_examples=40, deadline=None)
+@given(read_steps)
+def test_rows_read_through_the_index_keys_are_the_rows_the_events_hold(
+    tmp_path_factory: Any, steps: list[tuple[bool, str, float]]
+) -> None:
+    """After any puts and deletes (hashed ids, timestamps 0.0 and -0.0), get and scan, now and as of
+    every event, return exactly the id, timestamp (with its sign), text and metadata of the put
+    event of each visible version, scans in (timestamp, write order), pages resuming in order."""
+    from coniti.log import EventLog, PutItem
+
+    log = EventLog(tmp_path_factory.mktemp("reads") / "store", durability="nosync")
+    try:
+        visible: dict[str, tuple[int, float, str]] = {}
+        states: list[dict[str, tuple[int, float, str]]] = [{}]
+        for k, (is_put, rid, ts) in enumerate(steps):
+            if is_put and rid not in visible:
+                text = f"text {k}"
+                log.put([PutItem((), rid, text, ts, {"k": k}, None, np.zeros(2, dtype=np.float32))])
+                visible[rid] = (log.head().seq, ts, text)
+            elif not is_put and rid in visible:
+                log.delete((), [rid])
+                del visible[rid]
+            else:
+                continue
+            states.append(dict(visible))  # one event per step taken: states[s] is right after s
+
+        def seen(rows: Any) -> list[tuple[str, str, str]]:
+            return [(r.id, r.timestamp.hex(), r.data.text) for r in rows]
+
+        ids = ["a", "b", "c", "h" * 500, "\ud800z"]
+        head = len(states) - 1
+        for at, state in [*enumerate(states), (None, states[head])]:
+            want = sorted(state.items(), key=lambda kv: (kv[1][1], kv[1][0]))
+            expected = [(rid, ts.hex(), text) for rid, (_, ts, text) in want]
+            rows, missing = log.get((), ids, at)
+            assert sorted(seen(rows)) == sorted(expected)
+            assert sorted(missing) == sorted(set(ids) - set(state))
+            assert all(r.data.metadata == {"k": int(r.data.text.split()[1])} for r in rows)
+            rows, more = log.scan((), None, None, None, None, at)
+            assert seen(rows) == expected and more is None
+            paged: list[Any] = []
+            after = None
+            while True:
+                page, after = log.scan((), None, None, after, 2, at)
+                paged += page
+                if after is None:
+                    break
+            assert seen(paged) == expected
+    finally:
+        log.close()

@@ -48,6 +48,7 @@ from coniti.impl.log_audit import Subscription
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
 from coniti.log import verify as _verify
+from coniti.log.keys import Namespace
 from coniti.memory import (
     ClearRequest,
     ClearResult,
@@ -74,8 +75,6 @@ from coniti.memory import (
 )
 
 __all__ = ["LogBackend", "LogView", "VerifyReport"]
-
-Namespace = tuple[str, ...]
 
 _Stamps = tuple[tuple[str, str | None, str | None], ...]
 _AUDIT: contextvars.ContextVar[_Stamps] = contextvars.ContextVar("coniti_log_audit", default=())
@@ -131,11 +130,12 @@ def _filtered_page(
     """Up to ``limit`` rows matching ``match`` after position ``after``, and the position of the last
     of them when another match follows (else None), read through :meth:`EventLog.scan`.
 
-    The walk reads chunks (each one snapshot) sized by the share of matches seen so far, at most
-    :data:`_CHUNK_MAX` rows. When the last match needed is not a chunk's last row and more matches
+    The walk reads chunks (each one snapshot), at most :data:`_CHUNK_MAX` rows: the first of
+    ``limit`` rows, each next one sized by the share of matches seen so far to hold about half the
+    matches still needed. When the last match needed is not a chunk's last row and more matches
     follow, the chunk's head is read again to learn that match's position (:meth:`EventLog.scan`
-    gives the position of a read's last row only); if a write changed it in between, the page is
-    read again from the start.
+    gives the position of a read's last row only); halving keeps that chunk, and so the re-read,
+    small. If a write changed the rows in between, the page is read again from the start.
     """
 
     def read(pos: Position | None, size: int) -> tuple[list[Row], Position | None]:
@@ -166,7 +166,7 @@ def _try_page(
             pos = nxt
             if len(rows) == limit:
                 return rows, (pos if _more(read, pos, _span(1, seen, found), match) else None)
-            size = _span(limit - len(rows), seen, found)
+            size = _span((limit - len(rows) + 1) // 2, seen, found)
             continue
         last = hits[need - 1]
         rows.extend(chunk[i] for i in hits[:need])
@@ -451,17 +451,17 @@ class LogBackend(_Reads, MemoryBackend):
         """The audit trail: events with ``after < seq <= until`` (``until`` None: to the head), of
         ``namespace`` only when given (``()`` is the root namespace), at most ``limit``, in sequence
         order. Lazy; reads in batches, holding no transaction between them."""
-        return _audit.events(self, after, until, namespace, limit)
+        return _audit.events(self._log, after, until, namespace, limit)
 
     def history(self, id: str, namespace: Sequence[str] = ()) -> list[Event]:
         """Every event that touched record ``id`` of ``namespace``, oldest first: each put of it and
         the delete, clear or erase that ended each version. Empty if it never existed."""
-        return _audit.history(self, id, namespace)
+        return _audit.history(self._log, id, namespace)
 
     def diff(self, a: int, b: int, *, namespace: Sequence[str] = ()) -> Diff:
         """Record ids added, removed and changed in ``namespace`` between the memory right after event
         ``a`` and right after event ``b`` (each ``0..head``)."""
-        return _audit.diff(self, a, b, namespace)
+        return _audit.diff(self._log, a, b, namespace)
 
     def follow(
         self,
@@ -472,7 +472,7 @@ class LogBackend(_Reads, MemoryBackend):
     ) -> Iterator[Event]:
         """A live tail: the events after ``after`` (None: the current head) as they commit, from any
         handle or process; stops once ``timeout`` seconds pass without a new event (None: never)."""
-        return _audit.follow(self, after, timeout, namespace)
+        return _audit.follow(self._log, after, timeout, namespace)
 
     def afollow(
         self,
@@ -482,16 +482,16 @@ class LogBackend(_Reads, MemoryBackend):
         namespace: Sequence[str] | None = None,
     ) -> AsyncIterator[Event]:
         """The async :meth:`follow`: reads on worker threads, waits with ``asyncio.sleep``."""
-        return _audit.afollow(self, after, timeout, namespace)
+        return _audit.afollow(self._log, after, timeout, namespace)
 
     def subscription(self, name: str, *, start: int = 0) -> Subscription:
         """The durable subscription ``name`` (created at position ``start`` if new; an existing one
         keeps its position). See :class:`~coniti.impl.log_audit.Subscription`."""
-        return _audit.subscription(self, name, start)
+        return _audit.subscription(self._log, name, start)
 
     def subscriptions(self) -> dict[str, int]:
         """Every subscription of the store and its position."""
-        return _audit.subscriptions(self)
+        return _audit.subscriptions(self._log)
 
     # -- erasure and compaction ------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""The audit trail, history, diff, change feed and durable subscriptions of a
-:class:`~coniti.impl.log.LogBackend` (its methods delegate here).
+"""The audit trail, history, diff, change feed and durable subscriptions of an
+:class:`~coniti.log.EventLog`, as public models (the methods of
+:class:`~coniti.impl.log.LogBackend` delegate here with their log).
 
 Contracts:
 
@@ -22,17 +23,15 @@ import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from coniti.actor import Note
 from coniti.errors import ContractError
 from coniti.events import Diff, Event
-from coniti.log import feed
+from coniti.log import EventLog, feed
 from coniti.log.codec import LogEvent
+from coniti.log.keys import Namespace
 from coniti.memory import MemoryRecord, as_namespace
-
-if TYPE_CHECKING:
-    from coniti.impl.log import LogBackend
 
 __all__ = ["Subscription", "public_event"]
 
@@ -97,7 +96,7 @@ def public_event(e: LogEvent) -> Event:
 
 
 def events(
-    backend: LogBackend,
+    log: EventLog,
     after: Any = 0,
     until: Any = None,
     namespace: Any = None,
@@ -108,23 +107,22 @@ def events(
     ns = None if namespace is None else as_namespace(namespace)
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise ContractError(f"limit must be None or an integer >= 1, got {limit!r}")
-    store = backend._log.store
-    return (public_event(e) for e in feed.read_events(store, after, until, ns, limit, _BATCH))
+    return (public_event(e) for e in feed.read_events(log.store, after, until, ns, limit, _BATCH))
 
 
-def history(backend: LogBackend, record_id: Any, namespace: Any) -> list[Event]:
+def history(log: EventLog, record_id: Any, namespace: Any) -> list[Event]:
     if not isinstance(record_id, str) or not record_id:
         raise ContractError(f"id must be a non-empty string, got {record_id!r}")
     ns = as_namespace(namespace)
-    return [public_event(e) for e in feed.history(backend._log.store, ns, record_id)]
+    return [public_event(e) for e in feed.history(log.store, ns, record_id)]
 
 
-def diff(backend: LogBackend, a: Any, b: Any, namespace: Any) -> Diff:
-    head = backend.head
+def diff(log: EventLog, a: Any, b: Any, namespace: Any) -> Diff:
+    head = log.head().seq
     a = check_seq(a, "a", head)
     b = check_seq(b, "b", head)
     ns = as_namespace(namespace)
-    added, removed, changed = feed.diff(backend._log.store, ns, a, b)
+    added, removed, changed = feed.diff(log.store, ns, a, b)
     return Diff.constructor()(
         {"a": a, "b": b, "namespace": ns, "added": added, "removed": removed, "changed": changed}
     )
@@ -133,23 +131,23 @@ def diff(backend: LogBackend, a: Any, b: Any, namespace: Any) -> Diff:
 # -- the live tail ---------------------------------------------------------------------------------
 
 
-def _start(backend: LogBackend, after: Any) -> int:
-    return backend.head if after is None else check_seq(after, "after")
+def _start(log: EventLog, after: Any) -> int:
+    return log.head().seq if after is None else check_seq(after, "after")
 
 
 def follow(
-    backend: LogBackend, after: Any, timeout: Any, namespace: Any = None
+    log: EventLog, after: Any, timeout: Any, namespace: Any = None
 ) -> Iterator[Event]:
-    pos = _start(backend, after)
+    pos = _start(log, after)
     wait = check_timeout(timeout)
     ns = None if namespace is None else as_namespace(namespace)
-    return _follow(backend, pos, wait, ns)
+    return _follow(log, pos, wait, ns)
 
 
 def _follow(
-    backend: LogBackend, pos: int, timeout: float | None, ns: tuple[str, ...] | None
+    log: EventLog, pos: int, timeout: float | None, ns: Namespace | None
 ) -> Iterator[Event]:
-    store = backend._log.store
+    store = log.store
     last_new = time.monotonic()
     while True:
         batch, pos = feed.read_batch(store, pos, None, ns, _BATCH)
@@ -164,18 +162,18 @@ def _follow(
 
 
 def afollow(
-    backend: LogBackend, after: Any, timeout: Any, namespace: Any = None
+    log: EventLog, after: Any, timeout: Any, namespace: Any = None
 ) -> AsyncIterator[Event]:
-    pos = _start(backend, after)
+    pos = _start(log, after)
     wait = check_timeout(timeout)
     ns = None if namespace is None else as_namespace(namespace)
-    return _afollow(backend, pos, wait, ns)
+    return _afollow(log, pos, wait, ns)
 
 
 async def _afollow(
-    backend: LogBackend, pos: int, timeout: float | None, ns: tuple[str, ...] | None
+    log: EventLog, pos: int, timeout: float | None, ns: Namespace | None
 ) -> AsyncIterator[Event]:
-    store = backend._log.store
+    store = log.store
     last_new = time.monotonic()
     while True:
         batch, pos = await asyncio.to_thread(feed.read_batch, store, pos, None, ns, _BATCH)
@@ -213,10 +211,10 @@ class Subscription:
     except through :meth:`seek`. Thread-safe like its store.
     """
 
-    __slots__ = ("_backend", "name")
+    __slots__ = ("_log", "name")
 
-    def __init__(self, backend: LogBackend, name: str) -> None:
-        self._backend = backend
+    def __init__(self, log: EventLog, name: str) -> None:
+        self._log = log
         self.name = name
 
     def __repr__(self) -> str:
@@ -225,30 +223,29 @@ class Subscription:
     @property
     def position(self) -> int:
         """The last acknowledged sequence number (0: nothing yet), read from the store."""
-        found = feed.subscription(self._backend._log.store, self.name)
+        found = feed.subscription(self._log.store, self.name)
         if found is None:
             raise ContractError(f"subscription {self.name!r} was deleted")
         return found
 
     def pending(self, *, limit: int | None = None) -> Iterator[Event]:
         """The events after :attr:`position` up to the head, without waiting."""
-        return events(self._backend, self.position, None, None, limit)
+        return events(self._log, self.position, None, None, limit)
 
     def follow(self, *, timeout: float | None = None) -> Iterator[Event]:
-        """A live tail from :attr:`position`, as :meth:`LogBackend.follow`. Does not acknowledge."""
-        return follow(self._backend, self.position, timeout)
+        """A live tail from :attr:`position`, as :meth:`LogBackend.follow <coniti.impl.log.LogBackend.follow>`.
+        Does not acknowledge."""
+        return follow(self._log, self.position, timeout)
 
     def afollow(self, *, timeout: float | None = None) -> AsyncIterator[Event]:
         """The async :meth:`follow`."""
-        return afollow(self._backend, self.position, timeout)
+        return afollow(self._log, self.position, timeout)
 
     def ack(self, seq: int) -> None:
         """Record durably that every event up to and including ``seq`` was processed. ``seq`` must not
         be behind :attr:`position` nor beyond the head (:class:`ContractError`)."""
         seq = check_seq(seq, "seq")
-        feed.set_subscription(
-            self._backend._log.store, self.name, seq, forward_only=True
-        )
+        feed.set_subscription(self._log.store, self.name, seq, forward_only=True)
 
     async def aack(self, seq: int) -> None:
         """The async :meth:`ack` (on a worker thread)."""
@@ -257,22 +254,19 @@ class Subscription:
     def seek(self, seq: int) -> None:
         """Move the position to ``seq`` (``0..head``), backwards too: replays from there."""
         seq = check_seq(seq, "seq")
-        feed.set_subscription(
-            self._backend._log.store, self.name, seq, forward_only=False
-        )
+        feed.set_subscription(self._log.store, self.name, seq, forward_only=False)
 
     def delete(self) -> None:
         """Remove the subscription from the store."""
-        feed.drop_subscription(self._backend._log.store, self.name)
+        feed.drop_subscription(self._log.store, self.name)
 
 
-def subscription(backend: LogBackend, name: Any, start: Any) -> Subscription:
-    store = backend._log.store
+def subscription(log: EventLog, name: Any, start: Any) -> Subscription:
     start = check_seq(start, "start")
-    if feed.subscription(store, name) is None:
-        feed.create_subscription(store, name, start)
-    return Subscription(backend, name)
+    if feed.subscription(log.store, name) is None:
+        feed.create_subscription(log.store, name, start)
+    return Subscription(log, name)
 
 
-def subscriptions(backend: LogBackend) -> dict[str, int]:
-    return feed.subscriptions(backend._log.store)
+def subscriptions(log: EventLog) -> dict[str, int]:
+    return feed.subscriptions(log.store)

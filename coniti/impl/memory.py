@@ -70,8 +70,9 @@ class _Stored:
         """Keys of ``keys[lo:hi]`` whose record's metadata matches, at most ``limit``, and whether
         another match follows them."""
         out: list[Key] = []
-        by_key = self.by_key
-        for key in self.keys[lo:hi]:
+        keys, by_key = self.keys, self.by_key
+        for i in range(lo, hi):  # by index: a page reads only as far as it needs
+            key = keys[i]
             if match(by_key[key].note.metadata):
                 if len(out) == limit:
                     return out, True

@@ -10,7 +10,6 @@ index walks over one snapshot; ``as_of=S`` reads the state right after event ``S
 from __future__ import annotations
 
 import os
-import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
@@ -25,10 +24,7 @@ from coniti.log.codec import (
     ERASE,
     META,
     LogEvent,
-    RecordData,
-    decode_content,
     decode_envelope,
-    decode_event,
     decode_record,
     decode_value,
     encode_event,
@@ -39,35 +35,13 @@ from coniti.log.codec import (
     is_erased,
     payload_digest,
 )
+from coniti.log.feed import read_events
 from coniti.log.group import GroupCommit
-from coniti.log.keys import (
-    NSID_LEN,
-    decode_ts_key,
-    inline_name,
-    is_hashed,
-    name_key,
-    ns_bytes,
-    seq_from_key,
-    seq_key,
-    ts_key,
-)
-from coniti.log.projections import Dbs, Head, Projections
+from coniti.log.keys import Namespace, is_hashed, name_key, ns_bytes, ts_key
+from coniti.log.projections import Dbs, Head, Projections, Row
 from coniti.log.store import DEFAULT_MAP_SIZE, Store
 
 __all__ = ["EventLog", "PutItem", "Row"]
-
-_TS_ZERO = ts_key(0.0)
-_TS_AT = slice(NSID_LEN, NSID_LEN + 8)
-"""Where the timestamp key ``T`` sits in a ``time``/``tver`` key ``N T S``; ``S`` follows at ``_SEQ_AT``."""
-_SEQ_AT = NSID_LEN + 8
-_ZERO8 = bytes(8)
-_ALL8 = 2**64 - 1
-_U64 = struct.Struct(">Q")
-_pack_u64 = _U64.pack
-_unpack_u64 = _U64.unpack
-_tuple_new = tuple.__new__
-
-Namespace = tuple[str, ...]
 
 
 class PutItem(NamedTuple):
@@ -80,14 +54,6 @@ class PutItem(NamedTuple):
     metadata: dict[str, Any]
     embedding_id: str | None
     vector: np.ndarray
-
-
-class Row(NamedTuple):
-    """One record read back: id, note timestamp and content (fresh objects, owned by the caller)."""
-
-    id: str
-    timestamp: float
-    data: RecordData
 
 
 _Prepared = tuple[PutItem, bytes, float, bytes, bytes, bytes]
@@ -127,7 +93,6 @@ class EventLog:
         self._merge_puts = self._put_calls  # one bound method: the group merges calls naming it
         self._commit = self.store.write if self.group is None else self.group.run
         self._dbs = Dbs(self.store.dbs)
-        self._log_db = self._dbs.log
         self._nsids: dict[Namespace, bytes] = {}
 
     @property
@@ -413,7 +378,6 @@ class EventLog:
         receipt (ending the record if it is live). One transaction. Returns ``(erased, missing,
         receipt sequence numbers)``; ids the namespace never held are missing and get no event."""
         canonical = ns_bytes(namespace)
-        log_db = self._log_db
 
         def write(txn: Any) -> tuple[list[str], list[str], list[int]]:
             p = Projections(txn, self._dbs)
@@ -444,7 +408,7 @@ class EventLog:
                 for put_seq, end_seq, tsk in versions:
                     frame = p.frame(put_seq)
                     if not is_erased(frame):
-                        txn.put(seq_key(put_seq), erase_payload(frame), db=log_db)
+                        p.replace_frame(put_seq, erase_payload(frame))
                     p.unindex_version(nsid, put_seq, end_seq, tsk)
                 seq += 1
                 frame, h = encode_event(
@@ -466,7 +430,6 @@ class EventLog:
 
     def _reload_dbs(self) -> None:
         self._dbs = Dbs(self.store.dbs)
-        self._log_db = self._dbs.log
 
     def import_frames(
         self, frames: Iterable[bytes], check: Callable[[LogEvent], None] | None = None
@@ -524,80 +487,16 @@ class EventLog:
         with self.store.read() as txn:
             return Projections(txn, self._dbs).seq_at_time(at)
 
-    def _row(self, p: Projections, seq: int, tsk: bytes, idk: bytes | None, record_id: str | None) -> Row | None:
-        """The row of put event ``seq``. With an inline id key and a nonzero timestamp key the
-        id and timestamp come from the indexes and only the payload is decoded; otherwise the
-        envelope is read too (a hashed id must be checked, and the key of 0.0 loses -0.0's sign)."""
-        frame = p.frame(seq)
-        if idk is not None and tsk != _TS_ZERO and not is_hashed(idk):
-            data = decode_content(frame)
-            if data is None:
-                return None
-            return Row(record_id if record_id is not None else inline_name(idk), decode_ts_key(tsk), data)
-        rid, ts, data = decode_record(frame)
-        if data is None or (record_id is not None and rid != record_id):
-            return None
-        return Row(rid, ts, data)
-
     def get(
         self, namespace: Namespace, ids: Sequence[str], as_of: int | None = None
     ) -> tuple[list[Row], list[str]]:
         """Rows for ``ids`` (no repeats) in order, and the ids not found."""
-        rows: list[Row] = []
-        missing: list[str] = []
         with self.store.read() as txn:
             p = Projections(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
-                return rows, list(ids)
-            if as_of is None:
-                # Current state, inline (one call per get): the newest ``ver`` entry of the id is
-                # live when its end is zero (§5 of log/FORMAT.md).
-                cur = txn.cursor(db=self._dbs.ver)
-                set_range, key_of, value_of = cur.set_range, cur.key, cur.value
-                log_get, log_db = txn.get, self._dbs.log
-                for record_id in ids:
-                    idk = name_key(record_id)
-                    prefix = nsid + idk
-                    row = None
-                    if set_range(prefix):
-                        key = key_of()
-                        if len(key) == len(prefix) + 8 and key.startswith(prefix):
-                            value = value_of()
-                            if value[:8] == _ZERO8:
-                                seq = _ALL8 - _unpack_u64(key[-8:])[0]
-                                tsk = value[8:]
-                                if tsk != _TS_ZERO and idk[:1] == b"\x00":
-                                    frame = log_get(_pack_u64(seq), db=log_db)
-                                    if frame is None:
-                                        p.frame(seq)  # raises: an index names a missing event
-                                    data = decode_content(frame)
-                                    if data is not None:
-                                        row = _tuple_new(Row, (record_id, decode_ts_key(tsk), data))
-                                else:
-                                    row = self._row(p, seq, bytes(tsk), idk, record_id)
-                    if row is None:
-                        missing.append(record_id)
-                    else:
-                        rows.append(row)
-                return rows, missing
-            visible = p.visible
-            for record_id in ids:
-                idk = name_key(record_id)
-                found = visible(nsid, idk, as_of)
-                if found is None:
-                    row = None
-                elif found[1] != _TS_ZERO and idk[:1] == b"\x00":
-                    # The common case of _row, inline: an inline id key and a nonzero timestamp.
-                    data = decode_content(p.frame(found[0]))
-                    row = None if data is None else _tuple_new(Row, (record_id, decode_ts_key(found[1]), data))
-                else:
-                    row = self._row(p, found[0], found[1], idk, record_id)
-                if row is None:
-                    missing.append(record_id)
-                else:
-                    rows.append(row)
-        return rows, missing
+                return [], list(ids)
+            return p.get_rows(nsid, ids, as_of)
 
     def scan(
         self,
@@ -611,68 +510,12 @@ class EventLog:
         """Rows in (timestamp, write order) with ``start <= timestamp < end``, strictly after the
         position ``after`` = ``(timestamp, seq)``, at most ``limit``; plus the position of the last
         row when more follow."""
-        lo = None if start is None else ts_key(start)
-        hi = None if end is None else ts_key(end)
-        pos = None if after is None else ts_key(after[0]) + seq_key(after[1])
         with self.store.read() as txn:
             p = Projections(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], None
-            if as_of is None:
-                return self._scan_current(txn, p, nsid, lo, hi, pos, limit)
-            entries, more = p.scan_as_of(nsid, lo, hi, pos, limit, as_of)
-            rows = []
-            row_of = self._row
-            frame_of = p.frame
-            for seq, tsk, idk in entries:
-                if idk is not None and idk[:1] == b"\x00" and tsk != _TS_ZERO:
-                    # The common case of _row, inline: an inline id key and a nonzero timestamp.
-                    data = decode_content(frame_of(seq))
-                    if data is not None:
-                        rows.append(_tuple_new(Row, (inline_name(idk), decode_ts_key(tsk), data)))
-                    continue
-                row = row_of(p, seq, tsk, idk, None)
-                if row is not None:
-                    rows.append(row)
-        if more is None:
-            return rows, None
-        return rows, (decode_ts_key(more[:8]), seq_from_key(more[8:]))
-
-    def _scan_current(
-        self,
-        txn: Any,
-        p: Projections,
-        nsid: bytes,
-        lo: bytes | None,
-        hi: bytes | None,
-        after: bytes | None,
-        limit: int | None,
-    ) -> tuple[list[Row], tuple[float, int] | None]:
-        """:meth:`scan` of the current state, decoding each entry of
-        :meth:`Projections.live_entries` as the walk reaches it (the key ``N T S`` of ``time`` holds
-        the log key ``S`` as it is)."""
-        rows: list[Row] = []
-        taken = 0
-        last = b""
-        log_get, log_db = txn.get, self._dbs.log
-        for key, idk in p.live_entries(nsid, lo, hi, after):
-            if limit is not None and taken == limit:
-                return rows, (decode_ts_key(last[_TS_AT]), seq_from_key(last[_SEQ_AT:]))
-            taken += 1
-            last = key
-            tsk = key[_TS_AT]
-            if idk[:1] == b"\x00" and tsk != _TS_ZERO:
-                # The common case of _row, inline: an inline id key and a nonzero timestamp.
-                frame = log_get(key[_SEQ_AT:], db=log_db)
-                data = decode_content(frame if frame is not None else p.frame(seq_from_key(key[_SEQ_AT:])))
-                if data is not None:
-                    rows.append(_tuple_new(Row, (inline_name(idk), decode_ts_key(tsk), data)))
-                continue
-            row = self._row(p, seq_from_key(key[_SEQ_AT:]), bytes(tsk), bytes(idk), None)
-            if row is not None:
-                rows.append(row)
-        return rows, None
+            return p.scan_rows(nsid, start, end, after, limit, as_of)
 
     def count(
         self,
@@ -682,12 +525,10 @@ class EventLog:
         as_of: int | None = None,
     ) -> int:
         """Records with ``start <= timestamp < end`` (unbounded where None)."""
-        lo = None if start is None else ts_key(start)
-        hi = None if end is None else ts_key(end)
         with self.store.read() as txn:
             p = Projections(txn, self._dbs)
             nsid = self._nsid(p, namespace)
-            return 0 if nsid is None else p.count_range(nsid, lo, hi, as_of)
+            return 0 if nsid is None else p.count_range(nsid, start, end, as_of)
 
     def get_meta(self, namespace: Namespace, key: str, as_of: int | None = None) -> Any:
         """The metadata value (None when unset)."""
@@ -704,19 +545,5 @@ class EventLog:
 
     def events(self, after: int = 0, until: int | None = None, batch: int = 256) -> Iterator[LogEvent]:
         """Decoded events with ``after < seq <= until`` in order, read ``batch`` per snapshot (no
-        transaction is held while the caller consumes them)."""
-        nxt = after + 1
-        while True:
-            chunk: list[LogEvent] = []
-            with self.store.read() as txn:
-                cur = txn.cursor(db=self._log_db)
-                if cur.set_range(seq_key(nxt)):
-                    for key, frame in cur:
-                        seq = int.from_bytes(key, "big")
-                        if (until is not None and seq > until) or len(chunk) == batch:
-                            break
-                        chunk.append(decode_event(frame, seq, strict=False))
-            yield from chunk
-            if len(chunk) < batch:
-                return
-            nxt = chunk[-1].seq + 1
+        transaction is held while the caller consumes them; see :func:`coniti.log.feed.read_events`)."""
+        return read_events(self.store, after, until, batch=batch)

@@ -32,7 +32,7 @@ from coniti.log.codec import (
     decode_event,
     decode_record,
 )
-from coniti.log.keys import SEQ_LEN, name_key, ns_bytes, seq_from_key, seq_key
+from coniti.log.keys import SEQ_LEN, Namespace, name_key, ns_bytes, seq_from_key, seq_key
 from coniti.log.projections import Dbs, Head, Projections
 from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD, Store
 
@@ -51,8 +51,6 @@ __all__ = [
     "subscriptions",
     "wait_for_head",
 ]
-
-Namespace = tuple[str, ...]
 
 SUB_PREFIX = b"sub:"
 MAX_SUBSCRIPTION_NAME = 200

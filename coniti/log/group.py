@@ -42,7 +42,6 @@ Contracts:
 from __future__ import annotations
 
 import copy
-import os
 import threading
 import time
 from collections import deque
@@ -57,10 +56,6 @@ from coniti.log.store import Store, translate
 __all__ = ["MAX_GROUP", "GroupCommit"]
 
 T = TypeVar("T")
-
-_FORKS = [0]
-"""How many times this process image was forked into a child (cheaper than ``os.getpid()``)."""
-os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
 
 Outcome = tuple[Any, BaseException | None]
 """A call's ``(result, None)`` or ``(None, error)``."""
@@ -138,7 +133,6 @@ class GroupCommit:
         self.max_group = max_group
         self._mu = threading.Lock()
         self._queue: deque[_Call] = deque()
-        self._forks = _FORKS[0]
         self.commits = 0
         self.calls = 0
         self.linger = True
@@ -162,7 +156,7 @@ class GroupCommit:
         one ``merger(txn, [data, ...])`` instead of one ``fn`` each (less work per call); its outcome
         for a call must be what ``fn`` would have given. If the merger raises, the calls run one by
         one after all."""
-        if _FORKS[0] != self._forks:
+        if self._store.forked:
             return self._store.write(fn)
         mu = self._mu
         call = _Call(fn, merge)

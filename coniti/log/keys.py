@@ -27,6 +27,7 @@ __all__ = [
     "MAX_SEQ",
     "NSID_LEN",
     "SEQ_LEN",
+    "Namespace",
     "decode_ts_key",
     "inline_name",
     "inv_seq_key",
@@ -40,6 +41,9 @@ __all__ = [
     "seq_key",
     "ts_key",
 ]
+
+Namespace = tuple[str, ...]
+"""A namespace as the log layer holds it: its parts in order (``()`` is the root namespace)."""
 
 SEQ_LEN = 8
 NSID_LEN = 4

@@ -32,18 +32,33 @@ point, returns or counts it.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import takewhile
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
 from coniti.errors import StoreCorrupted, StoreError
 from coniti.log.chain import FoldError
-from coniti.log.codec import CLEAR, DELETE, ERASE, META, PUT, LogEvent, recorded_at
+from coniti.log.codec import (
+    CLEAR,
+    DELETE,
+    ERASE,
+    META,
+    PUT,
+    LogEvent,
+    RecordData,
+    decode_content,
+    decode_record,
+    recorded_at,
+)
 from coniti.log.keys import (
+    MAX_SEQ,
     NSID_LEN,
     SEQ_LEN,
+    Namespace,
+    decode_ts_key,
+    inline_name,
     inv_seq_key,
     is_hashed,
     name_key,
@@ -56,33 +71,135 @@ from coniti.log.keys import (
 )
 from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD
 
-__all__ = ["Dbs", "Head", "Projections"]
+__all__ = ["Dbs", "Head", "Projections", "Row"]
 
-ZERO8 = bytes(8)
-MAX8 = b"\xff" * 8
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _F64 = struct.Struct(">d")
+_tuple_new = tuple.__new__
+
+# -- the index layout: every key and value of the sub-databases above is built and parsed here ------
+
+_LIVE = bytes(8)
+"""The end ``E`` of a live version in ``ver`` and ``tver`` values (no event ends it)."""
 _TS_END = NSID_LEN + 8
+_T = slice(NSID_LEN, _TS_END)
+"""The timestamp key ``T`` in a ``time``/``tver`` key ``N T S``."""
+_S = slice(_TS_END, None)
+"""The sequence key ``S`` in a ``time``/``tver`` key ``N T S`` (the log's key of the put)."""
+_POSITION = slice(NSID_LEN, None)
+"""The position ``T S`` of a record in (timestamp, write order): a ``time``/``tver`` key after ``N``."""
 _PAST_KEY = b"\xff" * 17
 """After ``N``: sorts after every ``T S`` (16 bytes), so ``N + _PAST_KEY`` bounds the keys of ``N``."""
-_SEQ_END = _TS_END + SEQ_LEN
+_TS_ZERO = ts_key(0.0)
 
 
-def _scan_stop(nsid: bytes, hi: bytes | None) -> bytes:
+def _missing(seq: int) -> StoreCorrupted:
+    """The error for an index naming event ``seq``, which the log lacks."""
+    return StoreCorrupted(f"event {seq} is referenced by an index but missing from the log")
+
+
+def _ver_key(nsid: bytes, idk: bytes, seq: int) -> bytes:
+    """``ver`` key ``N I ~S`` of the version put at ``seq``; its value is ``E T`` (:data:`_LIVE`
+    or the ending event's sequence key, then the timestamp key)."""
+    return nsid + idk + inv_seq_key(seq)
+
+
+def _meta_key(nsid: bytes, mk: bytes, seq: int) -> bytes:
+    """``meta`` key ``N K ~S`` of the metadata write at ``seq`` (value empty)."""
+    return nsid + mk + inv_seq_key(seq)
+
+
+def _erx_key(nsid: bytes, idk: bytes, seq: int) -> bytes:
+    """``erx`` key ``N I S`` of the erase event ``seq`` of a record (value empty)."""
+    return nsid + idk + seq_key(seq)
+
+
+def _time_key(nsid: bytes, tsk: bytes, sk: bytes) -> bytes:
+    """``time`` and ``tver`` key ``N T S`` (``sk`` the put's sequence key); ``time`` values are
+    ``I``, ``tver`` values ``E I``."""
+    return nsid + tsk + sk
+
+
+def _position(tsk: bytes, seq: int) -> bytes:
+    """The position ``T S`` (see :data:`_POSITION`) of timestamp key ``tsk`` and sequence ``seq``."""
+    return tsk + seq_key(seq)
+
+
+def _cnt_key(nsid: bytes, seq: int) -> bytes:
+    """``cnt`` key ``N S``: the state of namespace ``N`` right after event ``seq``."""
+    return nsid + seq_key(seq)
+
+
+def _cnt_value(count: int, last: bytes) -> bytes:
+    """``cnt`` value: the live record count (u64) and the last position in ``time`` (b"": none)."""
+    return _U64.pack(count) + last
+
+
+def _cnt_count(value: bytes) -> int:
+    """The count of a ``cnt`` value."""
+    return int(_U64.unpack_from(value)[0])
+
+
+def _cnt_recount(value: bytes, delta: int) -> bytes:
+    """A ``cnt`` value with its count changed by ``delta`` and its position kept (a layout-1 value
+    stays 8 bytes)."""
+    return _U64.pack(_cnt_count(value) + delta) + value[8:]
+
+
+def _cnt_last(value: bytes) -> bytes | None:
+    """The last position of a ``cnt`` value (b"": none), or None for an 8-byte value of layout 1."""
+    return None if len(value) == 8 else value[8:]
+
+
+def _is_entry(key: bytes, prefix: bytes) -> bool:
+    """Whether ``key`` is ``prefix`` and a sequence key (``S`` or ``~S``): an entry of one record or
+    metadata key ``prefix`` = ``N I`` or ``N K`` in ``ver``, ``meta`` or ``erx``."""
+    return len(key) == len(prefix) + SEQ_LEN and key.startswith(prefix)
+
+
+def _seek_newest(cur: Any, prefix: bytes, start: bytes) -> bool:
+    """Position ``cur`` on the first key at or after ``start`` and say whether it is an entry of
+    ``prefix``: a ``ver``/``meta`` lookup (``start`` is ``prefix``, or ``prefix ~X`` as of ``X``)."""
+    return bool(cur.set_range(start)) and _is_entry(cur.key(), prefix)
+
+
+def _under(cur: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """``(sequence key, value)`` of every entry of ``prefix`` (see :func:`_is_entry`) in key order."""
+    if cur.set_range(prefix):
+        for key, value in cur:
+            if not _is_entry(key, prefix):
+                return
+            yield key[-SEQ_LEN:], value
+
+
+def _scan_stop(nsid: bytes, end: float | None) -> bytes:
     """The key a walk of ``time`` or ``tver`` from within namespace ``nsid`` stops at: every key
-    from the walk's start on is ``N T S`` with ``N >= nsid``, so it is in ``nsid`` and before the
-    timestamp key ``hi`` (if any) iff it sorts before this one key."""
-    return nsid + (hi if hi is not None else _PAST_KEY)
+    from the walk's start on is ``N T S`` with ``N >= nsid``, so it is in ``nsid`` and has a
+    timestamp before ``end`` (if any) iff it sorts before this one key."""
+    return nsid + (ts_key(end) if end is not None else _PAST_KEY)
 
 
-def _scan_start(nsid: bytes, lo: bytes | None, after: bytes | None) -> bytes:
-    """The first key a scan of namespace ``nsid`` from timestamp key ``lo`` strictly after
-    position ``after`` (``T S``) may return, in ``time`` or ``tver``."""
-    start = nsid + lo if lo is not None else nsid
+def _scan_start(nsid: bytes, start: float | None, after: tuple[float, int] | None) -> bytes:
+    """The first key a scan of namespace ``nsid`` from timestamp ``start`` strictly after the
+    position ``after`` = ``(timestamp, seq)`` may return, in ``time`` or ``tver``."""
+    first = nsid + ts_key(start) if start is not None else nsid
     if after is not None:
-        start = max(start, nsid + after[:8] + seq_key(seq_from_key(after[8:]) + 1))
-    return start
+        first = max(first, nsid + _position(ts_key(after[0]), after[1] + 1))
+    return first
+
+
+def _split_position(position: bytes) -> tuple[float, int]:
+    """The (timestamp, seq) of a position ``T S``."""
+    return decode_ts_key(position[:8]), seq_from_key(position[8:])
+
+
+class Row(NamedTuple):
+    """One record read back: id, note timestamp and content (fresh objects, owned by the caller)."""
+
+    id: str
+    timestamp: float
+    data: RecordData
 
 
 class Head:
@@ -140,7 +257,7 @@ class Projections:
         self._counts: dict[bytes, int] = {}
         self._max: dict[bytes, bytes] = {}
         self._ver_cur: Any = None
-        self._interned: dict[tuple[str, ...], bytes] = {}
+        self._interned: dict[Namespace, bytes] = {}
 
     # -- head and log --------------------------------------------------------------------------
 
@@ -155,8 +272,13 @@ class Projections:
         """The stored frame of event ``seq``; :class:`StoreCorrupted` if the log lacks it."""
         raw = self.txn.get(seq_key(seq), db=self.d.log)
         if raw is None:
-            raise StoreCorrupted(f"event {seq} is referenced by an index but missing from the log")
+            raise _missing(seq)
         return bytes(raw)
+
+    def replace_frame(self, seq: int, frame: bytes) -> None:
+        """Overwrite the stored frame of event ``seq`` (erasure: the same envelope and digest, no
+        payload)."""
+        self.txn.put(seq_key(seq), frame, db=self.d.log)
 
     def append(self, seq: int, frame: bytes) -> None:
         """Append event ``seq`` to the log (LMDB append mode: it must sort after every key)."""
@@ -203,7 +325,7 @@ class Projections:
             raise StoreCorrupted(f"namespace id {number} is already taken")
         return nsid
 
-    def namespaces(self) -> Iterator[tuple[bytes, tuple[str, ...]]]:
+    def namespaces(self) -> Iterator[tuple[bytes, Namespace]]:
         """Every namespace ever used: ``(namespace id, namespace)`` in id order."""
         for nsid, canonical in self.txn.cursor(db=self.d.nsn):
             yield bytes(nsid), tuple(msgpack.unpackb(canonical, raw=False))
@@ -215,16 +337,15 @@ class Projections:
             self._ver_cur = self.txn.cursor(db=self.d.ver)
         return self._ver_cur
 
-    def latest(self, nsid: bytes, idk: bytes) -> tuple[int, bytes] | None:
-        """``(put seq, end S + T)`` of the newest version of a record, or None if it never existed."""
+    def latest(self, nsid: bytes, idk: bytes) -> tuple[int, bool, bytes] | None:
+        """``(put seq, live, timestamp key)`` of the newest version of a record, or None if it
+        never existed."""
         prefix = nsid + idk
         cur = self._vcur()
-        if not cur.set_range(prefix):
+        if not _seek_newest(cur, prefix, prefix):
             return None
-        key = cur.key()
-        if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
-            return None
-        return seq_from_inv(key[-SEQ_LEN:]), cur.value()
+        value = cur.value()
+        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[:SEQ_LEN] == _LIVE, value[SEQ_LEN:]
 
     def live_seq(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> int | None:
         """The put seq of the version visible now (or right after event ``as_of``), else None."""
@@ -235,28 +356,19 @@ class Projections:
         """``(put seq, timestamp key)`` of the version visible now (or right after event
         ``as_of``), else None."""
         prefix = nsid + idk
-        cur = self._vcur()
-        if not cur.set_range(prefix if as_of is None else prefix + inv_seq_key(as_of)):
-            return None
-        key = cur.key()
-        if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
+        cur = self._ver_cur or self._vcur()
+        if not _seek_newest(cur, prefix, prefix if as_of is None else prefix + inv_seq_key(as_of)):
             return None
         value = cur.value()
         end = value[:SEQ_LEN]
-        if end != ZERO8 and (as_of is None or seq_from_key(end) <= as_of):
+        if end != _LIVE and (as_of is None or seq_from_key(end) <= as_of):
             return None
-        return seq_from_inv(key[-SEQ_LEN:]), value[SEQ_LEN:]
+        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[SEQ_LEN:]
 
     def versions(self, nsid: bytes, idk: bytes) -> list[tuple[int, int]]:
         """Every version of a record as ``(put seq, end seq or 0)``, oldest first."""
-        prefix = nsid + idk
-        out: list[tuple[int, int]] = []
         cur = self.txn.cursor(db=self.d.ver)
-        if cur.set_range(prefix):
-            for key, value in cur:
-                if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
-                    break
-                out.append((seq_from_inv(key[-SEQ_LEN:]), seq_from_key(value[:SEQ_LEN])))
+        out = [(seq_from_inv(sk), seq_from_key(value[:SEQ_LEN])) for sk, value in _under(cur, nsid + idk)]
         out.reverse()
         return out
 
@@ -265,7 +377,7 @@ class Projections:
     def _cnt_entry(self, nsid: bytes, as_of: int | None) -> bytes | None:
         """The value of the last ``cnt`` entry of the namespace (at or before event ``as_of``)."""
         cur = self.txn.cursor(db=self.d.cnt)
-        target = nsid + (MAX8 if as_of is None else seq_key(as_of + 1))
+        target = _cnt_key(nsid, MAX_SEQ if as_of is None else as_of + 1)
         found = cur.prev() if cur.set_range(target) else cur.last()
         if found and cur.key()[:NSID_LEN] == nsid:
             return bytes(cur.value())
@@ -276,7 +388,7 @@ class Projections:
         if as_of is None and nsid in self._counts:
             return self._counts[nsid]
         entry = self._cnt_entry(nsid, as_of)
-        value = 0 if entry is None else _U64.unpack_from(entry)[0]
+        value = 0 if entry is None else _cnt_count(entry)
         if as_of is None:
             self._counts[nsid] = value
         return value
@@ -284,7 +396,7 @@ class Projections:
     def _set_count(self, nsid: bytes, seq: int, value: int) -> None:
         """Write ``cnt[N S]``: the count and the last position in ``time`` (as cached)."""
         self._counts[nsid] = value
-        self.txn.put(nsid + seq_key(seq), _U64.pack(value) + self._time_last(nsid), db=self.d.cnt)
+        self.txn.put(_cnt_key(nsid, seq), _cnt_value(value, self._time_last(nsid)), db=self.d.cnt)
 
     def _time_last(self, nsid: bytes) -> bytes:
         """The greatest ``T S`` in ``time`` for namespace ``nsid`` now (b"" if none); cached."""
@@ -295,7 +407,7 @@ class Projections:
         following = _U32.pack(_U32.unpack(nsid)[0] + 1)
         ok = cur.prev() if cur.set_range(following) else cur.last()
         key = cur.key() if ok else b""
-        found = bytes(key[NSID_LEN:]) if key[:NSID_LEN] == nsid else b""
+        found = bytes(key[_POSITION]) if key[:NSID_LEN] == nsid else b""
         self._max[nsid] = found
         return found
 
@@ -306,11 +418,10 @@ class Projections:
     def put(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
         """Fold a put of a record that is not live."""
         txn = self.txn
-        sk = seq_key(seq)
-        txn.put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk, db=self.d.ver)
-        tk = nsid + tsk + sk
-        txn.put(tk, ZERO8 + idk, db=self.d.tver)
-        self._entered_time(nsid, tsk + sk)
+        txn.put(_ver_key(nsid, idk, seq), _LIVE + tsk, db=self.d.ver)
+        tk = _time_key(nsid, tsk, seq_key(seq))
+        txn.put(tk, _LIVE + idk, db=self.d.tver)
+        self._entered_time(nsid, tk[_POSITION])
         txn.put(tk, idk, db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid) + 1)
 
@@ -332,13 +443,13 @@ class Projections:
         counts = self._counts
         last = self._max
         for frame, (nsid, idk, tsk) in zip(frames, keys, strict=True):
-            sk = _U64.pack(seq)
+            sk = seq_key(seq)
             if not log_put(sk, frame, append=True):
                 raise StoreCorrupted(f"event {seq} cannot be appended: the log already holds it or later")
-            ver_put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk)
-            tk = nsid + tsk + sk
-            tver_put(tk, ZERO8 + idk)
-            position = tsk + sk
+            ver_put(_ver_key(nsid, idk, seq), _LIVE + tsk)
+            tk = _time_key(nsid, tsk, sk)
+            tver_put(tk, _LIVE + idk)
+            position = tk[_POSITION]
             top = last.get(nsid)
             if top is None:
                 top = self._time_last(nsid)
@@ -349,29 +460,29 @@ class Projections:
             if count is None:
                 count = self.count(nsid)
             counts[nsid] = count + 1
-            cnt_put(nsid + sk, _U64.pack(count + 1) + top)
+            cnt_put(_cnt_key(nsid, seq), _cnt_value(count + 1, top))
             seq += 1
 
     def put_erased(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
         """Fold a put whose content was erased: a version that history and the fold of its end find
         (``ver``, ``time``), but no read sees (no ``tver`` entry, not counted)."""
         txn = self.txn
-        sk = seq_key(seq)
-        txn.put(nsid + idk + inv_seq_key(seq), ZERO8 + tsk, db=self.d.ver)
-        self._entered_time(nsid, tsk + sk)
-        txn.put(nsid + tsk + sk, idk, db=self.d.time)
+        txn.put(_ver_key(nsid, idk, seq), _LIVE + tsk, db=self.d.ver)
+        tk = _time_key(nsid, tsk, seq_key(seq))
+        self._entered_time(nsid, tk[_POSITION])
+        txn.put(tk, idk, db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid))
 
     def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> bool:
         """End a version at ``seq``; returns whether it was counted (False: erased)."""
         txn = self.txn
         end = seq_key(seq)
-        txn.put(nsid + idk + inv_seq_key(put_seq), end + tsk, db=self.d.ver)
-        tk = nsid + tsk + seq_key(put_seq)
+        txn.put(_ver_key(nsid, idk, put_seq), end + tsk, db=self.d.ver)
+        tk = _time_key(nsid, tsk, seq_key(put_seq))
         counted = txn.get(tk, db=self.d.tver) is not None
         if counted:
             txn.put(tk, end + idk, db=self.d.tver)
-        was_last = tk[NSID_LEN:] == self._time_last(nsid)
+        was_last = tk[_POSITION] == self._time_last(nsid)
         txn.delete(tk, db=self.d.time)
         if was_last:
             del self._max[nsid]  # found again from ``time`` when the count is written
@@ -380,9 +491,9 @@ class Projections:
     def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
         """Fold a delete (or erase): end the live version. False if the record is not live."""
         latest = self.latest(nsid, idk)
-        if latest is None or latest[1][:SEQ_LEN] != ZERO8:
+        if latest is None or not latest[1]:
             return False
-        counted = self._end(seq, nsid, idk, latest[0], bytes(latest[1][SEQ_LEN:]))
+        counted = self._end(seq, nsid, idk, latest[0], latest[2])
         self._set_count(nsid, seq, self.count(nsid) - counted)
         return True
 
@@ -397,10 +508,9 @@ class Projections:
                 key = cur.key()
                 if key[:NSID_LEN] != nsid:
                     break
-                tsk = key[NSID_LEN:_TS_END]
-                put_seq = key[_TS_END:]
+                tsk = key[_T]
                 idk = cur.value()
-                txn.put(nsid + idk + inv_seq_key(seq_from_key(put_seq)), end + tsk, db=self.d.ver)
+                txn.put(_ver_key(nsid, idk, seq_from_key(key[_S])), end + tsk, db=self.d.ver)
                 if txn.get(key, db=self.d.tver) is not None:
                     txn.put(key, end + idk, db=self.d.tver)
                     removed += 1
@@ -412,46 +522,38 @@ class Projections:
 
     def erasure(self, seq: int, nsid: bytes, idk: bytes) -> None:
         """Fold the receipt of an erase event (``erx``)."""
-        self.txn.put(nsid + idk + seq_key(seq), b"", db=self.d.erx)
+        self.txn.put(_erx_key(nsid, idk, seq), b"", db=self.d.erx)
 
     def erasures(self, nsid: bytes, idk: bytes) -> list[int]:
         """The sequence numbers of the erase events of a record, oldest first."""
         if self.d.erx is None:
             return []
-        prefix = nsid + idk
-        out: list[int] = []
         cur = self.txn.cursor(db=self.d.erx)
-        if cur.set_range(prefix):
-            for key in cur.iternext(keys=True, values=False):
-                if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
-                    break
-                out.append(seq_from_key(key[-SEQ_LEN:]))
-        return out
+        return [seq_from_key(sk) for sk, _ in _under(cur, nsid + idk)]
 
     def unindex_version(self, nsid: bytes, put_seq: int, end_seq: int, tsk: bytes) -> None:
         """Make the version put at ``put_seq`` (ended at ``end_seq``, 0 if live) what the fold of an
         erased put gives: drop its ``tver`` entry and its share of every ``cnt`` entry from
         ``put_seq`` up to (not including) its end. Its ``ver`` and ``time`` entries stay."""
         txn = self.txn
-        if not txn.delete(nsid + tsk + seq_key(put_seq), db=self.d.tver):
+        if not txn.delete(_time_key(nsid, tsk, seq_key(put_seq)), db=self.d.tver):
             return  # already unindexed
-        lo = nsid + seq_key(put_seq)
-        hi = nsid + (seq_key(end_seq) if end_seq else MAX8)
+        lo = _cnt_key(nsid, put_seq)
+        hi = _cnt_key(nsid, end_seq or MAX_SEQ)
         cur = txn.cursor(db=self.d.cnt)
         changed: list[tuple[bytes, bytes]] = []
         if cur.set_range(lo):
             for key, value in cur.iternext(keys=True, values=True):
                 if key >= hi or key[:NSID_LEN] != nsid:
                     break
-                count = _U64.unpack_from(value)[0] - 1
-                changed.append((bytes(key), _U64.pack(count) + value[8:]))
+                changed.append((bytes(key), _cnt_recount(value, -1)))
         for key, value in changed:
             txn.put(key, value, db=self.d.cnt)
         self._counts.pop(nsid, None)
 
     def meta(self, seq: int, nsid: bytes, mk: bytes) -> None:
         """Fold a metadata write (the value stays in the event)."""
-        self.txn.put(nsid + mk + inv_seq_key(seq), b"", db=self.d.meta)
+        self.txn.put(_meta_key(nsid, mk, seq), b"", db=self.d.meta)
 
     def fold(self, event: LogEvent, prev_at: float | None) -> None:
         """Apply one decoded event (``prev_at``: the recorded time of the one before, None for the
@@ -467,7 +569,7 @@ class Projections:
             self._interned[namespace] = nsid
             idk = name_key(event.id)
             latest = self.latest(nsid, idk)
-            if latest is not None and latest[1][:SEQ_LEN] == ZERO8:
+            if latest is not None and latest[1]:
                 raise FoldError(seq, f"event {seq}: put of record {event.id!r}, which is already live")
             if event.erased:
                 self.put_erased(seq, nsid, idk, ts_key(event.timestamp))
@@ -494,92 +596,149 @@ class Projections:
 
     # -- reads ---------------------------------------------------------------------------------
 
+    def _row(self, sk: bytes, tsk: bytes, idk: bytes | None, record_id: str | None) -> Row | None:
+        """The row of the version put by the event of log key ``sk``, with timestamp key ``tsk`` and
+        id key ``idk`` (None: not known), or None when its content was erased or (``record_id``
+        given) it is another id's. With an inline id key and a nonzero timestamp key the id and
+        timestamp come from the keys and only the payload is decoded; otherwise the envelope is read
+        too (a hashed id must be checked, and the key of 0.0 loses -0.0's sign)."""
+        frame = self.txn.get(sk, db=self.d.log)
+        if frame is None:
+            raise _missing(seq_from_key(sk))
+        if idk is not None and tsk != _TS_ZERO and not is_hashed(idk):
+            data = decode_content(frame)
+            if data is None:
+                return None
+            rid = inline_name(idk) if record_id is None else record_id
+            return _tuple_new(Row, (rid, decode_ts_key(tsk), data))
+        rid, ts, data = decode_record(frame)
+        if data is None or (record_id is not None and rid != record_id):
+            return None
+        return Row(rid, ts, data)
+
+    def get_rows(
+        self, nsid: bytes, ids: Sequence[str], as_of: int | None = None
+    ) -> tuple[list[Row], list[str]]:
+        """The rows of the records ``ids`` of the namespace visible now (or right after event
+        ``as_of``), in the order of ``ids``, and the ids that have none."""
+        rows: list[Row] = []
+        missing: list[str] = []
+        visible = self.visible
+        row_of = self._row
+        for record_id in ids:
+            idk = name_key(record_id)
+            found = visible(nsid, idk, as_of)
+            row = None if found is None else row_of(seq_key(found[0]), found[1], idk, record_id)
+            if row is None:
+                missing.append(record_id)
+            else:
+                rows.append(row)
+        return rows, missing
+
+    def scan_rows(
+        self,
+        nsid: bytes,
+        start: float | None,
+        end: float | None,
+        after: tuple[float, int] | None,
+        limit: int | None,
+        as_of: int | None = None,
+    ) -> tuple[list[Row], tuple[float, int] | None]:
+        """The rows of the namespace visible now (or right after event ``as_of``) in (timestamp,
+        write order) with ``start <= timestamp < end``, strictly after the position ``after`` =
+        ``(timestamp, seq)``, at most ``limit``; plus the position of the last row when more may
+        follow. Now: a walk of ``time`` decoding each entry as it goes (a page counts the entries
+        it walks); as of an event: :meth:`scan_as_of`."""
+        row_of = self._row
+        if as_of is not None:
+            entries, more = self.scan_as_of(nsid, start, end, after, limit, as_of)
+            rows = []
+            for seq, tsk, idk in entries:
+                row = row_of(seq_key(seq), tsk, idk, None)
+                if row is not None:
+                    rows.append(row)
+            return rows, more
+        rows = []
+        cur = self.txn.cursor(db=self.d.time)
+        if not cur.set_range(_scan_start(nsid, start, after)):
+            return rows, None
+        stop = _scan_stop(nsid, end)
+        last = b""
+        for taken, (key, idk) in enumerate(cur.iternext(keys=True, values=True)):
+            if key >= stop:
+                break
+            if taken == limit:
+                return rows, _split_position(last[_POSITION])
+            last = key
+            row = row_of(key[_S], key[_T], idk, None)
+            if row is not None:
+                rows.append(row)
+        return rows, None
+
     def scan_as_of(
         self,
         nsid: bytes,
-        lo: bytes | None,
-        hi: bytes | None,
-        after: bytes | None,
+        start: float | None,
+        end: float | None,
+        after: tuple[float, int] | None,
         limit: int | None,
         as_of: int,
-    ) -> tuple[list[tuple[int, bytes, bytes | None]], bytes | None]:
-        """Records visible right after event ``as_of`` in (timestamp, write order) within
-        ``[lo, hi)`` (timestamp keys), strictly after position ``after`` (``T S``), at most
+    ) -> tuple[list[tuple[int, bytes, bytes | None]], tuple[float, int] | None]:
+        """Records visible right after event ``as_of`` in (timestamp, write order) with ``start <=
+        timestamp < end``, strictly after position ``after`` = ``(timestamp, seq)``, at most
         ``limit``, as ``(put seq, timestamp key, record id key or None)``; plus the position of the
         last one returned when more follow (else None). A walk of ``tver``, stopped by the
-        namespace's scan bound as of that event; the current state is walked by
-        :meth:`live_entries`."""
+        namespace's scan bound as of that event."""
         out: list[tuple[int, bytes, bytes | None]] = []
         last_key = b""
         bound = self.last_position(nsid, as_of)
         if bound == b"":
             return out, None
         cur = self.txn.cursor(db=self.d.tver)
-        if not cur.set_range(_scan_start(nsid, lo, after)):
+        if not cur.set_range(_scan_start(nsid, start, after)):
             return out, None
-        stop = _scan_stop(nsid, hi)
+        stop = _scan_stop(nsid, end)
         for key, value in cur.iternext(keys=True, values=True):
             if key >= stop:
                 return out, None
-            if bound is not None and key[NSID_LEN:] > bound:
+            if bound is not None and key[_POSITION] > bound:
                 return out, None
-            put_seq = seq_from_key(key[_TS_END:])
-            end = value[:SEQ_LEN]
-            if put_seq > as_of or (end != ZERO8 and seq_from_key(end) <= as_of):
+            put_seq = seq_from_key(key[_S])
+            ended = value[:SEQ_LEN]
+            if put_seq > as_of or (ended != _LIVE and seq_from_key(ended) <= as_of):
                 continue
             if limit is not None and len(out) == limit:
-                return out, last_key[NSID_LEN:]
-            out.append((put_seq, key[NSID_LEN:_TS_END], value[SEQ_LEN:] or None))
+                return out, _split_position(last_key[_POSITION])
+            out.append((put_seq, key[_T], value[SEQ_LEN:] or None))
             last_key = key
         return out, None
-
-    def live_entries(
-        self, nsid: bytes, lo: bytes | None, hi: bytes | None, after: bytes | None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """The current ``time`` entries of the namespace within ``[lo, hi)`` strictly after
-        position ``after``, in order, as ``(key N T S, record id key)``: the walk of a current scan
-        (``EventLog.scan`` decodes while it walks; :meth:`scan_as_of` walks a past state)."""
-        cur = self.txn.cursor(db=self.d.time)
-        if not cur.set_range(_scan_start(nsid, lo, after)):
-            return
-        stop = _scan_stop(nsid, hi)
-        for key, idk in cur.iternext(keys=True, values=True):
-            if key >= stop:
-                return
-            yield key, idk
 
     def last_position(self, nsid: bytes, as_of: int) -> bytes | None:
         """The last ``T S`` that ``time`` held for the namespace right after event ``as_of`` (b"" if
         it held none): no version visible then sorts after it. None for a store in layout format 1
         (its 8-byte ``cnt`` values do not say): unbounded."""
         entry = self._cnt_entry(nsid, as_of)
-        if entry is None:
-            return b""
-        if len(entry) == 8:
-            return None
-        return entry[8:]
+        return b"" if entry is None else _cnt_last(entry)
 
     def count_range(
-        self, nsid: bytes, lo: bytes | None, hi: bytes | None, as_of: int | None = None
+        self, nsid: bytes, start: float | None, end: float | None, as_of: int | None = None
     ) -> int:
-        """Visible records with a timestamp key in ``[lo, hi)``."""
-        if lo is None and hi is None:
+        """Records visible now (or right after event ``as_of``) with ``start <= timestamp < end``
+        (unbounded where None)."""
+        if start is None and end is None:
             return self.count(nsid, as_of)
         if as_of is not None:
-            return len(self.scan_as_of(nsid, lo, hi, None, None, as_of)[0])
+            return len(self.scan_as_of(nsid, start, end, None, None, as_of)[0])
         cur = self.txn.cursor(db=self.d.time)
-        if not cur.set_range(nsid + lo if lo is not None else nsid):
+        if not cur.set_range(_scan_start(nsid, start, None)):
             return 0
         keys = cur.iternext(keys=True, values=False)
-        return sum(1 for _ in takewhile(_scan_stop(nsid, hi).__gt__, keys))  # the loop runs in C
+        return sum(1 for _ in takewhile(_scan_stop(nsid, end).__gt__, keys))  # the loop runs in C
 
     def meta_seq(self, nsid: bytes, mk: bytes, as_of: int | None = None) -> int | None:
         """The seq of the metadata write in effect now (or right after ``as_of``), else None."""
         prefix = nsid + mk
         cur = self.txn.cursor(db=self.d.meta)
-        if not cur.set_range(prefix if as_of is None else prefix + inv_seq_key(as_of)):
+        if not _seek_newest(cur, prefix, prefix if as_of is None else prefix + inv_seq_key(as_of)):
             return None
-        key = cur.key()
-        if len(key) != len(prefix) + SEQ_LEN or key[: len(prefix)] != prefix:
-            return None
-        return seq_from_inv(key[-SEQ_LEN:])
+        return seq_from_inv(cur.key()[-SEQ_LEN:])

@@ -518,12 +518,19 @@ class Store:
         shared = self._shared
         if shared is None:
             raise StoreClosed(f"store {self.path} is closed")
-        if _FORKS[0] != self._forks:
+        if self.forked:
             raise StoreForked(
                 f"store {self.path} was opened in process {self._pid}; this is process "
                 f"{os.getpid()} (after fork): open a new LogBackend here"
             )
         return shared
+
+    @property
+    def forked(self) -> bool:
+        """True in a process forked from the one that opened this handle (where it is unusable).
+        The one fork check of the log layer: a counter bumped in the child by ``os.register_at_fork``,
+        cheaper than ``os.getpid()``."""
+        return _FORKS[0] != self._forks
 
     @property
     def closed(self) -> bool:
@@ -535,7 +542,7 @@ class Store:
         In a forked child the handle is dropped without touching the parent's environment.
         """
         shared, self._shared = self._shared, None
-        if shared is not None and _FORKS[0] == self._forks:
+        if shared is not None and not self.forked:
             _release(shared)
 
     # -- transactions ------------------------------------------------------------------------
