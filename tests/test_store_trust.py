@@ -260,11 +260,20 @@ def test_a_rolled_back_meta_page_is_refused_by_a_read_only_open(tmp_path: Path) 
     assert out.get("error") == "StoreCorrupted", out
 
 
-def test_verify_reports_a_rollback_of_an_open_store(tmp_path: Path) -> None:
-    """A meta page rolled back under an open handle: verify() reports the lost commit."""
+def test_verify_reports_a_head_witness_ahead_of_the_store(tmp_path: Path) -> None:
+    """verify() reports lost commits when the witness names an event beyond the head (what a
+    rollback under an open handle leaves; LMDB itself keeps serving the newest state while its lock
+    file is live, so the open-time check cannot see it)."""
+    from coniti.log import guard
+
     _small_store(tmp_path / "s")
     with LogBackend(tmp_path / "s") as s:
-        _roll_back_meta(tmp_path / "s")
+        ahead = guard.Witness(bytes.fromhex(s.store_id), s.head + 1, bytes(32))
+        fd = guard.open_witness(s.path)
+        try:
+            guard.write_witness(fd, ahead)
+        finally:
+            os.close(fd)
         problems = list(s.verify().problems)
     assert any("acknowledged" in p for p in problems), problems
 

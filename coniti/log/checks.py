@@ -29,6 +29,7 @@ import lmdb
 import lmdb.verify
 
 from coniti.errors import ConitiError, StoreCorrupted
+from coniti.log import guard
 from coniti.log.chain import Chain, FoldError
 from coniti.log.codec import decode_envelope, decode_event, event_hash
 from coniti.log.keys import seq_from_key
@@ -118,7 +119,16 @@ def _retire_old_layout(store: Store, txn: Any) -> None:
     txn.put(SYS_LAYOUT, struct.pack(">I", LAYOUT_VERSION), db=store.dbs[SYS_DB])
 
 
+def _length(data_file: str) -> list[str]:
+    """The data file against its meta pages (:func:`coniti.log.guard.size_problem`)."""
+    problem = guard.size_problem(data_file)
+    return [] if problem is None else [problem]
+
+
 def _structure(data_file: str) -> list[str]:
+    short = _length(data_file)
+    if short:
+        return short  # the verifier would read past the end
     try:
         found: list[str] = lmdb.verify.verify(data_file, subdir=False)  # type: ignore[no-untyped-call]
         return [f"LMDB structure: {p}" for p in found]
@@ -199,7 +209,7 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
     n = 0
     chain = Chain()
     try:
-        with store.read_at_rest(_structure if structure else lambda _: []) as (found, txn):
+        with store.read_at_rest(_structure if structure else _length) as (found, txn):
             for message in found:
                 problems.add(message)
             if txn is None:
@@ -254,6 +264,9 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
                     )
                 elif last_seq and head.at != chain.at:
                     problems.add(f"the head record's recorded time differs from event {last_seq}'s")
+                lost = store.witness_problem()
+                if lost is not None:
+                    problems.add(lost)
                 if store.layout < LAYOUT_VERSION:
                     problems.add(
                         f"the store is in layout version {store.layout} (this coniti writes "

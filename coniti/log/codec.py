@@ -64,6 +64,8 @@ __all__ = [
     "event_hash",
     "is_erased",
     "payload_digest",
+    "read_meta",
+    "read_put",
     "recorded_at",
     "split_frame",
 ]
@@ -642,3 +644,41 @@ def recorded_at(frame: bytes) -> float:
         return at
     except _MALFORMED as exc:
         raise _corrupted("an event envelope", exc) from exc
+
+
+# -- checked reads ---------------------------------------------------------------------------
+
+
+def read_put(frame: bytes, seq: int) -> tuple[dict[str, Any], RecordData | None]:
+    """``(envelope, content)`` of put event ``seq`` for a read to return, checked: the frame is a put
+    numbered ``seq`` and its payload matches the digest it carries. Content is None when erased
+    (the digest of an erased payload cannot be checked). Fields beyond that are the store's own
+    writing and are not re-checked; the caller compares ``n``, ``i`` and ``ts`` with the index entry
+    that led it here. Raises :class:`StoreCorrupted` naming the event."""
+    try:
+        env_bytes, digest, payload_bytes = split_frame(frame)
+        if payload_bytes and _sha256(payload_bytes).digest() != digest:
+            raise ValueError("its payload does not match its digest")
+        env, payload = _current(_unpack(env_bytes), _unpack(payload_bytes) if payload_bytes else None)
+        if env["k"] != PUT or env["s"] != seq:
+            raise ValueError(f"it is event {env['s']!r} of kind {env['k']!r}, not the put of event {seq}")
+        return env, None if payload is None else _stored_record(payload)
+    except _MALFORMED as exc:
+        raise _corrupted(f"event {seq}", exc) from exc
+
+
+def read_meta(frame: bytes, seq: int) -> tuple[dict[str, Any], Any, bool]:
+    """``(envelope, value, erased)`` of meta event ``seq`` for a read to return, checked like
+    :func:`read_put`."""
+    try:
+        env_bytes, digest, payload_bytes = split_frame(frame)
+        if payload_bytes and _sha256(payload_bytes).digest() != digest:
+            raise ValueError("its payload does not match its digest")
+        env, payload = _current(_unpack(env_bytes), _unpack(payload_bytes) if payload_bytes else None)
+        if env["k"] != META or env["s"] != seq:
+            raise ValueError(f"it is event {env['s']!r} of kind {env['k']!r}, not the meta event {seq}")
+        if payload is None:
+            return env, None, True
+        return env, payload["mv"], False
+    except _MALFORMED as exc:
+        raise _corrupted(f"event {seq}", exc) from exc
