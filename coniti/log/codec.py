@@ -64,6 +64,7 @@ __all__ = [
     "event_hash",
     "is_erased",
     "payload_digest",
+    "read_content",
     "read_meta",
     "read_put",
     "recorded_at",
@@ -649,17 +650,65 @@ def recorded_at(frame: bytes) -> float:
 # -- checked reads ---------------------------------------------------------------------------
 
 
-def read_put(frame: bytes, seq: int) -> tuple[dict[str, Any], RecordData | None]:
-    """``(envelope, content)`` of put event ``seq`` for a read to return, checked: the frame is a put
-    numbered ``seq`` and its payload matches the digest it carries. Content is None when erased
-    (the digest of an erased payload cannot be checked). Fields beyond that are the store's own
-    writing and are not re-checked; the caller compares ``n``, ``i`` and ``ts`` with the index entry
-    that led it here. Raises :class:`StoreCorrupted` naming the event."""
+_PUT_HEAD = b"\xa1v" + bytes([EVENT_VERSION]) + b"\xa1k\xa3put\xa1s"
+"""The envelope of a put as coniti writes it, after the map header: ``v``, ``k`` = put, ``s``."""
+
+
+def _packed_uint(n: int) -> bytes:
+    """msgpack's smallest encoding of the unsigned integer ``n``."""
+    if n < 0x80:
+        return bytes((n,))
+    if n < 0x100:
+        return b"\xcc" + bytes((n,))
+    if n < 0x10000:
+        return b"\xcd" + n.to_bytes(2, "big")
+    if n < 0x100000000:
+        return b"\xce" + n.to_bytes(4, "big")
+    return b"\xcf" + n.to_bytes(8, "big")
+
+
+def _checked_payload(digest: bytes, payload_bytes: bytes) -> Any:
+    """The decoded payload (None when there is none) once it matches ``digest``."""
+    if not payload_bytes:
+        return None
+    if _sha256(payload_bytes).digest() != digest:
+        raise ValueError("its payload does not match its digest")
+    try:
+        return _unpackb(payload_bytes, ext_hook=_ext_hook)
+    except UnicodeDecodeError:
+        return _unpack(payload_bytes)
+
+
+def read_content(frame: bytes, seq: int) -> RecordData | None:
+    """The content of put event ``seq`` for a read to return (None when erased), checked: the frame
+    is the put numbered ``seq`` and its payload matches the digest it carries (the digest of an
+    erased payload cannot be checked). The envelope is decoded only when it does not begin as
+    coniti writes a put of ``seq`` (or an older event version needs upcasting); the caller takes the
+    id and timestamp from the index entries, which it checks against each other. Raises
+    :class:`StoreCorrupted` naming the event."""
+    if UPCASTERS:
+        return read_put(frame, seq)[1]
     try:
         env_bytes, digest, payload_bytes = split_frame(frame)
-        if payload_bytes and _sha256(payload_bytes).digest() != digest:
-            raise ValueError("its payload does not match its digest")
-        env, payload = _current(_unpack(env_bytes), _unpack(payload_bytes) if payload_bytes else None)
+        head = _PUT_HEAD + _packed_uint(seq)
+        if env_bytes[1 : 1 + len(head)] != head:
+            env = _unpack(env_bytes)
+            if type(env) is not dict or env.get("k") != PUT or env.get("s") != seq:
+                raise ValueError(f"it is not the put of event {seq}")
+        payload = _checked_payload(digest, payload_bytes)
+        return None if payload is None else _stored_record(payload)
+    except _MALFORMED as exc:
+        raise _corrupted(f"event {seq}", exc) from exc
+
+
+def read_put(frame: bytes, seq: int) -> tuple[dict[str, Any], RecordData | None]:
+    """``(envelope, content)`` of put event ``seq`` for a read to return, checked like
+    :func:`read_content`; the caller compares the envelope's ``n``, ``i`` and ``ts`` with the index
+    entry that led it here (a hashed id, or the timestamp key of 0.0 that loses -0.0's sign)."""
+    try:
+        env_bytes, digest, payload_bytes = split_frame(frame)
+        payload = _checked_payload(digest, payload_bytes)
+        env, payload = _current(_unpack(env_bytes), payload)
         if env["k"] != PUT or env["s"] != seq:
             raise ValueError(f"it is event {env['s']!r} of kind {env['k']!r}, not the put of event {seq}")
         return env, None if payload is None else _stored_record(payload)
@@ -672,9 +721,8 @@ def read_meta(frame: bytes, seq: int) -> tuple[dict[str, Any], Any, bool]:
     :func:`read_put`."""
     try:
         env_bytes, digest, payload_bytes = split_frame(frame)
-        if payload_bytes and _sha256(payload_bytes).digest() != digest:
-            raise ValueError("its payload does not match its digest")
-        env, payload = _current(_unpack(env_bytes), _unpack(payload_bytes) if payload_bytes else None)
+        payload = _checked_payload(digest, payload_bytes)
+        env, payload = _current(_unpack(env_bytes), payload)
         if env["k"] != META or env["s"] != seq:
             raise ValueError(f"it is event {env['s']!r} of kind {env['k']!r}, not the meta event {seq}")
         if payload is None:

@@ -496,7 +496,7 @@ class EventLog:
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], list(ids)
-            return p.get_rows(nsid, ids, as_of)
+            return p.get_rows(namespace, nsid, ids, as_of)
 
     def scan(
         self,
@@ -515,7 +515,7 @@ class EventLog:
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], None
-            return p.scan_rows(nsid, start, end, after, limit, as_of)
+            return p.scan_rows(namespace, nsid, start, end, after, limit, as_of)
 
     def count(
         self,

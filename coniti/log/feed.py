@@ -234,7 +234,7 @@ def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str],
                     cleared = True
         if cleared:
             entries, _ = p.scan_as_of(nsid, None, None, None, None, lo)
-            for put_seq, _, _ in entries:
+            for put_seq, _, _, _ in entries:
                 rid = decode_envelope(p.frame(put_seq), put_seq).id
                 assert rid is not None
                 touched[rid] = None

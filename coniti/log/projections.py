@@ -48,8 +48,9 @@ from coniti.log.codec import (
     PUT,
     LogEvent,
     RecordData,
-    decode_content,
-    decode_record,
+    decode_envelope,
+    read_content,
+    read_put,
     recorded_at,
 )
 from coniti.log.keys import (
@@ -92,6 +93,24 @@ _POSITION = slice(NSID_LEN, None)
 _PAST_KEY = b"\xff" * 17
 """After ``N``: sorts after every ``T S`` (16 bytes), so ``N + _PAST_KEY`` bounds the keys of ``N``."""
 _TS_ZERO = ts_key(0.0)
+_INLINE = b"\x00"
+"""The first byte of an inline (not hashed) name key."""
+_KEY_NTS = _TS_END + SEQ_LEN
+"""The length of a ``time``/``tver`` key ``N T S``."""
+
+
+def _damaged(
+    names: list[str], idk: bytes, record_id: str | None, seq: int, why: str
+) -> StoreCorrupted:
+    """The error for a read that found record ``record_id`` (else the one of id key ``idk``, or the
+    put at event ``seq``) of namespace ``names`` damaged: ``why``."""
+    if record_id is None and not is_hashed(idk):
+        try:
+            record_id = inline_name(idk)
+        except ValueError:
+            record_id = None
+    what = repr(record_id) if record_id is not None else f"put at event {seq}"
+    return StoreCorrupted(f"record {what} of namespace {tuple(names)!r} is damaged: {why}")
 
 
 def _missing(seq: int) -> StoreCorrupted:
@@ -300,13 +319,19 @@ class Projections:
     # -- namespaces ----------------------------------------------------------------------------
 
     def nsid(self, canonical: bytes) -> bytes | None:
-        """The namespace id of canonical namespace bytes, or None if never used."""
+        """The namespace id of canonical namespace bytes, or None if never used. The ``ns`` and
+        ``nsn`` tables must agree on it (:class:`StoreCorrupted` if an inline key's do not; a hashed
+        key's mismatch is another namespace sharing its SHA-256 key)."""
         key = ns_key(canonical)
         found = self.txn.get(key, db=self.d.ns)
         if found is None:
             return None
-        if is_hashed(key) and self.txn.get(found, db=self.d.nsn) != canonical:
-            return None
+        if self.txn.get(found, db=self.d.nsn) != canonical:
+            if is_hashed(key):
+                return None
+            raise StoreCorrupted(
+                f"namespace {canonical!r}: the ns and nsn tables disagree on its id (damaged store)"
+            )
         return bytes(found)
 
     def intern(self, canonical: bytes) -> bytes:
@@ -596,39 +621,101 @@ class Projections:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def _row(self, sk: bytes, tsk: bytes, idk: bytes | None, record_id: str | None) -> Row | None:
-        """The row of the version put by the event of log key ``sk``, with timestamp key ``tsk`` and
-        id key ``idk`` (None: not known), or None when its content was erased or (``record_id``
-        given) it is another id's. With an inline id key and a nonzero timestamp key the id and
-        timestamp come from the keys and only the payload is decoded; otherwise the envelope is read
-        too (a hashed id must be checked, and the key of 0.0 loses -0.0's sign)."""
-        frame = self.txn.get(sk, db=self.d.log)
+    def _row(
+        self,
+        names: list[str],
+        nsid: bytes,
+        sk: bytes,
+        tsk: bytes,
+        idk: bytes,
+        record_id: str | None,
+        end: bytes,
+        via_time: bool,
+    ) -> Row | None:
+        """The row of the version put by the event of log key ``sk`` that an index entry of
+        namespace ``names`` (id ``nsid``) names with timestamp key ``tsk``, id key ``idk`` and end
+        ``end``, or None when its content was erased or (``record_id`` given) it is another id's
+        sharing a hashed key.
+
+        Nothing is returned unchecked (``log/FORMAT.md`` §5.1): the frame must be that put with a
+        payload matching its digest (:func:`read_content`), and the other index must agree: found
+        through ``ver`` (``via_time`` False), the version's ``tver`` entry must hold ``end`` and
+        ``idk``; found through ``time`` or ``tver``, its ``ver`` entry must hold ``end`` and
+        ``tsk``. The id and timestamp then come from those keys; for a hashed id key, or the
+        timestamp key of 0.0, from the envelope, which must match them (:func:`read_put`). Raises
+        :class:`StoreCorrupted` naming the namespace and the record."""
+        txn = self.txn
+        d = self.d
+        frame = txn.get(sk, db=d.log)
+        seq = seq_from_key(sk)
         if frame is None:
-            raise _missing(seq_from_key(sk))
-        if idk is not None and tsk != _TS_ZERO and not is_hashed(idk):
-            data = decode_content(frame)
-            if data is None:
-                return None
-            rid = inline_name(idk) if record_id is None else record_id
-            return _tuple_new(Row, (rid, decode_ts_key(tsk), data))
-        rid, ts, data = decode_record(frame)
-        if data is None or (record_id is not None and rid != record_id):
+            raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
+        try:
+            if tsk != _TS_ZERO and idk[:1] == _INLINE:
+                # id and timestamp from the keys, which the other index confirms below
+                data = read_content(frame, seq)
+                rid = record_id if record_id is not None else inline_name(idk)
+                ts = decode_ts_key(tsk)
+            else:
+                env, data = read_put(frame, seq)
+                rid, ts = env["i"], env["ts"]
+                if env["n"] != names or name_key(rid) != idk or ts_key(ts) != tsk:
+                    raise StoreCorrupted(f"event {seq} is not the put the index entry names")
+        except (StoreCorrupted, KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise _damaged(names, idk, record_id, seq, str(exc)) from exc
+        tk = nsid + tsk + sk
+        if data is None:
+            if txn.get(tk, db=d.tver) is not None:
+                raise _damaged(names, idk, record_id, seq, "its content is gone but not erased")
             return None
-        return Row(rid, ts, data)
+        if via_time:
+            agrees = txn.get(nsid + idk + inv_seq_key(seq), db=d.ver) == end + tsk
+        else:
+            agrees = txn.get(tk, db=d.tver) == end + idk
+        if not agrees:
+            raise _damaged(names, idk, record_id, seq, "the ver and tver indexes disagree")
+        if record_id is not None and rid != record_id:
+            return None
+        return _tuple_new(Row, (rid, ts, data))
+
+    def _check_end(self, names: list[str], idk: bytes, record_id: str, end: bytes) -> None:
+        """Check that event ``end`` (a sequence key), which the ``ver`` index says ended the newest
+        version of ``record_id``, is a delete, erase or clear of it; else :class:`StoreCorrupted`."""
+        seq = seq_from_key(end)
+        frame = self.txn.get(end, db=self.d.log)
+        if frame is None:
+            raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
+        event = decode_envelope(frame, seq)
+        ok = event.namespace == tuple(names) and (
+            event.kind == CLEAR or (event.kind in (DELETE, ERASE) and event.id == record_id)
+        )
+        if not ok:
+            raise _damaged(names, idk, record_id, seq, f"event {seq} does not end it")
 
     def get_rows(
-        self, nsid: bytes, ids: Sequence[str], as_of: int | None = None
+        self, namespace: Namespace, nsid: bytes, ids: Sequence[str], as_of: int | None = None
     ) -> tuple[list[Row], list[str]]:
-        """The rows of the records ``ids`` of the namespace visible now (or right after event
-        ``as_of``), in the order of ``ids``, and the ids that have none."""
+        """The rows of the records ``ids`` of ``namespace`` (its id ``nsid``) visible now (or right
+        after event ``as_of``), in the order of ``ids``, and the ids that have none. Each row is
+        checked (:meth:`_row`); a newest version that is not visible because an event ended it is
+        checked to be ended by that event."""
         rows: list[Row] = []
         missing: list[str] = []
-        visible = self.visible
+        names = list(namespace)
+        cur = self._ver_cur or self._vcur()
         row_of = self._row
         for record_id in ids:
             idk = name_key(record_id)
-            found = visible(nsid, idk, as_of)
-            row = None if found is None else row_of(seq_key(found[0]), found[1], idk, record_id)
+            prefix = nsid + idk
+            row = None
+            if _seek_newest(cur, prefix, prefix if as_of is None else prefix + inv_seq_key(as_of)):
+                value = cur.value()
+                end = value[:SEQ_LEN]
+                if end == _LIVE or (as_of is not None and seq_from_key(end) > as_of):
+                    sk = seq_key(seq_from_inv(cur.key()[-SEQ_LEN:]))
+                    row = row_of(names, nsid, sk, value[SEQ_LEN:], idk, record_id, end, False)
+                elif as_of is None:
+                    self._check_end(names, idk, record_id, end)
             if row is None:
                 missing.append(record_id)
             else:
@@ -637,6 +724,7 @@ class Projections:
 
     def scan_rows(
         self,
+        namespace: Namespace,
         nsid: bytes,
         start: float | None,
         end: float | None,
@@ -644,17 +732,18 @@ class Projections:
         limit: int | None,
         as_of: int | None = None,
     ) -> tuple[list[Row], tuple[float, int] | None]:
-        """The rows of the namespace visible now (or right after event ``as_of``) in (timestamp,
-        write order) with ``start <= timestamp < end``, strictly after the position ``after`` =
-        ``(timestamp, seq)``, at most ``limit``; plus the position of the last row when more may
-        follow. Now: a walk of ``time`` decoding each entry as it goes (a page counts the entries
-        it walks); as of an event: :meth:`scan_as_of`."""
+        """The rows of ``namespace`` (its id ``nsid``) visible now (or right after event ``as_of``)
+        in (timestamp, write order) with ``start <= timestamp < end``, strictly after the position
+        ``after`` = ``(timestamp, seq)``, at most ``limit``; plus the position of the last row when
+        more may follow. Now: a walk of ``time`` decoding each entry as it goes (a page counts the
+        entries it walks); as of an event: :meth:`scan_as_of`. Each row is checked (:meth:`_row`)."""
         row_of = self._row
+        names = list(namespace)
         if as_of is not None:
             entries, more = self.scan_as_of(nsid, start, end, after, limit, as_of)
             rows = []
-            for seq, tsk, idk in entries:
-                row = row_of(seq_key(seq), tsk, idk, None)
+            for seq, tsk, idk, ended in entries:
+                row = row_of(names, nsid, seq_key(seq), tsk, idk, None, ended, True)
                 if row is not None:
                     rows.append(row)
             return rows, more
@@ -670,7 +759,9 @@ class Projections:
             if taken == limit:
                 return rows, _split_position(last[_POSITION])
             last = key
-            row = row_of(key[_S], key[_T], idk, None)
+            if len(key) != _KEY_NTS:
+                raise _damaged(names, idk, None, 0, f"a time index key is {len(key)} bytes long")
+            row = row_of(names, nsid, key[_S], key[_T], idk, None, _LIVE, True)
             if row is not None:
                 rows.append(row)
         return rows, None
@@ -683,13 +774,13 @@ class Projections:
         after: tuple[float, int] | None,
         limit: int | None,
         as_of: int,
-    ) -> tuple[list[tuple[int, bytes, bytes | None]], tuple[float, int] | None]:
+    ) -> tuple[list[tuple[int, bytes, bytes, bytes]], tuple[float, int] | None]:
         """Records visible right after event ``as_of`` in (timestamp, write order) with ``start <=
         timestamp < end``, strictly after position ``after`` = ``(timestamp, seq)``, at most
-        ``limit``, as ``(put seq, timestamp key, record id key or None)``; plus the position of the
-        last one returned when more follow (else None). A walk of ``tver``, stopped by the
-        namespace's scan bound as of that event."""
-        out: list[tuple[int, bytes, bytes | None]] = []
+        ``limit``, as ``(put seq, timestamp key, record id key, end)`` (``end`` as in ``tver``);
+        plus the position of the last one returned when more follow (else None). A walk of
+        ``tver``, stopped by the namespace's scan bound as of that event."""
+        out: list[tuple[int, bytes, bytes, bytes]] = []
         last_key = b""
         bound = self.last_position(nsid, as_of)
         if bound == b"":
@@ -709,7 +800,7 @@ class Projections:
                 continue
             if limit is not None and len(out) == limit:
                 return out, _split_position(last_key[_POSITION])
-            out.append((put_seq, key[_T], value[SEQ_LEN:] or None))
+            out.append((put_seq, key[_T], value[SEQ_LEN:], ended))
             last_key = key
         return out, None
 
