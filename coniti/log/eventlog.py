@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 
-from coniti.errors import DuplicateRecord, StoreError
+from coniti.errors import DuplicateRecord, StoreCorrupted, StoreError
 from coniti.log.chain import Chain
 from coniti.log.codec import (
     CLEAR,
@@ -26,7 +26,6 @@ from coniti.log.codec import (
     LogEvent,
     decode_envelope,
     decode_record,
-    decode_value,
     encode_event,
     encode_meta_payload,
     encode_put_payload,
@@ -34,6 +33,7 @@ from coniti.log.codec import (
     erase_payload,
     is_erased,
     payload_digest,
+    read_meta,
 )
 from coniti.log.feed import read_events
 from coniti.log.group import GroupCommit
@@ -531,16 +531,25 @@ class EventLog:
             return 0 if nsid is None else p.count_range(nsid, start, end, as_of)
 
     def get_meta(self, namespace: Namespace, key: str, as_of: int | None = None) -> Any:
-        """The metadata value (None when unset)."""
+        """The metadata value (None when unset). The meta event is checked (:func:`read_meta`: its
+        payload against its digest) to be a write of ``key`` in ``namespace``; else
+        :class:`StoreCorrupted`."""
+        mk = name_key(key)
         with self.store.read() as txn:
             p = Projections(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return None
-            seq = p.meta_seq(nsid, name_key(key), as_of)
+            seq = p.meta_seq(nsid, mk, as_of)
             if seq is None:
                 return None
-            stored_key, value, _ = decode_value(p.frame(seq))
+            env, value, _ = read_meta(p.frame(seq), seq)
+            stored_key = env.get("mk")
+            if not isinstance(stored_key, str) or env.get("n") != list(namespace) or name_key(stored_key) != mk:
+                raise StoreCorrupted(
+                    f"metadata key {key!r} of namespace {namespace!r} is damaged: its index names "
+                    f"event {seq}, which is not a write of it"
+                )
             return value if stored_key == key else None
 
     def events(self, after: int = 0, until: int | None = None, batch: int = 256) -> Iterator[LogEvent]:
