@@ -52,6 +52,7 @@ from coniti.log.codec import (
     read_content,
     read_put,
     recorded_at,
+    split_frame,
 )
 from coniti.log.keys import (
     MAX_SEQ,
@@ -692,6 +693,51 @@ class Projections:
         if not ok:
             raise _damaged(names, idk, record_id, seq, f"event {seq} does not end it")
 
+    # The B-trees are not checksummed: one damaged key can send a lookup past entries (LMDB's
+    # binary search trusts the order) or end a walk early. Reads therefore check the key before
+    # where a lookup landed, the order of what a walk returns, and the key that ends it: each must
+    # be confirmed by the other index (``ver`` against ``tver``, ``time``/``tver`` against ``ver``).
+
+    def _genuine_ver(self, key: bytes, value: bytes) -> bool:
+        """Whether ``ver`` entry ``key`` (``N I ~S``) -> ``value`` (``E T``) is confirmed by the
+        ``tver`` entry of that version (or, without one, by the version's erased frame)."""
+        if len(key) < NSID_LEN + 3 + SEQ_LEN or len(value) != 2 * SEQ_LEN:
+            return False
+        sk = seq_key(seq_from_inv(key[-SEQ_LEN:]))
+        found = self.txn.get(key[:NSID_LEN] + value[SEQ_LEN:] + sk, db=self.d.tver)
+        if found is None:
+            frame = self.txn.get(sk, db=self.d.log)
+            return frame is not None and not split_frame(frame)[2]
+        return bool(found == value[:SEQ_LEN] + key[NSID_LEN:-SEQ_LEN])
+
+    def _genuine_time(self, key: bytes, value: bytes, tver: bool) -> bool:
+        """Whether ``time`` (``tver`` True: ``tver``) entry ``key`` (``N T S``) -> ``value`` (``I``,
+        or ``E I``) is confirmed by the ``ver`` entry of that version."""
+        if len(key) != _KEY_NTS:
+            return False
+        end, idk = (value[:SEQ_LEN], value[SEQ_LEN:]) if tver else (_LIVE, value)
+        ver_key = key[:NSID_LEN] + idk + inv_seq_key(seq_from_key(key[_S]))
+        return bool(self.txn.get(ver_key, db=self.d.ver) == end + key[_T])
+
+    def _genuine_time_now(self, key: bytes, value: bytes) -> bool:
+        return self._genuine_time(key, value, False)
+
+    def _genuine_tver(self, key: bytes, value: bytes) -> bool:
+        return self._genuine_time(key, value, True)
+
+    def _sound_before(self, cur: Any, probe: bytes, landed: bool, genuine: Any) -> bool:
+        """After ``cur.set_range(probe)`` (``landed``: it found a key), whether the key before the
+        landing place sorts before ``probe`` and is ``genuine(key, value)``; ``cur`` is left where
+        it landed."""
+        if not (cur.prev() if landed else cur.last()):
+            if landed:
+                cur.first()
+            return True
+        sound = cur.key() < probe and genuine(cur.key(), cur.value())
+        if landed:
+            cur.next()
+        return bool(sound)
+
     def get_rows(
         self, namespace: Namespace, nsid: bytes, ids: Sequence[str], as_of: int | None = None
     ) -> tuple[list[Row], list[str]]:
@@ -708,7 +754,9 @@ class Projections:
             idk = name_key(record_id)
             prefix = nsid + idk
             row = None
-            if _seek_newest(cur, prefix, prefix if as_of is None else prefix + inv_seq_key(as_of)):
+            probe = prefix if as_of is None else prefix + inv_seq_key(as_of)
+            landed = cur.set_range(probe)
+            if landed and _is_entry(cur.key(), prefix):
                 value = cur.value()
                 end = value[:SEQ_LEN]
                 if end == _LIVE or (as_of is not None and seq_from_key(end) > as_of):
@@ -716,6 +764,8 @@ class Projections:
                     row = row_of(names, nsid, sk, value[SEQ_LEN:], idk, record_id, end, False)
                 elif as_of is None:
                     self._check_end(names, idk, record_id, end)
+            elif not self._sound_before(cur, probe, landed, self._genuine_ver):
+                raise _damaged(names, idk, record_id, 0, "the ver index is out of order near it")
             if row is None:
                 missing.append(record_id)
             else:
@@ -749,18 +799,24 @@ class Projections:
             return rows, more
         rows = []
         cur = self.txn.cursor(db=self.d.time)
-        if not cur.set_range(_scan_start(nsid, start, after)):
+        first = _scan_start(nsid, start, after)
+        landed = cur.set_range(first)
+        if not self._sound_before(cur, first, landed, self._genuine_time_now):
+            raise _damaged(names, b"", None, 0, "the time index is out of order where the scan begins")
+        if not landed:
             return rows, None
         stop = _scan_stop(nsid, end)
-        last = b""
+        last = first
         for taken, (key, idk) in enumerate(cur.iternext(keys=True, values=True)):
             if key >= stop:
+                if not self._genuine_time(key, idk, False):
+                    raise _damaged(names, idk, None, 0, "the time index is damaged where the scan ends")
                 break
             if taken == limit:
                 return rows, _split_position(last[_POSITION])
+            if len(key) != _KEY_NTS or key < last:
+                raise _damaged(names, idk, None, 0, "the time index is out of order")
             last = key
-            if len(key) != _KEY_NTS:
-                raise _damaged(names, idk, None, 0, f"a time index key is {len(key)} bytes long")
             row = row_of(names, nsid, key[_S], key[_T], idk, None, _LIVE, True)
             if row is not None:
                 rows.append(row)
@@ -786,12 +842,22 @@ class Projections:
         if bound == b"":
             return out, None
         cur = self.txn.cursor(db=self.d.tver)
-        if not cur.set_range(_scan_start(nsid, start, after)):
+        first = _scan_start(nsid, start, after)
+        landed = cur.set_range(first)
+        if not self._sound_before(cur, first, landed, self._genuine_tver):
+            raise StoreCorrupted("the tver index is out of order where a scan begins (damaged store)")
+        if not landed:
             return out, None
         stop = _scan_stop(nsid, end)
+        last = first
         for key, value in cur.iternext(keys=True, values=True):
             if key >= stop:
+                if not self._genuine_tver(key, value):
+                    raise StoreCorrupted("the tver index is damaged where a scan ends")
                 return out, None
+            if len(key) != _KEY_NTS or key < last:
+                raise StoreCorrupted("the tver index is out of order (damaged store)")
+            last = key
             if bound is not None and key[_POSITION] > bound:
                 return out, None
             put_seq = seq_from_key(key[_S])
