@@ -2,13 +2,17 @@
 
 ``verify`` never raises on a problem it can describe; it returns a :class:`VerifyReport`. Its steps:
 
+0. **Length** (always): with every writer held off, the data file must be as long as its newest
+   LMDB meta page needs (:func:`coniti.log.guard.size_problem`); a truncated file is reported and
+   nothing else is read (reading it would kill the process with SIGBUS).
 1. **Structure** (optional, on by default): with every writer held off, the data file is walked by
    py-lmdb's offline verifier (pure Python, never through liblmdb), so a damaged file is reported
    instead of crashing the process. If the structure is damaged, nothing else is read.
 2. **Log**: on a snapshot of exactly that state, every event is decoded strictly (payload against its
    digest) and walked along the hash chain (:class:`~coniti.log.chain.Chain`: sequence numbers run
    1, 2, ... without a gap, each event's ``prev`` is the previous event's hash), recorded times must
-   not go backwards (the fold's check), and the head record must name the last event.
+   not go backwards (the fold's check), and the head record must name the last event; the head
+   witness must not name a commit the store lost (:func:`coniti.log.guard.witness_problem`).
 3. **Projections**: the log is folded afresh into a scratch LMDB environment (a temporary directory,
    committed in chunks so memory stays flat) and every projection sub-database is compared with
    the store's, entry by entry.
