@@ -701,16 +701,22 @@ def read_content(frame: bytes, seq: int) -> RecordData | None:
         raise _corrupted(f"event {seq}", exc) from exc
 
 
+def _read_checked(frame: bytes, seq: int, kind: str) -> tuple[dict[str, Any], Any]:
+    """``(envelope, decoded payload or None)`` of event ``seq``, which must be of ``kind`` and carry
+    a payload matching its digest; raises ValueError (and the like) otherwise."""
+    env_bytes, digest, payload_bytes = split_frame(frame)
+    env, payload = _current(_unpack(env_bytes), _checked_payload(digest, payload_bytes))
+    if env["k"] != kind or env["s"] != seq:
+        raise ValueError(f"it is event {env['s']!r} of kind {env['k']!r}, not the {kind} event {seq}")
+    return env, payload
+
+
 def read_put(frame: bytes, seq: int) -> tuple[dict[str, Any], RecordData | None]:
     """``(envelope, content)`` of put event ``seq`` for a read to return, checked like
     :func:`read_content`; the caller compares the envelope's ``n``, ``i`` and ``ts`` with the index
     entry that led it here (a hashed id, or the timestamp key of 0.0 that loses -0.0's sign)."""
     try:
-        env_bytes, digest, payload_bytes = split_frame(frame)
-        payload = _checked_payload(digest, payload_bytes)
-        env, payload = _current(_unpack(env_bytes), payload)
-        if env["k"] != PUT or env["s"] != seq:
-            raise ValueError(f"it is event {env['s']!r} of kind {env['k']!r}, not the put of event {seq}")
+        env, payload = _read_checked(frame, seq, PUT)
         return env, None if payload is None else _stored_record(payload)
     except _MALFORMED as exc:
         raise _corrupted(f"event {seq}", exc) from exc
@@ -718,15 +724,9 @@ def read_put(frame: bytes, seq: int) -> tuple[dict[str, Any], RecordData | None]
 
 def read_meta(frame: bytes, seq: int) -> tuple[dict[str, Any], Any, bool]:
     """``(envelope, value, erased)`` of meta event ``seq`` for a read to return, checked like
-    :func:`read_put`."""
+    :func:`read_put` (the caller compares ``n`` and ``mk``)."""
     try:
-        env_bytes, digest, payload_bytes = split_frame(frame)
-        payload = _checked_payload(digest, payload_bytes)
-        env, payload = _current(_unpack(env_bytes), payload)
-        if env["k"] != META or env["s"] != seq:
-            raise ValueError(f"it is event {env['s']!r} of kind {env['k']!r}, not the meta event {seq}")
-        if payload is None:
-            return env, None, True
-        return env, payload["mv"], False
+        env, payload = _read_checked(frame, seq, META)
+        return (env, None, True) if payload is None else (env, payload["mv"], False)
     except _MALFORMED as exc:
         raise _corrupted(f"event {seq}", exc) from exc

@@ -67,6 +67,15 @@ def _owner(uid: int) -> str:
     return f"uid {uid}"
 
 
+def _refuse_loose(st: os.stat_result, what: str, fix: str) -> None:
+    """Refuse ``what`` (its ``st``) if its group or others may write it, saying ``fix``."""
+    if st.st_mode & _LOOSE:
+        raise StoreError(
+            f"{what} is writable by its group or others (mode {stat.S_IMODE(st.st_mode):04o}): "
+            f"they could replace the store's files. Fix it with: {fix}"
+        )
+
+
 def make_private_dirs(path: str) -> None:
     """Create ``path`` and every missing parent with mode 0700 (whatever the umask)."""
     missing = []
@@ -87,12 +96,7 @@ def check_directory(path: str, read_only: bool) -> None:
     st = os.stat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise StoreError(f"store path {path} exists and is not a directory")
-    if st.st_mode & _LOOSE:
-        raise StoreError(
-            f"store directory {path} is writable by its group or others (mode "
-            f"{stat.S_IMODE(st.st_mode):04o}): they could replace its files. Fix it with: "
-            f"chmod 700 {path}"
-        )
+    _refuse_loose(st, f"store directory {path}", f"chmod 700 {path}")
     me = os.geteuid()
     if not read_only and st.st_uid != me:
         raise StoreError(
@@ -125,11 +129,7 @@ def check_files(path: str) -> None:
             )
         if not stat.S_ISREG(st.st_mode):
             raise StoreError(f"{full} is not a regular file; remove it")
-        if st.st_mode & _LOOSE:
-            raise StoreError(
-                f"{full} is writable by its group or others (mode {stat.S_IMODE(st.st_mode):04o}). "
-                f"Fix it with: chmod 600 {full}"
-            )
+        _refuse_loose(st, full, f"chmod 600 {full}")
 
 
 # -- the data file against its meta pages --------------------------------------------------------
