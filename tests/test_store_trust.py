@@ -402,3 +402,30 @@ def test_a_store_killed_during_creation_reads_as_empty_read_only(tmp_path: Path)
         assert s.head == 0
         assert s.get(GetRequest(ids=["x"])).missing == ["x"]
         assert s.scan(ScanRequest()).records == []
+
+
+def test_cli_add_into_a_non_empty_directory_reports_the_refusal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`coniti add --store DIR` into a user's non-empty directory exits 1 with the library's message
+    and leaves the directory as it was."""
+    from cli_support import Cli
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "notes.txt").write_text("mine")
+    result = Cli(home, capsys, monkeypatch)("add", "a note", "--id", "n1")
+    assert result.code == 1 and "not empty" in result.err, result
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt"]
+
+
+def test_cli_read_of_a_world_writable_store_says_how_to_fix_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CLI read of a world-writable store directory exits 1 naming the chmod that fixes it."""
+    from cli_support import Cli
+
+    _small_store(tmp_path / "s")
+    os.chmod(tmp_path / "s", 0o777)
+    result = Cli(tmp_path / "s", capsys, monkeypatch)("ls")
+    assert result.code == 1 and f"chmod 700 {tmp_path / 's'}" in result.err, result
