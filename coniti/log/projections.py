@@ -94,6 +94,8 @@ _POSITION = slice(NSID_LEN, None)
 _PAST_KEY = b"\xff" * 17
 """After ``N``: sorts after every ``T S`` (16 bytes), so ``N + _PAST_KEY`` bounds the keys of ``N``."""
 _TS_ZERO = ts_key(0.0)
+_VER_ET = 2 * SEQ_LEN
+"""The ``E T`` that begins every ``ver`` value (what the read checks compare)."""
 _INLINE = b"\x00"
 """The first byte of an inline (not hashed) name key."""
 _KEY_NTS = _TS_END + SEQ_LEN
@@ -670,7 +672,8 @@ class Projections:
                 raise _damaged(names, idk, record_id, seq, "its content is gone but not erased")
             return None
         if via_time:
-            agrees = txn.get(nsid + idk + inv_seq_key(seq), db=d.ver) == end + tsk
+            found = txn.get(nsid + idk + inv_seq_key(seq), db=d.ver)
+            agrees = found is not None and found[:_VER_ET] == end + tsk
         else:
             agrees = txn.get(tk, db=d.tver) == end + idk
         if not agrees:
@@ -701,10 +704,10 @@ class Projections:
     def _genuine_ver(self, key: bytes, value: bytes) -> bool:
         """Whether ``ver`` entry ``key`` (``N I ~S``) -> ``value`` (``E T``) is confirmed by the
         ``tver`` entry of that version (or, without one, by the version's erased frame)."""
-        if len(key) < NSID_LEN + 3 + SEQ_LEN or len(value) != 2 * SEQ_LEN:
+        if len(key) < NSID_LEN + 3 + SEQ_LEN or len(value) < _VER_ET:
             return False
         sk = seq_key(seq_from_inv(key[-SEQ_LEN:]))
-        found = self.txn.get(key[:NSID_LEN] + value[SEQ_LEN:] + sk, db=self.d.tver)
+        found = self.txn.get(key[:NSID_LEN] + value[SEQ_LEN:_VER_ET] + sk, db=self.d.tver)
         if found is None:
             frame = self.txn.get(sk, db=self.d.log)
             return frame is not None and not split_frame(frame)[2]
@@ -717,7 +720,8 @@ class Projections:
             return False
         end, idk = (value[:SEQ_LEN], value[SEQ_LEN:]) if tver else (_LIVE, value)
         ver_key = key[:NSID_LEN] + idk + inv_seq_key(seq_from_key(key[_S]))
-        return bool(self.txn.get(ver_key, db=self.d.ver) == end + key[_T])
+        found = self.txn.get(ver_key, db=self.d.ver)
+        return found is not None and found[:_VER_ET] == end + key[_T]
 
     def _genuine_time_now(self, key: bytes, value: bytes) -> bool:
         return self._genuine_time(key, value, False)
@@ -761,7 +765,7 @@ class Projections:
                 end = value[:SEQ_LEN]
                 if end == _LIVE or (as_of is not None and seq_from_key(end) > as_of):
                     sk = seq_key(seq_from_inv(cur.key()[-SEQ_LEN:]))
-                    row = row_of(names, nsid, sk, value[SEQ_LEN:], idk, record_id, end, False)
+                    row = row_of(names, nsid, sk, value[SEQ_LEN:_VER_ET], idk, record_id, end, False)
                 elif as_of is None:
                     self._check_end(names, idk, record_id, end)
             elif not self._sound_before(cur, probe, landed, self._genuine_ver):
