@@ -394,9 +394,21 @@ class Projections:
         return seq_from_inv(cur.key()[-SEQ_LEN:]), value[SEQ_LEN:]
 
     def versions(self, nsid: bytes, idk: bytes) -> list[tuple[int, int]]:
-        """Every version of a record as ``(put seq, end seq or 0)``, oldest first."""
+        """Every version of a record as ``(put seq, end seq or 0)``, oldest first. The keys around
+        the walk must be genuine (see the read checks below), else :class:`StoreCorrupted`."""
+        prefix = nsid + idk
         cur = self.txn.cursor(db=self.d.ver)
-        out = [(seq_from_inv(sk), seq_from_key(value[:SEQ_LEN])) for sk, value in _under(cur, nsid + idk)]
+        out: list[tuple[int, int]] = []
+        landed = cur.set_range(prefix)
+        if not self._sound_before(cur, prefix, landed, self._genuine_ver):
+            raise StoreCorrupted("the ver index is out of order near a record (damaged store)")
+        if landed:
+            for key, value in cur.iternext(keys=True, values=True):
+                if not _is_entry(key, prefix):
+                    if not self._genuine_ver(key, value):
+                        raise StoreCorrupted("the ver index is damaged after a record (damaged store)")
+                    break
+                out.append((seq_from_inv(key[-SEQ_LEN:]), seq_from_key(value[:SEQ_LEN])))
         out.reverse()
         return out
 
@@ -768,8 +780,10 @@ class Projections:
                     row = row_of(names, nsid, sk, value[SEQ_LEN:_VER_ET], idk, record_id, end, False)
                 elif as_of is None:
                     self._check_end(names, idk, record_id, end)
-            elif not self._sound_before(cur, probe, landed, self._genuine_ver):
-                raise _damaged(names, idk, record_id, 0, "the ver index is out of order near it")
+            elif (landed and not self._genuine_ver(cur.key(), cur.value())) or not self._sound_before(
+                cur, probe, landed, self._genuine_ver
+            ):
+                raise _damaged(names, idk, record_id, 0, "the ver index is damaged near it")
             if row is None:
                 missing.append(record_id)
             else:
