@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child_main(args.child)
         return 0
-    work = tempfile.mkdtemp(prefix="faultcheck-", dir=args.dir)
+    work = tempfile.mkdtemp(prefix="faultcheck-store-", dir=args.dir)
     started = time.monotonic()
     try:
         source, truth_file = prepare(work, args.records, args.dim)
