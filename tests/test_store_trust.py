@@ -289,6 +289,38 @@ def test_a_clean_store_reopens_without_alarm_after_many_commits(tmp_path: Path) 
         assert s.head == 30
 
 
+def test_a_witness_behind_the_head_is_no_alarm(tmp_path: Path) -> None:
+    """A witness naming an older event (its write lost in a crash) opens and verifies clean."""
+    from coniti.log import guard
+
+    _small_store(tmp_path / "s")
+    with LogBackend(tmp_path / "s") as s:
+        first = next(iter(s.events()))
+        behind = guard.Witness(bytes.fromhex(s.store_id), 1, bytes.fromhex(first.hash))
+    fd = guard.open_witness(str(tmp_path / "s"))
+    try:
+        guard.write_witness(fd, behind)
+    finally:
+        os.close(fd)
+    with LogBackend(tmp_path / "s", read_only=True) as s:
+        assert list(s.verify().problems) == []
+
+
+def test_a_nosync_store_names_its_head_in_the_witness_only_once_synced(tmp_path: Path) -> None:
+    """With durability="nosync" the witness moves at sync() (a commit not yet flushed may be lost
+    by an OS crash, so naming it earlier could raise a false alarm)."""
+    from coniti.log import guard
+
+    _small_store(tmp_path / "s")
+    with LogBackend(tmp_path / "s", durability="nosync") as s:
+        put(s, [rec("late", 1.0)])
+        witness = guard.Witness.read(s.path)
+        assert witness is not None and witness.seq == s.head - 1
+        s.sync()
+        witness = guard.Witness.read(s.path)
+        assert witness is not None and witness.seq == s.head
+
+
 # -- item 7: hostile store directories ----------------------------------------------------------------
 
 
