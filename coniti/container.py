@@ -43,7 +43,7 @@ import pydantic
 from coniti.contracts import Contract
 from coniti.embedding import EMBEDDERS, Embedder
 from coniti.engine import ContinuityEngine
-from coniti.errors import ContractError
+from coniti.errors import ContractError, EmbeddingMismatch
 from coniti.impl.memory import InMemoryBackend
 from coniti.memory import MemoryBackend
 from coniti.registry import Registry, spec_id
@@ -53,7 +53,11 @@ from coniti.structure import STRUCTURES, Structure
 if TYPE_CHECKING:
     from coniti.impl.log import LogBackend
 
-__all__ = ["MEMORIES", "PIECES", "Container", "ResolvedPiece"]
+__all__ = ["MEMORIES", "NEW_MEMORY_EMBEDDING", "PIECES", "Container", "ResolvedPiece", "stored_embedding"]
+
+NEW_MEMORY_EMBEDDING = "minilm"
+"""What :func:`stored_embedding` picks for memory that holds no embedding yet: the real model (the
+library's own default, ``local_hash``, needs no model files and stays what ``Container()`` uses)."""
 
 M = TypeVar("M", bound=MemoryBackend)
 
@@ -305,6 +309,38 @@ class Container(Generic[M]):
     def __repr__(self) -> str:
         names = ", ".join(f"{p}={self._names[p]!r}" for p in PIECES)
         return f"Container({names})"
+
+
+def stored_embedding(memory: MemoryBackend, default: str = NEW_MEMORY_EMBEDDING) -> str:
+    """The registered embedder name whose spec id the memory was written with, or ``default`` for
+    memory with none yet.
+
+    The id is the ``embedding_id`` metadata of the root namespace, else of the first live namespace
+    (sorted) that has one. Registered embedders are tried with their default options, in
+    registration order (cheap hash embedders before a model that loads weights); one that cannot be
+    built here (a missing package) is passed over. Raises :class:`EmbeddingMismatch` naming the id
+    when no registered embedder gives it.
+    """
+    from coniti.engine import EMBEDDING_KEY
+
+    stored: Any = None
+    for ns in [(), *memory.namespaces()]:
+        stored = memory.get_meta(memory.meta_get_request(EMBEDDING_KEY, ns)).value
+        if stored is not None:
+            break
+    if stored is None:
+        return default
+    for name in EMBEDDERS.names(registered_first=True):
+        try:
+            if EMBEDDERS.create(name).spec_id == stored:
+                return name
+        except (ContractError, ImportError):
+            continue
+    raise EmbeddingMismatch(
+        f"memory was written with embedding {stored!r}, which no registered embedder gives with its "
+        f"default options (known: {', '.join(EMBEDDERS.names())}); open it with the embedder and "
+        "options that wrote it"
+    )
 
 
 def _instance_name(piece: str, value: Any) -> str:

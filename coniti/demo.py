@@ -212,7 +212,7 @@ def run(
     store_path = prepare(directory)
     report = DemoReport(directory=directory, store=store_path)
     tick = progress or (lambda n: None)
-    with LogBackend(store_path) as store, Container(memory=store) as container:
+    with LogBackend(store_path) as store, Container(memory=store, embedding="minilm") as container:
         engine = container.engine
         _ingest(report, store, engine, corpus, tick)
         _edit(report, store, engine)

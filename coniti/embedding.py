@@ -415,3 +415,7 @@ def _check_weight(name: str, value: Any) -> float:
 
 EMBEDDERS.register(LocalHashEmbedder.name, LocalHashEmbedder)
 EMBEDDERS.register(RandomProjectionEmbedder.name, RandomProjectionEmbedder)
+
+
+# Imported on first use: it needs the coniti[minilm] extra, and it imports this module.
+EMBEDDERS.register("minilm", "coniti.minilm:MiniLMEmbedder")

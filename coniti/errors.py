@@ -4,6 +4,8 @@
 
     ConitiError
     ├── ContractError (ValueError)        a request, contract or value is malformed; names the field
+    │   └── ModelFileError                 an embedding model's file is missing, malformed or not the pinned one
+    │       └── SafetensorsError           a safetensors weights file is malformed
     ├── MemoryBackendError (RuntimeError)  a memory operation could not be carried out
     │   ├── DuplicateRecord                put of an id that exists, or repeats within the call
     │   ├── InvalidCursor                  malformed, empty, foreign-instance or foreign-namespace cursor
@@ -36,6 +38,14 @@ class ConitiError(Exception):
 
 class ContractError(ConitiError, ValueError):
     """A request, contract or value is malformed. The message names the offending field."""
+
+
+class ModelFileError(ContractError):
+    """A model file is missing, unreadable, malformed or not the pinned one; the message names it."""
+
+
+class SafetensorsError(ModelFileError):
+    """A safetensors file is malformed; the message names the file and, where there is one, the tensor."""
 
 
 class MemoryBackendError(ConitiError, RuntimeError):

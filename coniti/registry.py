@@ -9,6 +9,7 @@ registry's group, e.g. in its ``pyproject.toml``::
     [project.entry-points."coniti.embedders"]
     my_embedder = "my_package.embedding:MyEmbedder"
 
+A factory registered in code may be given as ``"module:attribute"`` text, imported on first use.
 Entry points are read once, on the first lookup of a name that was not registered in code; a name
 registered in code wins over an entry point of the same name. Loading an entry point that fails raises
 :class:`UnknownPiece` naming the entry point and keeping the original error as ``__cause__``.
@@ -22,15 +23,18 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import re
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from coniti.errors import UnknownPiece
 
 __all__ = ["Registry", "canonical_json", "spec_id"]
 
 T = TypeVar("T")
+
+_IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
 class Registry(Generic[T]):
@@ -39,40 +43,62 @@ class Registry(Generic[T]):
     def __init__(self, kind: str, group: str) -> None:
         self.kind = kind
         self.group = group
-        self._factories: dict[str, Callable[..., T]] = {}
+        self._factories: dict[str, Callable[..., T] | importlib.metadata.EntryPoint] = {}
         self._entry_points: dict[str, importlib.metadata.EntryPoint] | None = None
         self._lock = threading.Lock()
 
-    def register(self, name: str, factory: Callable[..., T], *, replace: bool = False) -> None:
-        """Register ``factory`` under ``name``; an existing name raises unless ``replace``."""
+    def register(
+        self, name: str, factory: Callable[..., T] | str, *, replace: bool = False
+    ) -> None:
+        """Register ``factory`` under ``name``; an existing name raises unless ``replace``.
+
+        ``factory`` may be given as ``"module:attribute"`` text, like an entry point: it is imported
+        on the first lookup of ``name``, so a registering module need not import the piece's module
+        (which may import it back, or need an optional extra)."""
         if not isinstance(name, str) or not name:
             raise UnknownPiece(f"a {self.kind} name must be a non-empty string, got {name!r}")
-        if not callable(factory):
+        if isinstance(factory, str):
+            if not _IMPORT_PATH.fullmatch(factory):
+                raise UnknownPiece(
+                    f"the {self.kind} factory for {name!r} must be 'module:attribute', got {factory!r}"
+                )
+            factory_or_path: Callable[..., T] | importlib.metadata.EntryPoint = (
+                importlib.metadata.EntryPoint(name, factory, self.group)
+            )
+        elif callable(factory):
+            factory_or_path = factory
+        else:
             raise UnknownPiece(f"the {self.kind} factory for {name!r} is not callable")
         with self._lock:
-            if name in self._factories and not replace and self._factories[name] is not factory:
+            known = self._factories.get(name)
+            if known is not None and not replace and known != factory_or_path:
                 raise UnknownPiece(
                     f"{self.kind} {name!r} is already registered; pass replace=True to replace it"
                 )
-            self._factories[name] = factory
+            self._factories[name] = factory_or_path
 
     def unregister(self, name: str) -> None:
         """Forget a name registered in code (entry points stay discoverable)."""
         with self._lock:
             self._factories.pop(name, None)
 
-    def names(self) -> list[str]:
-        """Every known name, registered in code or by entry point, sorted."""
+    def names(self, *, registered_first: bool = False) -> list[str]:
+        """Every known name, registered in code or by entry point, sorted; with
+        ``registered_first``, the names registered in code in registration order, then the other
+        entry points sorted."""
         with self._lock:
-            return sorted(set(self._factories) | set(self._discover()))
+            if not registered_first:
+                return sorted(set(self._factories) | set(self._discover()))
+            return [*self._factories, *sorted(set(self._discover()) - set(self._factories))]
 
     def get(self, name: str) -> Callable[..., T]:
         """The factory registered as ``name``; unknown names raise :class:`UnknownPiece` listing all."""
         with self._lock:
             factory = self._factories.get(name)
-            if factory is not None:
+            if factory is not None and not isinstance(factory, importlib.metadata.EntryPoint):
                 return factory
-            entry = self._discover().get(name)
+            entry = factory if factory is not None else self._discover().get(name)
+        what = "entry point" if factory is None else "factory"
         if entry is None:
             known = ", ".join(self.names()) or "(none)"
             raise UnknownPiece(f"unknown {self.kind} {name!r}; registered: {known}")
@@ -80,16 +106,16 @@ class Registry(Generic[T]):
             loaded = entry.load()
         except Exception as exc:
             raise UnknownPiece(
-                f"{self.kind} {name!r}: entry point {entry.value!r} in group {self.group!r} "
+                f"{self.kind} {name!r}: {what} {entry.value!r} in group {self.group!r} "
                 f"failed to load: {exc}"
             ) from exc
         if not callable(loaded):
-            raise UnknownPiece(
-                f"{self.kind} {name!r}: entry point {entry.value!r} is not a class or callable"
-            )
+            raise UnknownPiece(f"{self.kind} {name!r}: {what} {entry.value!r} is not a class or callable")
         with self._lock:
-            self._factories.setdefault(name, loaded)
-            return self._factories[name]
+            current = self._factories.get(name)
+            if current is None or current == entry:
+                self._factories[name] = loaded
+            return cast("Callable[..., T]", self._factories[name])
 
     def create(self, name: str, **options: Any) -> T:
         """A new piece: the factory registered as ``name`` called with ``options``."""

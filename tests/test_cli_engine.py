@@ -207,3 +207,45 @@ def test_ls_filter(people: Cli) -> None:
     """ls --filter lists only matching records."""
     lines = people.ok("ls", "--ns", "alice/personal", "--filter", '{"kind": "fact"}', "--json").out
     assert [r for r in lines.splitlines() if '"a1"' in r]
+
+
+# -- which embedder a store gets -------------------------------------------------------------------
+
+
+def _embedding_id(cli: Cli, namespace: str = "/") -> str:
+    return str(cli.ok("meta", "get", "embedding_id", "--ns", namespace, "--json").json()["value"])
+
+
+def test_a_fresh_store_is_embedded_with_minilm(cli: Cli) -> None:
+    """add on a new store (no --embedding, no $CONITI_EMBEDDING) embeds with minilm."""
+    from coniti.embedding import EMBEDDERS
+
+    cli.ok("add", "Alice lives in Lyon", "--id", "a")
+    assert _embedding_id(cli) == EMBEDDERS.create("minilm").spec_id
+
+
+def test_a_store_keeps_the_embedder_it_was_written_with(cli: Cli) -> None:
+    """A store made with --embedding local_hash is read and extended with local_hash afterwards."""
+    from coniti.embedding import LocalHashEmbedder
+
+    cli.ok("add", "Alice lives in Lyon", "--id", "a", "--embedding", "local_hash")
+    cli.ok("add", "Bob drinks tea", "--id", "b")
+    assert _embedding_id(cli) == LocalHashEmbedder().spec_id
+    assert cli.ok("ask", "tea", "-k", "1", "--json").json()["hits"][0]["id"] == "b"
+
+
+def test_an_embedding_other_than_the_stores_is_refused(cli: Cli) -> None:
+    """add --embedding NAME on a store written with another embedder exits 1 naming both ids."""
+    cli.ok("add", "Alice lives in Lyon", "--id", "a", "--embedding", "local_hash")
+    result = cli("add", "Bob drinks tea", "--id", "b", "--embedding", "random_projection")
+    assert result.code == 1 and "emb-" in result.err and no_traceback(result)
+    assert cli.ok("count").out.strip() == "1"
+
+
+def test_the_environment_chooses_a_new_stores_embedder(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$CONITI_EMBEDDING picks the embedder of a new store."""
+    from coniti.embedding import RandomProjectionEmbedder
+
+    monkeypatch.setenv("CONITI_EMBEDDING", "random_projection")
+    cli.ok("add", "Alice lives in Lyon", "--id", "a")
+    assert _embedding_id(cli) == RandomProjectionEmbedder().spec_id

@@ -271,3 +271,46 @@ def test_broken_entry_point_is_a_clear_error(entry_point_package: None) -> None:
 def test_memories_registry_has_both_builtins() -> None:
     """in_memory and log are registered memory names."""
     assert {"in_memory", "log"} <= set(MEMORIES.names())
+
+
+def test_stored_embedding_names_the_embedder_that_wrote_the_memory() -> None:
+    """stored_embedding finds the registered embedder whose spec id the memory holds, in any
+    namespace; memory with none gets the default."""
+    from coniti.container import stored_embedding
+    from coniti.memory import MetaSetRequest
+
+    memory = InMemoryBackend()
+    assert stored_embedding(memory) == "minilm"
+    assert stored_embedding(memory, default="local_hash") == "local_hash"
+    with Container(memory=memory, embedding="random_projection") as c:
+        c.engine.ingest("a note", namespace=("alice", "work"))
+    assert stored_embedding(memory) == "random_projection"
+    memory.set_meta(MetaSetRequest(key="embedding_id", value="emb-000000000000", namespace=()))
+    with pytest.raises(EmbeddingMismatch, match="emb-000000000000"):
+        stored_embedding(memory)
+
+
+def test_a_factory_given_as_an_import_path_loads_on_first_lookup() -> None:
+    """register(name, "module:attribute") imports nothing until the name is looked up."""
+    from coniti.registry import Registry
+
+    registry: Registry[object] = Registry("piece", "coniti.test_pieces")
+    registry.register("od", "collections:OrderedDict")
+    assert registry.names(registered_first=True) == ["od"]
+    import collections
+
+    assert registry.get("od") is collections.OrderedDict
+    registry.register("gone", "coniti_no_such_module:Thing")
+    with pytest.raises(UnknownPiece, match="factory 'coniti_no_such_module:Thing'"):
+        registry.get("gone")
+    with pytest.raises(UnknownPiece, match="module:attribute"):
+        registry.register("bad", "not a path")
+
+
+def test_minilm_is_registered_without_importing_it() -> None:
+    """Importing coniti does not import coniti.minilm (its extra is optional)."""
+    import subprocess
+
+    code = "import sys, coniti, coniti.container; print('coniti.minilm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

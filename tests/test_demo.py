@@ -44,6 +44,18 @@ def test_demo_ingests_the_whole_corpus(demo_run: tuple[Path, dict[str, object]])
     assert len(report["namespaces"]) >= 5  # type: ignore[arg-type]
 
 
+def test_demo_embeds_with_minilm(demo_run: tuple[Path, dict[str, object]]) -> None:
+    """The demo's notes are embedded with the real model, minilm (384 dims), in every namespace."""
+    from coniti.embedding import EMBEDDERS
+
+    cwd, _ = demo_run
+    spec = EMBEDDERS.create("minilm").spec_id
+    with LogBackend(cwd / "coniti-demo" / "store", read_only=True) as store:
+        for ns in store.namespaces():
+            assert store.get_meta(store.meta_get_request("embedding_id", ns)).value == spec
+            assert next(store.iter_all(namespace=ns)).vector.shape == (384,)
+
+
 def test_demo_store_matches_its_report(demo_run: tuple[Path, dict[str, object]]) -> None:
     """The store left behind has the reported head, verifies clean, and has lost the deleted notes."""
     cwd, report = demo_run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,13 @@ def _testing_modules() -> list[str]:
 def test_package_is_typed() -> None:
     """coniti ships py.typed."""
     assert (Path(coniti.__file__).parent / "py.typed").exists()
+
+
+def test_the_error_tree_draws_every_error() -> None:
+    """Every error class of coniti.errors appears in the tree drawn in its module docstring."""
+    from coniti import errors
+
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
+    assert len(classes) > 10
+    drawn = errors.__doc__ or ""
+    assert [c.__name__ for c in classes if not re.search(rf"\b{c.__name__}\b", drawn)] == []

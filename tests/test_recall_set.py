@@ -242,7 +242,7 @@ def test_loader_refuses_an_answer_that_fails_the_filter(tmp_path: Path) -> None:
         bench.load_set(directory)
 
 
-# -- the fallback search -----------------------------------------------------------------------
+# -- the search --------------------------------------------------------------------------------
 
 
 def _small_set() -> Any:
@@ -257,30 +257,26 @@ def _small_set() -> Any:
     return bench.RecallSet(notes=notes, questions=[])
 
 
-def _fallback_search(filter: dict[str, Any]) -> list[str]:
-    """bench.search over the small set under prefix ("p",) with the engine's scope and filter
-    parameters treated as missing."""
+def _search(filter: dict[str, Any]) -> list[str]:
+    """bench.search over the small set under prefix ("p",)."""
     small = _small_set()
     with Container() as container:
         for ns, notes in small.notes.items():
             container.engine.ingest_many(notes, namespace=ns)
-        api = bench.Api(prefix=False, filter=False)
-        ids: list[str] = bench.search(
-            container.engine, api, "red apples orchard", small.namespaces, ("p",), filter
-        )
+        ids: list[str] = bench.search(container.engine, "red apples orchard", None, ("p",), filter)
     return ids
 
 
-def test_fallback_search_merges_the_namespaces_of_a_scope_by_score() -> None:
-    """Without engine support for prefix, search asks each namespace and orders the union by score."""
-    ids = _fallback_search({})
+def test_search_ranks_the_namespaces_of_a_prefix_together() -> None:
+    """search with a prefix ranks every namespace under it in one order."""
+    ids = _search({})
     assert ids[:2] == ["a1", "b1"]
     assert sorted(ids) == ["a1", "b1", "b2"]
 
 
-def test_fallback_search_drops_hits_that_fail_the_filter() -> None:
-    """Without engine support for filter, search keeps only hits whose metadata matches it."""
-    assert _fallback_search({"kind": "preference"}) == ["b1"]
+def test_search_applies_the_filter() -> None:
+    """search keeps only notes whose metadata matches the question's filter."""
+    assert _search({"kind": "preference"}) == ["b1"]
 
 
 def test_rank_and_scores_follow_their_definitions() -> None:

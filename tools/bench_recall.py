@@ -10,14 +10,15 @@ Usage (from the repository root)::
 The set (``tools/data/recall/``, see its README) holds notes about several people and projects in
 namespaces such as ``("alice", "work")`` and ``("team", "atlas")``, and questions, each with the ids of
 the notes that answer it, a scope (``{"namespace": [...]}`` or ``{"prefix": [...]}``, ``[]`` = all),
-an optional metadata filter (every key must equal the note's metadata value) and tags (``paraphrase``:
+an optional metadata filter (``coniti.filters``) and tags (``paraphrase``:
 little word overlap with the answer; ``literal``: codes, ids and rare names; ``prefix``; ``filter``).
 
 For each embedder the notes go into a fresh ``Container(embedding=name, memory=...)`` through the
 public API, one ``engine.ingest_many`` per namespace. Every question is then asked twice:
 
-* **scoped**: within the question's scope, with its filter;
-* **unscoped**: across every namespace of the set, without the filter.
+* **scoped**: within the question's scope (``engine.ask(query, namespace=...)`` or
+  ``prefix=...``), with its filter (``Query(filter=...)``);
+* **unscoped**: across every namespace of the set (``prefix=()``), without the filter.
 
 A question's rank is the position (1-based) of the first answer id among the top ``K`` = 10 hits.
 recall@1 and recall@5 are the fractions of questions ranked at most 1 and 5; MRR is the mean of
@@ -27,14 +28,13 @@ Throughput: **embed** is texts/s of one ``embedder.embed`` call over every note 
 ingest, so a model is loaded and warm); **ingest** is notes/s of the ``ingest_many`` calls
 (embedding, admission, structures and the memory write); **ask** is the median ms of a scoped ask.
 
-An embedder that is not registered (``minilm`` before it lands) is skipped with a message; one that
-is registered but fails to build is reported and makes the exit status 1.
+An embedder that is not registered is skipped with a message; one that is registered but fails to
+build (``minilm`` without its model package) is reported and makes the exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import re
 import shlex
@@ -52,11 +52,10 @@ sys.path.insert(0, str(ROOT))
 
 from coniti import Container, ContinuityEngine, Note, Query  # noqa: E402
 from coniti.embedding import EMBEDDERS  # noqa: E402
+from coniti.filters import compile_filter  # noqa: E402
 
 DATA = ROOT / "tools" / "data" / "recall"
 K = 10
-FALLBACK_K = 100
-"""Hits asked per namespace when the engine cannot filter: the filter is applied to these."""
 
 STOPWORDS = frozenset(
     """
@@ -133,8 +132,8 @@ def jaccard(a: str, b: str) -> float:
 
 
 def matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
-    """True when every key of ``filter`` is in ``metadata`` with an equal value."""
-    return all(key in metadata and metadata[key] == value for key, value in filter.items())
+    """True when ``metadata`` matches ``filter`` (the engine's filter language, coniti.filters)."""
+    return compile_filter(filter)(metadata)
 
 
 # -- loading -------------------------------------------------------------------------------------
@@ -234,52 +233,19 @@ def load_set(directory: Path = DATA) -> RecallSet:
 # -- asking --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Api:
-    """Which of the engine's scope/filter parameters exist.
-
-    The fallback for a missing one goes once ``engine.ask(..., prefix=...)``, ``Query(filter=...)``
-    and ``Hit.namespace`` have landed. It is weaker than the engine: a prefix scope asks each
-    namespace separately and merges the hits by score; a filter asks :data:`FALLBACK_K` hits per
-    namespace and drops those that do not match, so a matching note ranked below ``FALLBACK_K`` in
-    its namespace is lost (never on this set, whose namespaces hold fewer notes than that).
-    """
-
-    prefix: bool
-    filter: bool
-
-    @classmethod
-    def of(cls, engine: ContinuityEngine) -> Api:
-        return cls(
-            prefix="prefix" in inspect.signature(engine.ask).parameters,
-            filter="filter" in Query.model_fields,
-        )
-
-
 def search(
     engine: ContinuityEngine,
-    api: Api,
     text: str,
-    namespaces: list[tuple[str, ...]],
+    namespace: tuple[str, ...] | None,
     prefix: tuple[str, ...] | None,
     filter: dict[str, Any],
 ) -> list[str]:
-    """The ids of the top :data:`K` hits for ``text`` over ``namespaces`` (the namespaces under
-    ``prefix`` when it is given), keeping only notes that match ``filter``."""
-    native_filter = api.filter or not filter
-    k = K if native_filter else FALLBACK_K
-    options: dict[str, Any] = {"text": text, "k": k}
-    if filter and api.filter:
-        options["filter"] = filter
-    query = Query(**options)
-    if prefix is not None and api.prefix:
-        hits = [(h.score, h.note) for h in engine.ask(query, prefix=prefix).hits]  # type: ignore[call-arg]
-    else:
-        hits = [(h.score, h.note) for ns in namespaces for h in engine.ask(query, namespace=ns).hits]
-        hits.sort(key=lambda pair: -pair[0])
-    if not native_filter:
-        hits = [(score, note) for score, note in hits if matches(note.metadata, filter)]
-    return [note.id for _, note in hits[:K]]
+    """The ids of the top :data:`K` hits for ``text`` in ``namespace``, or over every namespace under
+    ``prefix``, keeping only notes that match ``filter`` (the engine's own scope and filter)."""
+    query = Query(text=text, k=K, filter=filter or None)
+    if prefix is not None:
+        return [h.note.id for h in engine.ask(query, prefix=prefix).hits]
+    return [h.note.id for h in engine.ask(query, namespace=namespace or ()).hits]
 
 
 def rank(ids: Sequence[str], answer: Sequence[str]) -> int | None:
@@ -318,7 +284,6 @@ def run_embedder(
     options: dict[str, Any] = {"path": workdir / name} if memory == "log" else {}
     with Container(memory=memory, embedding=name, **options) as container:
         engine = container.engine
-        api = Api.of(engine)
         start = time.perf_counter()
         for ns, notes in recall_set.notes.items():
             engine.ingest_many(notes, namespace=ns)
@@ -327,23 +292,20 @@ def run_embedder(
         start = time.perf_counter()
         container.embedder.embed(texts)
         embed_s = time.perf_counter() - start
-        everything = recall_set.namespaces
         scoped: list[int | None] = []
         unscoped: list[int | None] = []
         ask_ms: list[float] = []
         for q in questions:
             start = time.perf_counter()
             ids = search(
-                engine, api, q.text, recall_set.in_scope(q),
-                q.scope if q.prefix else None, q.filter,
-            )  # fmt: skip
+                engine, q.text, None if q.prefix else q.scope, q.scope if q.prefix else None, q.filter
+            )
             ask_ms.append((time.perf_counter() - start) * 1000.0)
             scoped.append(rank(ids, q.answer))
-            ids = search(engine, api, q.text, everything, (), {})
+            ids = search(engine, q.text, None, (), {})
             unscoped.append(rank(ids, q.answer))
         return {
             "spec_id": container.embedder.spec_id,
-            "api": {"prefix": api.prefix, "filter": api.filter},
             "throughput": {
                 "embed_texts_per_s": len(texts) / embed_s,
                 "ingest_notes_per_s": len(texts) / ingest_s,
@@ -377,7 +339,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"{name} ({result['spec_id']}): embed {t['embed_texts_per_s']:,.0f} texts/s, "
             f"ingest {t['ingest_notes_per_s']:,.0f} notes/s, scoped ask {t['ask_ms_median']:.2f} ms "
-            f"median; engine API prefix={result['api']['prefix']} filter={result['api']['filter']}"
+            "median"
         )
     return "\n".join(lines)
 

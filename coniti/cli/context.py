@@ -98,11 +98,19 @@ class Settings:
         return LogBackend(path, actor=self.actor_name, read_only=mode == "read")
 
     @contextmanager
-    def open_engine(self, store: LogBackend) -> Iterator[ContinuityEngine]:
-        """The engine over ``store`` with coniti's default pieces (:class:`~coniti.Container`)."""
-        from coniti.container import Container
+    def open_engine(
+        self, store: LogBackend, embedding: str | None = None
+    ) -> Iterator[ContinuityEngine]:
+        """The engine over ``store`` with coniti's default pieces (:class:`~coniti.Container`) and
+        the embedder the store was written with (:func:`~coniti.container.stored_embedding`); a
+        store with none yet gets ``embedding``, else ``$CONITI_EMBEDDING``, else ``minilm``. An
+        ``embedding`` given for a store written with another is refused (EmbeddingMismatch)."""
+        from coniti.container import NEW_MEMORY_EMBEDDING, Container, stored_embedding
 
-        with Container(memory=store) as container:
+        if embedding is None:
+            fresh = self.environ.get("CONITI_EMBEDDING") or NEW_MEMORY_EMBEDDING
+            embedding = stored_embedding(store, default=fresh)
+        with Container(memory=store, embedding=embedding) as container:
             yield container.engine
 
     def stamp(self, store: LogBackend) -> AbstractContextManager[None]:

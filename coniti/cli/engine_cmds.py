@@ -36,6 +36,9 @@ __all__ = ["add", "ask"]
 @click.option("--time", "when", type=TIME, default=None, help="When it happened (default: now).")
 @click.option("--meta", "meta", type=META, multiple=True, help="Metadata KEY=VALUE (repeatable).")
 @click.option("--id", "note_id", default=None, help="The note's id (default: a random one).")
+@click.option("--embedding", "embedding", default=None, metavar="NAME",
+              help="Embedder of a new store (default: $CONITI_EMBEDDING, else minilm); a store "
+                   "keeps the one it was written with.")  # fmt: skip
 @common_options
 def add(
     text: str,
@@ -43,6 +46,7 @@ def add(
     when: float | None,
     meta: tuple[tuple[str, Any], ...],
     note_id: str | None,
+    embedding: str | None,
 ) -> None:
     """Remember TEXT (use - to read it from stdin): embed it and store it through the engine."""
     from coniti.actor import Note
@@ -56,7 +60,7 @@ def add(
         timestamp=time.time() if when is None else when,
         metadata=dict(meta),
     )
-    with s.open_store("create") as store, s.open_engine(store) as engine, s.stamp(store):
+    with s.open_store("create") as store, s.open_engine(store, embedding) as engine, s.stamp(store):
         result = engine.ingest(note, namespace=namespace)
     if not result.admitted:
         raise CliError(f"not added: {result.reason}")

@@ -35,7 +35,6 @@ __all__ = [
     "name_key",
     "ns_bytes",
     "ns_key",
-    "nsid_key",
     "seq_from_inv",
     "seq_from_key",
     "seq_key",
@@ -59,7 +58,6 @@ _SIGN = 1 << 63
 _ALL = MAX_SEQ
 
 seq_key = _U64.pack
-nsid_key = _U32.pack
 
 
 def seq_from_key(key: bytes) -> int:

@@ -623,10 +623,6 @@ class Store:
         cheaper than ``os.getpid()``."""
         return _FORKS[0] != self._forks
 
-    @property
-    def closed(self) -> bool:
-        return self._shared is None
-
     def close(self) -> None:
         """Release this handle; the environment closes with the last handle. Idempotent.
 
