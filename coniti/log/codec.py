@@ -689,13 +689,14 @@ def read_content(frame: bytes, seq: int) -> RecordData | None:
     if UPCASTERS:
         return read_put(frame, seq)[1]
     try:
-        env_bytes, digest, payload_bytes = split_frame(frame)
-        head = _PUT_HEAD + _packed_uint(seq)
-        if env_bytes[1 : 1 + len(head)] != head:
-            env = _unpack(env_bytes)
+        if not frame.startswith(_PUT_HEAD + _packed_uint(seq), _HEAD + 1):
+            env = _unpack(split_frame(frame)[0])
             if type(env) is not dict or env.get("k") != PUT or env.get("s") != seq:
                 raise ValueError(f"it is not the put of event {seq}")
-        payload = _checked_payload(digest, payload_bytes)
+        end = _HEAD + _unpack_u32(frame)[0]
+        if end + _DIGEST > len(frame):
+            raise ValueError("envelope length exceeds the frame")
+        payload = _checked_payload(frame[end : end + _DIGEST], frame[end + _DIGEST :])
         return None if payload is None else _stored_record(payload)
     except _MALFORMED as exc:
         raise _corrupted(f"event {seq}", exc) from exc
