@@ -14,7 +14,7 @@ import hmac
 import json
 import math
 
-from coniti.errors import InvalidCursor
+from coniti.errors import InvalidCursor, namespace_text
 
 __all__ = ["CursorCodec"]
 
@@ -58,7 +58,7 @@ class CursorCodec:
         ns, timestamp, order = json.loads(payload)
         if tuple(ns) != namespace:
             raise InvalidCursor(
-                f"the cursor belongs to namespace {tuple(ns)!r}, not {namespace!r}"
+                f"the cursor belongs to namespace {namespace_text(ns)}, not {namespace_text(namespace)}"
             )
         if not isinstance(timestamp, float) or not math.isfinite(timestamp) or not isinstance(order, int):
             raise InvalidCursor("the cursor is malformed")

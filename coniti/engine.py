@@ -42,12 +42,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import EllipsisType
 from typing import Any, Self
 
 import numpy as np
 import pydantic
 
-from coniti.actor import Note, Query
+from coniti.actor import Note, Query, to_timestamp
 from coniti.contracts import Contract
 from coniti.embedding import Embedder
 from coniti.errors import (
@@ -56,6 +57,7 @@ from coniti.errors import (
     EmbeddingMismatch,
     NotSupported,
     ReadOnlyError,
+    namespace_text,
 )
 from coniti.filters import Predicate, compile_filter
 from coniti.memory import (
@@ -63,12 +65,17 @@ from coniti.memory import (
     DeleteResult,
     EventFeed,
     GetRequest,
+    GetResult,
     MemoryBackend,
     MemoryRecord,
     MetaGetRequest,
     MetaSetRequest,
     Namespace,
+    PatchOp,
     PutRequest,
+    UpsertOp,
+    WriteRequest,
+    WriteResult,
     as_namespace,
     event_feed,
     time_travel,
@@ -198,18 +205,27 @@ class ContinuityEngine:
         return self.ingest_many([note], namespace=namespace)[0]
 
     def ingest_many(
-        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = ()
+        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None
     ) -> list[IngestResult]:
         """Ingest a batch atomically: one embedding call, one strategy call, one memory ``put``.
 
         Returns one :class:`IngestResult` per note, in order. Refused notes are not written. If any
         step fails, nothing of the batch is written and the structures equal memory again.
+
+        With ``op_id`` (backends with ``supports_write``) the batch is one idempotent write: a retry
+        of the same batch with the same op id writes nothing and returns the first call's
+        admissions (see :meth:`_replay_ingest`); another batch under that op id raises
+        :class:`~coniti.errors.IdempotencyConflict`.
         """
         batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
         with self._lock:
             self._refuse_writes()
             space = self._space(ns)
+            if op_id is not None:
+                replayed = self._replay_ingest(ns, space, batch, op_id)
+                if replayed is not None:
+                    return replayed
             if not batch:
                 return []
             vectors = self.embedder.embed([n.text for n in batch])
@@ -223,7 +239,10 @@ class ContinuityEngine:
             records = [
                 MemoryRecord.trusted(batch[i], vectors[i].copy(), self._spec_id, ns) for i in chosen
             ]
-            self._write(ns, space, records)
+            if op_id is None:
+                self._write(ns, space, records)
+            else:
+                self._apply(ns, space, _ingest_request(records, ns, op_id))
             return [
                 _ingest_result({"admitted": d.admitted, "id": n.id, "reason": d.reason})
                 for n, d in zip(batch, decisions, strict=True)
@@ -373,6 +392,7 @@ class ContinuityEngine:
         want = query.k
         fetch = max(4 * want, 32) if narrowed else want
         notes: dict[str, Note] = {}
+        versions: dict[str, int | None] = {}
         while True:
             asked = query if fetch == want else query.model_copy(update={"k": fetch})
             raw = self.strategy.answer(asked, vector, context)
@@ -380,8 +400,11 @@ class ContinuityEngine:
             if missing:
                 for record in self.memory.get(GetRequest(ids=missing, namespace=ns)).records:
                     notes[record.note.id] = record.note
+                    versions[record.note.id] = record.version
             hits = [
-                _hit({"note": notes[h.id], "score": float(h.score), "namespace": ns})
+                _hit(
+                    {"note": notes[h.id], "score": float(h.score), "namespace": ns, "version": versions[h.id]}
+                )
                 for h in raw
                 if h.id in notes and _passes(h, notes[h.id], match, query.min_score)
             ]
@@ -417,6 +440,155 @@ class ContinuityEngine:
             self._recover(ns)
             raise
         self._unindex(space, ids)
+
+    # -- facts that change ----------------------------------------------------------------------
+    #
+    # Memory is written first (one atomic ``write``), then the structures are brought in line with
+    # it from memory (reindexed from memory if that fails): a refused write changes nothing, and
+    # the structures always end equal to memory.
+
+    def get(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> GetResult:
+        """Read notes by id, as records with their ``version``; unknown or expired ids in ``missing``."""
+        ns = as_namespace(namespace)
+        with self._lock:
+            return self.memory.get(GetRequest(ids=list(ids), namespace=ns))
+
+    def upsert(
+        self,
+        note: Note | str,
+        *,
+        namespace: Sequence[str] = (),
+        expected_version: int | None | EllipsisType = ...,
+        op_id: str | None = None,
+        expires_at: float | datetime | None = None,
+    ) -> WriteResult:
+        """Create ``note`` or replace the live note of its id whole (one new version).
+
+        The text is embedded unless the live note has the same text and this engine's embedding
+        (its vector is kept). ``expected_version``: the live version the write requires (``None``:
+        the id must not exist; ``...``, the default: no expectation); a mismatch raises
+        :class:`~coniti.errors.VersionConflict`. ``op_id`` makes the call idempotent; ``expires_at``
+        hides the note from reads from then on. The strategy's admission is not consulted: an upsert
+        is an explicit correction. Needs a backend with ``supports_write``.
+        """
+        note = _as_note(note, 0)
+        ns = as_namespace(namespace)
+        when = None if expires_at is None else _expiry(expires_at)
+        with self._lock:
+            self._refuse_writes()
+            self._require_write()
+            space = self._space(ns)
+            live = self._live(ns, note.id)
+            if live is not None and live.note.text == note.text and live.embedding_id == self._spec_id:
+                vector = live.vector
+            else:
+                vector = self.embedder.embed([note.text])[0].copy()
+            record = MemoryRecord.trusted(note, vector, self._spec_id, ns, None, when)
+            request = WriteRequest(
+                ops=[UpsertOp(record=record)], namespace=ns, expect=_expect(note.id, expected_version),
+                op_id=op_id,
+            )
+            return self._apply(ns, space, request)
+
+    def update(
+        self,
+        id: str,
+        *,
+        text: str | None = None,
+        timestamp: float | datetime | None = None,
+        metadata: dict[str, Any] | None = None,
+        metadata_patch: dict[str, Any] | None = None,
+        namespace: Sequence[str] = (),
+        expected_version: int | None | EllipsisType = ...,
+        op_id: str | None = None,
+    ) -> WriteResult:
+        """Change only what is given of the live note ``id`` (a :class:`~coniti.memory.PatchOp`):
+        ``metadata`` replaces the metadata, ``metadata_patch`` merges into it (RFC 7386). The text is
+        re-embedded only when it differs from the stored text. Raises
+        :class:`~coniti.errors.RecordNotFound` when ``id`` is not live, and
+        :class:`~coniti.errors.VersionConflict` when ``expected_version`` is not the live version.
+        Needs a backend with ``supports_write``.
+        """
+        ns = as_namespace(namespace)
+        with self._lock:
+            self._refuse_writes()
+            self._require_write()
+            space = self._space(ns)
+            vector = None
+            if text is not None:
+                live = self._live(ns, id)
+                if live is not None and live.note.text != text:
+                    vector = self.embedder.embed([text])[0].copy()
+            op = PatchOp(
+                id=id, text=text, timestamp=timestamp, metadata=metadata, metadata_patch=metadata_patch,
+                vector=vector,
+            )
+            request = WriteRequest(ops=[op], namespace=ns, expect=_expect(id, expected_version), op_id=op_id)
+            return self._apply(ns, space, request)
+
+    def _require_write(self) -> None:
+        if not self.memory.supports_write:
+            raise NotSupported(
+                f"the {self.memory.kind!r} memory backend has no write (upsert, update, op ids)"
+            )
+
+    def _live(self, ns: tuple[str, ...], id: str) -> MemoryRecord | None:
+        found = self.memory.get(GetRequest(ids=[id], namespace=ns)).records
+        return found[0] if found else None
+
+    def _apply(self, ns: tuple[str, ...], space: _Derived, request: WriteRequest) -> WriteResult:
+        """Write ``request`` to memory (claiming the namespace's embedding id if due), then bring
+        the structures in line for the ids it names."""
+        claim = self._claim(ns, space)
+        before = self._head()
+        if claim is not None:
+            self.memory.set_meta(claim)
+        try:
+            result = self.memory.write(request)
+        except BaseException:
+            if claim is not None:
+                with contextlib.suppress(Exception):  # best effort: the original error is raised
+                    self.memory.set_meta(MetaSetRequest(key=EMBEDDING_KEY, value=None, namespace=ns))
+            raise
+        space.meta_checked = True
+        ids = [op.record.id if isinstance(op, UpsertOp) else op.id for op in request.ops]
+        self._reconcile(ns, space, ids)
+        if not result.replayed:
+            written = len(result.versions) - len(result.unchanged) + len(result.deleted)
+            self._advance(space, before, written + (request.op_id is not None) + (claim is not None))
+        return result
+
+    def _replay_ingest(
+        self, ns: tuple[str, ...], space: _Derived, batch: list[Note], op_id: str
+    ) -> list[IngestResult] | None:
+        """The results of an earlier :meth:`ingest_many` under ``op_id``, or None if there was none.
+
+        The earlier call's write is rebuilt from the notes it wrote (its recorded result names them;
+        their vectors are embedded again, which a deterministic embedder reproduces) and sent again
+        with the op id: memory then compares it with the recorded request, so a different batch
+        raises :class:`~coniti.errors.IdempotencyConflict`. Notes the first call refused are
+        reported refused, with that as the reason.
+        """
+        self._require_write()
+        recorded = self.memory.op_result(op_id, ns)
+        if recorded is None:
+            return None
+        written = [n for n in batch if n.id in recorded.versions]
+        vectors = self.embedder.embed([n.text for n in written]) if written else None
+        records = [
+            MemoryRecord.trusted(n, vectors[i].copy(), self._spec_id, ns)
+            for i, n in enumerate(written)
+            if vectors is not None
+        ]
+        self._apply(ns, space, _ingest_request(records, ns, op_id))
+        refused = f"not admitted when op id {op_id!r} first ran"
+        results = []
+        for n in batch:
+            admitted = n.id in recorded.versions
+            results.append(
+                _ingest_result({"admitted": admitted, "id": n.id, "reason": None if admitted else refused})
+            )
+        return results
 
     # -- snapshot / restore --------------------------------------------------------------------
 
@@ -468,7 +640,7 @@ class ContinuityEngine:
             for record in records:
                 if record.id in space.structures[0]:
                     raise DuplicateRecord(
-                        f"record id {record.id!r} already exists in namespace {ns!r}; nothing restored"
+                        f"record id {record.id!r} already exists in namespace {namespace_text(ns)}; nothing restored"
                     )
             self._write(ns, space, records)
             return len(records)
@@ -632,7 +804,7 @@ class ContinuityEngine:
             matrix = np.stack([r.vector for r in chunk])
             if matrix.shape[1] != self.embedder.dim:
                 raise EmbeddingMismatch(
-                    f"namespace {ns!r} holds vectors of length {matrix.shape[1]}; "
+                    f"namespace {namespace_text(ns)} holds vectors of length {matrix.shape[1]}; "
                     f"{self._spec_id!r} gives {self.embedder.dim}"
                 )
             times = np.array([r.note.timestamp for r in chunk], dtype=np.float64)
@@ -649,7 +821,7 @@ class ContinuityEngine:
     def _refuse_mismatch(self, stored: Any, ns: tuple[str, ...], what: str = "memory") -> None:
         if stored != self._spec_id:
             raise EmbeddingMismatch(
-                f"{what} in namespace {ns!r} was embedded with {stored!r}; this engine uses "
+                f"{what} in namespace {namespace_text(ns)} was embedded with {stored!r}; this engine uses "
                 f"{self._spec_id!r} ({self.embedder.name}). Open it with the embedding that wrote it."
             )
 
@@ -711,10 +883,10 @@ class ContinuityEngine:
         return await asyncio.to_thread(self.ingest, note, namespace=namespace)
 
     async def aingest_many(
-        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = ()
+        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None
     ) -> list[IngestResult]:
         """:meth:`ingest_many` on a worker thread (``notes`` is read there)."""
-        return await asyncio.to_thread(self.ingest_many, notes, namespace=namespace)
+        return await asyncio.to_thread(self.ingest_many, notes, namespace=namespace, op_id=op_id)
 
     async def aask(
         self,
@@ -750,6 +922,70 @@ class ContinuityEngine:
     async def aremove(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> DeleteResult:
         """:meth:`remove` on a worker thread."""
         return await asyncio.to_thread(self.remove, ids, namespace=namespace)
+
+    async def aget(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> GetResult:
+        """:meth:`get` on a worker thread."""
+        return await asyncio.to_thread(self.get, ids, namespace=namespace)
+
+    async def aupsert(
+        self,
+        note: Note | str,
+        *,
+        namespace: Sequence[str] = (),
+        expected_version: int | None | EllipsisType = ...,
+        op_id: str | None = None,
+        expires_at: float | datetime | None = None,
+    ) -> WriteResult:
+        """:meth:`upsert` on a worker thread."""
+        return await asyncio.to_thread(
+            self.upsert, note, namespace=namespace, expected_version=expected_version, op_id=op_id,
+            expires_at=expires_at,
+        )
+
+    async def aupdate(
+        self,
+        id: str,
+        *,
+        text: str | None = None,
+        timestamp: float | datetime | None = None,
+        metadata: dict[str, Any] | None = None,
+        metadata_patch: dict[str, Any] | None = None,
+        namespace: Sequence[str] = (),
+        expected_version: int | None | EllipsisType = ...,
+        op_id: str | None = None,
+    ) -> WriteResult:
+        """:meth:`update` on a worker thread."""
+        return await asyncio.to_thread(
+            self.update, id, text=text, timestamp=timestamp, metadata=metadata,
+            metadata_patch=metadata_patch, namespace=namespace, expected_version=expected_version,
+            op_id=op_id,
+        )
+
+
+def _expect(id: str, expected: int | None | EllipsisType) -> dict[str, int | None]:
+    """The ``expect`` map of a one-id write: empty for ``...`` (no expectation)."""
+    if expected is ...:
+        return {}
+    if expected is not None and (type(expected) is not int or expected < 1):
+        raise ContractError(f"expected_version must be a positive int, None or ..., got {expected!r}")
+    return {id: expected}
+
+
+def _expiry(value: float | datetime) -> float:
+    try:
+        return to_timestamp(value, "expires_at")
+    except ValueError as exc:
+        raise ContractError(str(exc)) from None
+
+
+def _ingest_request(records: list[MemoryRecord], ns: tuple[str, ...], op_id: str) -> WriteRequest:
+    """An ingest as one write: each record created, none may exist yet."""
+    return WriteRequest(
+        ops=[UpsertOp(record=r) for r in records],
+        namespace=ns,
+        expect={r.id: None for r in records},
+        op_id=op_id,
+    )
 
 
 def _as_query(value: Any) -> Query:

@@ -11,6 +11,9 @@
     │   ├── InvalidCursor                  malformed, empty, foreign-instance or foreign-namespace cursor
     │   ├── MemoryFileError                a memory or log file is unreadable, invalid or could not be written
     │   ├── ReadOnlyError                  a write on a read-only view (time travel)
+    │   ├── VersionConflict                a write's expected version is not the live one
+    │   ├── IdempotencyConflict            an op id already used by a different write request
+    │   ├── RecordNotFound (LookupError)   a patch of an id that is not live
     │   └── StoreError                     the LMDB store failed (see coniti.impl.log)
     │       ├── StoreCorrupted             stored data does not decode or contradicts itself
     │       ├── StoreVersionError          written by a newer format version
@@ -30,6 +33,17 @@ layer; the original is kept as ``__cause__``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def namespace_text(namespace: Sequence[str]) -> str:
+    """A namespace in messages, written as the command line writes it: parts joined by ``/``, a
+    literal ``/`` or ``\\`` in a part escaped with ``\\``, the root namespace as ``/``. Never a
+    Python tuple."""
+    if not namespace:
+        return "/"
+    return "/".join(part.replace("\\", "\\\\").replace("/", "\\/") for part in namespace)
 
 
 class ConitiError(Exception):
@@ -66,6 +80,30 @@ class MemoryFileError(MemoryBackendError):
 
 class ReadOnlyError(MemoryBackendError):
     """A write was attempted on a read-only view of memory."""
+
+
+class VersionConflict(MemoryBackendError):
+    """A write's expectation failed: the live version of ``id`` is not ``expected`` (``None``: the
+    record must not exist; ``actual`` is ``None`` when it does not). Nothing was written."""
+
+    def __init__(self, id: str, expected: int | None, actual: int | None, namespace: tuple[str, ...] = ()) -> None:
+        self.id = id
+        self.expected = expected
+        self.actual = actual
+        self.namespace = namespace
+        want = "absent" if expected is None else f"version {expected}"
+        got = "absent" if actual is None else f"version {actual}"
+        super().__init__(
+            f"record {id!r} in namespace {namespace!r}: expected {want}, found {got}; nothing was written"
+        )
+
+
+class IdempotencyConflict(MemoryBackendError):
+    """An op id was already used, in this namespace, by a write request with different content."""
+
+
+class RecordNotFound(MemoryBackendError, LookupError):
+    """A patch names an id that is not live (and the request does not allow missing ids)."""
 
 
 class StoreError(MemoryBackendError):

@@ -20,7 +20,7 @@ from coniti.memory import MemoryRecord, Namespace
 
 __all__ = ["Diff", "EraseResult", "Event", "EventKind"]
 
-EventKind = Literal["put", "delete", "meta", "clear", "erase"]
+EventKind = Literal["put", "delete", "meta", "clear", "erase", "op"]
 
 
 class Event(Contract):
@@ -31,7 +31,11 @@ class Event(Contract):
     * ``kind``: ``put`` (one record written: ``id``, ``timestamp``, ``record``), ``delete`` (one live
       record removed: ``id``), ``meta`` (a metadata write: ``key``, ``value``), ``clear`` (every
       record of ``namespace`` removed), ``erase`` (the receipt of an erasure of every version of
-      ``id``).
+      ``id``), ``op`` (the receipt of a write request's op id ``op_id``: ``value`` holds the
+      request's digest ``d`` and its result ``res``).
+    * ``replaces``: for a put that replaced a live version (an upsert or patch), the sequence
+      number of that version; the history of a record reads as a chain of versions.
+      ``expires_at``: a put's expiry.
     * ``record``/``value`` are None when erased (``erased`` is then True): the change is still on
       record, its content is gone. ``timestamp`` (the note's, for a put) survives erasure.
     * ``actor``/``reason``: who and why, as stamped by :meth:`~coniti.impl.log.LogBackend.audit` or
@@ -56,6 +60,9 @@ class Event(Contract):
     hash: str
     prev: str
     erased: bool = False
+    replaces: int | None = None
+    expires_at: float | None = None
+    op_id: str | None = None
 
     @pydantic.field_validator("value", mode="before")
     @classmethod

@@ -2,12 +2,13 @@
 (:mod:`coniti.log.logfile`): atomic writers, one strict line writer and reader, and a line reader with
 a length bound. No pydantic (the log layer uses it).
 
-* :func:`atomic_text_writer` / :func:`atomic_binary_writer` write ``<name>.partial`` (0600, gzip if
-  the name ends in ``.gz``), flush it and rename it over the target only on success.
+* :func:`atomic_text_writer` / :func:`atomic_binary_writer` write a new file through
+  :mod:`coniti.atomicfile` (exclusive temporary file, fsync, rename; gzip if the name ends in ``.gz``).
 * :func:`json_line` writes one line (orjson; the standard encoder with ``\\u`` escapes for lone
   surrogates); :func:`parse_json_line` reads one strictly (no NaN/Infinity, no overflow to infinity,
   no duplicate keys).
-* :func:`read_lines` yields ``(line number, text)``, refusing lines over :data:`MAX_LINE_CHARS`.
+* :func:`read_lines` yields ``(line number, text)``, decoding each line on its own and refusing one
+  over :data:`MAX_LINE_BYTES` after reading no more than that.
 
 Every failure raises :class:`~coniti.errors.MemoryFileError` naming the line where there is one.
 """
@@ -22,17 +23,19 @@ import math
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 import orjson
 
+from coniti.atomicfile import atomic_writer, fsync_dir
 from coniti.errors import MemoryFileError
 
 __all__ = [
-    "MAX_LINE_CHARS",
+    "MAX_LINE_BYTES",
+    "Source",
     "atomic_binary_writer",
     "atomic_text_writer",
     "fsync_dir",
@@ -42,9 +45,9 @@ __all__ = [
     "standard_json",
 ]
 
-_WRITE_BUFFER = 1 << 20
-MAX_LINE_CHARS = 64 * 1024 * 1024
-"""Longest line a reader accepts (64 Mi characters); longer lines are refused, not buffered."""
+MAX_LINE_BYTES = 32 * 1024 * 1024
+"""Longest line a reader accepts (32 MiB of UTF-8); a longer line is refused after reading this much
+of it, never buffered whole."""
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -52,37 +55,21 @@ MAX_LINE_CHARS = 64 * 1024 * 1024
 
 @contextlib.contextmanager
 def atomic_binary_writer(path: Path) -> Iterator[IO[bytes]]:
-    """A byte stream writing ``<path>.partial`` (0600, gzip if ``.gz``), fsynced and renamed over
-    ``path`` on success, removed on failure."""
-    partial = path.with_name(path.name + ".partial")
-    try:
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as exc:
-        raise MemoryFileError(f"cannot write {partial}: {exc.strerror}") from exc
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb", buffering=_WRITE_BUFFER) as raw:
-            if path.name.endswith(".gz"):
-                with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0) as packed:
-                    yield packed  # type: ignore[misc]
-            else:
-                yield raw
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(partial, path)
-        fsync_dir(path.parent)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
-        if isinstance(exc, OSError):
-            raise MemoryFileError(f"cannot write {path}: {exc}") from exc
-        raise
+    """A byte stream replacing ``path`` atomically (see :mod:`coniti.atomicfile`: an exclusive
+    temporary file with a random name, fsynced and renamed over ``path`` on success, removed on
+    failure; a target that is not a regular file is refused), gzip if the name ends in ``.gz``."""
+    with atomic_writer(path) as raw:
+        if path.name.endswith(".gz"):
+            with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0) as packed:
+                yield packed  # type: ignore[misc]
+        else:
+            yield raw
 
 
 @contextlib.contextmanager
 def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
-    """A text stream for ``target``. For a path: ``<name>.partial`` (0600, gzip if ``.gz``), fsynced
-    and renamed over the target on success, removed on failure. A stream is used as it is."""
+    """A text stream for ``target``. For a path: as :func:`atomic_binary_writer`, in UTF-8 with
+    ``\\n`` line ends. A stream is used as it is."""
     if not isinstance(target, str | os.PathLike):
         yield target
         return
@@ -91,16 +78,6 @@ def atomic_text_writer(target: str | Path | IO[str]) -> Iterator[IO[str]]:
         yield text
         text.flush()
         text.detach()
-
-
-def fsync_dir(directory: Path) -> None:
-    """Flush a directory entry (after a rename) to disk; errors are ignored (not every FS can)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def json_line(data: Any) -> str:
@@ -210,40 +187,69 @@ def parse_json_line(line: str, lineno: int) -> Any:
     return data
 
 
+Source = str | os.PathLike[str] | IO[str] | IO[bytes]
+"""A path (``.gz``: gzip), a text stream or a byte stream."""
+
+
 @contextlib.contextmanager
-def _open_source(source: str | Path | IO[str]) -> Iterator[IO[str]]:
+def _open_source(source: Source) -> Iterator[IO[bytes] | IO[str]]:
+    """A byte stream for a path (decompressed for ``.gz``); a stream as it is."""
     if not isinstance(source, str | os.PathLike):
         yield source
         return
     path = Path(source)
     try:
         if path.name.endswith(".gz"):
-            stream: IO[str] = gzip.open(path, "rt", encoding="utf-8", newline="\n")  # noqa: SIM115
+            stream: IO[bytes] = gzip.open(path, "rb")  # type: ignore[assignment]  # noqa: SIM115
         else:
-            stream = open(path, encoding="utf-8", newline="\n")  # noqa: SIM115
+            stream = open(path, "rb")  # noqa: SIM115
     except OSError as exc:
         raise MemoryFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
     with stream:
         yield stream
 
 
-def read_lines(source: str | Path | IO[str]) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` for each line, without its ``\\n``. Over-long lines, undecodable
-    bytes, corrupt gzip and I/O errors raise :class:`MemoryFileError`."""
+def _stream_lines(stream: IO[bytes] | IO[str]) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line, read with ``readline(MAX_LINE_BYTES + 1)`` so that no
+    more than that is ever read into memory for one line. Bytes are decoded line by line, so an
+    undecodable byte is reported on its own line."""
     lineno = 0
-    with _open_source(source) as stream:
-        while True:
-            lineno += 1
+    while True:
+        lineno += 1
+        try:
+            raw = stream.readline(MAX_LINE_BYTES + 1)
+        except UnicodeDecodeError as exc:  # a text stream decodes ahead: the line is approximate
+            raise MemoryFileError(f"line {lineno}: not valid UTF-8 ({exc.reason})") from None
+        except MemoryError:
+            raise MemoryFileError(f"line {lineno}: not enough memory to read it") from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise MemoryFileError(f"line {lineno}: cannot read the file: {exc}") from exc
+        if not raw:
+            return
+        if isinstance(raw, bytes):
+            complete = raw.endswith(b"\n")
+            if not complete and len(raw) > MAX_LINE_BYTES:
+                raise MemoryFileError(f"line {lineno}: longer than {MAX_LINE_BYTES} bytes")
             try:
-                line = stream.readline(MAX_LINE_CHARS + 1)
+                line = (raw[:-1] if complete else raw).decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise MemoryFileError(f"line {lineno}: not valid UTF-8 ({exc.reason})") from None
-            except (OSError, EOFError, zlib.error) as exc:
-                raise MemoryFileError(f"line {lineno}: cannot read the file: {exc}") from exc
-            if not line:
-                return
-            if line.endswith("\n"):
-                line = line[:-1]
-            elif len(line) > MAX_LINE_CHARS:
-                raise MemoryFileError(f"line {lineno}: longer than {MAX_LINE_CHARS} characters")
-            yield lineno, line
+                raise MemoryFileError(
+                    f"line {lineno}: not valid UTF-8 (byte {exc.start + 1} of the line: {exc.reason})"
+                ) from None
+            del raw
+        else:
+            if raw.endswith("\n"):
+                line = raw[:-1]
+            elif len(raw) > MAX_LINE_BYTES:
+                raise MemoryFileError(f"line {lineno}: longer than {MAX_LINE_BYTES} characters")
+            else:
+                line = raw
+        yield lineno, line
+
+
+def read_lines(source: Source) -> Generator[tuple[int, str], None, None]:
+    """``(line number, text)`` for each line, without its ``\\n``. A line longer than
+    :data:`MAX_LINE_BYTES` (characters for a text stream), undecodable bytes, corrupt gzip and I/O
+    errors raise :class:`MemoryFileError` naming the line."""
+    with _open_source(source) as stream:
+        yield from _stream_lines(stream)

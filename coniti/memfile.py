@@ -3,18 +3,25 @@
 Line 1 is a header ``{"format", "version", "embedding_id", "namespace", "created_at", "count"}``; each
 following line is one :class:`~coniti.memory.MemoryRecord` as ``to_dict()`` gives it. UTF-8, ``\\n``.
 
-:func:`dump` streams one namespace page by page. For a path it writes ``<name>.partial`` (mode 0600),
-flushes it to disk and renames it over the target only when every record was written, so a failed dump
-leaves any previous file untouched; ``.gz`` in the name selects gzip. If the number of records written
+:func:`dump` streams one namespace page by page. For a path it writes a new temporary file beside it
+(mode 0600, created exclusively under a random name), flushes it to disk and renames it over the
+target only when every record was written, so a failed dump leaves any previous file untouched; a
+target that is a directory, device, FIFO or socket is refused (see :mod:`coniti.atomicfile`); ``.gz``
+in the name selects gzip. If the number of records written
 differs from the header's count (memory changed while dumping) it fails with
 :class:`~coniti.errors.MemoryFileError`.
 
-:func:`load` reads and validates the whole file before writing anything (so it holds the records in
-memory), in this order of concern: format and major version; header fields; no blank lines and every
-record valid; no duplicate id within a namespace; the record count; the embedding id against the
-target's; no id already in the target. Any failure raises ``MemoryFileError`` naming the line where
-there is one, and the target is unchanged. It then writes in batches of 500; if a write fails it deletes
-what it wrote (best effort, through the backend's own delete) and raises ``MemoryFileError``.
+:func:`load` reads and validates the whole file before writing anything, in this order of concern:
+format and major version; header fields; no blank lines and every record valid; no duplicate id within
+a namespace; the record count; the embedding id against the target's; no id already in the target.
+Any failure raises ``MemoryFileError`` naming the line where there is one, and the target is unchanged.
+Validation streams: it holds one batch of records at a time and a 64-bit hash per record (a repeated
+hash is confirmed by a second pass), so memory does not grow with the file. A stream (stdin) is first
+copied to an anonymous temporary file, since the file is read again to write it. Then, where the
+backend declares :attr:`~coniti.memory.MemoryBackend.supports_put_batches`, every record and the
+embedding id are written in one all-or-nothing step (a crash, SIGKILL or Ctrl-C leaves nothing, and a
+retry succeeds); otherwise in batches of 500, and if a write fails what was written is deleted (best
+effort, through the backend's own delete). Either way the error is ``MemoryFileError``.
 
 Reading a record line: a line byte for byte as :func:`dump` writes it is read by a fast path whose
 shape proves that orjson's reading is the strict reader's (see :func:`_canonical_record`); any other
@@ -24,11 +31,13 @@ when the contract (:meth:`MemoryRecord.from_dict`) accepts it, and is then the s
 
 from __future__ import annotations
 
+import array
 import contextlib
 import math
 import os
 import re
 import struct
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,9 +48,10 @@ import orjson
 
 from coniti.actor import Note
 from coniti.contracts import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH, ContractError
-from coniti.errors import MemoryBackendError, MemoryFileError
+from coniti.errors import DuplicateRecord, MemoryBackendError, MemoryFileError, namespace_text
 from coniti.jsonl import (
-    MAX_LINE_CHARS,
+    MAX_LINE_BYTES,
+    Source,
     atomic_binary_writer,
     atomic_text_writer,
     fsync_dir,
@@ -67,7 +77,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_SIZE",
     "FORMAT",
-    "MAX_LINE_CHARS",
+    "MAX_LINE_BYTES",
     "VERSION",
     "atomic_text_writer",
     "dump",
@@ -84,6 +94,8 @@ VERSION = "1.0.0"
 SUPPORTED_MAJOR = 1
 BATCH_SIZE = 500
 PAGE_SIZE = 500
+_BATCH_BYTES = 8 * 1024 * 1024
+"""A load batch holds at most :data:`BATCH_SIZE` records and about this many bytes of lines."""
 
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
 _RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
@@ -110,6 +122,8 @@ def record_bytes(record: MemoryRecord) -> bytes:
         "embedding_id": record.embedding_id,
         "namespace": record.namespace,  # a tuple: written as a JSON array
     }
+    if record.expires_at is not None:
+        data["expires_at"] = record.expires_at
     dtype = vector.dtype
     if dtype is _FLOAT32:  # the common dtypes by identity: reading dtype.name is slow
         data["dtype"] = "float32"
@@ -404,75 +418,257 @@ def _record_of_line(line: str, lineno: int) -> MemoryRecord:
     return record
 
 
-def _read_file(
-    source: str | Path | IO[str], rehome: tuple[str, ...] | None
-) -> tuple[tuple[str, ...], str | None, list[MemoryRecord]]:
-    lines = read_lines(source)
-    first = next(lines, None)
-    if first is None:
-        raise MemoryFileError("line 1: the file is empty (no header)")
-    namespace, embedding_id, count = _check_header(parse_json_line(first[1], 1))
-    records: list[MemoryRecord] = []
-    seen: set[tuple[tuple[str, ...], str]] = set()
-    duplicate: tuple[int, MemoryRecord] | None = None  # reported once every record is known valid
-    with np.errstate(over="ignore"):  # a value too large for the dtype is refused as infinite
+Batch = list[tuple[int, MemoryRecord]]
+"""``(line number, record)`` pairs of consecutive lines."""
+
+
+def _record_batches(lines: Iterator[tuple[int, str]], rehome: tuple[str, ...] | None) -> Iterator[Batch]:
+    """The records of ``lines`` in batches of at most :data:`BATCH_SIZE` records and about
+    :data:`_BATCH_BYTES` of text; each line is validated (a bad one raises naming it)."""
+    while True:
+        texts: list[tuple[int, str]] = []
+        size = 0
         for lineno, line in lines:
-            record = _canonical_record(line)
-            if record is None:
-                record = _record_of_line(line, lineno)
-            if rehome is not None:
-                record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
-            key = (record.namespace, record.note.id)
-            if key in seen and duplicate is None:
-                duplicate = (lineno, record)
-            seen.add(key)
-            records.append(record)
-    if duplicate is not None:
-        lineno, record = duplicate
+            texts.append((lineno, line))
+            size += len(line)
+            if len(texts) == BATCH_SIZE or size >= _BATCH_BYTES:
+                break
+        if not texts:
+            return
+        batch: Batch = []
+        with np.errstate(over="ignore"):  # a value too large for the dtype is refused as infinite
+            for lineno, line in texts:
+                record = _canonical_record(line)
+                if record is None:
+                    record = _record_of_line(line, lineno)
+                if rehome is not None:
+                    record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
+                batch.append((lineno, record))
+        del texts
+        yield batch
+
+
+class _File:
+    """A memory file that can be read more than once: a path is reopened, a stream is first copied
+    to an anonymous temporary file (unlinked from the start, so nothing is left if the process dies).
+    """
+
+    def __init__(self, source: Source) -> None:
+        self._source = source
+        self._spool: IO[bytes] | None = None
+
+    def __enter__(self) -> _File:
+        if not isinstance(self._source, str | os.PathLike):
+            self._spool = _spooled(self._source)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._spool is not None:
+            self._spool.close()
+
+    @contextlib.contextmanager
+    def lines(self) -> Iterator[Iterator[tuple[int, str]]]:
+        """A fresh pass over the lines (the file is closed when the block ends)."""
+        if self._spool is not None:
+            self._spool.seek(0)
+        with contextlib.closing(read_lines(self._source if self._spool is None else self._spool)) as lines:
+            yield lines
+
+    def header(self, lines: Iterator[tuple[int, str]]) -> tuple[tuple[str, ...], str | None, int]:
+        first = next(lines, None)
+        if first is None:
+            raise MemoryFileError("line 1: the file is empty (no header)")
+        return _check_header(parse_json_line(first[1], 1))
+
+
+def _spooled(stream: IO[str] | IO[bytes]) -> IO[bytes]:
+    """A copy of ``stream`` in an anonymous temporary file (text is encoded as UTF-8; a lone
+    surrogate then fails to decode on its line, as it would in a file)."""
+    spool = tempfile.TemporaryFile()  # noqa: SIM115
+    try:
+        while True:
+            chunk = stream.read(1 << 20)
+            if not chunk:
+                break
+            spool.write(chunk.encode("utf-8", "surrogatepass") if isinstance(chunk, str) else chunk)
+    except UnicodeDecodeError as exc:
+        spool.close()
+        raise MemoryFileError(f"the input is not valid UTF-8 ({exc.reason})") from None
+    except OSError as exc:
+        spool.close()
+        raise MemoryFileError(f"cannot read the input: {exc.strerror or exc}") from exc
+    except BaseException:
+        spool.close()
+        raise
+    return spool
+
+
+def _key_hash(record: MemoryRecord) -> int:
+    return hash((record.namespace, record.note.id))
+
+
+class _Checked:
+    """What validating a whole file found: header values, the record count, the first id found
+    already in the target."""
+
+    def __init__(self, namespace: tuple[str, ...], embedding_id: str | None, count: int) -> None:
+        self.namespace = namespace
+        self.embedding_id = embedding_id
+        self.count = count
+        self.records = 0
+        self.existing: tuple[str, tuple[str, ...]] | None = None
+
+
+def _validate(
+    file: _File, rehome: tuple[str, ...] | None, backend: MemoryBackend
+) -> _Checked:
+    """Read the whole file once and raise :class:`MemoryFileError` for the first concern of the
+    module docstring's order, except the two that need the target (reported by :func:`load`).
+    Holds one batch of records and 8 bytes per record (a hash of its key) at a time."""
+    hashes = array.array("q")
+    with file.lines() as lines:
+        checked = _Checked(*file.header(lines))
+        for batch in _record_batches(lines, rehome):
+            hashes.extend([_key_hash(record) for _, record in batch])
+            checked.records += len(batch)
+            if checked.existing is None:
+                checked.existing = _first_existing(backend, [record for _, record in batch])
+    repeated = _repeated_hashes(hashes)
+    del hashes
+    if repeated:
+        _raise_first_duplicate(file, rehome, repeated)
+    if checked.records != checked.count:
         raise MemoryFileError(
-            f"line {lineno}: record id {record.id!r} appears twice in namespace {record.namespace!r}"
-        )
-    if len(records) != count:
-        raise MemoryFileError(
-            f"the header says {count} records but the file has {len(records)} "
+            f"the header says {checked.count} records but the file has {checked.records} "
             "(truncated or edited file); nothing was loaded"
         )
-    return namespace, embedding_id, records
+    return checked
 
 
-def load(
-    backend: MemoryBackend, source: str | Path | IO[str], namespace: tuple[str, ...] | None = None
-) -> int:
+def _repeated_hashes(hashes: array.array[int]) -> set[int]:
+    ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
+    same = ordered[1:] == ordered[:-1]
+    return {int(h) for h in ordered[1:][same]}
+
+
+def _raise_first_duplicate(file: _File, rehome: tuple[str, ...] | None, repeated: set[int]) -> None:
+    """Read the file again, keeping only the keys whose hash repeats, and raise for the first key
+    seen twice (a mere hash collision raises nothing)."""
+    seen: set[tuple[tuple[str, ...], str]] = set()
+    with file.lines() as lines:
+        file.header(lines)
+        for batch in _record_batches(lines, rehome):
+            for lineno, record in batch:
+                if _key_hash(record) not in repeated:
+                    continue
+                key = (record.namespace, record.note.id)
+                if key in seen:
+                    raise MemoryFileError(
+                        f"line {lineno}: record id {record.id!r} appears twice in namespace "
+                        f"{namespace_text(record.namespace)}"
+                    )
+                seen.add(key)
+
+
+def _first_existing(
+    backend: MemoryBackend, records: Sequence[MemoryRecord]
+) -> tuple[str, tuple[str, ...]] | None:
+    for ns, ids in _id_batches(records):
+        found = backend.get(GetRequest(ids=ids, namespace=ns)).records
+        if found:
+            return found[0].id, ns
+    return None
+
+
+class _Batches:
+    """The records of a validated file, in batches, read afresh on each iteration. A file that
+    changed since it was validated raises :class:`MemoryFileError` while being iterated."""
+
+    def __init__(self, file: _File, rehome: tuple[str, ...] | None, checked: _Checked) -> None:
+        self._file = file
+        self._rehome = rehome
+        self._checked = checked
+
+    def __iter__(self) -> Iterator[list[MemoryRecord]]:
+        checked = self._checked
+        n = 0
+        with self._file.lines() as lines:
+            if self._file.header(lines) != (checked.namespace, checked.embedding_id, checked.count):
+                raise MemoryFileError("the file changed while it was being loaded; nothing was loaded")
+            for batch in _record_batches(lines, self._rehome):
+                n += len(batch)
+                yield [record for _, record in batch]
+        if n != checked.count:
+            raise MemoryFileError("the file changed while it was being loaded; nothing was loaded")
+
+
+def load(backend: MemoryBackend, source: Source, namespace: tuple[str, ...] | None = None) -> int:
     """Validate the whole file, then write its records into ``backend``; returns the record count.
 
     ``namespace=None`` keeps each record's own namespace; a namespace re-homes every record into it.
+    All or nothing where the backend :attr:`~coniti.memory.MemoryBackend.supports_put_batches`
+    (one write, even under SIGKILL or Ctrl-C); otherwise in batches, deleted again on failure (best
+    effort). Memory stays bounded whatever the file: one batch of records, one line of at most
+    :data:`MAX_LINE_BYTES`, and 16 bytes per record while checking for duplicate ids (plus what the
+    backend's own write holds). Running out of memory raises :class:`MemoryFileError`, never
+    ``MemoryError``.
     """
-    header_ns, file_embedding, records = _read_file(source, namespace)
-    meta_ns = header_ns if namespace is None else namespace
+    try:
+        with _File(source) as file:
+            return _load(backend, file, namespace)
+    except MemoryError:
+        raise MemoryFileError("not enough memory to load the file; nothing was loaded") from None
+
+
+def _load(backend: MemoryBackend, file: _File, rehome: tuple[str, ...] | None) -> int:
+    checked = _validate(file, rehome, backend)
+    meta_ns = checked.namespace if rehome is None else rehome
+    file_embedding = checked.embedding_id
     target_embedding = backend.get_meta(MetaGetRequest(key="embedding_id", namespace=meta_ns)).value
     if file_embedding is not None and target_embedding is not None and file_embedding != target_embedding:
         raise MemoryFileError(
             f"the file's embedding id {file_embedding!r} differs from the target's "
-            f"{target_embedding!r} in namespace {meta_ns!r}; nothing was loaded"
+            f"{target_embedding!r} in namespace {namespace_text(meta_ns)}; nothing was loaded"
         )
-    for ns, ids in _id_batches(records):
-        found = backend.get(GetRequest(ids=ids, namespace=ns)).records
-        if found:
-            raise MemoryFileError(
-                f"record id {found[0].id!r} already exists in namespace {ns!r}; nothing was loaded"
-            )
-    written: list[MemoryRecord] = []
+    if checked.existing is not None:
+        rid, ns = checked.existing
+        raise MemoryFileError(
+            f"record id {rid!r} already exists in namespace {namespace_text(ns)}; nothing was loaded"
+        )
+    meta = None
+    if file_embedding is not None and target_embedding is None:
+        meta = MetaSetRequest(key="embedding_id", value=file_embedding, namespace=meta_ns)
+    batches = _Batches(file, rehome, checked)
+    if backend.supports_put_batches:
+        try:
+            return backend.put_batches(batches, meta)
+        except DuplicateRecord as exc:  # written meanwhile by someone else
+            raise MemoryFileError(f"{exc}; nothing was loaded") from exc
+        except MemoryFileError:
+            raise
+        except (MemoryBackendError, OSError) as exc:
+            raise MemoryFileError(f"load failed and nothing was written: {exc}") from exc
+    return _load_in_batches(backend, batches, meta)
+
+
+def _load_in_batches(backend: MemoryBackend, batches: _Batches, meta: MetaSetRequest | None) -> int:
+    """The load for a backend without :meth:`~coniti.memory.MemoryBackend.put_batches`: a put per
+    batch, then the metadata; on failure what was written is deleted (best effort)."""
+    written: list[tuple[tuple[str, ...], list[str]]] = []
+    n = 0
     try:
-        for start in range(0, len(records), BATCH_SIZE):
-            batch = records[start : start + BATCH_SIZE]
+        for batch in batches:
             backend.put(PutRequest.constructor()({"records": batch}))
-            written.extend(batch)
-        if file_embedding is not None and target_embedding is None:
-            backend.set_meta(MetaSetRequest(key="embedding_id", value=file_embedding, namespace=meta_ns))
-    except (MemoryBackendError, OSError) as exc:
+            written.extend(_id_batches(batch))
+            n += len(batch)
+        if meta is not None:
+            backend.set_meta(meta)
+    except BaseException as exc:
         _roll_back(backend, written)
-        raise MemoryFileError(f"load failed and was rolled back: {exc}") from exc
-    return len(records)
+        if isinstance(exc, MemoryBackendError | OSError) and not isinstance(exc, MemoryFileError):
+            raise MemoryFileError(f"load failed and was rolled back: {exc}") from exc
+        raise
+    return n
 
 
 def _id_batches(records: Sequence[MemoryRecord]) -> Iterator[tuple[tuple[str, ...], list[str]]]:
@@ -485,8 +681,8 @@ def _id_batches(records: Sequence[MemoryRecord]) -> Iterator[tuple[tuple[str, ..
             yield ns, ids[start : start + BATCH_SIZE]
 
 
-def _roll_back(backend: MemoryBackend, written: Sequence[MemoryRecord]) -> None:
+def _roll_back(backend: MemoryBackend, written: Sequence[tuple[tuple[str, ...], list[str]]]) -> None:
     """Delete what a failed load wrote, as far as the backend lets us (best effort)."""
-    for ns, ids in _id_batches(written):
+    for ns, ids in written:
         with contextlib.suppress(MemoryBackendError, OSError):
             backend.delete(DeleteRequest(ids=ids, namespace=ns))

@@ -24,26 +24,43 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import hashlib
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Annotated, Any, ClassVar, Protocol, Self, TypeVar, cast
+from typing import (
+    IO,
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    Protocol,
+    Self,
+    TypeVar,
+    cast,
+)
 
 import numpy as np
 import pydantic
 
-from coniti.actor import Note, TimeRange
+from coniti.actor import Note, TimeRange, to_timestamp
 from coniti.contracts import Contract, check_json_value
 from coniti.errors import (
     ContractError,
     DuplicateRecord,
+    IdempotencyConflict,
     InvalidCursor,
     MemoryBackendError,
     MemoryFileError,
     NotSupported,
     ReadOnlyError,
+    RecordNotFound,
+    VersionConflict,
+    namespace_text,
 )
 from coniti.filters import MetadataFilter
 
@@ -55,12 +72,14 @@ __all__ = [
     "ClearResult",
     "CountRequest",
     "CountResult",
+    "DeleteOp",
     "DeleteRequest",
     "DeleteResult",
     "DuplicateRecord",
     "EventFeed",
     "GetRequest",
     "GetResult",
+    "IdempotencyConflict",
     "InvalidCursor",
     "MemoryBackend",
     "MemoryBackendError",
@@ -70,12 +89,19 @@ __all__ = [
     "MetaResult",
     "MetaSetRequest",
     "Namespace",
+    "PatchOp",
     "PutRequest",
     "PutResult",
     "ReadOnlyError",
+    "RecordNotFound",
     "ScanRequest",
     "ScanResult",
+    "SweepResult",
     "TimeTravel",
+    "UpsertOp",
+    "VersionConflict",
+    "WriteRequest",
+    "WriteResult",
     "as_namespace",
     "closest_namespaces",
     "event_feed",
@@ -177,6 +203,18 @@ class MemoryRecord(Contract):
     vector: Vector
     embedding_id: pydantic.StrictStr | None = None
     namespace: Namespace = ()
+    expires_at: float | None = None
+    """Epoch seconds on the store's recorded-time clock from which reads hide the record (``None``:
+    never). Written by ``to_dict`` only when set."""
+    version: int | None = pydantic.Field(default=None, exclude=True)
+    """The version the store gave this record, filled on every read: the sequence number of the
+    event that wrote it (``LogBackend``) or an increasing counter (``InMemoryBackend``). Ignored on
+    writes, not serialised, not compared by ``==``."""
+
+    @pydantic.field_validator("expires_at", mode="before")
+    @classmethod
+    def _expires_at(cls, value: Any) -> float | None:
+        return None if value is None else to_timestamp(value, "expires_at") + 0.0  # no -0.0
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -201,18 +239,52 @@ class MemoryRecord(Contract):
         self, handler: pydantic.SerializerFunctionWrapHandler, info: pydantic.SerializationInfo
     ):
         out: dict[str, Any] = handler(self)
+        if out.get("expires_at", 0) is None:
+            del out["expires_at"]
         if info.mode_is_json() and self.vector.dtype.name != "float64":
             out["dtype"] = self.vector.dtype.name
         return out
 
     @staticmethod
     def trusted(
-        note: Note, vector: np.ndarray, embedding_id: str | None, namespace: tuple[str, ...]
+        note: Note,
+        vector: np.ndarray,
+        embedding_id: str | None,
+        namespace: tuple[str, ...],
+        version: int | None = None,
+        expires_at: float | None = None,
     ) -> MemoryRecord:
         """The one unvalidated constructor of a MemoryRecord (:meth:`Contract.constructor`), for values
         already validated (data the store itself wrote). No checks, no copy."""
         return _memory_record(
-            {"note": note, "vector": vector, "embedding_id": embedding_id, "namespace": namespace}
+            {
+                "note": note,
+                "vector": vector,
+                "embedding_id": embedding_id,
+                "namespace": namespace,
+                "expires_at": expires_at,
+                "version": version,
+            }
+        )
+
+    def with_version(self, version: int | None) -> MemoryRecord:
+        """This record (shared, not copied) stamped with ``version``."""
+        return MemoryRecord.trusted(
+            self.note, self.vector, self.embedding_id, self.namespace, version, self.expires_at
+        )
+
+    def identical(self, other: MemoryRecord) -> bool:
+        """The same content bit for bit: note (timestamp bits, metadata with its JSON types: ``1``,
+        ``1.0`` and ``True`` differ), vector dtype and bytes, embedding id, namespace, expiry. This is
+        what makes an upsert ``unchanged``. The version is not compared."""
+        if self != other:
+            return False
+        a, b = self.note, other.note
+        return (
+            _bits(a.timestamp) == _bits(b.timestamp)
+            and _bits(self.expires_at) == _bits(other.expires_at)
+            and _json_key(a.metadata) == _json_key(b.metadata)
+            and self.vector.tobytes() == other.vector.tobytes()
         )
 
     def copy_out(self) -> MemoryRecord:
@@ -223,6 +295,8 @@ class MemoryRecord(Contract):
             self.vector.copy(),
             self.embedding_id,
             self.namespace,
+            self.version,
+            self.expires_at,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -232,6 +306,7 @@ class MemoryRecord(Contract):
             self.note == other.note
             and self.embedding_id == other.embedding_id
             and self.namespace == other.namespace
+            and self.expires_at == other.expires_at
             and self.vector.dtype == other.vector.dtype
             and self.vector.shape == other.vector.shape
             and bool(np.array_equal(self.vector, other.vector))
@@ -241,6 +316,29 @@ class MemoryRecord(Contract):
 
 
 _memory_record = MemoryRecord.constructor()
+
+
+def _bits(value: float | None) -> str | None:
+    return None if value is None else float(value).hex()
+
+
+def _json_key(value: Any) -> str:
+    """``value`` as canonical JSON that tells ``1``, ``1.0`` and ``True`` apart."""
+    return json.dumps(_typed(value), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    if isinstance(value, bool):
+        return ["b", value]
+    if isinstance(value, int):
+        return ["i", value]
+    if isinstance(value, float):
+        return ["f", value.hex()]
+    return value
 
 
 class PutRequest(Contract):
@@ -352,6 +450,266 @@ class ClearResult(Contract):
     deleted: int
 
 
+RecordId = Annotated[pydantic.StrictStr, pydantic.Field(min_length=1)]
+
+
+class UpsertOp(Contract):
+    """Create ``record`` or replace the live record of its id whole. Its namespace must be the
+    request's. An upsert identical to the live record (:meth:`MemoryRecord.identical`) writes
+    nothing and is reported ``unchanged``."""
+
+    kind: Literal["upsert"] = "upsert"
+    record: MemoryRecord
+
+
+class PatchOp(Contract):
+    """Change only what is given of the live record ``id``; ``None`` (the default) keeps a field.
+
+    ``metadata`` replaces the metadata object; ``metadata_patch`` is an RFC 7386 merge patch of it
+    (a ``null`` value deletes a key); give at most one of the two. ``vector`` is required when
+    ``text`` differs from the stored text, and must have the stored vector's dtype. ``expires_at``
+    sets the expiry, ``clear_expiry=True`` removes it. A patch whose result is identical to the live
+    record writes nothing and is reported ``unchanged``.
+    """
+
+    kind: Literal["patch"] = "patch"
+    id: RecordId
+    text: pydantic.StrictStr | None = None
+    timestamp: float | None = None
+    metadata: dict[str, Any] | None = None
+    metadata_patch: dict[str, Any] | None = None
+    vector: Vector | None = None
+    expires_at: float | None = None
+    clear_expiry: pydantic.StrictBool = False
+
+    @pydantic.field_validator("timestamp", "expires_at", mode="before")
+    @classmethod
+    def _time(cls, value: Any, info: pydantic.ValidationInfo) -> float | None:
+        if value is None:
+            return None
+        out = to_timestamp(value, info.field_name or "timestamp")
+        return out + 0.0 if info.field_name == "expires_at" else out  # an expiry is never -0.0
+
+    @pydantic.field_validator("metadata", "metadata_patch", mode="before")
+    @classmethod
+    def _object(cls, value: Any, info: pydantic.ValidationInfo) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise ValueError(f"{info.field_name} must be a JSON object, got {type(value).__name__}")
+        checked: dict[str, Any] = check_json_value(value, info.field_name or "metadata")
+        return checked
+
+    @pydantic.model_validator(mode="after")
+    def _one_metadata(self) -> Self:
+        if self.metadata is not None and self.metadata_patch is not None:
+            raise ValueError("give metadata (a replacement) or metadata_patch (a merge patch), not both")
+        if self.clear_expiry and self.expires_at is not None:
+            raise ValueError("give expires_at or clear_expiry, not both")
+        return self
+
+
+class DeleteOp(Contract):
+    """Remove the live record ``id``; an id that is not live is reported in ``missing``."""
+
+    kind: Literal["delete"] = "delete"
+    id: RecordId
+
+
+WriteOp = Annotated[UpsertOp | PatchOp | DeleteOp, pydantic.Field(discriminator="kind")]
+_OP_TYPES = (UpsertOp, PatchOp, DeleteOp)
+
+
+def op_id_of(op: UpsertOp | PatchOp | DeleteOp) -> str:
+    """The record id an op writes."""
+    return op.record.note.id if isinstance(op, UpsertOp) else op.id
+
+
+class WriteRequest(Contract):
+    """One atomic write: ``ops`` applied in order in one transaction, all or nothing, one audit stamp.
+
+    * ``expect``: compare-and-set. ``{id: version}`` requires that live version, ``{id: None}``
+      requires the id not to be live (an expired record is not live). A failed expectation raises
+      :class:`VersionConflict` before anything is written.
+    * ``op_id``: idempotency key, per namespace. A request with an op id already used by the same
+      request (same :meth:`digest`) returns that first result with ``replayed=True`` and writes
+      nothing; by a different request, :class:`IdempotencyConflict`. Op ids are durable (see the
+      backend for how long they are kept).
+    * ``missing_ok``: a patch of an id that is not live is reported in ``missing`` instead of
+      raising :class:`RecordNotFound`.
+    * An id appears in at most one op of a request (compose the changes into one op).
+    """
+
+    ops: list[WriteOp]
+    namespace: Namespace = ()
+    expect: dict[RecordId, Annotated[int, pydantic.Field(ge=1, strict=True)] | None] = pydantic.Field(
+        default_factory=dict
+    )
+    op_id: Annotated[pydantic.StrictStr, pydantic.Field(min_length=1, max_length=1024)] | None = None
+    missing_ok: pydantic.StrictBool = False
+
+    @pydantic.field_validator("ops", mode="before")
+    @classmethod
+    def _known_ops(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            for i, op in enumerate(value):
+                if not isinstance(op, (*_OP_TYPES, dict)):
+                    raise ValueError(
+                        f"ops[{i}] must be an UpsertOp, PatchOp or DeleteOp, got {type(op).__name__}"
+                    )
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> Self:
+        seen: set[str] = set()
+        for i, op in enumerate(self.ops):
+            if isinstance(op, UpsertOp) and op.record.namespace != self.namespace:
+                raise ValueError(
+                    f"ops[{i}].record.namespace {op.record.namespace!r} is not the request's "
+                    f"namespace {self.namespace!r}"
+                )
+            record_id = op_id_of(op)
+            if record_id in seen:
+                raise ValueError(f"ops[{i}]: id {record_id!r} appears in two ops of one write")
+            seen.add(record_id)
+        return self
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of the request's canonical form without its ``op_id``: what an op id is
+        bound to. Bit-exact: timestamps, vectors (dtype and bytes) and JSON types count."""
+        data = self.model_dump(mode="json", exclude={"op_id"})
+        for op, original in zip(data["ops"], self.ops, strict=True):
+            if isinstance(original, UpsertOp):
+                vector, target = original.record.vector, op["record"]
+            elif isinstance(original, PatchOp) and original.vector is not None:
+                vector, target = original.vector, op
+            else:
+                continue
+            target["vector"] = [vector.dtype.str, vector.tobytes().hex()]
+        return hashlib.sha256(_json_key(data).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class WriteResult(Contract):
+    """What a write did. ``versions``: the live version, after the write, of every id upserted or
+    patched (written or unchanged); ``unchanged``: ids whose op wrote nothing; ``deleted``: ids a
+    delete ended; ``missing``: deletes (and, with ``missing_ok``, patches) of ids that were not
+    live; ``replayed``: True when this is the stored result of an earlier request with the same
+    op id, and nothing was written now."""
+
+    versions: dict[str, int] = pydantic.Field(default_factory=dict)
+    unchanged: list[str] = pydantic.Field(default_factory=list)
+    deleted: list[str] = pydantic.Field(default_factory=list)
+    missing: list[str] = pydantic.Field(default_factory=list)
+    replayed: bool = False
+
+
+class SweepResult(Contract):
+    """What a sweep did: how many expired records it deleted (each one delete, actor ``coniti-ttl``,
+    reason ``expired``)."""
+
+    deleted: int
+
+
+Change = tuple[str, "MemoryRecord | None"]
+"""One planned change of a write: ``(record id, the record to write)``, or ``(record id, None)``
+for a delete."""
+
+
+def plan_write(
+    request: WriteRequest,
+    live: Callable[[str], MemoryRecord | None],
+    held: Callable[[str], bool],
+) -> tuple[list[Change], WriteResult]:
+    """What ``request`` changes (everything but its op id), for a backend to apply in order:
+    ``live(id)`` is the visible record of an id (with its version; None when absent or expired),
+    ``held(id)`` whether the id is live at all (expired or not: a delete removes it). Raises
+    :class:`VersionConflict`, :class:`RecordNotFound` or :class:`ContractError` before anything is
+    planned to be written. The result lists unchanged, deleted and missing ids and the versions of
+    unchanged ones; the backend adds the version each planned write receives."""
+    ns = request.namespace
+    for record_id, expected in request.expect.items():
+        current = live(record_id)
+        actual = None if current is None else current.version
+        if actual != expected:
+            raise VersionConflict(record_id, expected, actual, ns)
+    changes: list[Change] = []
+    result = WriteResult()
+    for i, op in enumerate(request.ops):
+        if isinstance(op, DeleteOp):
+            if held(op.id):
+                changes.append((op.id, None))
+                result.deleted.append(op.id)
+            else:
+                result.missing.append(op.id)
+            continue
+        record_id = op.record.id if isinstance(op, UpsertOp) else op.id
+        current = live(record_id)
+        if isinstance(op, PatchOp):
+            if current is None:
+                if not request.missing_ok:
+                    raise RecordNotFound(
+                        f"ops[{i}]: no live record {op.id!r} in namespace {ns!r} to patch; "
+                        "nothing was written"
+                    )
+                result.missing.append(op.id)
+                continue
+            new = patched(current, op, i)
+        else:
+            new = op.record
+        if current is not None and current.version is not None and current.identical(new):
+            result.unchanged.append(record_id)
+            result.versions[record_id] = current.version
+        else:
+            changes.append((record_id, new))
+    return changes, result
+
+
+def idempotency_conflict(op_id: str, namespace: tuple[str, ...]) -> IdempotencyConflict:
+    """The error for an op id already recorded with another request's digest."""
+    return IdempotencyConflict(
+        f"op id {op_id!r} was used by another write request in namespace {namespace!r}; "
+        "nothing was written"
+    )
+
+
+def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
+    """The record ``op`` makes of ``live`` (validated: a text change needs a vector of the stored
+    dtype; ``index`` names the op in errors). The version is not set."""
+    from coniti.mergepatch import merge_patch
+
+    note = live.note
+    text = note.text if op.text is None else op.text
+    vector = live.vector
+    if op.vector is not None:
+        if op.vector.dtype != live.vector.dtype:
+            raise ContractError(
+                f"ops[{index}].vector: dtype {op.vector.dtype.name} is not the stored record's "
+                f"{live.vector.dtype.name}"
+            )
+        vector = op.vector
+    elif text != note.text:
+        raise ContractError(f"ops[{index}].vector is required: the patch changes the text of {op.id!r}")
+    metadata = note.metadata
+    if op.metadata is not None:
+        metadata = op.metadata
+    elif op.metadata_patch is not None:
+        metadata = merge_patch(metadata, op.metadata_patch)
+    expires_at = None if op.clear_expiry else (live.expires_at if op.expires_at is None else op.expires_at)
+    return MemoryRecord.trusted(
+        Note.trusted(
+            note.id,
+            text,
+            note.timestamp if op.timestamp is None else op.timestamp,
+            check_json_value(metadata, "metadata"),
+        ),
+        vector.copy(),
+        live.embedding_id,
+        live.namespace,
+        None,
+        expires_at,
+    )
+
+
 R = TypeVar("R", bound=Contract)
 
 
@@ -374,7 +732,7 @@ def check_put_ids(records: Sequence[MemoryRecord]) -> None:
         key = (record.namespace, record.note.id)
         if key in seen:
             raise DuplicateRecord(
-                f"record id {record.note.id!r} appears twice in one put (namespace {record.namespace!r})"
+                f"record id {record.note.id!r} appears twice in one put (namespace {namespace_text(record.namespace)})"
             )
         seen.add(key)
 
@@ -450,10 +808,19 @@ class MemoryBackend(ABC):
     supports_event_feed: ClassVar[bool] = False
     """The backend is an :class:`EventFeed`: ``head`` and ``events(after, *, namespace=None)``, and
     every accepted write appends exactly one event per record put, per id deleted, per metadata
-    write and per clear (the engine relies on these counts). Read it with :func:`event_feed`."""
+    write and per clear, and a :meth:`write` one per record it writes or deletes plus one ``op``
+    event when it carries an op id (the engine relies on these counts). Read it with
+    :func:`event_feed`."""
 
     supports_put_with_meta: ClassVar[bool] = False
     """:meth:`put_with_meta` sets one metadata value and writes records as one all-or-nothing step."""
+
+    supports_put_batches: ClassVar[bool] = False
+    """:meth:`put_batches` writes any number of records (and one metadata value) as one
+    all-or-nothing step; :meth:`load` then is all or nothing even when the process is killed."""
+    supports_write: ClassVar[bool] = False
+    """:meth:`write` (upsert, patch, delete, compare-and-set, op ids) and expiry (``expires_at``
+    hidden from reads once passed, :meth:`sweep`) are implemented."""
 
     # -- the abstract core -------------------------------------------------------------------
 
@@ -535,7 +902,9 @@ class MemoryBackend(ABC):
 
         return memfile.dump(self, target, namespace=tuple(namespace))
 
-    def load(self, source: str | Path | IO[str], namespace: Sequence[str] | None = None) -> int:
+    def load(
+        self, source: str | Path | IO[str] | IO[bytes], namespace: Sequence[str] | None = None
+    ) -> int:
         """Validate a ``coniti-memory`` file completely, then write it; returns the record count.
 
         See :func:`coniti.memfile.load`: nothing is written when anything is wrong.
@@ -552,6 +921,33 @@ class MemoryBackend(ABC):
         require(request, PutRequest)
         require(meta, MetaSetRequest)
         raise NotSupported(f"the {self.kind!r} memory backend has no atomic put_with_meta")
+
+    def put_batches(
+        self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None
+    ) -> int:
+        """Write every record of every batch, and ``meta`` when given, as one all-or-nothing step;
+        returns the number of records. The batches are trusted records (the caller validated them)
+        and may be iterated more than once (a backend may retry); an error raised while iterating
+        writes nothing. Only where :attr:`supports_put_batches` is True; the base class raises
+        :class:`NotSupported`."""
+        raise NotSupported(f"the {self.kind!r} memory backend has no atomic put_batches")
+
+    def write(self, request: WriteRequest) -> WriteResult:
+        """Apply a :class:`WriteRequest` atomically (see there). Only where :attr:`supports_write` is
+        True; the base class raises :class:`NotSupported`."""
+        require(request, WriteRequest)
+        raise NotSupported(f"the {self.kind!r} memory backend has no write (upsert, patch, compare-and-set)")
+
+    def op_result(self, op_id: str, namespace: Sequence[str] = ()) -> WriteResult | None:
+        """The result of the write that recorded ``op_id`` in ``namespace`` (``replayed=True``), or
+        None when no write did. Only where :attr:`supports_write` is True."""
+        raise NotSupported(f"the {self.kind!r} memory backend records no op ids")
+
+    def sweep(self, now: float | None = None) -> SweepResult:
+        """Delete every live record whose ``expires_at <= now`` (default: the store's clock), one
+        delete each, stamped actor ``coniti-ttl``, reason ``expired``. Safe to run concurrently: a
+        record is deleted once. Only where :attr:`supports_write` is True."""
+        raise NotSupported(f"the {self.kind!r} memory backend has no expiry sweep")
 
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release resources. The default does nothing; closing twice is harmless."""
@@ -605,6 +1001,19 @@ class MemoryBackend(ABC):
     def clear_request(self, namespace: Sequence[str] = ()) -> ClearRequest:
         return ClearRequest(namespace=namespace)
 
+    def write_request(
+        self,
+        ops: Iterable[UpsertOp | PatchOp | DeleteOp],
+        namespace: Sequence[str] = (),
+        *,
+        expect: dict[str, int | None] | None = None,
+        op_id: str | None = None,
+        missing_ok: bool = False,
+    ) -> WriteRequest:
+        return WriteRequest(
+            ops=list(ops), namespace=namespace, expect=expect or {}, op_id=op_id, missing_ok=missing_ok
+        )
+
     # -- async twins: the sync call on a worker thread (context variables are carried along) --
 
     async def aput(self, request: PutRequest) -> PutResult:
@@ -630,6 +1039,12 @@ class MemoryBackend(ABC):
 
     async def aclear(self, request: ClearRequest) -> ClearResult:
         return await asyncio.to_thread(self.clear, request)
+
+    async def awrite(self, request: WriteRequest) -> WriteResult:
+        return await asyncio.to_thread(self.write, request)
+
+    async def asweep(self, now: float | None = None) -> SweepResult:
+        return await asyncio.to_thread(self.sweep, now)
 
     async def anamespaces(
         self, prefix: Sequence[str] = (), max_depth: int | None = None

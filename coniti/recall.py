@@ -52,14 +52,15 @@ BYTES_PER_TOKEN = 4
 
 
 class Hit(Contract):
-    """One answer: the stored note, its score (higher is better; see :mod:`coniti.structure`) and
-    the namespace it was found in."""
+    """One answer: the stored note, its score (higher is better; see :mod:`coniti.structure`), the
+    namespace it was found in and the version of the record it was read from."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
     note: Note
     score: float
     namespace: Namespace = ()
+    version: int | None = None
 
 
 @runtime_checkable

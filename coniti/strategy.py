@@ -9,8 +9,10 @@ Built-in, registered by name in :data:`STRATEGIES`:
 ``default``
     Admits a note when its text is not blank, its id is not stored yet, and (unless
     ``refuse_duplicates=False``) no stored note of the namespace, and no earlier note of the same
-    batch, has the same text and the same metadata: such an exact duplicate is refused with the id of
-    the note it duplicates (timestamps are not compared: recording the same fact again adds nothing).
+    batch, duplicates it: such a duplicate is refused with the id of the note it duplicates. What
+    counts as a duplicate is the option ``duplicate_key``: ``"text_timestamp"`` (the default: the
+    same text at the same timestamp, so a daily event is stored each day) or ``"text_metadata"``
+    (the same text and metadata at any time: recording the same fact again adds nothing).
     Answers with the first structure: a query with text by cosine similarity to the text's vector
     (steered towards the ``near`` note when both are given), a ``near`` query without text by
     closeness in time to that note, a time-only query by the most recent notes; ``time_range`` and
@@ -20,6 +22,7 @@ Built-in, registered by name in :data:`STRATEGIES`:
 from __future__ import annotations
 
 import hashlib
+import struct
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +37,9 @@ from coniti.registry import Registry, canonical_json
 from coniti.structure import Structure, StructureHit
 
 __all__ = ["STRATEGIES", "Admission", "DefaultStrategy", "Strategy", "StrategyContext"]
+
+DUPLICATE_KEYS = ("text_timestamp", "text_metadata")
+"""What :class:`DefaultStrategy` compares to find a duplicate (its ``duplicate_key`` option)."""
 
 STRATEGIES: Registry[Strategy] = Registry("strategy", "coniti.strategies")
 """Strategies by name; third parties add theirs here or in the ``coniti.strategies`` entry-point group."""
@@ -100,19 +106,25 @@ class DefaultStrategy(Strategy):
 
     name: ClassVar[str] = "default"
 
-    def __init__(self, *, refuse_duplicates: bool = True) -> None:
+    def __init__(self, *, refuse_duplicates: bool = True, duplicate_key: str = "text_timestamp") -> None:
         if not isinstance(refuse_duplicates, bool):
             raise ContractError(
                 f"refuse_duplicates must be a boolean, got {type(refuse_duplicates).__name__}"
             )
+        if duplicate_key not in DUPLICATE_KEYS:
+            raise ContractError(
+                f"duplicate_key must be one of {', '.join(DUPLICATE_KEYS)}, got {duplicate_key!r}"
+            )
         self._refuse_duplicates = refuse_duplicates
+        self._duplicate_key = duplicate_key
 
     @property
     def options(self) -> dict[str, Any]:
-        return {"refuse_duplicates": self._refuse_duplicates}
+        return {"refuse_duplicates": self._refuse_duplicates, "duplicate_key": self._duplicate_key}
 
     def content_key(self, note: Note) -> str | None:
-        """BLAKE2b of the length-prefixed UTF-8 text and the metadata as sorted-key JSON.
+        """BLAKE2b of the length-prefixed UTF-8 text and, by ``duplicate_key``, the timestamp's
+        IEEE-754 bits or the metadata as sorted-key JSON.
 
         ``None`` when duplicates are allowed. The key lives only in the engine's in-process index.
         """
@@ -121,7 +133,10 @@ class DefaultStrategy(Strategy):
         text = note.text.encode("utf-8", "surrogatepass")
         digest = hashlib.blake2b(len(text).to_bytes(8, "little"), digest_size=16)
         digest.update(text)
-        digest.update(_metadata_bytes(note.metadata))
+        if self._duplicate_key == "text_timestamp":
+            digest.update(struct.pack("<d", note.timestamp + 0.0))
+        else:
+            digest.update(_metadata_bytes(note.metadata))
         return digest.hexdigest()
 
     def admit(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,52 @@ def test_missing_rich_is_named(tmp_path: Path) -> None:
                           check=False, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr == "coniti: the command line needs rich: pip install click rich\n"
+
+
+def test_errors_under_json_are_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --json a failure is one JSON object on stderr, {"error", "kind"}, with the usual exit
+    status: 1 for an error, 2 for a usage error (also when --json follows the bad option)."""
+    from cli_support import Cli
+
+    cli = Cli(tmp_path / "store", capsys, monkeypatch)
+    missing = cli("get", "nope", "--json")
+    assert missing.code == 1 and missing.out == ""
+    assert json.loads(missing.err) == {"error": missing_message(tmp_path), "kind": "error"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{}\n")
+    refused = cli("--json", "load", str(bad))
+    assert refused.code == 1 and json.loads(refused.err)["kind"] == "MemoryFileError"
+    usage = cli("add", "x", "--time", "garbage", "--json")
+    assert usage.code == 2 and json.loads(usage.err)["kind"] == "usage"
+
+
+def missing_message(tmp_path: Path) -> str:
+    return (
+        f"no store at {tmp_path / 'store'} (choose one with --store or CONITI_STORE; "
+        "'coniti add', 'load' or 'import' create one)"
+    )
+
+
+def test_from_after_to_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--from after --to is a usage error (exit 2) in the command line's words, not TimeRange's."""
+    from cli_support import Cli
+
+    cli = Cli(tmp_path / "store", capsys, monkeypatch)
+    cli.ok("add", "hello")
+    result = cli("ls", "--from", "2025-03-02", "--to", "2025-03-01")
+    assert result.code == 2
+    assert "--from (2025-03-02 00:00:00) is after --to (2025-03-01 00:00:00)" in result.err
+    assert "TimeRange" not in result.err
+
+
+def test_bad_time_names_the_option_once(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad --time value is reported as "Invalid value for '--time': ...", not "--time: --time:"."""
+    from cli_support import Cli
+
+    cli = Cli(tmp_path / "store", capsys, monkeypatch)
+    result = cli("add", "x", "--time", "garbage")
+    assert result.code == 2 and "'--time': 'garbage' is not an ISO date" in result.err
+    assert "--time: --time" not in result.err and "'--time': --time" not in result.err

@@ -45,8 +45,8 @@ def test_add_reads_stdin(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_add_refused_duplicate_exits_1(cli: Cli) -> None:
     """A note the strategy refuses (an exact duplicate) exits 1 with the engine's reason."""
-    cli.ok("add", "same text", "--id", "a")
-    result = cli("add", "same text", "--id", "b")
+    cli.ok("add", "same text", "--id", "a", "--time", "2026-01-05T09:00:00Z")
+    result = cli("add", "same text", "--id", "b", "--time", "2026-01-05T09:00:00Z")
     assert result.code == 1 and "not added" in result.err and "duplicate" in result.err
     assert no_traceback(result)
 

@@ -129,3 +129,86 @@ def test_subprocess_error_has_no_traceback(tmp_path: Path) -> None:
     assert result.code == 1
     assert result.err.startswith("coniti: error: no store at ")
     assert len(result.err.strip().splitlines()) == 1 and no_traceback(result)
+
+
+def test_failed_load_creates_no_store(cli: Cli, tmp_path: Path) -> None:
+    """A load that fails (not a memory file) into a store that did not exist exits 1 and leaves no
+    new directory: neither the store nor the parents it would have created."""
+    bad = tmp_path / "notjsonl.md"
+    bad.write_text("# notes\n")
+    target = tmp_path / "new" / "deeper" / "s2"
+    result = cli("load", str(bad), "--store", str(target))
+    assert result.code == 1 and "line 1" in result.err
+    assert not (tmp_path / "new").exists()
+
+
+def test_failed_load_keeps_an_existing_store(cli: Cli, tmp_path: Path) -> None:
+    """A failed load into an existing store removes nothing: the store and its records stay."""
+    bad = tmp_path / "notjsonl.md"
+    bad.write_text("# notes\n")
+    assert cli("load", str(bad)).code == 1
+    assert cli.ok("count", "--ns", "alice").out.strip().endswith("5")
+
+
+def test_load_from_stdin_reports_invalid_utf8_on_its_line(tmp_path: Path) -> None:
+    """load - reads stdin as bytes: an invalid UTF-8 byte on line 3 is reported as line 3."""
+    import subprocess
+    import sys
+
+    from cli_support import CONSOLE_SCRIPT
+
+    src = tmp_path / "src"
+    _seed(src, 3)
+    with LogBackend(src) as backend:
+        text = Path(tmp_path / "m.jsonl")
+        backend.dump(text, ("alice",))
+    data = text.read_bytes()
+    lines = data.split(b"\n")
+    lines[2] = lines[2].replace(b"note 1", b"note \xff")
+    proc = subprocess.run(
+        [str(CONSOLE_SCRIPT), "load", "-", "--store", str(tmp_path / "dst")],
+        input=b"\n".join(lines), capture_output=True, check=False,
+        env={"PATH": str(Path(sys.executable).parent)},
+    )
+    assert proc.returncode == 1
+    assert b"line 3" in proc.stderr and b"UTF-8" in proc.stderr, proc.stderr
+    assert not (tmp_path / "dst").exists()
+
+
+def test_dump_onto_a_directory_says_so(cli: Cli, tmp_path: Path) -> None:
+    """dump onto a directory is refused in one line that names it, with no Errno or .partial."""
+    result = cli("dump", str(tmp_path), "--ns", "alice")
+    assert result.code == 1
+    assert result.err.strip() == f"coniti: error: cannot write {tmp_path}: it is a directory, not a regular file"
+
+
+def test_dump_onto_a_fifo_is_refused(cli: Cli, tmp_path: Path) -> None:
+    """dump onto a FIFO (as onto a device such as /dev/full) exits 1 and the FIFO stays one."""
+    import os
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    result = cli("dump", str(fifo), "--ns", "alice")
+    assert result.code == 1 and "FIFO" in result.err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_messages_write_namespaces_as_the_command_line_does(cli: Cli, tmp_path: Path) -> None:
+    """A load refused because an id exists names the namespace as alice/work would be typed, never
+    as a Python tuple."""
+    file = tmp_path / "m.jsonl"
+    cli.ok("dump", str(file), "--ns", "alice")
+    result = cli("load", str(file))
+    assert result.code == 1
+    assert "already exists in namespace alice;" in result.err and "('alice',)" not in result.err
+
+
+def test_namespace_text_reads_back_through_the_parser() -> None:
+    """errors.namespace_text writes what cli.parse.parse_namespace reads back (escapes included)."""
+    from coniti.cli.parse import parse_namespace
+    from coniti.errors import namespace_text
+
+    for ns in [(), ("alice", "work"), ("a/b", "c\\d")]:
+        assert parse_namespace(namespace_text(ns)) == ns
+    assert namespace_text(("bob", "home")) == "bob/home"

@@ -77,7 +77,7 @@ def test_options_route_to_the_piece_that_takes_them() -> None:
     """An unprefixed option goes to the only piece that accepts it."""
     c = Container(embedding="random_projection", dim=32, seed=7, refuse_duplicates=False)
     assert c.embedder.options["dim"] == 32 and c.embedder.options["seed"] == 7
-    assert c.strategy.options == {"refuse_duplicates": False}
+    assert c.strategy.options == {"refuse_duplicates": False, "duplicate_key": "text_timestamp"}
 
 
 def test_prefixed_options(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from coniti.memory import (
     ClearResult,
     CountRequest,
     CountResult,
+    DeleteOp,
     DeleteRequest,
     DeleteResult,
     GetRequest,
@@ -26,10 +27,15 @@ from coniti.memory import (
     MetaGetRequest,
     MetaResult,
     MetaSetRequest,
+    PatchOp,
     PutRequest,
     PutResult,
     ScanRequest,
     ScanResult,
+    SweepResult,
+    UpsertOp,
+    WriteRequest,
+    WriteResult,
     require,
 )
 from coniti.testing.helpers import exact
@@ -64,6 +70,17 @@ SAMPLES: dict[str, Contract] = {
     "MetaResult": MetaResult(value=[1, "two"]),
     "ClearRequest": ClearRequest(namespace=("x",)),
     "ClearResult": ClearResult(deleted=4),
+    "UpsertOp": UpsertOp(record=rec("float32", expires_at=99.5)),
+    "PatchOp": PatchOp(id="n1", text="t", vector=np.array([0.5], dtype="float32"), metadata_patch={"a": None}),
+    "DeleteOp": DeleteOp(id="n2"),
+    "WriteRequest": WriteRequest(
+        ops=[UpsertOp(record=rec(namespace=("x",))), PatchOp(id="b", timestamp=2.0), DeleteOp(id="c")],
+        namespace=("x",),
+        expect={"b": 3, "d": None},
+        op_id="run-1/step-2",
+    ),
+    "WriteResult": WriteResult(versions={"n1": 12}, unchanged=["b"], deleted=["c"], missing=[]),
+    "SweepResult": SweepResult(deleted=2),
 }
 """One instance of every contract model in coniti.actor and coniti.memory."""
 

@@ -131,7 +131,7 @@ def test_ingest_result_reports_admission() -> None:
     """IngestResult carries admitted, the note's id and the reason for a refusal."""
     e = engine()
     first = e.ingest(DIARY[0])
-    again = e.ingest(note("copy", DIARY[0].text, 99.0, project="q3"))
+    again = e.ingest(note("copy", DIARY[0].text, DIARY[0].timestamp, project="q3"))
     assert (first.admitted, first.id, first.reason) == (True, "d1", None)
     assert (again.admitted, again.id, again.reason) == (False, "copy", "duplicate of stored note 'd1'")
 
@@ -403,7 +403,8 @@ def test_snapshot_moves_memory_between_backends(tmp_path: Path) -> None:
         assert target.restore(snap) == 5
         assert meta(store, ("alice",)) == SPEC
         query = Query(text="budget")
-        assert target.ask(query, namespace=("alice",)) == source.ask(query, namespace=("alice",))
+        got, want = target.ask(query, namespace=("alice",)), source.ask(query, namespace=("alice",))
+        assert [(h.note, h.score) for h in got.hits] == [(h.note, h.score) for h in want.hits]
 
 
 def test_snapshot_round_trips_through_json() -> None:

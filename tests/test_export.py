@@ -70,7 +70,7 @@ def test_export_writes_a_header_and_one_line_per_event(store: LogBackend, tmp_pa
     header = json.loads(lines[0])
     assert n == store.head == len(lines) - 1 == header["events"]
     assert header["format"] == "coniti-log" and header["version"] == "1.0.0"
-    assert header["head_hash"] == store.head_hash and header["log_format"] == 1
+    assert header["head_hash"] == store.head_hash and header["log_format"] == 2
     events = list(store.events())
     for line, event in zip(lines[1:], events, strict=True):
         data = json.loads(line)
@@ -376,3 +376,84 @@ def test_round_trip_keeps_exact_records(store: LogBackend, tmp_path: Path) -> No
     store.export_log(tmp_path / "log.jsonl")
     with LogBackend.import_log(tmp_path / "log.jsonl", tmp_path / "copy") as copy:
         assert [exact(r) for r in copy.iter_all()] == [exact(r) for r in store.iter_all()]
+
+
+def test_export_does_not_follow_a_planted_partial_symlink(store: LogBackend, tmp_path: Path) -> None:
+    """A symlink planted at <target>.partial is not followed: the file it points to keeps its bytes
+    (export_log writes through the same exclusive temporary file as dump)."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    target = tmp_path / "log.jsonl"
+    target.with_name("log.jsonl.partial").symlink_to(victim)
+    assert store.export_log(target) == store.head
+    assert victim.read_bytes() == b"precious\n"
+
+
+def test_export_onto_a_fifo_is_refused(store: LogBackend, tmp_path: Path) -> None:
+    """A target that is a FIFO (not a regular file, like a device) is refused and stays a FIFO."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(MemoryFileError, match="FIFO"):
+        store.export_log(fifo)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_leftover_of_a_killed_import_is_removed_by_the_next(store: LogBackend, tmp_path: Path) -> None:
+    """A scratch store left by a killed import (.NAME.importing-*, nobody holding its lock) is
+    removed by the next import into the same path."""
+    source = tmp_path / "log.jsonl"
+    store.export_log(source)
+    leftover = tmp_path / ".copy.importing-0123456789ab"
+    leftover.mkdir()
+    (leftover / "data.mdb").write_bytes(b"imported text of a killed import")
+    LogBackend.import_log(source, tmp_path / "copy").close()
+    assert not leftover.exists()
+    assert not [p for p in tmp_path.iterdir() if ".importing-" in p.name]
+
+
+def test_scratch_of_a_running_import_is_kept(store: LogBackend, tmp_path: Path) -> None:
+    """A scratch store whose directory lock is held (an import still running) is not removed."""
+    import fcntl
+
+    source = tmp_path / "log.jsonl"
+    store.export_log(source)
+    running = tmp_path / ".copy.importing-0123456789ab"
+    running.mkdir()
+    fd = os.open(running, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        LogBackend.import_log(source, tmp_path / "copy").close()
+        assert running.exists()
+    finally:
+        os.close(fd)
+
+
+def test_failed_import_creates_no_parent_directories(store: LogBackend, tmp_path: Path) -> None:
+    """A rejected import into a path whose parents did not exist leaves none of them."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    with pytest.raises(MemoryFileError, match="line 1"):
+        LogBackend.import_log(bad, tmp_path / "new" / "deeper" / "copy")
+    assert not (tmp_path / "new").exists()
+
+
+def test_import_on_a_full_disk_raises_store_full(store: LogBackend, tmp_path: Path) -> None:
+    """An import the disk cannot hold (here: the file-size limit) raises StoreFull, not
+    MemoryFileError: the file was not rejected. Nothing is left at the target or beside it."""
+    import resource
+    import signal
+
+    from coniti.errors import StoreFull
+
+    source = tmp_path / "log.jsonl"
+    store.export_log(source)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, old_limit[1]))
+    try:
+        with pytest.raises(StoreFull):
+            LogBackend.import_log(source, tmp_path / "copy")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.jsonl", "source"]

@@ -121,7 +121,10 @@ class _WithoutPutWithMeta(InMemoryBackend):
     """A backend declaring no optional capability at all (what the base class gives)."""
 
     supports_put_with_meta = False
+    supports_write = False
     put_with_meta = MemoryBackend.put_with_meta
+    write = MemoryBackend.write
+    sweep = MemoryBackend.sweep
 
 
 class TestUndeclaredCapabilities(conformance.CapabilityTests):
@@ -215,3 +218,7 @@ def test_concurrent_paging_while_writing_loses_nothing_old() -> None:
     old = [i for i in seen if i.startswith("old")]
     assert old == [f"old{i:03d}" for i in range(300)]
     assert len(seen) == len(set(seen))
+
+
+class TestInMemoryWrite(InMemoryFixtures, conformance.WriteTests):
+    pass

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from coniti import testing as conformance
 from coniti.impl.log import LogBackend
+from coniti.memory import MemoryBackend
 from coniti.testing import BackendFactory
 
 
@@ -115,3 +117,15 @@ class TestLogConcurrency(LogFixtures, conformance.ConcurrencyTests):
 
 class TestLogCapabilities(LogFixtures, conformance.CapabilityTests):
     pass
+
+
+class TestLogWrite(LogFixtures, conformance.WriteTests):
+    @pytest.fixture
+    def reopen(self) -> Callable[[MemoryBackend], MemoryBackend]:
+        def again(backend: MemoryBackend) -> MemoryBackend:
+            assert isinstance(backend, LogBackend)
+            path = backend.path
+            backend.close()
+            return LogBackend(path)
+
+        return again

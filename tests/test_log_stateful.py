@@ -1,6 +1,7 @@
 """Model-based test: LogBackend and InMemoryBackend driven side by side by hypothesis.
 
-Random put / delete / set_meta / clear / get / count / paged scans (cursors kept open across other
+Random put / delete / set_meta / clear / write (upsert, patch, delete ops with expectations and op
+ids, replayed and conflicting) / get / count / paged scans (cursors kept open across other
 steps and across reopen) / close-and-reopen / second handle / rebuild steps run on both backends;
 every answer (or error type) must be the same, and after every step the whole memory must be equal.
 A plain model keeps a snapshot of the memory after every event (sequence number) so that ``at(seq)`` views
@@ -35,14 +36,20 @@ from coniti.impl.memory import InMemoryBackend
 from coniti.memory import (
     ClearRequest,
     CountRequest,
+    DeleteOp,
     DeleteRequest,
     GetRequest,
     MemoryBackend,
     MemoryRecord,
     MetaGetRequest,
     MetaSetRequest,
+    PatchOp,
     PutRequest,
     ScanRequest,
+    UpsertOp,
+    WriteRequest,
+    WriteResult,
+    patched,
 )
 
 NAMESPACES: list[tuple[str, ...]] = [(), ("a",), ("a", "b"), ("l" * 600,)]
@@ -132,7 +139,7 @@ class Model:
     def put(self, batch: list[MemoryRecord]) -> None:
         for r in batch:
             self.order += 1
-            self.space(r.namespace).records.append((self.order, r))
+            self.space(r.namespace).records.append((self.order, r.with_version(self.events + 1)))
             self._event()
 
     def delete(self, ns: tuple[str, ...], rids: list[str]) -> None:
@@ -149,6 +156,33 @@ class Model:
     def clear(self, ns: tuple[str, ...]) -> None:
         self.space(ns).records = []
         self._event()
+
+    def write(self, request: WriteRequest, result: WriteResult) -> None:
+        """Apply what ``result`` says the request did, one event per change, then the op receipt."""
+        if result.replayed:
+            return
+        space = self.space(request.namespace)
+        for i, op in enumerate(request.ops):
+            if isinstance(op, DeleteOp):
+                if op.id in result.deleted:
+                    space.records = [p for p in space.records if p[1].id != op.id]
+                    self._event()
+                continue
+            rid = op.record.id if isinstance(op, UpsertOp) else op.id
+            if rid not in result.versions or rid in result.unchanged:
+                continue
+            if isinstance(op, UpsertOp):
+                new = op.record
+            else:
+                current = space.by_id(rid)
+                assert current is not None
+                new = patched(current, op, i)
+            space.records = [p for p in space.records if p[1].id != rid]
+            self.order += 1
+            space.records.append((self.order, new.with_version(self.events + 1)))
+            self._event()
+        if request.op_id is not None:
+            self._event()
 
 
 def answer(call: Any) -> Any:
@@ -210,6 +244,45 @@ class LogVersusMemory(RuleBasedStateMachine):
     def clear(self, ns: tuple[str, ...]) -> None:
         self.both("clear", ClearRequest(namespace=ns))
         self.model.clear(ns)
+
+    @rule(data=st.data(), ns=namespaces)
+    def write(self, data: st.DataObject, ns: tuple[str, ...]) -> None:
+        """One write request of upserts, patches and deletes with (sometimes stale) expectations and
+        an op id from a small set, so that replays and op-id conflicts happen: the same result (or
+        error) on both backends, versions included."""
+        rids = data.draw(st.lists(ids, min_size=1, max_size=3, unique=True))
+        ops: list[Any] = []
+        for rid in rids:
+            kind = data.draw(st.sampled_from(["upsert", "upsert", "patch", "delete"]))
+            if kind == "upsert":
+                r = data.draw(records(ns))
+                ops.append(UpsertOp(record=r.model_copy(update={"note": r.note.model_copy(update={"id": rid})})))
+            elif kind == "patch":
+                current = self.mem.get(GetRequest(ids=[rid], namespace=ns)).records
+                text = data.draw(st.none() | st.text(max_size=6))
+                vector = None
+                if text is not None and current and current[0].note.text != text:
+                    vector = np.ones(current[0].vector.shape, dtype=current[0].vector.dtype)
+                ops.append(PatchOp(
+                    id=rid, text=text, timestamp=data.draw(st.none() | times), vector=vector,
+                    metadata_patch=data.draw(st.none() | st.dictionaries(st.sampled_from(["x", "y"]), st.none() | st.integers(0, 3), max_size=2)),
+                ))
+            else:
+                ops.append(DeleteOp(id=rid))
+        expect: dict[str, int | None] = {}
+        if data.draw(st.booleans()):
+            rid = data.draw(st.sampled_from(rids))
+            current = self.mem.get(GetRequest(ids=[rid], namespace=ns)).records
+            live = current[0].version if current else None
+            expect[rid] = data.draw(st.sampled_from([live, None, 1]))
+        request = WriteRequest(
+            ops=ops, namespace=ns, expect=expect,
+            op_id=data.draw(st.none() | st.sampled_from(["op-a", "op-b", "op-c"])),
+            missing_ok=data.draw(st.booleans()),
+        )
+        result = self.both("write", request)
+        if not isinstance(result, type):
+            self.model.write(request, result)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -305,6 +378,7 @@ class LogVersusMemory(RuleBasedStateMachine):
         got = view.get(GetRequest(ids=IDS, namespace=ns))
         want = [r for rid in IDS if (r := space.by_id(rid)) is not None]
         assert got.records == want
+        assert [r.version for r in got.records] == [r.version for r in want]
         assert got.missing == [rid for rid in IDS if space.by_id(rid) is None]
         time_range = data.draw(time_ranges())
         assert view.count(CountRequest(namespace=ns, time_range=time_range)).count == len(
@@ -328,8 +402,8 @@ class LogVersusMemory(RuleBasedStateMachine):
     @invariant()
     def same_memory(self) -> None:
         for ns in NAMESPACES:
-            got = [r.to_dict() for r in self.log.iter_all(namespace=ns, page_size=7)]
-            want = [r.to_dict() for r in self.mem.iter_all(namespace=ns, page_size=7)]
+            got = [(r.to_dict(), r.version) for r in self.log.iter_all(namespace=ns, page_size=7)]
+            want = [(r.to_dict(), r.version) for r in self.mem.iter_all(namespace=ns, page_size=7)]
             assert got == want, f"namespace {ns!r} differs"
 
     @invariant()

@@ -200,3 +200,35 @@ def test_import_frames_check_sees_each_event_and_can_refuse(store: LogBackend, t
         assert seen == [1, 2, 3, 4] and target.head().seq == 0
     finally:
         target.close()
+
+
+def test_verify_scratch_leaves_nothing_on_disk_while_it_runs(tmp_path: Path) -> None:
+    """The scratch environment of verify() is unlinked as soon as it is open: a verification
+    killed at any point leaves no copy of the store's content in the scratch directory."""
+    from coniti.log import checks
+
+    scratch = checks._Scratch(0, str(tmp_path))
+    try:
+        assert list(tmp_path.iterdir()) == []
+        scratch.txn.put(b"k", b"v", db=next(iter(scratch.dbs.values())))
+        scratch.commit_chunk()
+    finally:
+        scratch.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_verify_removes_stale_scratch_directories(tmp_path: Path) -> None:
+    """A scratch directory of a verification killed before it unlinked it (older than a minute)
+    is removed by the next verification; a fresh one (another verification starting) is kept."""
+    import os
+
+    from coniti.log import checks
+
+    stale = tmp_path / "coniti-verify-stale"
+    stale.mkdir()
+    (stale / "data.mdb").write_bytes(b"content")
+    os.utime(stale, (0, 0))
+    fresh = tmp_path / "coniti-verify-fresh"
+    fresh.mkdir()
+    checks._Scratch(0, str(tmp_path)).close()
+    assert not stale.exists() and fresh.exists()

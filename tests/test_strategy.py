@@ -71,20 +71,43 @@ def test_refuses_an_id_already_stored() -> None:
 
 
 def test_refuses_exact_duplicate_of_stored_note() -> None:
-    """Same text and metadata as a stored note (other id, other time) is refused naming that note."""
+    """Same text at the same timestamp as a stored note (other id) is refused naming that note."""
     s = DefaultStrategy()
+    stored = Stored(s)
+    stored.add(note("orig", "met Ana about the budget", 1.0, project="q3"))
+    [decision] = admit(s, stored, note("copy", "met Ana about the budget", 1.0, project="q4"))
+    assert decision == Admission(False, "duplicate of stored note 'orig'")
+
+
+def test_same_text_at_a_later_time_is_admitted() -> None:
+    """By default the same text at another timestamp is a new note (a daily event each day)."""
+    s = DefaultStrategy()
+    stored = Stored(s)
+    stored.add(note("monday", "stand-up meeting", 1.0))
+    assert admit(s, stored, note("tuesday", "stand-up meeting", 86_401.0))[0].admitted
+
+
+def test_text_metadata_rule_refuses_same_text_at_any_time() -> None:
+    """duplicate_key="text_metadata": same text and metadata at another time is refused."""
+    s = DefaultStrategy(duplicate_key="text_metadata")
     stored = Stored(s)
     stored.add(note("orig", "met Ana about the budget", 1.0, project="q3"))
     [decision] = admit(s, stored, note("copy", "met Ana about the budget", 99.0, project="q3"))
     assert decision == Admission(False, "duplicate of stored note 'orig'")
 
 
-def test_other_metadata_is_not_a_duplicate() -> None:
-    """Same text with different metadata is admitted."""
-    s = DefaultStrategy()
+def test_text_metadata_rule_admits_other_metadata() -> None:
+    """duplicate_key="text_metadata": same text with different metadata is admitted."""
+    s = DefaultStrategy(duplicate_key="text_metadata")
     stored = Stored(s)
     stored.add(note("orig", "met Ana", project="q3"))
     assert admit(s, stored, note("other", "met Ana", project="q4"))[0].admitted
+
+
+def test_unknown_duplicate_key_is_refused() -> None:
+    """duplicate_key must name a known rule."""
+    with pytest.raises(ContractError, match="duplicate_key"):
+        DefaultStrategy(duplicate_key="text")
 
 
 def test_other_text_is_not_a_duplicate() -> None:
@@ -116,8 +139,8 @@ def test_duplicates_allowed_when_switched_off() -> None:
 
 
 def test_content_key_is_stable_and_ignores_id_and_time() -> None:
-    """The content key depends on text and metadata only."""
-    s = DefaultStrategy()
+    """With duplicate_key="text_metadata" the content key depends on text and metadata only."""
+    s = DefaultStrategy(duplicate_key="text_metadata")
     a = s.content_key(note("a", "text", 1.0, k=[1, 2]))
     assert a == s.content_key(note("b", "text", 2.0, k=[1, 2]))
     assert a != s.content_key(note("a", "text", 1.0, k=[2, 1]))

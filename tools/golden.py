@@ -24,6 +24,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,12 +37,16 @@ from coniti.log import EVENT_VERSION
 from coniti.memory import (
     ClearRequest,
     CountRequest,
+    DeleteOp,
     DeleteRequest,
     MemoryBackend,
     MemoryRecord,
     MetaGetRequest,
     MetaSetRequest,
+    PatchOp,
     PutRequest,
+    UpsertOp,
+    WriteRequest,
 )
 
 ROOT = Path(__file__).resolve().parent.parent / "log" / "golden"
@@ -104,6 +109,37 @@ def _history(store: LogBackend) -> None:
     store.set_meta(MetaSetRequest(key="v", value=[3]))
 
 
+def _write_model(store: LogBackend) -> None:
+    """Version 2: replaces (upsert, patch) that name the version they end, a delete in a write,
+    op receipts (one for a request that wrote nothing else), expectations."""
+    store.put(PutRequest(records=[rec("f1", 1.0, text="stand-up at 9:30", metadata={"room": "a"}),
+                                  rec("f2", 2.0), rec("f3", 3.0)]))
+    with store.audit(actor="alice", reason="moved"):
+        store.write(WriteRequest(
+            ops=[PatchOp(id="f1", text="stand-up at 10:00", vector=rec("f1", 1.0).vector,
+                         metadata_patch={"room": None, "floor": 2})],
+            expect={"f1": 1}, op_id="run-1/step-1",
+        ))
+    store.write(WriteRequest(ops=[UpsertOp(record=rec("f2", 2.5, text="f2 replaced")),
+                                  DeleteOp(id="f3"), UpsertOp(record=rec("f4", 4.0))]))
+    store.write(WriteRequest(ops=[UpsertOp(record=rec("f4", 4.0))], op_id="unchanged"))
+    store.write(WriteRequest(ops=[DeleteOp(id="nobody")], namespace=("other",), op_id="empty"))
+    store.write(WriteRequest(ops=[PatchOp(id="f2", timestamp=0.5)], expect={"f2": 6}))
+
+
+def _expiry(store: LogBackend) -> None:
+    """Version 2: puts with an expiry (one long past, one that passes between events, one far
+    ahead), an upsert over an expired record, a patch that sets an expiry, and a sweep."""
+    store.put(PutRequest(records=[rec("gone", 1.0).model_copy(update={"expires_at": 1.0}),
+                                  rec("soon", 2.0).model_copy(update={"expires_at": time.time() + 0.2}),
+                                  rec("later", 3.0).model_copy(update={"expires_at": 4.0e9}),
+                                  rec("kept", 4.0)]))
+    time.sleep(0.3)
+    store.write(WriteRequest(ops=[UpsertOp(record=rec("gone", 1.5, text="gone, back"))]))
+    store.write(WriteRequest(ops=[PatchOp(id="kept", expires_at=2.0)]))
+    store.sweep()
+
+
 CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]] = {
     "basic": (_basic, [()], ["embedding_id", "absent"]),
     "namespaces_and_long_keys": (
@@ -112,6 +148,8 @@ CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]
         ["k" * 450, "plain"],
     ),
     "history": (_history, [()], ["v"]),
+    "write_model": (_write_model, [(), ("other",)], ["embedding_id"]),
+    "expiry": (_expiry, [()], ["embedding_id"]),
 }
 """Case name -> (script, namespaces to record, metadata keys to record)."""
 
@@ -132,6 +170,7 @@ def state_of(backend: MemoryBackend, namespaces: Sequence[Namespace], keys: Sequ
                 "metadata": r.note.metadata,
                 "embedding_id": r.embedding_id,
                 "vector": vector_json(r.vector),
+                **({} if r.expires_at is None else {"expires_at": r.expires_at}),
             }
             for r in backend.iter_all(namespace=ns, page_size=2)
         ]

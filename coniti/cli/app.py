@@ -7,6 +7,7 @@ runs or is listed (``coniti --help``), so ``coniti ask`` loads neither the demo 
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 import traceback
 from collections.abc import Sequence
@@ -41,6 +42,9 @@ COMMANDS: dict[str, str] = {
     "compact": "care_cmds:compact",
     "erase": "care_cmds:erase",
     "demo": "demo_cmd:demo",
+    "set": "write_cmds:set_cmd",
+    "update": "write_cmds:update",
+    "sweep": "write_cmds:sweep",
 }
 """Command name -> ``module:attribute`` in :mod:`coniti.cli`, the click command of that name."""
 
@@ -85,7 +89,13 @@ def cli() -> None:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv``, run the command, map every failure to an exit status (see :func:`main`)."""
+    """Parse ``argv``, run the command, map every failure to an exit status (see :func:`main`).
+
+    A failure is one line on stderr, ``coniti: error: ...``; with ``--json`` it is one JSON object
+    instead, ``{"error": message, "kind": kind}``, with the same exit status. ``kind`` is ``usage``
+    (status 2), ``aborted`` (130), ``error`` for what the command line itself refuses, the coniti
+    error's class name (``MemoryFileError``, ``StoreFull`` ...) or ``OSError``, and ``internal``
+    for a bug."""
     obj = Settings()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -94,9 +104,14 @@ def run(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as exc:
         if obj.debug:
             traceback.print_exc()
+        if obj.json or _asks_for_json(args):  # a usage error may come before --json is read
+            kind = "usage" if isinstance(exc, click.UsageError) else "error"
+            return _json_error(exc.format_message(), kind, exc.exit_code)
         exc.show()
         return exc.exit_code
     except click.Abort:
+        if obj.json:
+            return _json_error("aborted", "aborted", 130)
         click.echo("coniti: aborted", err=True)
         return 130
     except SystemExit as exc:
@@ -111,12 +126,28 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _report(obj, exc, "internal error", hint=True)
 
 
+def _asks_for_json(args: list[str]) -> bool:
+    options = args[: args.index("--")] if "--" in args else args
+    return "--json" in options
+
+
+def _json_error(message: str, kind: str, status: int) -> int:
+    document = {"error": " ".join(message.split("\n")), "kind": kind}
+    click.echo(json.dumps(document, ensure_ascii=False), err=True)
+    return status
+
+
 def _report(obj: Settings, exc: BaseException, what: str, *, hint: bool = False) -> int:
     if obj.debug:
         traceback.print_exc()
     message = str(exc) or type(exc).__name__
     if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in message:
         message = f"{message}: {exc.filename}"
+    if obj.json:
+        kind = "internal" if hint else type(exc).__name__
+        if hint:
+            message = f"{type(exc).__name__}: {message}"
+        return _json_error(message, kind, 1)
     line = f"coniti: {what}: {type(exc).__name__}: {message}" if hint else f"coniti: {what}: {message}"
     if hint and not obj.debug:
         line += " (rerun with --debug for the traceback)"

@@ -11,6 +11,7 @@ The library (``LogBackend``, the engine) is imported inside the functions that o
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -20,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 import click
 
 from coniti.cli.output import Output
-from coniti.cli.parse import format_namespace, resolve_store_path
+from coniti.cli.parse import format_namespace, format_time, resolve_store_path
 from coniti.cli.types import NAMESPACE, POINT, TIME
+from coniti.errors import ConitiError
 
 if TYPE_CHECKING:
     from coniti.actor import TimeRange
@@ -98,6 +100,27 @@ class Settings:
         return LogBackend(path, actor=self.actor_name, read_only=mode == "read")
 
     @contextmanager
+    def undo_new_store(self) -> Iterator[None]:
+        """For a command that may create the store (``load``): if it fails (Ctrl-C included) and
+        the store directory did not exist before, the directories it created are removed again,
+        provided the store holds no event by then. A failed load thus leaves no new directory."""
+        path = self.store_path.absolute()
+        top = path
+        while not top.exists():
+            if top.parent == top:
+                break
+            top, below = top.parent, top
+        if top == path:  # it existed: nothing to undo
+            yield
+            return
+        created = below
+        try:
+            yield
+        except BaseException:
+            _remove_if_empty_store(path, created)
+            raise
+
+    @contextmanager
     def open_engine(
         self, store: LogBackend, embedding: str | None = None
     ) -> Iterator[ContinuityEngine]:
@@ -118,6 +141,21 @@ class Settings:
         if self.reason is None:
             return nullcontext()
         return store.audit(actor=self.actor_name, reason=self.reason)
+
+
+def _remove_if_empty_store(path: Path, created: Path) -> None:
+    """Remove ``created`` (``path`` or the first ancestor of it that this process created) when the
+    store at ``path`` is absent or holds no event."""
+    from coniti.impl.log import LogBackend
+
+    if path.is_dir() and any(path.iterdir()):
+        try:
+            with LogBackend(path, read_only=True) as store:
+                if store.head != 0:
+                    return
+        except ConitiError:
+            pass  # a store this process began and could not finish
+    shutil.rmtree(created, ignore_errors=True)
 
 
 HINT_LIMIT = 8
@@ -229,9 +267,14 @@ def range_options(func: F) -> F:
 
 
 def time_range(start: float | None, end: float | None) -> TimeRange | None:
-    """The note-time window of --from/--to, or None when neither is given."""
+    """The note-time window of --from/--to, or None when neither is given. ``--from`` after
+    ``--to`` is a usage error (exit status 2)."""
     if start is None and end is None:
         return None
+    if start is not None and end is not None and start > end:
+        raise click.UsageError(
+            f"--from ({format_time(start)}) is after --to ({format_time(end)}): the window is empty"
+        )
     from coniti.actor import TimeRange
 
     return TimeRange(start=start, end=end)

@@ -41,10 +41,16 @@ def dump(file: str, namespace: tuple[str, ...], as_of: int | float | None) -> No
 @ns_option("Put every record into this namespace (default: each record's own).", default=None)
 @common_options
 def load(file: str, namespace: tuple[str, ...] | None) -> None:
-    """Read a coniti-memory file (- for stdin), validate all of it, then write it to the store."""
+    """Read a coniti-memory file (- for stdin), validate all of it, then write it to the store, all or
+    nothing (also when killed). A failed load that would have created the store leaves none."""
     s = settings()
-    with s.open_store("create") as store, s.stamp(store), s.out.progress(f"loading {file}"):
-        n = store.load(sys.stdin if file == "-" else file, namespace)
+    with (
+        s.undo_new_store(),
+        s.open_store("create") as store,
+        s.stamp(store),
+        s.out.progress(f"loading {file}"),
+    ):
+        n = store.load(sys.stdin.buffer if file == "-" else file, namespace)
     if s.json:
         s.out.json({"file": file, "records": n})
     else:

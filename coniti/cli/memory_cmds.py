@@ -76,6 +76,7 @@ filter_option = click.option(
 @range_options
 @filter_option
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many records.")
+@click.option("--versions", "versions", is_flag=True, help="Add a column with each record's version.")
 @as_of_option
 @common_options
 def ls(
@@ -84,9 +85,10 @@ def ls(
     end: float | None,
     where: dict[str, Any] | None,
     limit: int | None,
+    versions: bool,
     as_of: int | float | None,
 ) -> None:
-    """List records in note-time order (JSON lines with --json)."""
+    """List records in note-time order (JSON lines with --json, which carry versions)."""
     s = settings()
     window = time_range(start, end)
     with s.open_store() as store:
@@ -101,7 +103,7 @@ def ls(
     if s.json:
         s.out.json_lines(record_json(r) for r in records)
     else:
-        show_records(s.out, records)
+        show_records(s.out, records, versions=versions)
 
 
 @click.command()

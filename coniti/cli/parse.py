@@ -18,11 +18,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from coniti.errors import namespace_text
 
 __all__ = [
     "ParseError",
@@ -76,9 +79,7 @@ def parse_namespace(text: str) -> tuple[str, ...]:
 
 def format_namespace(namespace: tuple[str, ...] | list[str]) -> str:
     """The inverse of :func:`parse_namespace`: ``("a/b", "c")`` -> ``"a\\/b/c"``; ``()`` -> ``"/"``."""
-    if not namespace:
-        return "/"
-    return "/".join(part.replace("\\", "\\\\").replace("/", "\\/") for part in namespace)
+    return namespace_text(namespace)
 
 
 def parse_time(text: str, *, field: str = "time") -> float:
@@ -122,6 +123,36 @@ def parse_point(text: str, *, field: str = "point") -> int | float:
     raise ParseError(
         f"{field}: {text!r} is neither a sequence number nor an ISO date (e.g. 42 or 2025-03-01)"
     )
+
+
+_DURATION = re.compile(r"^\+?(\d+(?:\.\d+)?)([smhd])$")
+_UNIT_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_expiry(text: str, *, field: str = "--expires", now: float | None = None) -> float:
+    """An expiry as epoch seconds: a duration from now (``90s``, ``30m``, ``12h``, ``7d``) or a
+    time as :func:`parse_time` reads it."""
+    match = _DURATION.match(text.strip())
+    if match:
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        return (time.time() if now is None else now) + seconds
+    try:
+        return parse_time(text, field=field)
+    except ParseError:
+        raise ParseError(
+            f"{field}: {text!r} is neither a duration (30m, 12h, 7d) nor a time (2025-03-01)"
+        ) from None
+
+
+def parse_json_object(text: str, *, field: str) -> dict[str, Any]:
+    """``text`` as a JSON object (``NaN`` and ``Infinity`` refused)."""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        raise ParseError(f"{field}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ParseError(f"{field}: must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 def parse_meta_value(text: str) -> Any:

@@ -32,12 +32,15 @@ def record_json(record: MemoryRecord) -> dict[str, Any]:
         "embedding_id": record.embedding_id,
         "dim": int(record.vector.shape[0]),
         "dtype": record.vector.dtype.name,
+        "version": record.version,
+        "expires_at": record.expires_at,
     }
 
 
 def show_record(out: Output, record: MemoryRecord) -> None:
-    """One record as a key/value table."""
+    """One record as a key/value table (its expiry only when it has one)."""
     note = record.note
+    expiry = [] if record.expires_at is None else [("expires", format_time(record.expires_at) + " UTC")]
     out.fields(
         [
             ("id", note.id),
@@ -47,12 +50,21 @@ def show_record(out: Output, record: MemoryRecord) -> None:
             ("metadata", note.metadata or None),
             ("embedding", record.embedding_id),
             ("vector", f"{record.vector.shape[0]} x {record.vector.dtype.name}"),
+            ("version", record.version),
+            *expiry,
         ]
     )
 
 
-def show_records(out: Output, records: Iterable[MemoryRecord]) -> None:
-    """Records as a table: time, id, text."""
+def show_records(out: Output, records: Iterable[MemoryRecord], *, versions: bool = False) -> None:
+    """Records as a table: time, id, (with ``versions``) version, text."""
+    if versions:
+        out.table(
+            ["time (UTC)", "id", "version", "text"],
+            ([format_time(r.note.timestamp), r.note.id, r.version, r.note.text] for r in records),
+            wrap=["text"],
+        )
+        return
     out.table(
         ["time (UTC)", "id", "text"],
         ([format_time(r.note.timestamp), r.note.id, r.note.text] for r in records),
@@ -76,7 +88,10 @@ def _what(event: Event) -> str:
     if event.kind == "meta":
         return f"{event.key} = {json.dumps(event.value, ensure_ascii=False)}"
     if event.record is not None:
-        return event.record.note.text
+        text = event.record.note.text
+        return text if event.replaces is None else f"(replaces {event.replaces}) {text}"
+    if event.kind == "op":
+        return f"op id {event.op_id}"
     return ""
 
 

@@ -12,14 +12,16 @@ import click
 
 from coniti.cli.parse import (
     ParseError,
+    parse_expiry,
     parse_filter,
+    parse_json_object,
     parse_meta_pair,
     parse_namespace,
     parse_point,
     parse_time,
 )
 
-__all__ = ["FILTER", "META", "NAMESPACE", "POINT", "TIME"]
+__all__ = ["EXPIRY", "FILTER", "JSON_OBJECT", "META", "NAMESPACE", "POINT", "TIME"]
 
 
 class _Parsed(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.5
@@ -36,11 +38,14 @@ class _Parsed(click.ParamType):  # type: ignore[type-arg]  # generic only from c
         try:
             return self._parse(value, field)
         except ParseError as exc:
-            self.fail(str(exc), param, ctx)
+            message = str(exc)  # click names the option already: "Invalid value for '--time': ..."
+            self.fail(message.removeprefix(f"{field}: "), param, ctx)
 
 
 NAMESPACE = _Parsed("namespace", lambda text, field: parse_namespace(text))
 TIME = _Parsed("time", lambda text, field: parse_time(text, field=field))
 POINT = _Parsed("point", lambda text, field: parse_point(text, field=field))
 META = _Parsed("key=value", lambda text, field: parse_meta_pair(text))
+EXPIRY = _Parsed("duration|time", lambda text, field: parse_expiry(text, field=field))
+JSON_OBJECT = _Parsed("json", lambda text, field: parse_json_object(text, field=field))
 FILTER = _Parsed("json", lambda text, field: parse_filter(text, field=field))

@@ -34,13 +34,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import IO, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
 from coniti.cursor import CursorCodec
-from coniti.errors import ContractError, ReadOnlyError
+from coniti.errors import (
+    ContractError,
+    ReadOnlyError,
+)
 from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
 from coniti.impl import log_audit as _audit
@@ -48,6 +51,10 @@ from coniti.impl.log_audit import Subscription
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
 from coniti.log import verify as _verify
+from coniti.log.codec import DELETE as DELETE_KIND
+from coniti.log.codec import OP as OP_KIND
+from coniti.log.codec import PUT as PUT_KIND
+from coniti.log.eventlog import Change, WriteView
 from coniti.log.keys import Namespace
 from coniti.memory import (
     ClearRequest,
@@ -67,9 +74,14 @@ from coniti.memory import (
     PutResult,
     ScanRequest,
     ScanResult,
+    SweepResult,
+    WriteRequest,
+    WriteResult,
     as_namespace,
     check_put_ids,
+    idempotency_conflict,
     namespace_listing,
+    plan_write,
     require,
     unique_ids,
 )
@@ -94,19 +106,64 @@ _erase_result = EraseResult.constructor()
 
 
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
-    """The record of a row the store wrote (once per record a read returns)."""
-    rid, timestamp, (text, metadata, embedding_id, vector) = row
-    return _memory_record(_note(rid, text, timestamp, metadata), vector, embedding_id, namespace)
+    """The record of a row the store wrote (once per record a read returns); its version is the
+    seq of the put that wrote it."""
+    text, metadata, embedding_id, vector = row[2]
+    return _memory_record(
+        _note(row[0], text, row[1], metadata), vector, embedding_id, namespace, row[3], row[4]
+    )
+
+
+def _put_item(r: MemoryRecord) -> PutItem:
+    note = r.note
+    return PutItem(
+        r.namespace, note.id, note.text, note.timestamp, note.metadata, r.embedding_id, r.vector,
+        r.expires_at,
+    )
 
 
 def _put_items(records: Sequence[MemoryRecord]) -> list[PutItem]:
-    return [
-        PutItem(
-            r.namespace, r.note.id, r.note.text, r.note.timestamp, r.note.metadata,
-            r.embedding_id, r.vector,
-        )
-        for r in records
-    ]
+    return [_put_item(r) for r in records]
+
+
+TTL_ACTOR = "coniti-ttl"
+"""The actor of the delete events a :meth:`LogBackend.sweep` writes (reason ``expired``)."""
+
+
+def _decide(request: WriteRequest, digest: str | None) -> Callable[[WriteView], tuple[list[Change], WriteResult]]:
+    """The decision of one :meth:`LogBackend.write`, made inside its write transaction: the op id's
+    replay, the expectations, then each op planned against the live state."""
+    ns = request.namespace
+    op_id = request.op_id
+
+    def decide(view: WriteView) -> tuple[list[Change], WriteResult]:
+        if op_id is not None:
+            seen = view.op(op_id)
+            if seen is not None:
+                if seen[0] != digest:
+                    raise idempotency_conflict(op_id, ns)
+                return [], WriteResult.from_dict({**seen[1], "replayed": True})
+
+        def live(record_id: str) -> MemoryRecord | None:
+            row = view.live(record_id)
+            return None if row is None else _record(row, ns)
+
+        plan, planned = plan_write(request, live, lambda record_id: view.held(record_id) is not None)
+        changes: list[Change] = []
+        versions = dict(planned.versions)
+        for record_id, new in plan:
+            if new is None:
+                changes.append(Change(DELETE_KIND, id=record_id))
+            else:
+                changes.append(Change(PUT_KIND, item=_put_item(new), replaces=view.held(record_id)))
+                versions[record_id] = view.next_seq + len(changes) - 1
+        unchanged, deleted, missing = planned.unchanged, planned.deleted, planned.missing
+        result = {"versions": versions, "unchanged": unchanged, "deleted": deleted, "missing": missing}
+        if op_id is not None:
+            changes.append(Change(OP_KIND, op_id=op_id, digest=digest, receipt=result))
+        return changes, WriteResult.from_dict(result)
+
+    return decide
 
 
 _CHUNK_MAX = 1024
@@ -197,6 +254,18 @@ def _span(need: int, seen: int, found: int) -> int:
     return min(_CHUNK_MAX, max(need, -(-need * seen // found)))
 
 
+class _Items:
+    """Batches of records as batches of put items, re-iterable when the batches are."""
+
+    def __init__(self, batches: Iterable[Sequence[MemoryRecord]]) -> None:
+        self._batches = batches
+
+    def __iter__(self) -> Iterator[list[PutItem]]:
+        for batch in self._batches:
+            check_put_ids(batch)
+            yield _put_items(batch)
+
+
 class _Reads:
     """Reads shared by the store and its views; ``_as_of`` None means the current state."""
 
@@ -273,6 +342,8 @@ class LogBackend(_Reads, MemoryBackend):
     supports_time_travel: ClassVar[bool] = True
     supports_event_feed: ClassVar[bool] = True
     supports_put_with_meta: ClassVar[bool] = True
+    supports_put_batches: ClassVar[bool] = True
+    supports_write: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -365,6 +436,33 @@ class LogBackend(_Reads, MemoryBackend):
         items = _put_items(records)
         return _put_result({"written": self._log.put(items, actor=actor, reason=reason)})
 
+    def write(self, request: WriteRequest) -> WriteResult:
+        """One atomic write (see :class:`~coniti.memory.WriteRequest`), decided and appended in one
+        LMDB write transaction: a replace is one ``put`` event naming the version it replaces
+        (``pv``), a delete a ``delete`` event, and a request with an op id ends with one ``op``
+        event holding the request's digest and result (also when it wrote nothing else). Every
+        event carries the call's audit stamp. Op ids are kept as long as the log: export, import,
+        rebuild and compaction keep them."""
+        request = require(request, WriteRequest)
+        digest = None if request.op_id is None else request.digest()
+        actor, reason = self._stamp()
+        return self._log.transact(
+            request.namespace, _decide(request, digest), actor=actor, reason=reason
+        )
+
+    def op_result(self, op_id: str, namespace: Sequence[str] = ()) -> WriteResult | None:
+        found = self._log.op_result(as_namespace(namespace), op_id)
+        return None if found is None else WriteResult.from_dict({**found[1], "replayed": True})
+
+    def sweep(self, now: float | None = None) -> SweepResult:
+        """Delete every live record expired at ``now`` (default: the write's recorded time), one
+        ``delete`` event each with actor ``coniti-ttl`` and reason ``expired``, in one transaction
+        (so concurrent sweeps from several processes delete each record once)."""
+        if now is not None:
+            now = to_timestamp(now, "now")
+        deleted = self._log.sweep(now, actor=TTL_ACTOR, reason="expired")
+        return SweepResult(deleted=deleted)
+
     def put_with_meta(self, request: PutRequest, meta: MetaSetRequest) -> PutResult:
         """The meta event, then one put event per record, in one transaction: a refused put
         records nothing."""
@@ -378,6 +476,21 @@ class LogBackend(_Reads, MemoryBackend):
             meta=(meta.namespace, meta.key, meta.value),
         )
         return _put_result({"written": written})
+
+    def put_batches(
+        self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None
+    ) -> int:
+        """The meta event (if any), then one put event per record of every batch, in one write
+        transaction (see :meth:`coniti.log.EventLog.put_batches`): a load is all or nothing, also
+        under SIGKILL or Ctrl-C, and a failed one leaves no event."""
+        if meta is not None:
+            meta = require(meta, MetaSetRequest)
+        actor, reason = self._stamp()
+        items = _Items(batches)
+        return self._log.put_batches(
+            items, actor=actor, reason=reason,
+            meta=None if meta is None else (meta.namespace, meta.key, meta.value),
+        )
 
     def delete(self, request: DeleteRequest) -> DeleteResult:
         request = require(request, DeleteRequest)
@@ -551,7 +664,8 @@ class LogBackend(_Reads, MemoryBackend):
         """A new store at ``path`` (absent or an empty directory) with exactly the events of a
         ``coniti-log`` file: same sequence numbers, hashes and head hash. Everything is checked before
         the store appears; a rejection raises :class:`MemoryFileError` naming the line and creates
-        nothing at ``path``. Returns the opened store."""
+        nothing at ``path`` (nor the parent directories it made); a disk too full for the store
+        raises :class:`StoreFull` (the file was not at fault). Returns the opened store."""
         logfile.import_log(source, path)
         return cls(path, durability=durability, actor=actor, map_size=map_size)
 
@@ -589,6 +703,13 @@ class LogView(_Reads, MemoryBackend):
 
     def put(self, request: PutRequest) -> PutResult:
         require(request, PutRequest)
+        self._refuse()
+
+    def write(self, request: WriteRequest) -> WriteResult:
+        require(request, WriteRequest)
+        self._refuse()
+
+    def sweep(self, now: float | None = None) -> SweepResult:
         self._refuse()
 
     def delete(self, request: DeleteRequest) -> DeleteResult:

@@ -74,6 +74,8 @@ def public_event(e: LogEvent) -> Event:
             data.vector,
             data.embedding_id,
             e.namespace,
+            e.seq,
+            e.expires_at,
         )
     return Event.constructor()(
         {
@@ -91,6 +93,9 @@ def public_event(e: LogEvent) -> Event:
             "hash": e.hash.hex(),
             "prev": e.prev.hex(),
             "erased": e.erased,
+            "replaces": e.replaces,
+            "expires_at": e.expires_at,
+            "op_id": e.op_id,
         }
     )
 

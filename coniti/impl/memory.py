@@ -3,6 +3,13 @@
 Per namespace it keeps records in a list sorted by (timestamp, write order) and finds time ranges by
 binary search; a metadata filter is tested on each record of the range as the walk reaches it. Cursors are opaque and tied to the instance and the namespace. Every operation holds one
 lock, so an instance is safe to share between threads. Records are deep-copied in and out.
+
+A record's version is the value of the instance's change counter when it was written (also its
+write order). The counter advances once per change, as a log's sequence numbers do: per record
+written, per id deleted (also by a sweep), per metadata write, per clear and per op id recorded, so
+both built-in backends give the same versions for the same calls (``put_with_meta`` aside). Op ids of :meth:`~InMemoryBackend.write` are kept for the life of the instance. Expired
+records (``expires_at <= clock()``) are hidden from get, scan and count until :meth:`sweep` deletes
+them; ``put`` still refuses their ids and ``delete`` removes them, as for any record the store holds.
 """
 
 from __future__ import annotations
@@ -10,15 +17,16 @@ from __future__ import annotations
 import bisect
 import secrets
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from coniti.actor import TimeRange
 from coniti.contracts import check_json_value
 from coniti.cursor import CursorCodec
-from coniti.errors import DuplicateRecord
-from coniti.filters import Predicate, compile_filter
+from coniti.errors import DuplicateRecord, namespace_text
+from coniti.filters import MetadataFilter, Predicate, compile_filter
 from coniti.memory import (
     ClearRequest,
     ClearResult,
@@ -37,8 +45,14 @@ from coniti.memory import (
     PutResult,
     ScanRequest,
     ScanResult,
+    SweepResult,
+    WriteRequest,
+    WriteResult,
+    as_namespace,
     check_put_ids,
+    idempotency_conflict,
     namespace_listing,
+    plan_write,
     require,
     unique_ids,
 )
@@ -56,6 +70,23 @@ class _Stored:
     by_key: dict[Key, MemoryRecord] = field(default_factory=dict)
     by_id: dict[str, Key] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    expiring: int = 0
+    """How many held records have an ``expires_at`` (0: no read needs to check expiry)."""
+
+    def hold(self, key: Key, record: MemoryRecord) -> None:
+        bisect.insort(self.keys, key)
+        self.by_key[key] = record
+        self.by_id[record.id] = key
+        if record.expires_at is not None:
+            self.expiring += 1
+
+    def drop(self, record_id: str) -> Key | None:
+        key = self.by_id.pop(record_id, None)
+        if key is not None:
+            del self.keys[bisect.bisect_left(self.keys, key)]
+            if self.by_key.pop(key).expires_at is not None:
+                self.expiring -= 1
+        return key
 
     def bounds(self, time_range: TimeRange | None) -> tuple[int, int]:
         lo, hi = 0, len(self.keys)
@@ -66,18 +97,27 @@ class _Stored:
                 hi = bisect.bisect_left(self.keys, (time_range.end, -1))
         return lo, max(lo, hi)
 
-    def matching(self, lo: int, hi: int, match: Predicate, limit: int | None) -> tuple[list[Key], bool]:
-        """Keys of ``keys[lo:hi]`` whose record's metadata matches, at most ``limit``, and whether
-        another match follows them."""
+    def matching(
+        self, lo: int, hi: int, match: Callable[[MemoryRecord], bool], limit: int | None
+    ) -> tuple[list[Key], bool]:
+        """Keys of ``keys[lo:hi]`` whose record matches, at most ``limit``, and whether another
+        match follows them."""
         out: list[Key] = []
         keys, by_key = self.keys, self.by_key
         for i in range(lo, hi):  # by index: a page reads only as far as it needs
             key = keys[i]
-            if match(by_key[key].note.metadata):
+            if match(by_key[key]):
                 if len(out) == limit:
                     return out, True
                 out.append(key)
         return out, False
+
+
+def _copy(space: _Stored | None) -> _Stored:
+    """A copy of ``space`` (a new one for None) whose containers can change without touching it."""
+    if space is None:
+        return _Stored()
+    return _Stored(list(space.keys), dict(space.by_key), dict(space.by_id), dict(space.meta))
 
 
 class InMemoryBackend(MemoryBackend):
@@ -85,35 +125,111 @@ class InMemoryBackend(MemoryBackend):
 
     kind: ClassVar[str] = "in_memory"
     supports_put_with_meta: ClassVar[bool] = True
+    supports_put_batches: ClassVar[bool] = True
+    supports_write: ClassVar[bool] = True
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        """``clock``: epoch seconds now, against which ``expires_at`` is compared."""
         self._lock = threading.RLock()
         self._spaces: dict[tuple[str, ...], _Stored] = {}
         self._order = 0
         self._cursors = CursorCodec(secrets.token_bytes(16))
+        self._clock = clock
+        self._op_ids: dict[tuple[tuple[str, ...], str], tuple[str, WriteResult]] = {}
+
+    @staticmethod
+    def _visible(record: MemoryRecord, now: float) -> bool:
+        return record.expires_at is None or record.expires_at > now
 
     def _space(self, namespace: tuple[str, ...]) -> _Stored | None:
         return self._spaces.get(namespace)
+
+    def _refuse_live(self, records: Sequence[MemoryRecord]) -> None:
+        """Raise :class:`DuplicateRecord` for the first record whose id is live (hold the lock)."""
+        for record in records:
+            space = self._spaces.get(record.namespace)
+            if space is not None and record.id in space.by_id:
+                raise DuplicateRecord(
+                    f"record id {record.id!r} already exists in namespace "
+                    f"{namespace_text(record.namespace)}"
+                )
 
     def put(self, request: PutRequest) -> PutResult:
         request = require(request, PutRequest)
         records = request.records
         check_put_ids(records)
         with self._lock:
+            self._refuse_live(records)
             for record in records:
-                space = self._spaces.get(record.namespace)
-                if space is not None and record.id in space.by_id:
-                    raise DuplicateRecord(
-                        f"record id {record.id!r} already exists in namespace {record.namespace!r}"
-                    )
-            for record in records:
-                space = self._spaces.setdefault(record.namespace, _Stored())
-                self._order += 1
-                key = (record.note.timestamp, self._order)
-                bisect.insort(space.keys, key)
-                space.by_key[key] = record.copy_out()
-                space.by_id[record.id] = key
+                self._hold(self._spaces.setdefault(record.namespace, _Stored()), record)
         return PutResult(written=len(records))
+
+    def _hold(self, space: _Stored, record: MemoryRecord) -> int:
+        """Store a copy of ``record`` under the next version; returns it."""
+        self._order += 1
+        space.hold((record.note.timestamp, self._order), record.copy_out().with_version(self._order))
+        return self._order
+
+    def write(self, request: WriteRequest) -> WriteResult:
+        """Apply the request under the instance lock (see :class:`WriteRequest`): expectations, then
+        every op is checked and planned, then applied; an error in any step writes nothing."""
+        request = require(request, WriteRequest)
+        namespace = request.namespace
+        digest = None if request.op_id is None else request.digest()
+        with self._lock:
+            if request.op_id is not None:
+                seen = self._op_ids.get((namespace, request.op_id))
+                if seen is not None:
+                    if seen[0] != digest:
+                        raise idempotency_conflict(request.op_id, namespace)
+                    return seen[1].model_copy(update={"replayed": True}, deep=True)
+            now = self._clock()
+            space = self._spaces.get(namespace)
+
+            def live(record_id: str) -> MemoryRecord | None:
+                key = None if space is None else space.by_id.get(record_id)
+                if key is None or space is None:
+                    return None
+                record = space.by_key[key]
+                return record if self._visible(record, now) else None
+
+            def held(record_id: str) -> bool:
+                return space is not None and record_id in space.by_id
+
+            plan, result = plan_write(request, live, held)
+            for record_id, replacement in plan:
+                if space is None:
+                    space = self._spaces.setdefault(namespace, _Stored())
+                space.drop(record_id)
+                if replacement is None:
+                    self._order += 1
+                else:
+                    result.versions[record_id] = self._hold(space, replacement)
+            if request.op_id is not None and digest is not None:
+                self._op_ids[(namespace, request.op_id)] = (digest, result.model_copy(deep=True))
+                self._order += 1
+        return result
+
+    def op_result(self, op_id: str, namespace: Sequence[str] = ()) -> WriteResult | None:
+        with self._lock:
+            seen = self._op_ids.get((as_namespace(namespace), op_id))
+        return None if seen is None else seen[1].model_copy(update={"replayed": True}, deep=True)
+
+    def sweep(self, now: float | None = None) -> SweepResult:
+        """Delete every held record with ``expires_at <= now`` (default: the clock), in every
+        namespace."""
+        deleted = 0
+        with self._lock:
+            when = self._clock() if now is None else now
+            for space in self._spaces.values():
+                if not space.expiring:
+                    continue
+                expired = [r.id for r in space.by_key.values() if not self._visible(r, when)]
+                for record_id in expired:
+                    space.drop(record_id)
+                deleted += len(expired)
+            self._order += deleted
+        return SweepResult(deleted=deleted)
 
     def put_with_meta(self, request: PutRequest, meta: MetaSetRequest) -> PutResult:
         """``set_meta`` and ``put`` under the instance lock: the metadata is set only if the put
@@ -125,18 +241,53 @@ class InMemoryBackend(MemoryBackend):
             self.set_meta(meta)
         return result
 
+    def put_batches(
+        self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None
+    ) -> int:
+        """Every record of ``batches`` (and ``meta``) or nothing: the batches are read first, then,
+        under the lock, the touched namespaces are rebuilt as copies and swapped in by one dict
+        update, so neither a refusal nor ``KeyboardInterrupt`` can leave a part of the load."""
+        records = [record for batch in batches for record in batch]
+        check_put_ids(records)
+        if meta is not None:
+            meta = require(meta, MetaSetRequest)
+        with self._lock:
+            self._refuse_live(records)
+            touched: dict[tuple[str, ...], _Stored] = {}
+            for record in records:
+                space = touched.get(record.namespace)
+                if space is None:
+                    space = touched[record.namespace] = _copy(self._spaces.get(record.namespace))
+                self._order += 1
+                key = (record.note.timestamp, self._order)
+                space.keys.append(key)
+                space.by_key[key] = record.copy_out()
+                space.by_id[record.id] = key
+            for space in touched.values():
+                space.keys.sort()
+            if meta is not None:
+                ns = tuple(meta.namespace)
+                space = touched.get(ns)
+                if space is None:
+                    space = touched[ns] = _copy(self._spaces.get(ns))
+                space.meta[meta.key] = check_json_value(meta.value, "value")
+            self._spaces.update(touched)
+        return len(records)
+
     def get(self, request: GetRequest) -> GetResult:
         request = require(request, GetRequest)
         found: list[MemoryRecord] = []
         missing: list[str] = []
         with self._lock:
             space = self._space(request.namespace)
+            now = self._clock() if space is not None and space.expiring else None
             for record_id in unique_ids(request.ids):
                 key = space.by_id.get(record_id) if space else None
-                if key is None or space is None:
+                record = None if key is None or space is None else space.by_key[key]
+                if record is None or (now is not None and not self._visible(record, now)):
                     missing.append(record_id)
                 else:
-                    found.append(space.by_key[key].copy_out())
+                    found.append(record.copy_out())
         return GetResult(records=found, missing=missing)
 
     def delete(self, request: DeleteRequest) -> DeleteResult:
@@ -146,13 +297,9 @@ class InMemoryBackend(MemoryBackend):
         with self._lock:
             space = self._space(request.namespace)
             for record_id in unique_ids(request.ids):
-                key = space.by_id.pop(record_id, None) if space else None
-                if key is None or space is None:
-                    missing.append(record_id)
-                    continue
-                del space.keys[bisect.bisect_left(space.keys, key)]
-                del space.by_key[key]
-                deleted.append(record_id)
+                key = space.drop(record_id) if space else None
+                (missing if key is None else deleted).append(record_id)
+            self._order += len(deleted)
         return DeleteResult(deleted=deleted, missing=missing)
 
     def scan(self, request: ScanRequest) -> ScanResult:
@@ -166,12 +313,12 @@ class InMemoryBackend(MemoryBackend):
             lo, hi = space.bounds(request.time_range)
             if after is not None:
                 lo = max(lo, bisect.bisect_right(space.keys, after))
-            if request.filter is None:
+            if request.filter is None and not space.expiring:
                 stop = hi if request.limit is None else min(hi, lo + request.limit)
                 keys = space.keys[lo:stop]
                 more = stop < hi
             else:
-                keys, more = space.matching(lo, hi, compile_filter(request.filter), request.limit)
+                keys, more = space.matching(lo, hi, self._shown(space, request.filter), request.limit)
             records = [space.by_key[k].copy_out() for k in keys]
         cursor = self._cursors.encode(namespace, *keys[-1]) if more and keys else None
         return ScanResult(records=records, next_cursor=cursor)
@@ -183,11 +330,23 @@ class InMemoryBackend(MemoryBackend):
             if space is None:
                 return CountResult(count=0)
             lo, hi = space.bounds(request.time_range)
-            if request.filter is None:
+            if request.filter is None and not space.expiring:
                 return CountResult(count=hi - lo)
-            match = compile_filter(request.filter)
+            shown = self._shown(space, request.filter)
             by_key = space.by_key
-            return CountResult(count=sum(1 for k in space.keys[lo:hi] if match(by_key[k].note.metadata)))
+            return CountResult(count=sum(1 for k in space.keys[lo:hi] if shown(by_key[k])))
+
+    def _shown(self, space: _Stored, filter: MetadataFilter | None) -> Callable[[MemoryRecord], bool]:
+        """Which records a read shows: unexpired (when any held record has an expiry) and
+        matching ``filter``."""
+        match: Predicate | None = None if filter is None else compile_filter(filter)
+        if not space.expiring:
+            assert match is not None
+            return lambda record: match(record.note.metadata)
+        now = self._clock()
+        if match is None:
+            return lambda record: self._visible(record, now)
+        return lambda record: self._visible(record, now) and match(record.note.metadata)
 
     def namespaces(
         self, prefix: Sequence[str] = (), max_depth: int | None = None
@@ -208,11 +367,13 @@ class InMemoryBackend(MemoryBackend):
         with self._lock:
             space = self._spaces.setdefault(request.namespace, _Stored())
             space.meta[request.key] = check_json_value(request.value, request.key)
+            self._order += 1
         return MetaResult(value=request.value)
 
     def clear(self, request: ClearRequest) -> ClearResult:
         request = require(request, ClearRequest)
         with self._lock:
+            self._order += 1
             space = self._space(request.namespace)
             if space is None:
                 return ClearResult(deleted=0)
@@ -220,4 +381,5 @@ class InMemoryBackend(MemoryBackend):
             space.keys.clear()
             space.by_key.clear()
             space.by_id.clear()
+            space.expiring = 0
         return ClearResult(deleted=deleted)

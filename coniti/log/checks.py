@@ -23,8 +23,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import struct
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -140,19 +142,48 @@ def _structure(data_file: str) -> list[str]:
         return [f"LMDB structure: {exc}"]
 
 
+_SCRATCH_PREFIX = "coniti-verify-"
+_STALE_SECONDS = 60.0
+
+
+def _remove_stale_scratch(scratch_dir: str | None) -> None:
+    """Remove scratch directories of verifications killed before they unlinked them (this user's,
+    older than a minute)."""
+    directory = scratch_dir or tempfile.gettempdir()
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            if not entry.name.startswith(_SCRATCH_PREFIX):
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if (
+                    stat.S_ISDIR(info.st_mode)
+                    and info.st_uid == os.getuid()
+                    and now - info.st_mtime > _STALE_SECONDS
+                ):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+
 class _Scratch:
-    """A private temporary LMDB environment holding a fresh fold of the log."""
+    """A private temporary LMDB environment holding a fresh fold of the log. Its directory is
+    removed as soon as the environment is open (LMDB keeps its open files), so a killed
+    verification leaves nothing in the scratch directory and the copy lives only while it runs."""
 
     def __init__(self, size_hint: int, scratch_dir: str | None) -> None:
-        self.dir = tempfile.mkdtemp(prefix="coniti-verify-", dir=scratch_dir)
-        self.env = lmdb.open(
-            self.dir,
-            map_size=max(1 << 28, 2 * size_hint),
-            sync=False,
-            metasync=False,
-            max_dbs=len(PROJECTION_DBS) + 2,
-            mode=0o700,
-        )
+        _remove_stale_scratch(scratch_dir)
+        self.dir = tempfile.mkdtemp(prefix=_SCRATCH_PREFIX, dir=scratch_dir)
+        try:
+            self.env = lmdb.open(
+                self.dir,
+                map_size=max(1 << 28, 2 * size_hint),
+                sync=False,
+                metasync=False,
+                max_dbs=len(PROJECTION_DBS) + 2,
+                mode=0o700,
+            )
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
         self.dbs = {name: self.env.open_db(name) for name in PROJECTION_DBS}
         self.d = Dbs(self.dbs)
         self.txn: Any = self.env.begin(write=True)

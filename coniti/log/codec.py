@@ -41,6 +41,8 @@ __all__ = [
     "CLEAR",
     "DELETE",
     "ERASE",
+    "OP",
+    "PAYLOAD_UPCASTS",
     "EVENT_VERSION",
     "EXT_BIGINT",
     "GENESIS",
@@ -54,10 +56,13 @@ __all__ = [
     "decode_content",
     "decode_envelope",
     "decode_event",
+    "decode_op",
+    "decode_put_meta",
     "decode_record",
     "decode_value",
     "encode_event",
     "encode_meta_payload",
+    "encode_op_payload",
     "encode_put_payload",
     "encode_puts",
     "erase_payload",
@@ -71,10 +76,12 @@ __all__ = [
     "split_frame",
 ]
 
-EVENT_VERSION = 1
-"""The event version this coniti writes (envelope field ``v``); it reads every version up to it."""
-PUT, DELETE, META, CLEAR, ERASE = "put", "delete", "meta", "clear", "erase"
-KINDS = frozenset({PUT, DELETE, META, CLEAR, ERASE})
+EVENT_VERSION = 2
+"""The event version this coniti writes (envelope field ``v``); it reads every version up to it.
+Version 2 added the kind ``op`` (an op id's receipt, field ``o``) and the put fields ``pv`` (the
+version a put replaces) and ``x`` (expiry); a version-1 event means the same as version 2."""
+PUT, DELETE, META, CLEAR, ERASE, OP = "put", "delete", "meta", "clear", "erase", "op"
+KINDS = frozenset({PUT, DELETE, META, CLEAR, ERASE, OP})
 GENESIS = bytes(32)
 """The ``prev`` hash of event 1."""
 EXT_BIGINT = 1
@@ -84,10 +91,20 @@ Upcaster = Callable[[dict[str, Any], Any], tuple[dict[str, Any], Any]]
 """Turns an event of version ``n`` into one of version ``n + 1``: ``(envelope map, payload)`` in,
 the same out, with the envelope's ``v`` set to ``n + 1``. ``payload`` is the decoded payload map, or
 None when the frame has none or the caller reads the envelope only; an upcaster must accept None."""
-UPCASTERS: dict[int, Upcaster] = {}
+
+
+def _v1_to_v2(env: dict[str, Any], payload: Any) -> tuple[dict[str, Any], Any]:
+    """Version 1 -> 2: the same fields and payloads (version 2 only added optional ones)."""
+    return {**env, "v": 2}, payload
+
+
+UPCASTERS: dict[int, Upcaster] = {1: _v1_to_v2}
 """Event version ``n`` -> the :data:`Upcaster` from ``n`` to ``n + 1``; one for every version below
-:data:`EVENT_VERSION` (none yet: version 1 is the only one). Applied in order on decode, before the
-envelope is checked; the hash stays that of the stored bytes."""
+:data:`EVENT_VERSION`. Applied in order on decode, before the envelope is checked; the hash stays
+that of the stored bytes."""
+PAYLOAD_UPCASTS: frozenset[int] = frozenset()
+"""The versions whose upcaster changes the payload (none: 1 -> 2 changes only ``v``). While this is
+empty, :func:`decode_content` reads a put's payload without its envelope, whatever its version."""
 
 _U32 = struct.Struct(">I")
 _unpack_u32 = _U32.unpack_from
@@ -131,6 +148,12 @@ class LogEvent:
     record: RecordData | None = None
     value: Any = None
     erased: bool = False
+    replaces: int | None = None
+    """A put's ``pv``: the put seq of the live version it replaces (None: the id was not live)."""
+    expires_at: float | None = None
+    """A put's ``x``: when the version expires (None: never)."""
+    op_id: str | None = None
+    """An op event's ``o``: the op id its write request carried (``value`` is the receipt map)."""
 
 
 # -- the frame layout ------------------------------------------------------------------------
@@ -255,11 +278,13 @@ def _encode(
     key: str | None,
     actor: str | None,
     reason: str | None,
+    extras: Sequence[dict[str, Any] | None] | None = None,
 ) -> tuple[list[bytes], bytes]:
     """The one envelope encoder: the frames of a run of events of one ``kind``, numbered from
     ``seq``, recorded at ``at``, chained from ``prev``, each ``(namespace, record id, note
     timestamp, payload, payload digest)`` (id and timestamp None where the kind has none), and the
-    hash of the last. Envelope fields in §3.2's order, optional ones only when given; each frame is
+    hash of the last. ``extras[i]``, when given, holds the version-2 fields of event ``i`` (``pv``,
+    ``x``, ``o``). Envelope fields in §3.2's order, optional ones only when given; each frame is
     ``u32 E | envelope | digest | payload`` (the layout :func:`split_frame` reads)."""
     pack = _packer().pack
     frames: list[bytes] = []
@@ -267,7 +292,7 @@ def _encode(
     join = b"".join
     u32 = _U32.pack
     h = prev
-    for namespace, record_id, timestamp, payload, digest in events:
+    for i, (namespace, record_id, timestamp, payload, digest) in enumerate(events):
         env: dict[str, Any] = {"v": EVENT_VERSION, "k": kind, "s": seq, "t": at, "p": h, "n": namespace}
         if record_id is not None:
             env["i"] = record_id
@@ -275,6 +300,9 @@ def _encode(
             env["ts"] = timestamp
         if key is not None:
             env["mk"] = key
+        extra = None if extras is None else extras[i]
+        if extra:
+            env.update(extra)
         if actor is not None:
             env["a"] = actor
         if reason is not None:
@@ -300,15 +328,38 @@ def encode_event(
     actor: str | None = None,
     reason: str | None = None,
     digest: bytes | None = None,
+    replaces: int | None = None,
+    expires_at: float | None = None,
+    op_id: str | None = None,
 ) -> tuple[bytes, bytes]:
     """Encode one event; returns ``(frame, hash)``. ``prev`` is the previous event's hash;
-    ``digest`` may be given if already computed (:func:`payload_digest`)."""
+    ``digest`` may be given if already computed (:func:`payload_digest`). ``replaces`` and
+    ``expires_at`` (put) and ``op_id`` (op) are the version-2 fields ``pv``, ``x`` and ``o``."""
     if digest is None:
         digest = _sha256(payload).digest() if payload else _EMPTY_DIGEST
+    extra = _extra(replaces, expires_at, op_id)
     frames, h = _encode(
-        seq, at, kind, prev, ((list(namespace), id, timestamp, payload, digest),), key, actor, reason
+        seq, at, kind, prev, ((list(namespace), id, timestamp, payload, digest),), key, actor, reason,
+        None if extra is None else (extra,),
     )
     return frames[0], h
+
+
+def _extra(replaces: int | None, expires_at: float | None, op_id: str | None) -> dict[str, Any] | None:
+    """The version-2 envelope fields that are set, or None."""
+    extra: dict[str, Any] = {}
+    if replaces is not None:
+        extra["pv"] = replaces
+    if expires_at is not None:
+        extra["x"] = float(expires_at)
+    if op_id is not None:
+        extra["o"] = op_id
+    return extra or None
+
+
+def encode_op_payload(digest: str, result: dict[str, Any]) -> bytes:
+    """The payload of an op event: the request's digest (hex) and its result map."""
+    return _pack({"d": digest, "res": result})
 
 
 def encode_puts(
@@ -319,12 +370,14 @@ def encode_puts(
     *,
     actor: str | None = None,
     reason: str | None = None,
+    expiries: Sequence[float | None] | None = None,
 ) -> tuple[list[bytes], bytes]:
     """Encode a run of put events numbered from ``seq``, all recorded at ``at``, chained from
     ``prev``; each of ``puts`` is ``(namespace as a list, record id, note timestamp, payload,
-    payload digest)``. Returns ``(frames, hash of the last)``: what :func:`encode_event` gives for
-    each in turn (bulk writes)."""
-    return _encode(seq, at, PUT, prev, puts, None, actor, reason)
+    payload digest)``, ``expiries[i]`` its expiry if any. Returns ``(frames, hash of the last)``:
+    what :func:`encode_event` gives for each in turn (bulk writes)."""
+    extras = None if expiries is None else [None if x is None else {"x": float(x)} for x in expiries]
+    return _encode(seq, at, PUT, prev, puts, None, actor, reason, extras)
 
 
 # -- decoding --------------------------------------------------------------------------------
@@ -499,6 +552,16 @@ def _envelope(env: dict[str, Any], seq: int | None) -> dict[str, Any]:
             raise ValueError("field ts (note timestamp) is not a finite float")
     if kind == META and not env.get("mk"):
         raise ValueError("a meta event needs field mk (metadata key)")
+    if "pv" in env:
+        pv = env["pv"]
+        if kind != PUT or type(pv) is not int or not 1 <= pv < env["s"]:
+            raise ValueError(f"field pv (replaced version) is {pv!r} on a {kind} event")
+    if "x" in env:
+        x = env["x"]
+        if kind != PUT or not isinstance(x, float) or not math.isfinite(x):
+            raise ValueError("field x (expiry) is not a finite float on a put event")
+    if kind == OP and not (isinstance(env.get("o"), str) and env["o"]):
+        raise ValueError("an op event needs field o (op id)")
     return env
 
 
@@ -525,6 +588,9 @@ def _event(
         record=record,
         value=value,
         erased=erased,
+        replaces=env.get("pv"),
+        expires_at=env.get("x"),
+        op_id=env.get("o"),
     )
 
 
@@ -549,10 +615,12 @@ def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: b
         value = None
         erased = False
         if payload_bytes:
-            if kind not in (PUT, META):
+            if kind not in (PUT, META, OP):
                 raise ValueError(f"a {kind} event has a payload")
             if kind == PUT:
                 record = _record(payload, strict)
+            elif kind == OP:
+                value = _op_receipt(payload)
             else:
                 if not isinstance(payload, dict) or "mv" not in payload:
                     raise ValueError("meta payload has no field mv")
@@ -561,11 +629,51 @@ def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: b
                     _check_json(value, "field mv (value)")
         elif kind in (PUT, META):
             erased = True
+        elif kind == OP:
+            raise ValueError("an op event has no payload")
         elif strict and digest != _EMPTY_DIGEST:
             raise ValueError("digest of an empty payload is wrong")
         return _event(env, env_bytes, digest, record, value, erased)
     except _MALFORMED as exc:
         raise _corrupted(_where(seq), exc) from exc
+
+
+def _op_receipt(payload: Any) -> dict[str, Any]:
+    """An op event's payload, checked: ``{"d": hex digest, "res": {versions, unchanged, deleted,
+    missing}}``."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("d"), str):
+        raise ValueError("op payload has no field d (request digest)")
+    res = payload.get("res")
+    if not isinstance(res, dict) or not isinstance(res.get("versions"), dict):
+        raise ValueError("op payload has no field res (the write's result)")
+    for name in ("unchanged", "deleted", "missing"):
+        if not isinstance(res.get(name), list) or not all(isinstance(x, str) for x in res[name]):
+            raise ValueError(f"op payload field res.{name} is not a list of ids")
+    if not all(isinstance(k, str) and type(v) is int for k, v in res["versions"].items()):
+        raise ValueError("op payload field res.versions is not a map of ids to versions")
+    return payload
+
+
+def decode_op(frame: bytes) -> tuple[str, dict[str, Any]]:
+    """``(op id, receipt)`` of an op frame the store wrote (see :func:`_op_receipt`)."""
+    try:
+        env, payload = _stored(frame)
+        if env["k"] != OP:
+            raise ValueError(f"expected an op event, found {env['k']!r}")
+        return env["o"], _op_receipt(payload)
+    except _MALFORMED as exc:
+        raise _corrupted("an op event", exc) from exc
+
+
+def decode_put_meta(frame: bytes) -> tuple[str, float, float | None]:
+    """``(record id, note timestamp, expiry or None)`` from a put frame's envelope."""
+    try:
+        env, _ = _current(_unpack(split_frame(frame)[0]), None)
+        if env["k"] != PUT:
+            raise ValueError(f"expected a put event, found {env['k']!r}")
+        return env["i"], env["ts"], env.get("x")
+    except _MALFORMED as exc:
+        raise _corrupted("a put event", exc) from exc
 
 
 def decode_envelope(frame: bytes, seq: int | None = None) -> LogEvent:
@@ -619,8 +727,8 @@ def decode_value(frame: bytes) -> tuple[str, Any, bool]:
 def decode_content(frame: bytes) -> RecordData | None:
     """Fastest read path: only the content of a put frame the store wrote (None when erased). The
     caller knows the id and timestamp from the indexes. The envelope is not read unless
-    :data:`UPCASTERS` has an entry (then an older event's payload may need upcasting)."""
-    if UPCASTERS:
+    :data:`PAYLOAD_UPCASTS` has an entry (then an older event's payload may need upcasting)."""
+    if PAYLOAD_UPCASTS:
         return decode_record(frame)[2]
     try:
         payload_bytes = split_frame(frame)[2]
@@ -683,10 +791,11 @@ def read_content(frame: bytes, seq: int) -> RecordData | None:
     """The content of put event ``seq`` for a read to return (None when erased), checked: the frame
     is the put numbered ``seq`` and its payload matches the digest it carries (the digest of an
     erased payload cannot be checked). The envelope is decoded only when it does not begin as
-    coniti writes a put of ``seq`` (or an older event version needs upcasting); the caller takes the
-    id and timestamp from the index entries, which it checks against each other. Raises
+    coniti writes a put of ``seq`` in the current event version (it is fully decoded and upcast when
+    :data:`PAYLOAD_UPCASTS` says an older version's payload may change); the caller takes the id
+    and timestamp from the index entries, which it checks against each other. Raises
     :class:`StoreCorrupted` naming the event."""
-    if UPCASTERS:
+    if PAYLOAD_UPCASTS:
         return read_put(frame, seq)[1]
     try:
         if not frame.startswith(_PUT_HEAD + _packed_uint(seq), _HEAD + 1):

@@ -12,22 +12,26 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 
-from coniti.errors import DuplicateRecord, StoreCorrupted, StoreError
+from coniti.errors import DuplicateRecord, StoreCorrupted, StoreError, namespace_text
 from coniti.log.chain import Chain
 from coniti.log.codec import (
     CLEAR,
     DELETE,
     ERASE,
     META,
+    OP,
+    PUT,
     LogEvent,
     decode_envelope,
+    decode_op,
     decode_record,
     encode_event,
     encode_meta_payload,
+    encode_op_payload,
     encode_put_payload,
     encode_puts,
     erase_payload,
@@ -41,7 +45,10 @@ from coniti.log.keys import Namespace, is_hashed, name_key, ns_bytes, ts_key
 from coniti.log.projections import Dbs, Head, Projections, Row
 from coniti.log.store import DEFAULT_MAP_SIZE, Store
 
-__all__ = ["EventLog", "PutItem", "Row"]
+__all__ = ["Change", "EventLog", "PutItem", "Row", "WriteView"]
+
+
+T = TypeVar("T")
 
 
 class PutItem(NamedTuple):
@@ -54,12 +61,104 @@ class PutItem(NamedTuple):
     metadata: dict[str, Any]
     embedding_id: str | None
     vector: np.ndarray
+    expires_at: float | None = None
+
+
+class Change(NamedTuple):
+    """One event a :meth:`EventLog.transact` decision appends: a put (``item``; ``replaces`` the
+    put seq of the live version it replaces), a delete (``id``), or the op receipt (``op_id``,
+    ``receipt``: the map :func:`~coniti.log.codec.encode_op_payload` stores)."""
+
+    kind: str
+    id: str | None = None
+    item: PutItem | None = None
+    replaces: int | None = None
+    op_id: str | None = None
+    digest: str | None = None
+    receipt: dict[str, Any] | None = None
+
+
+class WriteView:
+    """What a :meth:`EventLog.transact` decision reads: one namespace inside the write transaction.
+    ``now`` is the write's recorded time (expiry is judged by it); ``next_seq`` the sequence number
+    its first event will get (events follow in the order of the changes)."""
+
+    def __init__(
+        self, p: Projections, namespace: Namespace, nsid: bytes | None, now: float, next_seq: int
+    ) -> None:
+        self._p = p
+        self._namespace = namespace
+        self._nsid = nsid
+        self.now = now
+        self.next_seq = next_seq
+
+    def live(self, record_id: str) -> Row | None:
+        """The visible (live, not expired) version of ``record_id``, or None."""
+        if self._nsid is None:
+            return None
+        rows, _ = self._p.get_rows(self._namespace, self._nsid, [record_id], None, now=self.now)
+        return rows[0] if rows else None
+
+    def held(self, record_id: str) -> int | None:
+        """The put seq of the live version of ``record_id``, expired or not, or None."""
+        if self._nsid is None:
+            return None
+        idk = name_key(record_id)
+        seq = self._p.live_seq(self._nsid, idk)
+        if seq is not None and is_hashed(idk) and decode_record(self._p.frame(seq))[0] != record_id:
+            return None
+        return seq
+
+    def op(self, op_id: str) -> tuple[str, dict[str, Any]] | None:
+        """``(request digest, result map)`` recorded for ``op_id``, or None."""
+        if self._nsid is None:
+            return None
+        seq = self._p.op_seq(self._nsid, op_id)
+        if seq is None:
+            return None
+        receipt = decode_op(self._p.frame(seq))[1]
+        return receipt["d"], receipt["res"]
 
 
 _Prepared = tuple[PutItem, bytes, float, bytes, bytes, bytes]
 """A record ready to put: (item, id key, timestamp, timestamp key, payload, payload digest)."""
 _PutCall = tuple[dict[Namespace, bytes], list[_Prepared], str | None, str | None]
 """One put call as group commit merges it: (canonical namespaces, records, actor, reason)."""
+
+
+def _prepare(items: Sequence[PutItem]) -> tuple[dict[Namespace, bytes], list[_Prepared]]:
+    """The canonical bytes of each namespace of ``items``, and each item encoded for a put."""
+    canon: dict[Namespace, bytes] = {}
+    prepared: list[_Prepared] = []
+    for item in items:
+        ns = item.namespace
+        if ns not in canon:
+            canon[ns] = ns_bytes(ns)
+        ts = float(item.timestamp)
+        payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
+        prepared.append((item, name_key(item.id), ts, ts_key(ts), payload, payload_digest(payload)))
+    return canon, prepared
+
+
+def _append_meta(
+    p: Projections,
+    head: Head,
+    at: float,
+    nsids: dict[Namespace, bytes | None],
+    meta_event: tuple[Namespace, str, bytes],
+    actor: str | None,
+    reason: str | None,
+) -> Head:
+    """Append and fold the meta event ``(namespace, key, payload)`` after ``head`` (interning its
+    namespace into ``nsids`` if needed); returns the new head (not yet recorded)."""
+    meta_ns, key, meta_payload = meta_event
+    nsids[meta_ns] = meta_nsid = nsids.get(meta_ns) or p.intern(ns_bytes(meta_ns))
+    frame, h = encode_event(
+        head.seq + 1, at, META, meta_ns, head.hash, meta_payload, key=key, actor=actor, reason=reason,
+    )
+    p.append(head.seq + 1, frame)
+    p.meta(head.seq + 1, meta_nsid, name_key(key))
+    return Head(head.seq + 1, at, h)
 
 
 class EventLog:
@@ -139,17 +238,7 @@ class EventLog:
             if meta is not None:
                 self.set_meta(*meta, actor=actor, reason=reason)
             return 0
-        canon: dict[Namespace, bytes] = {}
-        prepared: list[_Prepared] = []
-        for item in items:
-            ns = item.namespace
-            if ns not in canon:
-                canon[ns] = ns_bytes(ns)
-            ts = float(item.timestamp)
-            payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
-            prepared.append(
-                (item, name_key(item.id), ts, ts_key(ts), payload, payload_digest(payload))
-            )
+        canon, prepared = _prepare(items)
         cache = self._nsids
         meta_event = None if meta is None else (meta[0], meta[1], encode_meta_payload(meta[2]))
 
@@ -164,15 +253,7 @@ class EventLog:
             if error is not None:
                 raise error
             if meta_event is not None:
-                meta_ns, key, meta_payload = meta_event
-                nsids[meta_ns] = meta_nsid = nsids.get(meta_ns) or p.intern(ns_bytes(meta_ns))
-                frame, h = encode_event(
-                    head.seq + 1, at, META, meta_ns, head.hash, meta_payload,
-                    key=key, actor=actor, reason=reason,
-                )
-                p.append(head.seq + 1, frame)
-                p.meta(head.seq + 1, meta_nsid, name_key(key))
-                head = Head(head.seq + 1, at, h)
+                head = _append_meta(p, head, at, nsids, meta_event, actor, reason)
             self._append_puts(p, head, at, [(prepared, nsids, actor, reason)])
             return cast(dict[Namespace, bytes], nsids)
 
@@ -184,6 +265,54 @@ class EventLog:
             data: _PutCall = (canon, prepared, actor, reason)
             cache.update(self.group.run(write, merge=(self._merge_puts, data)))
         return len(items)
+
+    def put_batches(
+        self,
+        batches: Iterable[Sequence[PutItem]],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        meta: tuple[Namespace, str, Any] | None = None,
+    ) -> int:
+        """Append one put event per item of every batch, after the meta event of ``meta`` if given,
+        in ONE write transaction: all or nothing, also when the process is killed or interrupted
+        (Ctrl-C aborts the transaction). ``batches`` is iterated inside the transaction, once per
+        attempt (a full map is grown and the transaction run again), so it must be re-iterable; an
+        exception it raises aborts everything. Only one batch is prepared at a time; LMDB keeps the
+        transaction's dirty pages in memory up to its limit, then spills them to the file. Raises
+        :class:`DuplicateRecord` if an id is live in its namespace or repeats in the batches."""
+        cache = self._nsids
+        meta_event = None if meta is None else (meta[0], meta[1], encode_meta_payload(meta[2]))
+
+        def write(txn: Any) -> tuple[dict[Namespace, bytes], int]:
+            p = Projections(txn, self._dbs)
+            head = p.head()
+            at = max(time.time(), head.at)
+            nsids: dict[Namespace, bytes | None] = {}
+            if meta_event is not None:
+                nsids[meta_event[0]] = cache.get(meta_event[0])
+                head = _append_meta(p, head, at, nsids, meta_event, actor, reason)
+                p.set_head(head)
+            n = 0
+            for items in batches:
+                if not items:
+                    continue
+                canon, prepared = _prepare(items)
+                for ns, c in canon.items():
+                    if ns not in nsids:
+                        nsids[ns] = cache.get(ns) or p.intern(c)
+                # earlier batches are in this transaction: a repeat of one of their ids is live here
+                error = self._conflict(p, prepared, nsids, set())
+                if error is not None:
+                    raise error
+                self._append_puts(p, head, at, [(prepared, nsids, actor, reason)])
+                head = p.head()
+                n += len(prepared)
+            return cast(dict[Namespace, bytes], nsids), n
+
+        nsids, n = self.store.write(write)  # alone, not in a group: it may be long
+        cache.update(nsids)
+        return n
 
     def _conflict(
         self,
@@ -201,7 +330,7 @@ class EventLog:
             key = (ns, idk)
             if key in seen:
                 return DuplicateRecord(
-                    f"record id {item.id!r} appears twice in one put (namespace {ns!r})"
+                    f"record id {item.id!r} appears twice in one put (namespace {namespace_text(ns)})"
                 )
             seen.add(key)
             nsid = nsids[ns]
@@ -209,7 +338,7 @@ class EventLog:
             if live is not None and is_hashed(idk) and not self._live_id_matches(p, live, item.id):
                 return StoreError(f"record id {item.id[:40]!r}... collides with another id's hash")
             if live is not None or key in taken:
-                return DuplicateRecord(f"record id {item.id!r} already exists in namespace {ns!r}")
+                return DuplicateRecord(f"record id {item.id!r} already exists in namespace {namespace_text(ns)}")
         taken |= seen
         return None
 
@@ -225,13 +354,24 @@ class EventLog:
         seq, h = head.seq + 1, head.hash
         frames: list[bytes] = []
         keys: list[tuple[bytes, bytes, bytes]] = []
+        expiring: list[tuple[bytes, int, float, bytes, bytes]] = []
         for prepared, nsids, actor, reason in calls:
             names = {ns: list(ns) for ns in nsids}
             events = [
                 (names[item.namespace], item.id, ts, payload, digest)
                 for item, _, ts, _, payload, digest in prepared
             ]
-            more, h = encode_puts(seq, at, h, events, actor=actor, reason=reason)
+            expiries = [item.expires_at for item, *_ in prepared]
+            timed = any(x is not None for x in expiries)
+            more, h = encode_puts(
+                seq, at, h, events, actor=actor, reason=reason, expiries=expiries if timed else None
+            )
+            if timed:
+                expiring += [
+                    (cast(bytes, nsids[item.namespace]), seq + i, item.expires_at, idk, tsk)
+                    for i, (item, idk, _, tsk, _, _) in enumerate(prepared)
+                    if item.expires_at is not None
+                ]
             frames += more
             seq += len(more)
             keys += [
@@ -239,6 +379,8 @@ class EventLog:
                 for item, idk, _, tsk, _, _ in prepared
             ]
         p.put_many(head.seq + 1, frames, keys)
+        for nsid, put_seq, expires_at, idk, tsk in expiring:
+            p.exv_put(nsid, put_seq, expires_at, idk, tsk)
         p.set_head(Head(seq - 1, at, h))
 
     def _put_calls(self, txn: Any, calls: list[_PutCall]) -> list[tuple[Any, BaseException | None]]:
@@ -422,6 +564,101 @@ class EventLog:
             return [record_id for record_id, _, _ in found], missing, receipts
 
         return self.store.write(write)
+
+    def transact(
+        self,
+        namespace: Namespace,
+        decide: Callable[[WriteView], tuple[list[Change], T]],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> T:
+        """One atomic write decided inside the write transaction: ``decide`` reads the namespace
+        through a :class:`WriteView` and returns the changes to append (in order) and a value to
+        return. Its events share one recorded time and stamp; if ``decide`` raises, nothing is
+        written. A put of an id that is live must name the version it replaces."""
+        canonical = ns_bytes(namespace)
+
+        def write(txn: Any) -> T:
+            p = Projections(txn, self._dbs)
+            head = p.head()
+            at = max(time.time(), head.at)
+            changes, value = decide(WriteView(p, namespace, p.nsid(canonical), at, head.seq + 1))
+            if not changes:
+                return value
+            nsid = p.intern(canonical)
+            seq, h = head.seq, head.hash
+            for change in changes:
+                seq += 1
+                if change.kind == PUT:
+                    item = change.item
+                    assert item is not None
+                    ts = float(item.timestamp)
+                    payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
+                    frame, h = encode_event(
+                        seq, at, PUT, namespace, h, payload, id=item.id, timestamp=ts, actor=actor,
+                        reason=reason, replaces=change.replaces, expires_at=item.expires_at,
+                    )
+                    p.append(seq, frame)
+                    p.put_version(
+                        seq, nsid, name_key(item.id), ts_key(ts), replaces=change.replaces,
+                        expires_at=item.expires_at,
+                    )
+                elif change.kind == DELETE:
+                    assert change.id is not None
+                    frame, h = encode_event(
+                        seq, at, DELETE, namespace, h, id=change.id, actor=actor, reason=reason
+                    )
+                    p.append(seq, frame)
+                    if not p.delete(seq, nsid, name_key(change.id)):
+                        raise StoreError(f"delete of {change.id!r}, which is not live")
+                else:
+                    assert change.kind == OP and change.op_id is not None
+                    assert change.digest is not None and change.receipt is not None
+                    frame, h = encode_event(
+                        seq, at, OP, namespace, h, encode_op_payload(change.digest, change.receipt),
+                        actor=actor, reason=reason, op_id=change.op_id,
+                    )
+                    p.append(seq, frame)
+                    p.op(seq, nsid, change.op_id)
+            p.set_head(Head(seq, at, h))
+            return value
+
+        return self._commit(write)
+
+    def sweep(self, now: float | None, *, actor: str | None, reason: str | None) -> int:
+        """Append a delete event for every live version expired at ``now`` (default: the write's
+        recorded time), in every namespace; one transaction. Returns how many."""
+
+        def write(txn: Any) -> int:
+            p = Projections(txn, self._dbs)
+            head = p.head()
+            at = max(time.time(), head.at)
+            when = at if now is None else now
+            seq, h = head.seq, head.hash
+            for nsid, namespace in list(p.namespaces()):
+                if not p.expiring(nsid):
+                    continue
+                for _, record_id in p.expired(nsid, when):
+                    seq += 1
+                    frame, h = encode_event(
+                        seq, at, DELETE, namespace, h, id=record_id, actor=actor, reason=reason
+                    )
+                    p.append(seq, frame)
+                    p.delete(seq, nsid, name_key(record_id))
+            if seq == head.seq:
+                return 0
+            p.set_head(Head(seq, at, h))
+            return seq - head.seq
+
+        return self._commit(write)
+
+    def op_result(self, namespace: Namespace, op_id: str) -> tuple[str, dict[str, Any]] | None:
+        """``(request digest, result map)`` recorded for ``op_id`` in ``namespace``, or None."""
+        with self.store.read() as txn:
+            p = Projections(txn, self._dbs)
+            nsid = self._nsid(p, namespace)
+            return None if nsid is None else WriteView(p, namespace, nsid, 0.0, 0).op(op_id)
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the store without free pages (see :meth:`Store.compact`); returns the data file's

@@ -217,7 +217,12 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
                 continue  # another id sharing a hashed key
             events[put_seq] = put
             if end_seq:
-                ended = event_at(end_seq, (DELETE, ERASE, CLEAR))
+                ended = event_at(end_seq, (DELETE, ERASE, CLEAR, PUT))
+                if ended is not None and ended.kind == PUT and ended.replaces != put_seq:
+                    raise StoreCorrupted(
+                        f"record {record_id!r} of namespace {namespace!r} is damaged: its index says "
+                        f"event {end_seq} ended version {put_seq}, which that put does not replace"
+                    )
                 if ended is not None:
                     events[end_seq] = ended
         for seq in p.erasures(nsid, idk):

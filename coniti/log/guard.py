@@ -20,7 +20,7 @@ opens ``lock.mdb`` for writing wherever it leads. This module is the check in fr
   after each durable commit (without a flush of its own), so it can lag the store's head but never
   run ahead of it; a store whose head is behind its witness, or whose event at the witness's
   sequence number has another hash, or whose id differs, lost acknowledged commits or is another
-  store's file: refused (:func:`witness_problem`). See ``log/FORMAT.md`` §11 for exactly what this
+  store's file: refused (:func:`witness_problem`). See ``log/FORMAT.md`` §12 for exactly what this
   detects and what it cannot.
 """
 

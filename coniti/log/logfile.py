@@ -7,8 +7,10 @@ its readable fields ``seq, at, kind, namespace, id, timestamp, key, actor, reaso
 hash`` and ``frame``, the exact stored bytes in base64 (the content travels inside the frame; see
 ``log/FORMAT.md``, "The log export"). UTF-8, ``\\n`` line ends.
 
-:func:`export_log` writes ``<name>.partial`` (0600) and renames it over the target only once every
-event is written (``.gz`` selects gzip), like :func:`coniti.memfile.dump`. The events are those up to
+:func:`export_log` writes a new temporary file beside the target (0600, created exclusively under a
+random name, :mod:`coniti.atomicfile`) and renames it over the target only once every event is
+written (``.gz`` selects gzip), like :func:`coniti.memfile.dump`; a target that is not a regular file
+is refused. The events are those up to
 the head when the export began.
 
 :func:`import_log` builds a new store from a file. It reads every line and checks, in order: the
@@ -20,13 +22,16 @@ folded by :meth:`EventLog.import_frames <coniti.log.EventLog.import_frames>` (th
 :mod:`coniti.log.chain`), a batch per transaction; the first problem, by line, is the one reported.
 The store is assembled in a temporary directory beside ``path`` and renamed to ``path`` only when all
 of it passed, so a rejection (:class:`~coniti.errors.MemoryFileError` naming the line) creates no
-store at ``path``.
+store at ``path``, nor the directories above it that it had to create. A full disk raises
+:class:`~coniti.errors.StoreFull` instead: the file was not rejected, the disk was.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import fcntl
 import os
 import shutil
 import uuid
@@ -275,20 +280,66 @@ def _assemble(source: Source, log: EventLog) -> int:
     return count
 
 
+_IMPORTING = ".importing-"
+
+
+def _remove_stale_imports(parent: Path, name: str) -> None:
+    """Remove the scratch stores of imports into ``parent / name`` whose process died (nobody holds
+    their directory lock)."""
+    prefix = f".{name}{_IMPORTING}"
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            if not entry.name.startswith(prefix) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # an import in progress
+            else:
+                shutil.rmtree(entry.path, ignore_errors=True)
+            finally:
+                os.close(fd)
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost ancestor of ``path`` (or ``path``) that does not exist, or None."""
+    missing = None
+    while not path.exists():
+        missing = path
+        if path.parent == path:
+            break
+        path = path.parent
+    return missing
+
+
 def import_log(source: Source, path: str | os.PathLike[str]) -> int:
     """Create a new store at ``path`` holding exactly the events of ``source``; returns how many.
-    See the module docstring. ``path`` must not exist or be an empty directory."""
+    See the module docstring. ``path`` must not exist or be an empty directory.
+
+    The scratch store ``.NAME.importing-<random>`` beside ``path`` is locked (``flock``) while the
+    import runs; one left by a killed import is removed by the next import into ``path``. A failed
+    import also removes the parent directories it created."""
     target = Path(path)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise MemoryFileError(f"{target} already exists; import_log creates a new store")
     parent = target.absolute().parent
+    created = _first_missing(parent)
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise MemoryFileError(f"cannot create {parent}: {exc.strerror or exc}") from exc
-    scratch = parent / f".{target.name}.importing-{uuid.uuid4().hex[:12]}"
+    _remove_stale_imports(parent, target.name)
+    scratch = parent / f".{target.name}{_IMPORTING}{uuid.uuid4().hex[:12]}"
     log: EventLog | None = None
+    lock: int | None = None
     try:
+        os.mkdir(scratch, 0o700)
+        lock = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fcntl.flock(lock, fcntl.LOCK_SH)  # shared, as every open store holds its directory
         log = EventLog(scratch, durability="nosync")
         count = _assemble(source, log)
         log.store.sync()
@@ -302,7 +353,12 @@ def import_log(source: Source, path: str | os.PathLike[str]) -> int:
         if log is not None:
             log.close()
         shutil.rmtree(scratch, ignore_errors=True)
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
         if isinstance(exc, OSError):
             raise MemoryFileError(f"cannot create the store at {target}: {exc}") from exc
         raise
+    finally:
+        if lock is not None:
+            os.close(lock)
     return count

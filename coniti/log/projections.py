@@ -13,6 +13,10 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
                                              record count, and the last position in ``time`` of
                                              N (none: empty) which bounds as-of scans
     erx   N I S -> b""                       every erase event of a record
+    exv   N X S -> end S                     every (not erased) version with an expiry, by expiry
+                                             time ``X`` (a timestamp key); end 0 = live; and
+          N -> b""                           the marker of a namespace that has had one
+    opx   N O -> S                           the op event of each op id ``O`` (a name key)
 
 The fold is a pure function of the events in order: :meth:`Projections.fold` (used by ``rebuild`` and
 ``verify``) and the write path call the same primitives. As-of reads (``as_of=S``) are index walks:
@@ -32,6 +36,7 @@ point, returns or counts it.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterator, Sequence
 from itertools import takewhile
 from typing import Any, NamedTuple
@@ -45,10 +50,13 @@ from coniti.log.codec import (
     DELETE,
     ERASE,
     META,
+    OP,
     PUT,
     LogEvent,
     RecordData,
     decode_envelope,
+    decode_op,
+    decode_put_meta,
     read_content,
     read_put,
     recorded_at,
@@ -94,8 +102,11 @@ _POSITION = slice(NSID_LEN, None)
 _PAST_KEY = b"\xff" * 17
 """After ``N``: sorts after every ``T S`` (16 bytes), so ``N + _PAST_KEY`` bounds the keys of ``N``."""
 _TS_ZERO = ts_key(0.0)
-_VER_ET = 2 * SEQ_LEN
-"""The ``E T`` that begins every ``ver`` value (what the read checks compare)."""
+_TV_END = SEQ_LEN + 8
+"""End of the timestamp key in a ``ver`` value ``E T`` (a version with an expiry has ``E T X``);
+the ``E T`` is what the read checks compare."""
+_XK_END = _TV_END + 8
+"""End of the expiry key ``X`` in a ``ver`` value ``E T X``."""
 _INLINE = b"\x00"
 """The first byte of an inline (not hashed) name key."""
 _KEY_NTS = _TS_END + SEQ_LEN
@@ -217,11 +228,14 @@ def _split_position(position: bytes) -> tuple[float, int]:
 
 
 class Row(NamedTuple):
-    """One record read back: id, note timestamp and content (fresh objects, owned by the caller)."""
+    """One record read back: id, note timestamp, content (fresh objects, owned by the caller), the
+    sequence number of the put that wrote this version, and its expiry (None: none)."""
 
     id: str
     timestamp: float
     data: RecordData
+    seq: int
+    expires_at: float | None = None
 
 
 class Head:
@@ -250,7 +264,7 @@ class Dbs:
     """The sub-database handles of one environment by name (built once, shared by transactions).
     ``log`` and ``sys`` are None for a scratch environment holding projections only."""
 
-    __slots__ = ("cnt", "erx", "log", "meta", "ns", "nsn", "sys", "time", "tver", "ver")
+    __slots__ = ("cnt", "erx", "exv", "log", "meta", "ns", "nsn", "opx", "sys", "time", "tver", "ver")
 
     def __init__(self, dbs: dict[bytes, Any]) -> None:
         self.log = dbs.get(LOG_DB)
@@ -263,6 +277,8 @@ class Dbs:
         self.meta = dbs[b"meta"]
         self.cnt = dbs[b"cnt"]
         self.erx = dbs.get(b"erx")
+        self.exv = dbs.get(b"exv")
+        self.opx = dbs.get(b"opx")
 
 
 class Projections:
@@ -337,6 +353,11 @@ class Projections:
             )
         return bytes(found)
 
+    def _names(self, nsid: bytes) -> list[str]:
+        """The namespace of id ``nsid`` as a list (for error messages; [] if ``nsn`` lacks it)."""
+        canonical = self.txn.get(nsid, db=self.d.nsn)
+        return [] if canonical is None else list(msgpack.unpackb(canonical, raw=False))
+
     def intern(self, canonical: bytes) -> bytes:
         """The namespace id of ``canonical``, assigning the next one if it is new."""
         key = ns_key(canonical)
@@ -373,7 +394,7 @@ class Projections:
         if not _seek_newest(cur, prefix, prefix):
             return None
         value = cur.value()
-        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[:SEQ_LEN] == _LIVE, value[SEQ_LEN:]
+        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[:SEQ_LEN] == _LIVE, value[SEQ_LEN:_TV_END]
 
     def live_seq(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> int | None:
         """The put seq of the version visible now (or right after event ``as_of``), else None."""
@@ -383,6 +404,13 @@ class Projections:
     def visible(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> tuple[int, bytes] | None:
         """``(put seq, timestamp key)`` of the version visible now (or right after event
         ``as_of``), else None."""
+        found = self.visible_version(nsid, idk, as_of)
+        return None if found is None else (found[0], found[1][:8])
+
+    def visible_version(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> tuple[int, bytes] | None:
+        """``(put seq, T or T X)``: the version visible now (or right after event ``as_of``) and
+        the rest of its ``ver`` value (its timestamp key, then its expiry key if it has one), else
+        None. Expiry is not applied here."""
         prefix = nsid + idk
         cur = self._ver_cur or self._vcur()
         if not _seek_newest(cur, prefix, prefix if as_of is None else prefix + inv_seq_key(as_of)):
@@ -455,6 +483,34 @@ class Projections:
         if position > self._time_last(nsid):
             self._max[nsid] = position
 
+    def put_version(
+        self,
+        seq: int,
+        nsid: bytes,
+        idk: bytes,
+        tsk: bytes,
+        *,
+        replaces: int | None = None,
+        expires_at: float | None = None,
+        erased: bool = False,
+    ) -> None:
+        """Fold a put: of a record that is not live, or (``replaces``) replacing the live version
+        put at that seq, ended here; with an expiry (``exv``); of erased content (``erased``)."""
+        if replaces is not None:
+            latest = self.latest(nsid, idk)
+            if latest is None or not latest[1] or latest[0] != replaces:
+                raise FoldError(seq, f"event {seq}: replaces version {replaces}, which is not the live one")
+            counted = self._end(seq, nsid, idk, replaces, latest[2])
+            self._counts[nsid] = self.count(nsid) - counted
+        if erased:
+            self.put_erased(seq, nsid, idk, tsk)
+            if expires_at is not None:
+                self.txn.put(nsid, b"", db=self.d.exv)  # the marker counts erased versions too
+            return
+        self.put(seq, nsid, idk, tsk)
+        if expires_at is not None:
+            self.exv_put(nsid, seq, expires_at, idk, tsk)
+
     def put(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
         """Fold a put of a record that is not live."""
         txn = self.txn
@@ -514,10 +570,11 @@ class Projections:
         self._set_count(nsid, seq, self.count(nsid))
 
     def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> bool:
-        """End a version at ``seq``; returns whether it was counted (False: erased)."""
+        """End a version at ``seq``; returns whether it was counted (False: erased). A version
+        with an expiry keeps it in its ``ver`` value, and its ``exv`` entry records the end."""
         txn = self.txn
         end = seq_key(seq)
-        txn.put(_ver_key(nsid, idk, put_seq), end + tsk, db=self.d.ver)
+        self._end_ver(nsid, idk, put_seq, end, tsk)
         tk = _time_key(nsid, tsk, seq_key(put_seq))
         counted = txn.get(tk, db=self.d.tver) is not None
         if counted:
@@ -527,6 +584,21 @@ class Projections:
         if was_last:
             del self._max[nsid]  # found again from ``time`` when the count is written
         return counted
+
+    def _end_ver(self, nsid: bytes, idk: bytes, put_seq: int, end: bytes, tsk: bytes) -> None:
+        """Write the end ``end`` into the ``ver`` value of the version put at ``put_seq``, keeping
+        its expiry (and ending its ``exv`` entry) if it has one."""
+        key = _ver_key(nsid, idk, put_seq)
+        tail = tsk
+        if self.expiring(nsid):
+            old = self.txn.get(key, db=self.d.ver)
+            if old is not None and len(old) > _TV_END:
+                xk = bytes(old[_TV_END:])
+                tail = tsk + xk
+                exv_key = nsid + xk + seq_key(put_seq)
+                if self.txn.get(exv_key, db=self.d.exv) is not None:
+                    self.txn.put(exv_key, end, db=self.d.exv)
+        self.txn.put(key, end + tail, db=self.d.ver)
 
     def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
         """Fold a delete (or erase): end the live version. False if the record is not live."""
@@ -543,6 +615,7 @@ class Projections:
         end = seq_key(seq)
         cur = txn.cursor(db=self.d.time)
         removed = 0
+        expiring = self.expiring(nsid)
         if cur.set_range(nsid):
             while True:
                 key = cur.key()
@@ -550,7 +623,10 @@ class Projections:
                     break
                 tsk = key[_T]
                 idk = cur.value()
-                txn.put(_ver_key(nsid, idk, seq_from_key(key[_S])), end + tsk, db=self.d.ver)
+                if expiring:
+                    self._end_ver(nsid, idk, seq_from_key(key[_S]), end, tsk)
+                else:
+                    txn.put(_ver_key(nsid, idk, seq_from_key(key[_S])), end + tsk, db=self.d.ver)
                 if txn.get(key, db=self.d.tver) is not None:
                     txn.put(key, end + idk, db=self.d.tver)
                     removed += 1
@@ -578,6 +654,7 @@ class Projections:
         txn = self.txn
         if not txn.delete(_time_key(nsid, tsk, seq_key(put_seq)), db=self.d.tver):
             return  # already unindexed
+        self._exv_erased(nsid, put_seq)
         lo = _cnt_key(nsid, put_seq)
         hi = _cnt_key(nsid, end_seq or MAX_SEQ)
         cur = txn.cursor(db=self.d.cnt)
@@ -608,13 +685,14 @@ class Projections:
             nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
             self._interned[namespace] = nsid
             idk = name_key(event.id)
-            latest = self.latest(nsid, idk)
-            if latest is not None and latest[1]:
-                raise FoldError(seq, f"event {seq}: put of record {event.id!r}, which is already live")
-            if event.erased:
-                self.put_erased(seq, nsid, idk, ts_key(event.timestamp))
-            else:
-                self.put(seq, nsid, idk, ts_key(event.timestamp))
+            if event.replaces is None:
+                latest = self.latest(nsid, idk)
+                if latest is not None and latest[1]:
+                    raise FoldError(seq, f"event {seq}: put of record {event.id!r}, which is already live")
+            self.put_version(
+                seq, nsid, idk, ts_key(event.timestamp), replaces=event.replaces,
+                expires_at=event.expires_at, erased=event.erased,
+            )
         elif kind in (DELETE, ERASE):
             assert event.id is not None
             found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
@@ -633,6 +711,13 @@ class Projections:
             nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
             self._interned[namespace] = nsid
             self.meta(seq, nsid, name_key(event.key))
+        elif kind == OP:
+            assert event.op_id is not None
+            nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
+            self._interned[namespace] = nsid
+            if self.op_seq(nsid, event.op_id) is not None:
+                raise FoldError(seq, f"event {seq}: op id {event.op_id!r} is already recorded")
+            self.op(seq, nsid, event.op_id)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -646,27 +731,39 @@ class Projections:
         record_id: str | None,
         end: bytes,
         via_time: bool,
+        xk: bytes = b"",
+        now: float | None = None,
     ) -> Row | None:
         """The row of the version put by the event of log key ``sk`` that an index entry of
         namespace ``names`` (id ``nsid``) names with timestamp key ``tsk``, id key ``idk`` and end
-        ``end``, or None when its content was erased or (``record_id`` given) it is another id's
-        sharing a hashed key.
+        ``end``, or None when its content was erased, it expired at ``now``, or (``record_id``
+        given) it is another id's sharing a hashed key. ``xk``: the expiry key that follows ``tsk``
+        in the version's ``ver`` value (b"": none), given when found through ``ver``; found through
+        ``time`` or ``tver`` it is read from the ``ver`` entry. ``now``: the clock expiry is judged
+        by, given for a namespace holding expiring versions (its marker ``exv[N]``).
 
         Nothing is returned unchecked (``log/FORMAT.md`` §5.1): the frame must be that put with a
         payload matching its digest (:func:`read_content`), and the other index must agree: found
         through ``ver`` (``via_time`` False), the version's ``tver`` entry must hold ``end`` and
         ``idk``; found through ``time`` or ``tver``, its ``ver`` entry must hold ``end`` and
-        ``tsk``. The id and timestamp then come from those keys; for a hashed id key, or the
-        timestamp key of 0.0, from the envelope, which must match them (:func:`read_put`). Raises
-        :class:`StoreCorrupted` naming the namespace and the record."""
+        ``tsk``. The id and timestamp then come from those keys; for a hashed id key, the
+        timestamp key of 0.0, an expiring version or a namespace holding any, from the envelope,
+        which must match them and whose expiry ``x`` must be the ``ver`` value's (:func:`read_put`).
+        Raises :class:`StoreCorrupted` naming the namespace and the record."""
         txn = self.txn
         d = self.d
         frame = txn.get(sk, db=d.log)
         seq = seq_from_key(sk)
         if frame is None:
             raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
+        found = None
+        if via_time:
+            found = txn.get(nsid + idk + inv_seq_key(seq), db=d.ver)
+            if found is not None:
+                xk = found[_TV_END:]
+        expires_at = None
         try:
-            if tsk != _TS_ZERO and idk[:1] == _INLINE:
+            if not xk and now is None and tsk != _TS_ZERO and idk[:1] == _INLINE:
                 # id and timestamp from the keys, which the other index confirms below
                 data = read_content(frame, seq)
                 rid = record_id if record_id is not None else inline_name(idk)
@@ -676,6 +773,9 @@ class Projections:
                 rid, ts = env["i"], env["ts"]
                 if env["n"] != names or name_key(rid) != idk or ts_key(ts) != tsk:
                     raise StoreCorrupted(f"event {seq} is not the put the index entry names")
+                expires_at = env.get("x")
+                if data is not None and xk != (b"" if expires_at is None else ts_key(expires_at)):
+                    raise StoreCorrupted(f"the expiry in its ver entry is not event {seq}'s")
         except (StoreCorrupted, KeyError, TypeError, AttributeError, ValueError) as exc:
             raise _damaged(names, idk, record_id, seq, str(exc)) from exc
         tk = nsid + tsk + sk
@@ -684,15 +784,19 @@ class Projections:
                 raise _damaged(names, idk, record_id, seq, "its content is gone but not erased")
             return None
         if via_time:
-            found = txn.get(nsid + idk + inv_seq_key(seq), db=d.ver)
-            agrees = found is not None and found[:_VER_ET] == end + tsk
+            agrees = found is not None and found[:_TV_END] == end + tsk
         else:
             agrees = txn.get(tk, db=d.tver) == end + idk
         if not agrees:
             raise _damaged(names, idk, record_id, seq, "the ver and tver indexes disagree")
         if record_id is not None and rid != record_id:
             return None
-        return _tuple_new(Row, (rid, ts, data))
+        if expires_at is not None:
+            if now is None:
+                raise _damaged(names, idk, record_id, seq, "it expires but its namespace has no expiry marker")
+            if expires_at <= now:
+                return None
+        return _tuple_new(Row, (rid, ts, data, seq, expires_at))
 
     def _check_end(self, names: list[str], idk: bytes, record_id: str, end: bytes) -> None:
         """Check that event ``end`` (a sequence key), which the ``ver`` index says ended the newest
@@ -714,12 +818,12 @@ class Projections:
     # be confirmed by the other index (``ver`` against ``tver``, ``time``/``tver`` against ``ver``).
 
     def _genuine_ver(self, key: bytes, value: bytes) -> bool:
-        """Whether ``ver`` entry ``key`` (``N I ~S``) -> ``value`` (``E T``) is confirmed by the
-        ``tver`` entry of that version (or, without one, by the version's erased frame)."""
-        if len(key) < NSID_LEN + 3 + SEQ_LEN or len(value) < _VER_ET:
+        """Whether ``ver`` entry ``key`` (``N I ~S``) -> ``value`` (``E T`` or ``E T X``) is confirmed
+        by the ``tver`` entry of that version (or, without one, by the version's erased frame)."""
+        if len(key) < NSID_LEN + 3 + SEQ_LEN or len(value) not in (_TV_END, _XK_END):
             return False
         sk = seq_key(seq_from_inv(key[-SEQ_LEN:]))
-        found = self.txn.get(key[:NSID_LEN] + value[SEQ_LEN:_VER_ET] + sk, db=self.d.tver)
+        found = self.txn.get(key[:NSID_LEN] + value[SEQ_LEN:_TV_END] + sk, db=self.d.tver)
         if found is None:
             frame = self.txn.get(sk, db=self.d.log)
             return frame is not None and not split_frame(frame)[2]
@@ -733,7 +837,7 @@ class Projections:
         end, idk = (value[:SEQ_LEN], value[SEQ_LEN:]) if tver else (_LIVE, value)
         ver_key = key[:NSID_LEN] + idk + inv_seq_key(seq_from_key(key[_S]))
         found = self.txn.get(ver_key, db=self.d.ver)
-        return found is not None and found[:_VER_ET] == end + key[_T]
+        return found is not None and found[:_TV_END] == end + key[_T]
 
     def _genuine_time_now(self, key: bytes, value: bytes) -> bool:
         return self._genuine_time(key, value, False)
@@ -754,16 +858,118 @@ class Projections:
             cur.next()
         return bool(sound)
 
+    # -- expiry ----------------------------------------------------------------------------------
+
+    def expiring(self, nsid: bytes) -> bool:
+        """Whether the namespace ever held a (not erased) version with an expiry: only then do
+        reads look at expiries (one lookup of the namespace's marker ``exv[N]``)."""
+        exv = self.d.exv
+        return exv is not None and self.txn.get(nsid, db=exv) is not None
+
+    def clock(self, as_of: int | None) -> float:
+        """The recorded-time clock expiry is judged by: now (never before the head's recorded time),
+        or the recorded time of event ``as_of`` (0.0 for the empty log)."""
+        if as_of is None:
+            return max(time.time(), self.head().at)
+        return recorded_at(self.frame(as_of)) if as_of else 0.0
+
+    def reader_now(self, nsid: bytes, as_of: int | None) -> float | None:
+        """The clock a read of the namespace judges expiry by, or None when it holds no expiring
+        version (reads then skip the check)."""
+        return self.clock(as_of) if self.expiring(nsid) else None
+
+    def hidden(self, nsid: bytes, now: float, as_of: int | None = None) -> set[int]:
+        """Put seqs of the versions visible now (or right after ``as_of``) that expired at ``now``."""
+        out: set[int] = set()
+        exv = self.d.exv
+        if exv is None:
+            return out
+        cur = self.txn.cursor(db=exv)
+        stop = nsid + ts_key(now) + _PAST_KEY[:SEQ_LEN]
+        if cur.set_range(nsid):
+            for key, end in cur.iternext(keys=True, values=True):
+                if key > stop or key[:NSID_LEN] != nsid:
+                    break
+                if len(key) == NSID_LEN:
+                    continue  # the namespace's marker
+                put_seq = seq_from_key(key[-SEQ_LEN:])
+                if as_of is None:
+                    if end == _LIVE:
+                        out.add(put_seq)
+                elif put_seq <= as_of and (end == _LIVE or seq_from_key(end) > as_of):
+                    out.add(put_seq)
+        return out
+
+    def expired(self, nsid: bytes, now: float) -> list[tuple[int, str]]:
+        """Live versions of the namespace expired at ``now``: ``(put seq, record id)``, oldest put
+        first."""
+        return [(put_seq, decode_put_meta(self.frame(put_seq))[0]) for put_seq in sorted(self.hidden(nsid, now))]
+
+    def exv_put(self, nsid: bytes, seq: int, expires_at: float, idk: bytes, tsk: bytes) -> None:
+        """Record the expiry of the live version put at ``seq``: its ``exv`` entry, and the expiry
+        key after the timestamp key in its ``ver`` value (where the fold finds it when the version
+        ends, without reading the log)."""
+        xk = ts_key(expires_at)
+        self.txn.put(nsid, b"", db=self.d.exv)  # the marker: N holds expiring versions
+        self.txn.put(nsid + xk + seq_key(seq), _LIVE, db=self.d.exv)
+        self.txn.put(_ver_key(nsid, idk, seq), _LIVE + tsk + xk, db=self.d.ver)
+
+    def _exv_erased(self, nsid: bytes, put_seq: int) -> None:
+        """The version put at ``put_seq`` was erased: its ``exv`` entry goes and its ``ver`` value
+        loses the expiry key (what the fold of an erased put gives); the expiry is read from the
+        frame's envelope, which erasure keeps."""
+        if not self.expiring(nsid):
+            return
+        record_id, _, expires_at = decode_put_meta(self.frame(put_seq))
+        if expires_at is None:
+            return
+        self.txn.delete(nsid + ts_key(expires_at) + seq_key(put_seq), db=self.d.exv)
+        key = _ver_key(nsid, name_key(record_id), put_seq)
+        value = self.txn.get(key, db=self.d.ver)
+        if value is not None and len(value) > _TV_END:  # as the fold of an erased put writes it
+            self.txn.put(key, bytes(value[:_TV_END]), db=self.d.ver)
+
+    # -- op ids ----------------------------------------------------------------------------------
+
+    def op_seq(self, nsid: bytes, op_id: str) -> int | None:
+        """The seq of the op event of ``op_id`` in the namespace, or None (a hashed key's match is
+        checked against the event)."""
+        if self.d.opx is None:
+            return None
+        ok = name_key(op_id)
+        found = self.txn.get(nsid + ok, db=self.d.opx)
+        if found is None:
+            return None
+        seq = seq_from_key(bytes(found))
+        if is_hashed(ok) and decode_op(self.frame(seq))[0] != op_id:
+            return None
+        return seq
+
+    def op(self, seq: int, nsid: bytes, op_id: str) -> None:
+        """Fold an op event."""
+        self.txn.put(nsid + name_key(op_id), seq_key(seq), db=self.d.opx)
+
     def get_rows(
-        self, namespace: Namespace, nsid: bytes, ids: Sequence[str], as_of: int | None = None
+        self,
+        namespace: Namespace,
+        nsid: bytes,
+        ids: Sequence[str],
+        as_of: int | None = None,
+        now: float | None = None,
     ) -> tuple[list[Row], list[str]]:
         """The rows of the records ``ids`` of ``namespace`` (its id ``nsid``) visible now (or right
-        after event ``as_of``), in the order of ``ids``, and the ids that have none. Each row is
-        checked (:meth:`_row`); a newest version that is not visible because an event ended it is
-        checked to be ended by that event."""
+        after event ``as_of``), in the order of ``ids``, and the ids that have none. In a namespace
+        holding expiring versions (one lookup of its marker), expiry is judged by ``now`` when given
+        (a write's recorded time), else by :meth:`clock`; elsewhere a get reads nothing more. Each
+        row is checked (:meth:`_row`); a newest version that is not visible because an event ended
+        it is checked to be ended by that event."""
         rows: list[Row] = []
         missing: list[str] = []
         names = list(namespace)
+        if not self.expiring(nsid):
+            now = None
+        elif now is None:
+            now = self.clock(as_of)
         cur = self._ver_cur or self._vcur()
         row_of = self._row
         for record_id in ids:
@@ -777,7 +983,8 @@ class Projections:
                 end = value[:SEQ_LEN]
                 if end == _LIVE or (as_of is not None and seq_from_key(end) > as_of):
                     sk = seq_key(seq_from_inv(cur.key()[-SEQ_LEN:]))
-                    row = row_of(names, nsid, sk, value[SEQ_LEN:_VER_ET], idk, record_id, end, False)
+                    tsk = value[SEQ_LEN:_TV_END]
+                    row = row_of(names, nsid, sk, tsk, idk, record_id, end, False, value[_TV_END:], now)
                 elif as_of is None:
                     self._check_end(names, idk, record_id, end)
             elif (landed and not self._genuine_ver(cur.key(), cur.value())) or not self._sound_before(
@@ -804,9 +1011,14 @@ class Projections:
         in (timestamp, write order) with ``start <= timestamp < end``, strictly after the position
         ``after`` = ``(timestamp, seq)``, at most ``limit``; plus the position of the last row when
         more may follow. Now: a walk of ``time`` decoding each entry as it goes (a page counts the
-        entries it walks); as of an event: :meth:`scan_as_of`. Each row is checked (:meth:`_row`)."""
+        entries it walks); as of an event: :meth:`scan_as_of`. In a namespace holding expiring
+        versions, expired ones are left out and a page holds exactly ``limit`` rows when more
+        follow. Each row is checked (:meth:`_row`)."""
         row_of = self._row
         names = list(namespace)
+        now = self.reader_now(nsid, as_of)
+        if now is not None:
+            return self._scan_expiring(names, nsid, start, end, after, limit, as_of, now)
         if as_of is not None:
             entries, more = self.scan_as_of(nsid, start, end, after, limit, as_of)
             rows = []
@@ -816,29 +1028,73 @@ class Projections:
                     rows.append(row)
             return rows, more
         rows = []
+        last = b""
+        for taken, (key, idk) in enumerate(self._time_walk(names, nsid, start, end, after)):
+            if taken == limit:
+                return rows, _split_position(last[_POSITION])
+            last = key
+            row = row_of(names, nsid, key[_S], key[_T], idk, None, _LIVE, True)
+            if row is not None:
+                rows.append(row)
+        return rows, None
+
+    def _scan_expiring(
+        self,
+        names: list[str],
+        nsid: bytes,
+        start: float | None,
+        end: float | None,
+        after: tuple[float, int] | None,
+        limit: int | None,
+        as_of: int | None,
+        now: float,
+    ) -> tuple[list[Row], tuple[float, int] | None]:
+        """:meth:`scan_rows` where expiry applies: rows not expired at ``now``, exactly ``limit``
+        per page (the walk reads one row past a full page to know whether more follow)."""
+        if as_of is not None:
+            entries, _ = self.scan_as_of(nsid, start, end, after, None, as_of)
+            walk: Iterator[tuple[bytes, bytes, bytes, bytes]] = (
+                (seq_key(seq), tsk, idk, ended) for seq, tsk, idk, ended in entries
+            )
+        else:
+            walk = ((key[_S], key[_T], idk, _LIVE) for key, idk in self._time_walk(names, nsid, start, end, after))
+        rows: list[Row] = []
+        last: tuple[bytes, bytes] | None = None
+        for sk, tsk, idk, ended in walk:
+            row = self._row(names, nsid, sk, tsk, idk, None, ended, True, now=now)
+            if row is None:
+                continue
+            if limit is not None and len(rows) == limit:
+                assert last is not None
+                return rows, _split_position(last[0] + last[1])
+            rows.append(row)
+            last = (tsk, sk)
+        return rows, None
+
+    def _time_walk(
+        self, names: list[str], nsid: bytes, start: float | None, end: float | None, after: tuple[float, int] | None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """``(key N T S, id key)`` of the live entries of ``time`` of namespace ``names`` (id
+        ``nsid``) in range, checked as they go (the key before the start, ascending keys of the
+        right length, the key that ends the walk); else :class:`StoreCorrupted`."""
         cur = self.txn.cursor(db=self.d.time)
         first = _scan_start(nsid, start, after)
         landed = cur.set_range(first)
         if not self._sound_before(cur, first, landed, self._genuine_time_now):
             raise _damaged(names, b"", None, 0, "the time index is out of order where the scan begins")
         if not landed:
-            return rows, None
+            return
         stop = _scan_stop(nsid, end)
         last = first
-        for taken, (key, idk) in enumerate(cur.iternext(keys=True, values=True)):
+        for key, idk in cur.iternext(keys=True, values=True):
             if key >= stop:
                 if not self._genuine_time(key, idk, False):
                     raise _damaged(names, idk, None, 0, "the time index is damaged where the scan ends")
-                break
-            if taken == limit:
-                return rows, _split_position(last[_POSITION])
+                return
             if len(key) != _KEY_NTS or key < last:
                 raise _damaged(names, idk, None, 0, "the time index is out of order")
             last = key
-            row = row_of(names, nsid, key[_S], key[_T], idk, None, _LIVE, True)
-            if row is not None:
-                rows.append(row)
-        return rows, None
+            yield key, idk
 
     def scan_as_of(
         self,
@@ -899,7 +1155,17 @@ class Projections:
         self, nsid: bytes, start: float | None, end: float | None, as_of: int | None = None
     ) -> int:
         """Records visible now (or right after event ``as_of``) with ``start <= timestamp < end``
-        (unbounded where None)."""
+        (unbounded where None); expired versions are not counted."""
+        now = self.reader_now(nsid, as_of)
+        if now is not None:
+            hidden = self.hidden(nsid, now, as_of)
+            if start is None and end is None:
+                return self.count(nsid, as_of) - len(hidden)
+            if as_of is not None:
+                entries = self.scan_as_of(nsid, start, end, None, None, as_of)[0]
+                return sum(1 for seq, *_ in entries if seq not in hidden)
+            walk = self._time_walk(self._names(nsid), nsid, start, end, None)
+            return sum(1 for key, _ in walk if seq_from_key(key[_S]) not in hidden)
         if start is None and end is None:
             return self.count(nsid, as_of)
         if as_of is not None:

@@ -40,13 +40,14 @@ each is a small class with no ``Test`` prefix, so pytest collects nothing until 
 ``RequestTypeTests``   a wrong request type raises ContractError (sync and async)
 ``AsyncTests``         every async twin equals its sync operation
 ``IterAllTests``       ``iter_all`` at any page size
-``DumpTests``          the memory file writer: header, gzip, stream, ``.partial`` + rename, 0600
+``DumpTests``          the memory file writer: header, gzip, stream, temporary file + rename, 0600
 ``LoadTests``          the reader: namespaces, re-homing, the embedding id travelling
 ``RejectTests``        every kind of bad file refused with MemoryFileError, target unchanged
 ``RollbackTests``      validate-first, batches of 500, rollback of a failed write
 ``PropertyTests``      hypothesis: paging, scan order, dump/load round trip bit for bit
 ``ConcurrencyTests``   threads and ``fork()``, as declared
 ``CapabilityTests``    the backend class's ``supports_*`` declarations agree with its methods
+``WriteTests``         ``write``: upsert, patch (RFC 7386), delete, expectations, op ids; expiry
 =====================  ==========================================================================
 =======
 =========================  ======================================================================
@@ -126,6 +127,7 @@ from coniti.testing.properties import PropertyTests
 from coniti.testing.put import PutTests
 from coniti.testing.requests import RequestTypeTests
 from coniti.testing.scan import ScanTests
+from coniti.testing.write import WriteTests
 
 __all__ = [
     "AsyncTests",
@@ -154,6 +156,7 @@ __all__ = [
     "RequestTypeTests",
     "RollbackTests",
     "ScanTests",
+    "WriteTests",
 ]
 
 
@@ -181,5 +184,6 @@ class MemoryBackendTests(
     PropertyTests,
     ConcurrencyTests,
     CapabilityTests,
+    WriteTests,
 ):
     """Every conformance mixin. Subclass it with a ``backend_factory`` fixture (see the module doc)."""

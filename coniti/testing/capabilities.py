@@ -1,13 +1,15 @@
 """Conformance: the optional capabilities a backend class declares agree with what it does.
 
 :class:`~coniti.memory.MemoryBackend` declares ``supports_time_travel``, ``supports_event_feed`` and
-``supports_put_with_meta`` as class attributes (False by default). The engine reads only these
+``supports_put_with_meta`` and ``supports_put_batches`` as class attributes (False by default). The engine reads only these
 declarations; these tests check each one both ways: a declared capability works as documented, and an
-undeclared one is absent (no ``at``/``events``/``head`` attribute; ``put_with_meta`` raises
-:class:`~coniti.errors.NotSupported` and changes nothing).
+undeclared one is absent (no ``at``/``events``/``head`` attribute; ``put_with_meta`` and
+``put_batches`` raise :class:`~coniti.errors.NotSupported` and change nothing).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,9 +18,12 @@ from coniti.memory import (
     ClearRequest,
     DeleteRequest,
     MemoryBackend,
+    MemoryRecord,
     MetaGetRequest,
     MetaSetRequest,
     PutRequest,
+    UpsertOp,
+    WriteRequest,
     event_feed,
     time_travel,
 )
@@ -37,7 +42,10 @@ class CapabilityTests(BackendFixtures):
 
     def test_declarations_are_booleans(self, backend: MemoryBackend) -> None:
         """Every capability declaration, and ``read_only``, is a bool; a fresh backend is writable."""
-        for name in ("supports_time_travel", "supports_event_feed", "supports_put_with_meta"):
+        for name in (
+            "supports_time_travel", "supports_event_feed", "supports_put_with_meta",
+            "supports_put_batches", "supports_write",
+        ):
             assert type(getattr(type(backend), name)) is bool, name
         assert backend.read_only is False
 
@@ -103,3 +111,62 @@ class CapabilityTests(BackendFixtures):
         assert _meta(backend) is None and ids(scan_all(backend)) == ["a"]
         if feed is not None:
             assert feed.head == head
+
+    def test_put_batches_writes_every_batch_and_the_metadata(self, backend: MemoryBackend) -> None:
+        """Declared: ``put_batches`` writes the records of every batch and the metadata. Else:
+        NotSupported, nothing written."""
+        batches = [[record("a", 1.0), record("b", 2.0)], [record("c", 3.0)]]
+        meta = MetaSetRequest(key="embedding_id", value="emb-x")
+        if not backend.supports_put_batches:
+            with pytest.raises(NotSupported):
+                backend.put_batches(batches, meta)
+            assert count(backend) == 0 and _meta(backend) is None
+            return
+        assert backend.put_batches(batches, meta) == 3
+        assert ids(scan_all(backend)) == ["a", "b", "c"] and _meta(backend) == "emb-x"
+
+    def test_refused_put_batches_changes_nothing(self, backend: MemoryBackend) -> None:
+        """Declared: a duplicate id in a later batch (of the store or of an earlier batch) refuses
+        the whole call: no record of any batch, no metadata, no event."""
+        if not backend.supports_put_batches:
+            pytest.skip("the backend does not declare supports_put_batches")
+        put(backend, record("a", 1.0))
+        feed = event_feed(backend)
+        head = None if feed is None else feed.head
+        meta = MetaSetRequest(key="embedding_id", value="emb-x")
+        for later in ("a", "b"):
+            batches = [[record("b", 2.0), record("c", 3.0)], [record(later, 4.0)]]
+            with pytest.raises(DuplicateRecord):
+                backend.put_batches(batches, meta)
+            assert _meta(backend) is None and ids(scan_all(backend)) == ["a"]
+            if feed is not None:
+                assert feed.head == head
+
+    def test_put_batches_failing_midway_changes_nothing(self, backend: MemoryBackend) -> None:
+        """Declared: an error raised while the batches are read (here after the first batch) leaves
+        nothing written."""
+        if not backend.supports_put_batches:
+            pytest.skip("the backend does not declare supports_put_batches")
+
+        def batches() -> Iterator[list[MemoryRecord]]:
+            yield [record("a", 1.0)]
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            backend.put_batches(batches())
+        assert count(backend) == 0
+
+    def test_write_agrees_with_the_declaration(self, backend: MemoryBackend) -> None:
+        """Declared: ``write`` upserts and ``sweep`` runs. Else: both raise NotSupported, nothing
+        is written."""
+        request = WriteRequest(ops=[UpsertOp(record=record("a", 1.0))])
+        if not backend.supports_write:
+            with pytest.raises(NotSupported):
+                backend.write(request)
+            with pytest.raises(NotSupported):
+                backend.sweep()
+            assert count(backend) == 0
+            return
+        assert list(backend.write(request).versions) == ["a"]
+        assert backend.sweep().deleted == 0
+        assert ids(scan_all(backend)) == ["a"]

@@ -60,6 +60,7 @@ def record(
     dtype: str = "float64",
     metadata: dict[str, Any] | None = None,
     embedding_id: str | None = None,
+    expires_at: float | None = None,
 ) -> MemoryRecord:
     """A valid record; ``text`` defaults to one naming the id, ``vector`` to a small fixed one."""
     values = [1.0, 0.5, -0.25] if vector is None else vector
@@ -73,6 +74,7 @@ def record(
         vector=np.asarray(values, dtype=dtype),
         embedding_id=embedding_id,
         namespace=tuple(namespace),
+        expires_at=expires_at,
     )
 
 

@@ -38,8 +38,9 @@ def _lines(path: Path) -> list[str]:
     return text[:-1].split("\n")
 
 
-def _partial(path: Path) -> Path:
-    return path.with_name(path.name + ".partial")
+def _partials(path: Path) -> list[Path]:
+    """The temporary files a dump to ``path`` writes through (``.<name>.<random>.partial``)."""
+    return sorted(path.parent.glob(f".{path.name}.*.partial"))
 
 
 def _fail(call: int, request: Any) -> None:
@@ -47,7 +48,8 @@ def _fail(call: int, request: Any) -> None:
 
 
 class DumpTests(BackendFixtures):
-    """dump: path, stream or .gz; the header; the .partial + rename guarantee; the count check."""
+    """dump: path, stream or .gz; the header; the temporary file + rename guarantee; refused targets;
+    the count check."""
 
     def test_dump_returns_record_count(self, backend: MemoryBackend, tmp_path: Path) -> None:
         """dump returns the number of records written."""
@@ -188,35 +190,36 @@ class DumpTests(BackendFixtures):
         _fill(backend, 1)
         backend.dump(path)
         assert len(_lines(path)) == 2
-        assert not _partial(path).exists()
+        assert not _partials(path)
 
     def test_dump_writes_through_a_partial_file(self, backend: MemoryBackend, tmp_path: Path) -> None:
-        """While records are read, <name>.partial is being written and the target is still the old file."""
+        """While records are read, one .<name>.<random>.partial is being written and the target is
+        still the old file."""
         path = tmp_path / "m.jsonl"
         path.write_text("previous\n")
         seen: list[tuple[bool, str]] = []
         _fill(backend, 3)
 
         def look(call: int, request: ScanRequest) -> None:
-            seen.append((_partial(path).exists(), path.read_text()))
+            seen.append((len(_partials(path)) == 1, path.read_text()))
 
         WrappedBackend(backend, before_scan=look).dump(path)
         assert seen and all(s == (True, "previous\n") for s in seen)
-        assert not _partial(path).exists()
+        assert not _partials(path)
         assert len(_lines(path)) == 4
 
     def test_failed_dump_keeps_previous_file(self, backend: MemoryBackend, tmp_path: Path) -> None:
-        """A dump that fails midway leaves the previous file byte for byte and no .partial."""
+        """A dump that fails midway leaves the previous file byte for byte and no temporary file."""
         path = tmp_path / "m.jsonl"
         path.write_bytes(b"previous file\n")
         _fill(backend, 3)
         with pytest.raises(MemoryBackendError):
             WrappedBackend(backend, before_scan=_fail).dump(path)
         assert path.read_bytes() == b"previous file\n"
-        assert not _partial(path).exists()
+        assert not _partials(path)
 
     def test_failed_dump_creates_nothing(self, backend: MemoryBackend, tmp_path: Path) -> None:
-        """A dump that fails with no previous file leaves no file and no .partial."""
+        """A dump that fails with no previous file leaves no file and no temporary file."""
         path = tmp_path / "m.jsonl.gz"
         _fill(backend, 3)
         with pytest.raises(MemoryBackendError):
@@ -228,7 +231,7 @@ class DumpTests(BackendFixtures):
         self, backend: MemoryBackend, tmp_path: Path, change: str
     ) -> None:
         """If memory changes while dumping so the count no longer matches, dump raises
-        MemoryFileError, and the previous file stays with no .partial left."""
+        MemoryFileError, and the previous file stays with no temporary file left."""
         path = tmp_path / "m.jsonl"
         path.write_bytes(b"previous file\n")
         _fill(backend, 3)
@@ -242,7 +245,7 @@ class DumpTests(BackendFixtures):
         with pytest.raises(MemoryFileError):
             WrappedBackend(backend, before_scan=meddle).dump(path)
         assert path.read_bytes() == b"previous file\n"
-        assert not _partial(path).exists()
+        assert not _partials(path)
 
     def test_memory_changing_mid_dump_to_stream_raises(self, backend: MemoryBackend) -> None:
         """The count check also applies to a stream: dump raises MemoryFileError."""
@@ -260,3 +263,73 @@ class DumpTests(BackendFixtures):
         _fill(backend, 1)
         with pytest.raises(MemoryFileError):
             backend.dump(tmp_path / "missing" / "m.jsonl")
+
+    # -- hostile targets ---------------------------------------------------------------------
+
+    def test_planted_partial_symlink_is_not_followed(
+        self, backend: MemoryBackend, tmp_path: Path
+    ) -> None:
+        """A symlink planted at <target>.partial (the old temporary name) is not followed: the file
+        it points to keeps its bytes, and the dump succeeds through a new, random name."""
+        victim = tmp_path / "victim"
+        victim.write_bytes(b"precious\n")
+        path = tmp_path / "m.jsonl"
+        path.with_name("m.jsonl.partial").symlink_to(victim)
+        _fill(backend, 2)
+        assert backend.dump(path) == 2
+        assert victim.read_bytes() == b"precious\n"
+        assert len(_lines(path)) == 3
+
+    @pytest.mark.parametrize("kind", ["directory", "fifo", "socket"])
+    def test_target_that_is_not_a_regular_file_is_refused(
+        self, backend: MemoryBackend, tmp_path: Path, kind: str
+    ) -> None:
+        """A target that exists and is a directory, FIFO or socket (as a device would be: st_mode not
+        regular) is refused with MemoryFileError naming what it is; it stays what it was and no
+        temporary file is left."""
+        import socket
+
+        path = tmp_path / "target"
+        sock = None
+        if kind == "directory":
+            path.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(path)
+        else:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(str(path))
+        try:
+            _fill(backend, 1)
+            before = os.stat(path).st_mode
+            with pytest.raises(MemoryFileError, match="not a regular file"):
+                backend.dump(path)
+            assert os.stat(path).st_mode == before
+            assert not _partials(path)
+        finally:
+            if sock is not None:
+                sock.close()
+
+    def test_symlink_to_a_fifo_is_refused(self, backend: MemoryBackend, tmp_path: Path) -> None:
+        """A symlink whose target is not a regular file (here a FIFO, as /dev/full is a device) is
+        refused too: the check follows links."""
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        link = tmp_path / "link"
+        link.symlink_to(fifo)
+        _fill(backend, 1)
+        with pytest.raises(MemoryFileError, match="FIFO"):
+            backend.dump(link)
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode) and link.is_symlink()
+
+    def test_leftover_of_a_killed_dump_is_removed_by_the_next(
+        self, backend: MemoryBackend, tmp_path: Path
+    ) -> None:
+        """A temporary file left by a killed dump (nobody holds its lock) is removed by the next dump
+        to the same target."""
+        path = tmp_path / "m.jsonl"
+        leftover = tmp_path / ".m.jsonl.0123456789abcdef.partial"
+        leftover.write_bytes(b"half a dump\n")
+        _fill(backend, 1)
+        backend.dump(path)
+        assert not leftover.exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from coniti.errors import MemoryFileError
-from coniti.memfile import MAX_LINE_CHARS
+from coniti.memfile import MAX_LINE_BYTES
 from coniti.memory import MemoryBackend, MetaSetRequest
 from coniti.testing.fixtures import BackendFixtures
 from coniti.testing.helpers import put, record, state
@@ -70,13 +70,13 @@ class RejectTests(BackendFixtures):
         _refused(backend, path)
 
     def test_absurdly_long_line_is_refused(self, backend: MemoryBackend, tmp_path: Path) -> None:
-        """A line longer than memfile.MAX_LINE_CHARS is refused with MemoryFileError, naming it."""
+        """A line longer than memfile.MAX_LINE_BYTES is refused with MemoryFileError, naming it."""
         path = tmp_path / "long.jsonl"
         with open(path, "w", encoding="utf-8") as f:
             f.write(json.dumps(header(1)) + "\n")
             f.write('{"note": {"id": "a", "text": "')
             chunk = "x" * (1 << 20)
-            for _ in range(MAX_LINE_CHARS // len(chunk) + 1):
+            for _ in range(MAX_LINE_BYTES // len(chunk) + 1):
                 f.write(chunk)
             f.write('", "timestamp": 1.0, "metadata": {}}, "vector": [1.0]}\n')
         message = _refused(backend, path)
@@ -217,3 +217,13 @@ class RejectTests(BackendFixtures):
         text = jsonl(header(1, embedding_id="emb-file", namespace=["bob"]), rec("keep", namespace=("bob",)))
         message = _refused(backend, io.StringIO(text))
         assert "already exists" not in message, message
+
+    def test_invalid_utf8_is_reported_on_its_line(self, backend: MemoryBackend, tmp_path: Path) -> None:
+        """An invalid UTF-8 byte on line 5 is reported as line 5 (lines are decoded one by one)."""
+        lines = [json.dumps(header(4))] + [json.dumps(rec(f"r{i}")) for i in range(4)]
+        data = "\n".join(lines).encode() + b"\n"
+        at = data.index(b"r3")
+        path = tmp_path / "bad-utf8.jsonl"
+        path.write_bytes(data[:at] + b"\xff" + data[at + 1 :])
+        message = _refused(backend, path)
+        assert _line(5, message) and "UTF-8" in message, message

@@ -1,0 +1,78 @@
+"""set, update and sweep through main(argv): corrections keep history, versions guard writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_support import Cli, no_traceback
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    return Cli(tmp_path / "store", capsys, monkeypatch)
+
+
+def test_set_creates_then_replaces_with_a_new_version(cli: Cli) -> None:
+    """set writes a note, set again replaces it under a greater version; get shows it."""
+    first = cli.ok("set", "n1", "stand-up at 9:30", "--meta", "room=a", "--json").json()
+    second = cli.ok("set", "n1", "stand-up at 10:00", "--json").json()
+    assert second["version"] > first["version"] and not second["unchanged"]
+    record = cli.ok("get", "n1", "--json").json()
+    assert (record["text"], record["metadata"], record["version"]) == ("stand-up at 10:00", {}, second["version"])
+
+
+def test_set_with_a_stale_version_fails_and_writes_nothing(cli: Cli) -> None:
+    """--if-version with a version that is not the live one exits 1 naming both versions."""
+    v = cli.ok("set", "n1", "one", "--json").json()["version"]
+    cli.ok("set", "n1", "two")
+    result = cli("set", "n1", "three", "--if-version", str(v))
+    assert result.code == 1 and f"expected version {v}" in result.err and no_traceback(result)
+    assert cli.ok("get", "n1", "--json").json()["text"] == "two"
+
+
+def test_set_with_an_op_id_replays(cli: Cli) -> None:
+    """The same set with the same --op-id replays; the note is written once."""
+    cli.ok("set", "n1", "one", "--time", "2025-01-01", "--op-id", "x")
+    again = cli.ok("set", "n1", "one", "--time", "2025-01-01", "--op-id", "x", "--json").json()
+    assert again["replayed"] is True
+    assert len(cli.ok("history", "n1", "--json").out.strip().splitlines()) >= 1
+
+
+def test_update_keeps_time_and_other_metadata(cli: Cli) -> None:
+    """update --meta changes one key and keeps the time and the other keys; --patch null removes."""
+    cli.ok("set", "n1", "text", "--time", "2025-03-01", "--meta", "a=1", "--meta", "b=2")
+    cli.ok("update", "n1", "--meta", "b=3")
+    cli.ok("update", "n1", "--patch", '{"a": null}')
+    record = cli.ok("get", "n1", "--json").json()
+    assert record["metadata"] == {"b": 3} and record["time"] == "2025-03-01T00:00:00Z"
+
+
+def test_update_with_nothing_to_change_is_refused(cli: Cli) -> None:
+    """update without --text, --time, --meta or --patch exits 1."""
+    cli.ok("set", "n1", "text")
+    result = cli("update", "n1")
+    assert result.code == 1 and "nothing to update" in result.err
+
+
+def test_update_patch_must_be_an_object(cli: Cli) -> None:
+    """--patch that is not a JSON object is a usage error naming the option."""
+    cli.ok("set", "n1", "text")
+    result = cli("update", "n1", "--patch", "[1]")
+    assert result.code == 2 and "--patch" in result.err
+
+
+def test_sweep_deletes_expired_notes(cli: Cli) -> None:
+    """set --expires in the past hides the note; sweep deletes it as coniti-ttl."""
+    cli.ok("set", "old", "gone soon", "--expires", "2001-01-01")
+    cli.ok("set", "new", "stays", "--expires", "7d")
+    assert cli("get", "old").code == 1
+    assert cli.ok("sweep", "--json").json() == {"deleted": 1}
+    assert "coniti-ttl" in cli.ok("history", "old").out
+
+
+def test_ls_versions_adds_a_column(cli: Cli) -> None:
+    """ls --versions shows each record's version."""
+    v = cli.ok("set", "n1", "text", "--json").json()["version"]
+    out = cli.ok("ls", "--versions").out
+    assert "version" in out and str(v) in out
