@@ -26,7 +26,7 @@ from helpers_log import put, rec
 
 from coniti.errors import StoreCorrupted, StoreError
 from coniti.impl.log import LogBackend
-from coniti.memory import GetRequest, ScanRequest
+from coniti.memory import GetRequest, PutRequest, ScanRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -176,6 +176,49 @@ def test_get_through_an_index_entry_naming_another_event_raises(tmp_path: Path) 
     _rewrite(tmp_path / "s", b"ver", repoint)
     with LogBackend(tmp_path / "s") as s, pytest.raises(StoreCorrupted, match=r"r3"):
         s.get(GetRequest(ids=["r3"]))
+
+
+def _expiring_store(path: Path) -> None:
+    records = [rec("soon", 1.0).model_copy(update={"expires_at": 4.0e9}), rec("plain", 2.0)]
+    with LogBackend(path) as s:
+        s.put(PutRequest(records=records))
+
+
+def _edit_ver_value(path: Path, record_id: bytes, edit: Any) -> None:
+    def rewrite(txn: Any, db: Any) -> None:
+        for key, value in list(txn.cursor(db=db)):
+            if key[7 : 7 + len(record_id)] == record_id:
+                txn.put(key, edit(bytes(value)), db=db)
+
+    _rewrite(path, b"ver", rewrite)
+
+
+def test_get_of_a_version_whose_expiry_key_was_altered_raises(tmp_path: Path) -> None:
+    """A ver value whose expiry key X (after E T) was altered no longer matches the put's x: get
+    raises StoreCorrupted naming the record instead of returning another expiry."""
+    _expiring_store(tmp_path / "s")
+    _edit_ver_value(tmp_path / "s", b"soon", lambda v: v[:-1] + bytes([v[-1] ^ 0x01]))
+    with LogBackend(tmp_path / "s") as s, pytest.raises(StoreCorrupted, match=r"soon"):
+        s.get(GetRequest(ids=["soon"]))
+
+
+def test_get_of_a_version_whose_expiry_key_was_dropped_raises(tmp_path: Path) -> None:
+    """A ver value that lost its expiry key (24 -> 16 bytes) would make an expiring version read as
+    never expiring: get raises StoreCorrupted naming the record."""
+    _expiring_store(tmp_path / "s")
+    _edit_ver_value(tmp_path / "s", b"soon", lambda v: v[:16])
+    with LogBackend(tmp_path / "s") as s, pytest.raises(StoreCorrupted, match=r"soon"):
+        s.get(GetRequest(ids=["soon"]))
+
+
+def test_get_and_scan_return_the_checked_version_and_expiry(tmp_path: Path) -> None:
+    """An intact expiring store reads back each row's version and expiry through the checked reads."""
+    _expiring_store(tmp_path / "s")
+    with LogBackend(tmp_path / "s") as s:
+        got = {r.id: r for r in s.get(GetRequest(ids=["soon", "plain"])).records}
+        scanned = {r.id: r for r in s.scan(ScanRequest(limit=10)).records}
+    assert got["soon"].expires_at == scanned["soon"].expires_at == 4.0e9
+    assert got["plain"].expires_at is None and scanned["plain"].expires_at is None
 
 
 # -- item 4: every decoding error of a damaged store is StoreCorrupted ---------------------------
