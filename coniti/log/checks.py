@@ -2,13 +2,17 @@
 
 ``verify`` never raises on a problem it can describe; it returns a :class:`VerifyReport`. Its steps:
 
+0. **Length** (always): with every writer held off, the data file must be as long as its newest
+   LMDB meta page needs (:func:`coniti.log.guard.size_problem`); a truncated file is reported and
+   nothing else is read (reading it would kill the process with SIGBUS).
 1. **Structure** (optional, on by default): with every writer held off, the data file is walked by
    py-lmdb's offline verifier (pure Python, never through liblmdb), so a damaged file is reported
    instead of crashing the process. If the structure is damaged, nothing else is read.
 2. **Log**: on a snapshot of exactly that state, every event is decoded strictly (payload against its
    digest) and walked along the hash chain (:class:`~coniti.log.chain.Chain`: sequence numbers run
    1, 2, ... without a gap, each event's ``prev`` is the previous event's hash), recorded times must
-   not go backwards (the fold's check), and the head record must name the last event.
+   not go backwards (the fold's check), and the head record must name the last event; the head
+   witness must not name a commit the store lost (:func:`coniti.log.guard.witness_problem`).
 3. **Projections**: the log is folded afresh into a scratch LMDB environment (a temporary directory,
    committed in chunks so memory stays flat) and every projection sub-database is compared with
    the store's, entry by entry.
@@ -31,6 +35,7 @@ import lmdb
 import lmdb.verify
 
 from coniti.errors import ConitiError, StoreCorrupted
+from coniti.log import guard
 from coniti.log.chain import Chain, FoldError
 from coniti.log.codec import decode_envelope, decode_event, event_hash
 from coniti.log.keys import seq_from_key
@@ -120,7 +125,16 @@ def _retire_old_layout(store: Store, txn: Any) -> None:
     txn.put(SYS_LAYOUT, struct.pack(">I", LAYOUT_VERSION), db=store.dbs[SYS_DB])
 
 
+def _length(data_file: str) -> list[str]:
+    """The data file against its meta pages (:func:`coniti.log.guard.size_problem`)."""
+    problem = guard.size_problem(data_file)
+    return [] if problem is None else [problem]
+
+
 def _structure(data_file: str) -> list[str]:
+    short = _length(data_file)
+    if short:
+        return short  # the verifier would read past the end
     try:
         found: list[str] = lmdb.verify.verify(data_file, subdir=False)  # type: ignore[no-untyped-call]
         return [f"LMDB structure: {p}" for p in found]
@@ -230,7 +244,7 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
     n = 0
     chain = Chain()
     try:
-        with store.read_at_rest(_structure if structure else lambda _: []) as (found, txn):
+        with store.read_at_rest(_structure if structure else _length) as (found, txn):
             for message in found:
                 problems.add(message)
             if txn is None:
@@ -285,6 +299,9 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
                     )
                 elif last_seq and head.at != chain.at:
                     problems.add(f"the head record's recorded time differs from event {last_seq}'s")
+                lost = store.witness_problem()
+                if lost is not None:
+                    problems.add(lost)
                 if store.layout < LAYOUT_VERSION:
                     problems.add(
                         f"the store is in layout version {store.layout} (this coniti writes "

@@ -69,6 +69,9 @@ __all__ = [
     "event_hash",
     "is_erased",
     "payload_digest",
+    "read_content",
+    "read_meta",
+    "read_put",
     "recorded_at",
     "split_frame",
 ]
@@ -750,3 +753,90 @@ def recorded_at(frame: bytes) -> float:
         return at
     except _MALFORMED as exc:
         raise _corrupted("an event envelope", exc) from exc
+
+
+# -- checked reads ---------------------------------------------------------------------------
+
+
+_PUT_HEAD = b"\xa1v" + bytes([EVENT_VERSION]) + b"\xa1k\xa3put\xa1s"
+"""The envelope of a put as coniti writes it, after the map header: ``v``, ``k`` = put, ``s``."""
+
+
+def _packed_uint(n: int) -> bytes:
+    """msgpack's smallest encoding of the unsigned integer ``n``."""
+    if n < 0x80:
+        return bytes((n,))
+    if n < 0x100:
+        return b"\xcc" + bytes((n,))
+    if n < 0x10000:
+        return b"\xcd" + n.to_bytes(2, "big")
+    if n < 0x100000000:
+        return b"\xce" + n.to_bytes(4, "big")
+    return b"\xcf" + n.to_bytes(8, "big")
+
+
+def _checked_payload(digest: bytes, payload_bytes: bytes) -> Any:
+    """The decoded payload (None when there is none) once it matches ``digest``."""
+    if not payload_bytes:
+        return None
+    if _sha256(payload_bytes).digest() != digest:
+        raise ValueError("its payload does not match its digest")
+    try:
+        return _unpackb(payload_bytes, ext_hook=_ext_hook)
+    except UnicodeDecodeError:
+        return _unpack(payload_bytes)
+
+
+def read_content(frame: bytes, seq: int) -> RecordData | None:
+    """The content of put event ``seq`` for a read to return (None when erased), checked: the frame
+    is the put numbered ``seq`` and its payload matches the digest it carries (the digest of an
+    erased payload cannot be checked). The envelope is decoded only when it does not begin as
+    coniti writes a put of ``seq`` in the current event version (it is fully decoded and upcast when
+    :data:`PAYLOAD_UPCASTS` says an older version's payload may change); the caller takes the id
+    and timestamp from the index entries, which it checks against each other. Raises
+    :class:`StoreCorrupted` naming the event."""
+    if PAYLOAD_UPCASTS:
+        return read_put(frame, seq)[1]
+    try:
+        if not frame.startswith(_PUT_HEAD + _packed_uint(seq), _HEAD + 1):
+            env = _unpack(split_frame(frame)[0])
+            if type(env) is not dict or env.get("k") != PUT or env.get("s") != seq:
+                raise ValueError(f"it is not the put of event {seq}")
+        end = _HEAD + _unpack_u32(frame)[0]
+        if end + _DIGEST > len(frame):
+            raise ValueError("envelope length exceeds the frame")
+        payload = _checked_payload(frame[end : end + _DIGEST], frame[end + _DIGEST :])
+        return None if payload is None else _stored_record(payload)
+    except _MALFORMED as exc:
+        raise _corrupted(f"event {seq}", exc) from exc
+
+
+def _read_checked(frame: bytes, seq: int, kind: str) -> tuple[dict[str, Any], Any]:
+    """``(envelope, decoded payload or None)`` of event ``seq``, which must be of ``kind`` and carry
+    a payload matching its digest; raises ValueError (and the like) otherwise."""
+    env_bytes, digest, payload_bytes = split_frame(frame)
+    env, payload = _current(_unpack(env_bytes), _checked_payload(digest, payload_bytes))
+    if env["k"] != kind or env["s"] != seq:
+        raise ValueError(f"it is event {env['s']!r} of kind {env['k']!r}, not the {kind} event {seq}")
+    return env, payload
+
+
+def read_put(frame: bytes, seq: int) -> tuple[dict[str, Any], RecordData | None]:
+    """``(envelope, content)`` of put event ``seq`` for a read to return, checked like
+    :func:`read_content`; the caller compares the envelope's ``n``, ``i`` and ``ts`` with the index
+    entry that led it here (a hashed id, or the timestamp key of 0.0 that loses -0.0's sign)."""
+    try:
+        env, payload = _read_checked(frame, seq, PUT)
+        return env, None if payload is None else _stored_record(payload)
+    except _MALFORMED as exc:
+        raise _corrupted(f"event {seq}", exc) from exc
+
+
+def read_meta(frame: bytes, seq: int) -> tuple[dict[str, Any], Any, bool]:
+    """``(envelope, value, erased)`` of meta event ``seq`` for a read to return, checked like
+    :func:`read_put` (the caller compares ``n`` and ``mk``)."""
+    try:
+        env, payload = _read_checked(frame, seq, META)
+        return (env, None, True) if payload is None else (env, payload["mv"], False)
+    except _MALFORMED as exc:
+        raise _corrupted(f"event {seq}", exc) from exc

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 
-from coniti.errors import DuplicateRecord, StoreError, namespace_text
+from coniti.errors import DuplicateRecord, StoreCorrupted, StoreError, namespace_text
 from coniti.log.chain import Chain
 from coniti.log.codec import (
     CLEAR,
@@ -29,7 +29,6 @@ from coniti.log.codec import (
     decode_envelope,
     decode_op,
     decode_record,
-    decode_value,
     encode_event,
     encode_meta_payload,
     encode_op_payload,
@@ -38,6 +37,7 @@ from coniti.log.codec import (
     erase_payload,
     is_erased,
     payload_digest,
+    read_meta,
 )
 from coniti.log.feed import read_events
 from coniti.log.group import GroupCommit
@@ -83,8 +83,11 @@ class WriteView:
     ``now`` is the write's recorded time (expiry is judged by it); ``next_seq`` the sequence number
     its first event will get (events follow in the order of the changes)."""
 
-    def __init__(self, p: Projections, nsid: bytes | None, now: float, next_seq: int) -> None:
+    def __init__(
+        self, p: Projections, namespace: Namespace, nsid: bytes | None, now: float, next_seq: int
+    ) -> None:
         self._p = p
+        self._namespace = namespace
         self._nsid = nsid
         self.now = now
         self.next_seq = next_seq
@@ -93,7 +96,7 @@ class WriteView:
         """The visible (live, not expired) version of ``record_id``, or None."""
         if self._nsid is None:
             return None
-        rows, _ = self._p.get_rows(self._nsid, [record_id], None, now=self.now)
+        rows, _ = self._p.get_rows(self._namespace, self._nsid, [record_id], None, now=self.now)
         return rows[0] if rows else None
 
     def held(self, record_id: str) -> int | None:
@@ -580,7 +583,7 @@ class EventLog:
             p = Projections(txn, self._dbs)
             head = p.head()
             at = max(time.time(), head.at)
-            changes, value = decide(WriteView(p, p.nsid(canonical), at, head.seq + 1))
+            changes, value = decide(WriteView(p, namespace, p.nsid(canonical), at, head.seq + 1))
             if not changes:
                 return value
             nsid = p.intern(canonical)
@@ -655,7 +658,7 @@ class EventLog:
         with self.store.read() as txn:
             p = Projections(txn, self._dbs)
             nsid = self._nsid(p, namespace)
-            return None if nsid is None else WriteView(p, nsid, 0.0, 0).op(op_id)
+            return None if nsid is None else WriteView(p, namespace, nsid, 0.0, 0).op(op_id)
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the store without free pages (see :meth:`Store.compact`); returns the data file's
@@ -730,7 +733,7 @@ class EventLog:
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], list(ids)
-            return p.get_rows(nsid, ids, as_of)
+            return p.get_rows(namespace, nsid, ids, as_of)
 
     def scan(
         self,
@@ -749,7 +752,7 @@ class EventLog:
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], None
-            return p.scan_rows(nsid, start, end, after, limit, as_of)
+            return p.scan_rows(namespace, nsid, start, end, after, limit, as_of)
 
     def count(
         self,
@@ -765,16 +768,25 @@ class EventLog:
             return 0 if nsid is None else p.count_range(nsid, start, end, as_of)
 
     def get_meta(self, namespace: Namespace, key: str, as_of: int | None = None) -> Any:
-        """The metadata value (None when unset)."""
+        """The metadata value (None when unset). The meta event is checked (:func:`read_meta`: its
+        payload against its digest) to be a write of ``key`` in ``namespace``; else
+        :class:`StoreCorrupted`."""
+        mk = name_key(key)
         with self.store.read() as txn:
             p = Projections(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return None
-            seq = p.meta_seq(nsid, name_key(key), as_of)
+            seq = p.meta_seq(nsid, mk, as_of)
             if seq is None:
                 return None
-            stored_key, value, _ = decode_value(p.frame(seq))
+            env, value, _ = read_meta(p.frame(seq), seq)
+            stored_key = env.get("mk")
+            if not isinstance(stored_key, str) or env.get("n") != list(namespace) or name_key(stored_key) != mk:
+                raise StoreCorrupted(
+                    f"metadata key {key!r} of namespace {namespace!r} is damaged: its index names "
+                    f"event {seq}, which is not a write of it"
+                )
             return value if stored_key == key else None
 
     def events(self, after: int = 0, until: int | None = None, batch: int = 256) -> Iterator[LogEvent]:

@@ -8,6 +8,11 @@ Contracts:
   commits of every process up to its start.
 * :func:`history` and :func:`diff` read one snapshot and cost index walks plus one frame decode per
   event returned (``diff``: one envelope decode per event between the two points).
+* **Checked.** Every event returned by :func:`read_batch` (so :func:`read_events` and the follow
+  loop) and :func:`history` has its payload checked against its digest and its hash against the
+  chain (the ``prev`` of the event after it, or the head record): an event altered in place, content
+  or envelope (actor, recorded time, ids), raises :class:`StoreCorrupted` instead of being returned.
+  :func:`history` also checks that each event its indexes name is a put, end or erase of the record.
 * Subscription positions live in the ``sys`` sub-database (``sub:<name>`` -> u64 big-endian), outside
   the log: moving one appends no event, and neither ``rebuild`` nor ``verify`` touches them.
 """
@@ -26,6 +31,7 @@ from coniti.log.codec import (
     CLEAR,
     DELETE,
     ERASE,
+    GENESIS,
     PUT,
     LogEvent,
     decode_envelope,
@@ -80,22 +86,58 @@ def read_batch(
     from one snapshot; plus the last sequence number examined (``after`` if none), from which the
     next batch continues."""
     out: list[LogEvent] = []
-    chain = Chain(after, None)
     with store.read() as txn:
-        cur = txn.cursor(db=store.dbs[LOG_DB])
+        log_db = store.dbs[LOG_DB]
+        cur = txn.cursor(db=log_db)
         if not cur.set_range(seq_key(after + 1)):
             return out, after
+        chain = Chain(after, _hash_of(txn, log_db, after))
         for key, frame in cur:
             seq = seq_from_key(key)
             if until is not None and seq > until:
                 break
             chain.number(seq)
-            if namespace is not None and decode_envelope(frame, seq).namespace != namespace:
+            event = decode_envelope(frame, seq)
+            chain.link(event)
+            if namespace is not None and event.namespace != namespace:
                 continue
-            out.append(decode_event(frame, seq, strict=False))
+            out.append(decode_event(frame, seq))
             if len(out) == batch:
                 break
+        if chain.seq > after:
+            _confirm(txn, store, chain.seq, chain.hash)
     return out, chain.seq
+
+
+def _hash_of(txn: Any, log_db: Any, seq: int) -> bytes:
+    """The hash of event ``seq`` (:data:`GENESIS` for 0), from its envelope."""
+    if seq == 0:
+        return GENESIS
+    frame = txn.get(seq_key(seq), db=log_db)
+    if frame is None:
+        raise StoreCorrupted(f"event {seq} is missing from the log")
+    return decode_envelope(frame, seq).hash
+
+
+def _confirm(txn: Any, store: Store, seq: int, hash: bytes | None) -> None:
+    """Check that ``hash`` is what the log goes on from after event ``seq``: the ``prev`` of event
+    ``seq + 1``, or the head record's hash when ``seq`` is the last. With the chain walked up to it,
+    this proves the events returned are the ones the chain was written with (an envelope altered in
+    place changes its hash)."""
+    nxt = txn.get(seq_key(seq + 1), db=store.dbs[LOG_DB])
+    if nxt is not None:
+        if decode_envelope(nxt, seq + 1).prev != hash:
+            raise StoreCorrupted(
+                f"event {seq} is damaged: its hash is not the prev of event {seq + 1} (the hash "
+                "chain is broken)"
+            )
+        return
+    head = Head.decode(txn.get(SYS_HEAD, db=store.dbs[SYS_DB]))
+    if head.seq != seq or head.hash != hash:
+        raise StoreCorrupted(
+            f"event {seq} is damaged: the log ends there but the head record names event "
+            f"{head.seq} with another hash"
+        )
 
 
 def read_frames(store: Store, after: int, until: int, batch: int) -> list[tuple[int, bytes]]:
@@ -152,19 +194,42 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
         nsid = p.nsid(ns_bytes(namespace))
         if nsid is None:
             return []
-        seqs: set[int] = set()
+        events: dict[int, LogEvent] = {}
+
+        def event_at(seq: int, kinds: tuple[str, ...]) -> LogEvent | None:
+            """Event ``seq`` checked (payload, chain), which the indexes say is a ``kinds`` event of
+            the record; None if it is another id's sharing a hashed key."""
+            event = decode_event(p.frame(seq), seq)
+            _confirm(txn, store, seq, event.hash)
+            ok = event.kind in kinds and event.namespace == namespace
+            if ok and event.kind != CLEAR:
+                ok = event.id is not None and name_key(event.id) == idk
+            if not ok:
+                raise StoreCorrupted(
+                    f"record {record_id!r} of namespace {namespace!r} is damaged: its index names "
+                    f"event {seq}, a {event.kind} event that is not one of it"
+                )
+            return None if event.kind != CLEAR and event.id != record_id else event
+
         for put_seq, end_seq in p.versions(nsid, idk):
-            if decode_envelope(p.frame(put_seq), put_seq).id != record_id:
+            put = event_at(put_seq, (PUT,))
+            if put is None:
                 continue  # another id sharing a hashed key
-            seqs.add(put_seq)
+            events[put_seq] = put
             if end_seq:
-                seqs.add(end_seq)
-        events = []
-        for seq in sorted(seqs.union(p.erasures(nsid, idk))):
-            event = decode_event(p.frame(seq), seq, strict=False)
-            if event.kind != ERASE or event.id == record_id:
-                events.append(event)
-        return events
+                ended = event_at(end_seq, (DELETE, ERASE, CLEAR, PUT))
+                if ended is not None and ended.kind == PUT and ended.replaces != put_seq:
+                    raise StoreCorrupted(
+                        f"record {record_id!r} of namespace {namespace!r} is damaged: its index says "
+                        f"event {end_seq} ended version {put_seq}, which that put does not replace"
+                    )
+                if ended is not None:
+                    events[end_seq] = ended
+        for seq in p.erasures(nsid, idk):
+            erased = event_at(seq, (ERASE,))
+            if erased is not None:
+                events[seq] = erased
+        return [events[seq] for seq in sorted(events)]
 
 
 def _visible(p: Projections, nsid: bytes, record_id: str, as_of: int) -> tuple[int, bytes] | None:
@@ -234,7 +299,7 @@ def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str],
                     cleared = True
         if cleared:
             entries, _ = p.scan_as_of(nsid, None, None, None, None, lo)
-            for put_seq, _, _ in entries:
+            for put_seq, _, _, _ in entries:
                 rid = decode_envelope(p.frame(put_seq), put_seq).id
                 assert rid is not None
                 touched[rid] = None

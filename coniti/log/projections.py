@@ -54,11 +54,13 @@ from coniti.log.codec import (
     PUT,
     LogEvent,
     RecordData,
-    decode_content,
+    decode_envelope,
     decode_op,
     decode_put_meta,
-    decode_record,
+    read_content,
+    read_put,
     recorded_at,
+    split_frame,
 )
 from coniti.log.keys import (
     MAX_SEQ,
@@ -101,7 +103,28 @@ _PAST_KEY = b"\xff" * 17
 """After ``N``: sorts after every ``T S`` (16 bytes), so ``N + _PAST_KEY`` bounds the keys of ``N``."""
 _TS_ZERO = ts_key(0.0)
 _TV_END = SEQ_LEN + 8
-"""End of the timestamp key in a ``ver`` value ``E T`` (a version with an expiry has ``E T X``)."""
+"""End of the timestamp key in a ``ver`` value ``E T`` (a version with an expiry has ``E T X``);
+the ``E T`` is what the read checks compare."""
+_XK_END = _TV_END + 8
+"""End of the expiry key ``X`` in a ``ver`` value ``E T X``."""
+_INLINE = b"\x00"
+"""The first byte of an inline (not hashed) name key."""
+_KEY_NTS = _TS_END + SEQ_LEN
+"""The length of a ``time``/``tver`` key ``N T S``."""
+
+
+def _damaged(
+    names: list[str], idk: bytes, record_id: str | None, seq: int, why: str
+) -> StoreCorrupted:
+    """The error for a read that found record ``record_id`` (else the one of id key ``idk``, or the
+    put at event ``seq``) of namespace ``names`` damaged: ``why``."""
+    if record_id is None and not is_hashed(idk):
+        try:
+            record_id = inline_name(idk)
+        except ValueError:
+            record_id = None
+    what = repr(record_id) if record_id is not None else f"put at event {seq}"
+    return StoreCorrupted(f"record {what} of namespace {tuple(names)!r} is damaged: {why}")
 
 
 def _missing(seq: int) -> StoreCorrupted:
@@ -315,14 +338,25 @@ class Projections:
     # -- namespaces ----------------------------------------------------------------------------
 
     def nsid(self, canonical: bytes) -> bytes | None:
-        """The namespace id of canonical namespace bytes, or None if never used."""
+        """The namespace id of canonical namespace bytes, or None if never used. The ``ns`` and
+        ``nsn`` tables must agree on it (:class:`StoreCorrupted` if an inline key's do not; a hashed
+        key's mismatch is another namespace sharing its SHA-256 key)."""
         key = ns_key(canonical)
         found = self.txn.get(key, db=self.d.ns)
         if found is None:
             return None
-        if is_hashed(key) and self.txn.get(found, db=self.d.nsn) != canonical:
-            return None
+        if self.txn.get(found, db=self.d.nsn) != canonical:
+            if is_hashed(key):
+                return None
+            raise StoreCorrupted(
+                f"namespace {canonical!r}: the ns and nsn tables disagree on its id (damaged store)"
+            )
         return bytes(found)
+
+    def _names(self, nsid: bytes) -> list[str]:
+        """The namespace of id ``nsid`` as a list (for error messages; [] if ``nsn`` lacks it)."""
+        canonical = self.txn.get(nsid, db=self.d.nsn)
+        return [] if canonical is None else list(msgpack.unpackb(canonical, raw=False))
 
     def intern(self, canonical: bytes) -> bytes:
         """The namespace id of ``canonical``, assigning the next one if it is new."""
@@ -388,9 +422,21 @@ class Projections:
         return seq_from_inv(cur.key()[-SEQ_LEN:]), value[SEQ_LEN:]
 
     def versions(self, nsid: bytes, idk: bytes) -> list[tuple[int, int]]:
-        """Every version of a record as ``(put seq, end seq or 0)``, oldest first."""
+        """Every version of a record as ``(put seq, end seq or 0)``, oldest first. The keys around
+        the walk must be genuine (see the read checks below), else :class:`StoreCorrupted`."""
+        prefix = nsid + idk
         cur = self.txn.cursor(db=self.d.ver)
-        out = [(seq_from_inv(sk), seq_from_key(value[:SEQ_LEN])) for sk, value in _under(cur, nsid + idk)]
+        out: list[tuple[int, int]] = []
+        landed = cur.set_range(prefix)
+        if not self._sound_before(cur, prefix, landed, self._genuine_ver):
+            raise StoreCorrupted("the ver index is out of order near a record (damaged store)")
+        if landed:
+            for key, value in cur.iternext(keys=True, values=True):
+                if not _is_entry(key, prefix):
+                    if not self._genuine_ver(key, value):
+                        raise StoreCorrupted("the ver index is damaged after a record (damaged store)")
+                    break
+                out.append((seq_from_inv(key[-SEQ_LEN:]), seq_from_key(value[:SEQ_LEN])))
         out.reverse()
         return out
 
@@ -676,34 +722,141 @@ class Projections:
     # -- reads ---------------------------------------------------------------------------------
 
     def _row(
-        self, sk: bytes, tsk: bytes, idk: bytes | None, record_id: str | None, now: float | None = None
+        self,
+        names: list[str],
+        nsid: bytes,
+        sk: bytes,
+        tsk: bytes,
+        idk: bytes,
+        record_id: str | None,
+        end: bytes,
+        via_time: bool,
+        xk: bytes = b"",
+        now: float | None = None,
     ) -> Row | None:
-        """The row of the version put by the event of log key ``sk``, with timestamp key ``tsk`` and
-        id key ``idk`` (None: not known), or None when its content was erased or (``record_id``
-        given) it is another id's. With an inline id key and a nonzero timestamp key the id and
-        timestamp come from the keys and only the payload is decoded; otherwise the envelope is read
-        too (a hashed id must be checked, and the key of 0.0 loses -0.0's sign). ``now``, given for
-        a namespace that holds expiring versions: the envelope is read for the expiry, and a version
-        expired at ``now`` is None."""
-        frame = self.txn.get(sk, db=self.d.log)
+        """The row of the version put by the event of log key ``sk`` that an index entry of
+        namespace ``names`` (id ``nsid``) names with timestamp key ``tsk``, id key ``idk`` and end
+        ``end``, or None when its content was erased, it expired at ``now``, or (``record_id``
+        given) it is another id's sharing a hashed key. ``xk``: the expiry key that follows ``tsk``
+        in the version's ``ver`` value (b"": none), given when found through ``ver``; found through
+        ``time`` or ``tver`` it is read from the ``ver`` entry. ``now``: the clock expiry is judged
+        by, given for a namespace holding expiring versions (its marker ``exv[N]``).
+
+        Nothing is returned unchecked (``log/FORMAT.md`` §5.1): the frame must be that put with a
+        payload matching its digest (:func:`read_content`), and the other index must agree: found
+        through ``ver`` (``via_time`` False), the version's ``tver`` entry must hold ``end`` and
+        ``idk``; found through ``time`` or ``tver``, its ``ver`` entry must hold ``end`` and
+        ``tsk``. The id and timestamp then come from those keys; for a hashed id key, the
+        timestamp key of 0.0, an expiring version or a namespace holding any, from the envelope,
+        which must match them and whose expiry ``x`` must be the ``ver`` value's (:func:`read_put`).
+        Raises :class:`StoreCorrupted` naming the namespace and the record."""
+        txn = self.txn
+        d = self.d
+        frame = txn.get(sk, db=d.log)
+        seq = seq_from_key(sk)
         if frame is None:
-            raise _missing(seq_from_key(sk))
-        if now is not None:
-            rid, ts, expires_at = decode_put_meta(frame)
-            if (expires_at is not None and expires_at <= now) or (record_id is not None and rid != record_id):
-                return None
-            content = decode_content(frame)
-            return None if content is None else Row(rid, ts, content, seq_from_key(sk), expires_at)
-        if idk is not None and tsk != _TS_ZERO and not is_hashed(idk):
-            data = decode_content(frame)
-            if data is None:
-                return None
-            rid = inline_name(idk) if record_id is None else record_id
-            return _tuple_new(Row, (rid, decode_ts_key(tsk), data, seq_from_key(sk), None))
-        rid, ts, data = decode_record(frame)
-        if data is None or (record_id is not None and rid != record_id):
+            raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
+        found = None
+        if via_time:
+            found = txn.get(nsid + idk + inv_seq_key(seq), db=d.ver)
+            if found is not None:
+                xk = found[_TV_END:]
+        expires_at = None
+        try:
+            if not xk and now is None and tsk != _TS_ZERO and idk[:1] == _INLINE:
+                # id and timestamp from the keys, which the other index confirms below
+                data = read_content(frame, seq)
+                rid = record_id if record_id is not None else inline_name(idk)
+                ts = decode_ts_key(tsk)
+            else:
+                env, data = read_put(frame, seq)
+                rid, ts = env["i"], env["ts"]
+                if env["n"] != names or name_key(rid) != idk or ts_key(ts) != tsk:
+                    raise StoreCorrupted(f"event {seq} is not the put the index entry names")
+                expires_at = env.get("x")
+                if data is not None and xk != (b"" if expires_at is None else ts_key(expires_at)):
+                    raise StoreCorrupted(f"the expiry in its ver entry is not event {seq}'s")
+        except (StoreCorrupted, KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise _damaged(names, idk, record_id, seq, str(exc)) from exc
+        tk = nsid + tsk + sk
+        if data is None:
+            if txn.get(tk, db=d.tver) is not None:
+                raise _damaged(names, idk, record_id, seq, "its content is gone but not erased")
             return None
-        return Row(rid, ts, data, seq_from_key(sk))
+        if via_time:
+            agrees = found is not None and found[:_TV_END] == end + tsk
+        else:
+            agrees = txn.get(tk, db=d.tver) == end + idk
+        if not agrees:
+            raise _damaged(names, idk, record_id, seq, "the ver and tver indexes disagree")
+        if record_id is not None and rid != record_id:
+            return None
+        if expires_at is not None:
+            if now is None:
+                raise _damaged(names, idk, record_id, seq, "it expires but its namespace has no expiry marker")
+            if expires_at <= now:
+                return None
+        return _tuple_new(Row, (rid, ts, data, seq, expires_at))
+
+    def _check_end(self, names: list[str], idk: bytes, record_id: str, end: bytes) -> None:
+        """Check that event ``end`` (a sequence key), which the ``ver`` index says ended the newest
+        version of ``record_id``, is a delete, erase or clear of it; else :class:`StoreCorrupted`."""
+        seq = seq_from_key(end)
+        frame = self.txn.get(end, db=self.d.log)
+        if frame is None:
+            raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
+        event = decode_envelope(frame, seq)
+        ok = event.namespace == tuple(names) and (
+            event.kind == CLEAR or (event.kind in (DELETE, ERASE) and event.id == record_id)
+        )
+        if not ok:
+            raise _damaged(names, idk, record_id, seq, f"event {seq} does not end it")
+
+    # The B-trees are not checksummed: one damaged key can send a lookup past entries (LMDB's
+    # binary search trusts the order) or end a walk early. Reads therefore check the key before
+    # where a lookup landed, the order of what a walk returns, and the key that ends it: each must
+    # be confirmed by the other index (``ver`` against ``tver``, ``time``/``tver`` against ``ver``).
+
+    def _genuine_ver(self, key: bytes, value: bytes) -> bool:
+        """Whether ``ver`` entry ``key`` (``N I ~S``) -> ``value`` (``E T`` or ``E T X``) is confirmed
+        by the ``tver`` entry of that version (or, without one, by the version's erased frame)."""
+        if len(key) < NSID_LEN + 3 + SEQ_LEN or len(value) not in (_TV_END, _XK_END):
+            return False
+        sk = seq_key(seq_from_inv(key[-SEQ_LEN:]))
+        found = self.txn.get(key[:NSID_LEN] + value[SEQ_LEN:_TV_END] + sk, db=self.d.tver)
+        if found is None:
+            frame = self.txn.get(sk, db=self.d.log)
+            return frame is not None and not split_frame(frame)[2]
+        return bool(found == value[:SEQ_LEN] + key[NSID_LEN:-SEQ_LEN])
+
+    def _genuine_time(self, key: bytes, value: bytes, tver: bool) -> bool:
+        """Whether ``time`` (``tver`` True: ``tver``) entry ``key`` (``N T S``) -> ``value`` (``I``,
+        or ``E I``) is confirmed by the ``ver`` entry of that version."""
+        if len(key) != _KEY_NTS:
+            return False
+        end, idk = (value[:SEQ_LEN], value[SEQ_LEN:]) if tver else (_LIVE, value)
+        ver_key = key[:NSID_LEN] + idk + inv_seq_key(seq_from_key(key[_S]))
+        found = self.txn.get(ver_key, db=self.d.ver)
+        return found is not None and found[:_TV_END] == end + key[_T]
+
+    def _genuine_time_now(self, key: bytes, value: bytes) -> bool:
+        return self._genuine_time(key, value, False)
+
+    def _genuine_tver(self, key: bytes, value: bytes) -> bool:
+        return self._genuine_time(key, value, True)
+
+    def _sound_before(self, cur: Any, probe: bytes, landed: bool, genuine: Any) -> bool:
+        """After ``cur.set_range(probe)`` (``landed``: it found a key), whether the key before the
+        landing place sorts before ``probe`` and is ``genuine(key, value)``; ``cur`` is left where
+        it landed."""
+        if not (cur.prev() if landed else cur.last()):
+            if landed:
+                cur.first()
+            return True
+        sound = cur.key() < probe and genuine(cur.key(), cur.value())
+        if landed:
+            cur.next()
+        return bool(sound)
 
     # -- expiry ----------------------------------------------------------------------------------
 
@@ -797,33 +950,47 @@ class Projections:
         self.txn.put(nsid + name_key(op_id), seq_key(seq), db=self.d.opx)
 
     def get_rows(
-        self, nsid: bytes, ids: Sequence[str], as_of: int | None = None, now: float | None = None
+        self,
+        namespace: Namespace,
+        nsid: bytes,
+        ids: Sequence[str],
+        as_of: int | None = None,
+        now: float | None = None,
     ) -> tuple[list[Row], list[str]]:
-        """The rows of the records ``ids`` of the namespace visible now (or right after event
-        ``as_of``), in the order of ``ids``, and the ids that have none. Expiry is judged by
-        ``now`` when given (a write's recorded time), else by :meth:`clock`; a version's expiry is
-        read from its ``ver`` value, so a get in a namespace without expiring versions reads
-        nothing more than before."""
+        """The rows of the records ``ids`` of ``namespace`` (its id ``nsid``) visible now (or right
+        after event ``as_of``), in the order of ``ids``, and the ids that have none. In a namespace
+        holding expiring versions (one lookup of its marker), expiry is judged by ``now`` when given
+        (a write's recorded time), else by :meth:`clock`; elsewhere a get reads nothing more. Each
+        row is checked (:meth:`_row`); a newest version that is not visible because an event ended
+        it is checked to be ended by that event."""
         rows: list[Row] = []
         missing: list[str] = []
-        visible = self.visible_version
+        names = list(namespace)
+        if not self.expiring(nsid):
+            now = None
+        elif now is None:
+            now = self.clock(as_of)
+        cur = self._ver_cur or self._vcur()
         row_of = self._row
         for record_id in ids:
             idk = name_key(record_id)
-            found = visible(nsid, idk, as_of)
-            if found is None:
-                row = None
-            elif len(found[1]) == 8:
-                row = row_of(seq_key(found[0]), found[1], idk, record_id)
-            else:  # a version with an expiry: its key follows the timestamp key in ``ver``
-                expires_at = decode_ts_key(found[1][8:])
-                if now is None:
-                    now = self.clock(as_of)
-                row = None
-                if expires_at > now:
-                    row = row_of(seq_key(found[0]), found[1][:8], idk, record_id)
-                    if row is not None:
-                        row = row._replace(expires_at=expires_at)
+            prefix = nsid + idk
+            row = None
+            probe = prefix if as_of is None else prefix + inv_seq_key(as_of)
+            landed = cur.set_range(probe)
+            if landed and _is_entry(cur.key(), prefix):
+                value = cur.value()
+                end = value[:SEQ_LEN]
+                if end == _LIVE or (as_of is not None and seq_from_key(end) > as_of):
+                    sk = seq_key(seq_from_inv(cur.key()[-SEQ_LEN:]))
+                    tsk = value[SEQ_LEN:_TV_END]
+                    row = row_of(names, nsid, sk, tsk, idk, record_id, end, False, value[_TV_END:], now)
+                elif as_of is None:
+                    self._check_end(names, idk, record_id, end)
+            elif (landed and not self._genuine_ver(cur.key(), cur.value())) or not self._sound_before(
+                cur, probe, landed, self._genuine_ver
+            ):
+                raise _damaged(names, idk, record_id, 0, "the ver index is damaged near it")
             if row is None:
                 missing.append(record_id)
             else:
@@ -832,6 +999,7 @@ class Projections:
 
     def scan_rows(
         self,
+        namespace: Namespace,
         nsid: bytes,
         start: float | None,
         end: float | None,
@@ -839,43 +1007,40 @@ class Projections:
         limit: int | None,
         as_of: int | None = None,
     ) -> tuple[list[Row], tuple[float, int] | None]:
-        """The rows of the namespace visible now (or right after event ``as_of``) in (timestamp,
-        write order) with ``start <= timestamp < end``, strictly after the position ``after`` =
-        ``(timestamp, seq)``, at most ``limit``; plus the position of the last row when more may
-        follow. Now: a walk of ``time`` decoding each entry as it goes (a page counts the entries
-        it walks); as of an event: :meth:`scan_as_of`. In a namespace holding expiring versions,
-        expired ones are left out and a page holds exactly ``limit`` rows when more follow."""
+        """The rows of ``namespace`` (its id ``nsid``) visible now (or right after event ``as_of``)
+        in (timestamp, write order) with ``start <= timestamp < end``, strictly after the position
+        ``after`` = ``(timestamp, seq)``, at most ``limit``; plus the position of the last row when
+        more may follow. Now: a walk of ``time`` decoding each entry as it goes (a page counts the
+        entries it walks); as of an event: :meth:`scan_as_of`. In a namespace holding expiring
+        versions, expired ones are left out and a page holds exactly ``limit`` rows when more
+        follow. Each row is checked (:meth:`_row`)."""
         row_of = self._row
+        names = list(namespace)
         now = self.reader_now(nsid, as_of)
         if now is not None:
-            return self._scan_expiring(nsid, start, end, after, limit, as_of, now)
+            return self._scan_expiring(names, nsid, start, end, after, limit, as_of, now)
         if as_of is not None:
             entries, more = self.scan_as_of(nsid, start, end, after, limit, as_of)
             rows = []
-            for seq, tsk, idk in entries:
-                row = row_of(seq_key(seq), tsk, idk, None)
+            for seq, tsk, idk, ended in entries:
+                row = row_of(names, nsid, seq_key(seq), tsk, idk, None, ended, True)
                 if row is not None:
                     rows.append(row)
             return rows, more
         rows = []
-        cur = self.txn.cursor(db=self.d.time)
-        if not cur.set_range(_scan_start(nsid, start, after)):
-            return rows, None
-        stop = _scan_stop(nsid, end)
         last = b""
-        for taken, (key, idk) in enumerate(cur.iternext(keys=True, values=True)):
-            if key >= stop:
-                break
+        for taken, (key, idk) in enumerate(self._time_walk(names, nsid, start, end, after)):
             if taken == limit:
                 return rows, _split_position(last[_POSITION])
             last = key
-            row = row_of(key[_S], key[_T], idk, None)
+            row = row_of(names, nsid, key[_S], key[_T], idk, None, _LIVE, True)
             if row is not None:
                 rows.append(row)
         return rows, None
 
     def _scan_expiring(
         self,
+        names: list[str],
         nsid: bytes,
         start: float | None,
         end: float | None,
@@ -888,15 +1053,15 @@ class Projections:
         per page (the walk reads one row past a full page to know whether more follow)."""
         if as_of is not None:
             entries, _ = self.scan_as_of(nsid, start, end, after, None, as_of)
-            walk: Iterator[tuple[bytes, bytes, bytes | None]] = (
-                (seq_key(seq), tsk, idk) for seq, tsk, idk in entries
+            walk: Iterator[tuple[bytes, bytes, bytes, bytes]] = (
+                (seq_key(seq), tsk, idk, ended) for seq, tsk, idk, ended in entries
             )
         else:
-            walk = self._time_walk(nsid, start, end, after)
+            walk = ((key[_S], key[_T], idk, _LIVE) for key, idk in self._time_walk(names, nsid, start, end, after))
         rows: list[Row] = []
         last: tuple[bytes, bytes] | None = None
-        for sk, tsk, idk in walk:
-            row = self._row(sk, tsk, idk, None, now)
+        for sk, tsk, idk, ended in walk:
+            row = self._row(names, nsid, sk, tsk, idk, None, ended, True, now=now)
             if row is None:
                 continue
             if limit is not None and len(rows) == limit:
@@ -907,17 +1072,29 @@ class Projections:
         return rows, None
 
     def _time_walk(
-        self, nsid: bytes, start: float | None, end: float | None, after: tuple[float, int] | None
-    ) -> Iterator[tuple[bytes, bytes, bytes]]:
-        """``(sequence key, timestamp key, id key)`` of the live entries of ``time`` in range."""
+        self, names: list[str], nsid: bytes, start: float | None, end: float | None, after: tuple[float, int] | None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """``(key N T S, id key)`` of the live entries of ``time`` of namespace ``names`` (id
+        ``nsid``) in range, checked as they go (the key before the start, ascending keys of the
+        right length, the key that ends the walk); else :class:`StoreCorrupted`."""
         cur = self.txn.cursor(db=self.d.time)
-        if not cur.set_range(_scan_start(nsid, start, after)):
+        first = _scan_start(nsid, start, after)
+        landed = cur.set_range(first)
+        if not self._sound_before(cur, first, landed, self._genuine_time_now):
+            raise _damaged(names, b"", None, 0, "the time index is out of order where the scan begins")
+        if not landed:
             return
         stop = _scan_stop(nsid, end)
+        last = first
         for key, idk in cur.iternext(keys=True, values=True):
             if key >= stop:
+                if not self._genuine_time(key, idk, False):
+                    raise _damaged(names, idk, None, 0, "the time index is damaged where the scan ends")
                 return
-            yield key[_S], key[_T], idk
+            if len(key) != _KEY_NTS or key < last:
+                raise _damaged(names, idk, None, 0, "the time index is out of order")
+            last = key
+            yield key, idk
 
     def scan_as_of(
         self,
@@ -927,24 +1104,34 @@ class Projections:
         after: tuple[float, int] | None,
         limit: int | None,
         as_of: int,
-    ) -> tuple[list[tuple[int, bytes, bytes | None]], tuple[float, int] | None]:
+    ) -> tuple[list[tuple[int, bytes, bytes, bytes]], tuple[float, int] | None]:
         """Records visible right after event ``as_of`` in (timestamp, write order) with ``start <=
         timestamp < end``, strictly after position ``after`` = ``(timestamp, seq)``, at most
-        ``limit``, as ``(put seq, timestamp key, record id key or None)``; plus the position of the
-        last one returned when more follow (else None). A walk of ``tver``, stopped by the
-        namespace's scan bound as of that event."""
-        out: list[tuple[int, bytes, bytes | None]] = []
+        ``limit``, as ``(put seq, timestamp key, record id key, end)`` (``end`` as in ``tver``);
+        plus the position of the last one returned when more follow (else None). A walk of
+        ``tver``, stopped by the namespace's scan bound as of that event."""
+        out: list[tuple[int, bytes, bytes, bytes]] = []
         last_key = b""
         bound = self.last_position(nsid, as_of)
         if bound == b"":
             return out, None
         cur = self.txn.cursor(db=self.d.tver)
-        if not cur.set_range(_scan_start(nsid, start, after)):
+        first = _scan_start(nsid, start, after)
+        landed = cur.set_range(first)
+        if not self._sound_before(cur, first, landed, self._genuine_tver):
+            raise StoreCorrupted("the tver index is out of order where a scan begins (damaged store)")
+        if not landed:
             return out, None
         stop = _scan_stop(nsid, end)
+        last = first
         for key, value in cur.iternext(keys=True, values=True):
             if key >= stop:
+                if not self._genuine_tver(key, value):
+                    raise StoreCorrupted("the tver index is damaged where a scan ends")
                 return out, None
+            if len(key) != _KEY_NTS or key < last:
+                raise StoreCorrupted("the tver index is out of order (damaged store)")
+            last = key
             if bound is not None and key[_POSITION] > bound:
                 return out, None
             put_seq = seq_from_key(key[_S])
@@ -953,7 +1140,7 @@ class Projections:
                 continue
             if limit is not None and len(out) == limit:
                 return out, _split_position(last_key[_POSITION])
-            out.append((put_seq, key[_T], value[SEQ_LEN:] or None))
+            out.append((put_seq, key[_T], value[SEQ_LEN:], ended))
             last_key = key
         return out, None
 
@@ -976,8 +1163,9 @@ class Projections:
                 return self.count(nsid, as_of) - len(hidden)
             if as_of is not None:
                 entries = self.scan_as_of(nsid, start, end, None, None, as_of)[0]
-                return sum(1 for seq, _, _ in entries if seq not in hidden)
-            return sum(1 for sk, _, _ in self._time_walk(nsid, start, end, None) if seq_from_key(sk) not in hidden)
+                return sum(1 for seq, *_ in entries if seq not in hidden)
+            walk = self._time_walk(self._names(nsid), nsid, start, end, None)
+            return sum(1 for key, _ in walk if seq_from_key(key[_S]) not in hidden)
         if start is None and end is None:
             return self.count(nsid, as_of)
         if as_of is not None:

@@ -16,8 +16,21 @@ Contracts:
   must keep its state in the transaction). A map grown by another process is adopted
   (``set_mapsize(0)``) when LMDB reports it. Resizing waits until no transaction of this process is
   open (readers hold a shared gate for the length of one read).
-* **Hygiene.** Stale reader slots of dead processes are cleared at open. The directory is created
-  0700 and the files 0600. A handle used in a process other than the one that opened it (after
+* **Hygiene.** Stale reader slots of dead processes are cleared at open. The directory, and every
+  parent created for it, is created 0700 and the files 0600.
+* **Trust.** Before LMDB touches a store, :mod:`coniti.log.guard` refuses a directory others may
+  write (or, for a writable open, that another user owns, or that is non-empty and holds no store),
+  symlinked store files, and a data file shorter than its meta page needs (LMDB would die of
+  SIGBUS). The head witness (``head.witness``) is rewritten after every durable commit and checked
+  at open: a store that lost acknowledged commits, or holds another store's data file, is refused
+  with :class:`StoreCorrupted`.
+* **Read-only without the lock file.** A read-only open of a store whose lock file this user may
+  not write opens without LMDB's lock (``lock=False``): it reads, but other processes' writers do
+  not see this reader, so a writer running meanwhile may reuse pages a long read still walks (such a
+  read then fails its checks with :class:`StoreCorrupted` or sees a later state). Read such a store
+  while no one writes it.
+* **Half-created stores.** A read-only open of a directory whose LMDB environment holds nothing (a
+  creation killed before its first commit) reads as the empty store. A handle used in a process other than the one that opened it (after
   ``fork()``) raises :class:`StoreForked`; opening the path anew in the child works.
 * **Presence.** Every process holding the store open holds a shared ``flock`` on its directory;
   :meth:`Store.compact` takes it exclusively (refusing with :class:`StoreBusy` when another process
@@ -43,6 +56,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import lmdb
+import msgpack
 
 from coniti.errors import (
     ContractError,
@@ -55,6 +69,8 @@ from coniti.errors import (
     StoreFull,
     StoreVersionError,
 )
+from coniti.log import guard
+from coniti.log.codec import event_hash
 
 __all__ = [
     "DEFAULT_MAP_SIZE",
@@ -119,7 +135,11 @@ def _out_of_space(path: str) -> str | None:
 
 
 def translate(path: str, exc: BaseException) -> StoreError | ReadOnlyError | None:
-    """The coniti error for an LMDB or OS error raised on store ``path``, or None for other errors."""
+    """The coniti error for an LMDB, OS or decoding error raised on store ``path``, or None for
+    other errors. Bytes that do not decode (``struct.error``, msgpack's errors, invalid UTF-8) come
+    from a damaged store: :class:`StoreCorrupted`."""
+    if isinstance(exc, struct.error | msgpack.UnpackException | UnicodeDecodeError):
+        return StoreCorrupted(f"store {path} is damaged: stored bytes do not decode ({exc})")
     if isinstance(exc, lmdb.MapFullError | lmdb.DiskError):
         return StoreFull(f"store {path} is full: {exc}")
     if isinstance(
@@ -227,6 +247,13 @@ class _Shared:
         self.secret = b""
         self.stale_projections = False
         self.layout = LAYOUT_VERSION
+        self.witness_fd = -1
+        """Where a writable open writes the head witness (-1: not written, a read-only open)."""
+        self.witnessed = b""
+        """The ``sys/head`` value the witness last named."""
+        self.stand_in = ""
+        """The temporary directory of the empty environment standing in for a store whose creation
+        never committed (read-only opens only), else empty."""
 
 
 _REGISTRY: dict[str, _Shared] = {}
@@ -245,14 +272,13 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _prepare_dir(path: str, read_only: bool) -> None:
+    """Check an existing store directory (:func:`guard.check_directory`) or create a new one."""
     if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise StoreError(f"store path {path} exists and is not a directory")
+        guard.check_directory(path, read_only)
         return
     if read_only:
         raise StoreError(f"no store at {path} (opened read-only, so none is created)")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)
+    guard.make_private_dirs(path)
 
 
 def _init_env(shared: _Shared) -> None:
@@ -269,13 +295,17 @@ def _init_env(shared: _Shared) -> None:
 
 def _init_tables(shared: _Shared) -> None:
     env = shared.env
-    if shared.read_only:
+    if shared.read_only and not shared.stand_in:
         for name in ALL_DBS:
             try:
                 shared.dbs[name] = env.open_db(name, create=False)
             except lmdb.NotFoundError:
                 if name in LATER_DBS:
                     continue
+                if _never_committed(env):
+                    _stand_in(shared)
+                    _init_tables(shared)
+                    return
                 raise StoreError(f"{shared.path} is not a coniti store (no {name.decode()} table)") from None
         sys_db = shared.dbs[SYS_DB]
         with env.begin() as txn:
@@ -312,6 +342,43 @@ def _init_tables(shared: _Shared) -> None:
     shared.layout = version
     shared.store_id = bytes(sid)
     shared.secret = bytes(secret)
+    problem = witness_problem(shared, guard.Witness.read(shared.path))
+    if problem is not None:
+        raise StoreCorrupted(problem)
+
+
+def _never_committed(env: lmdb.Environment) -> bool:
+    """Whether ``env`` holds nothing at all: a store whose creation was killed before it committed."""
+    return int(env.stat()["entries"]) == 0
+
+
+def _stand_in(shared: _Shared) -> None:
+    """Let an empty private environment (in a temporary directory, removed at close) stand in for a
+    store whose creation never committed: it reads as the empty store."""
+    shared.env.close()
+    shared.stand_in = tempfile.mkdtemp(prefix="coniti-empty-")
+    shared.env = lmdb.open(shared.stand_in, max_dbs=len(ALL_DBS) + 4, mode=0o600, sync=False)
+
+
+def witness_problem(shared: _Shared, witness: guard.Witness | None) -> str | None:
+    """Why the store's current state contradicts ``witness`` (:func:`guard.witness_problem`)."""
+    if witness is None:
+        return None
+    with shared.env.begin() as txn:
+        raw = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
+        head_seq = 0 if raw is None or len(raw) != 48 else int.from_bytes(raw[:8], "big")
+        head_hash = bytes(32) if raw is None else bytes(raw[16:])
+
+        def hash_of(seq: int) -> bytes | None:
+            frame = txn.get(seq.to_bytes(8, "big"), db=shared.dbs[LOG_DB])
+            if frame is None:
+                return None
+            try:
+                return event_hash(frame)
+            except (ValueError, KeyError, TypeError, msgpack.UnpackException):
+                return None
+
+        return guard.witness_problem(shared.path, witness, shared.store_id, head_seq, head_hash, hash_of)
 
 
 def _acquire(path: str, durability: str, map_size: int, read_only: bool) -> _Shared:
@@ -339,16 +406,21 @@ def _acquire(path: str, durability: str, map_size: int, read_only: bool) -> _Sha
         _prepare_dir(real, read_only)
         lock_fd = _lock_dir(real)
         try:
+            truncated = guard.size_problem(os.path.join(real, guard.DATA_FILE))
+            if truncated is not None:
+                raise StoreCorrupted(truncated)
             with lmdb_errors(real):
                 env = _open_env(real, map_size, read_only, durability)
+                shared = _Shared(real, env, read_only, durability, lock_fd)
                 try:
-                    shared = _Shared(real, env, read_only, durability, lock_fd)
                     if not read_only:
                         env.reader_check()
                         _remove_leftovers(real)
                     _init_env(shared)
+                    if not read_only:
+                        shared.witness_fd = guard.open_witness(real)
                 except BaseException:
-                    env.close()
+                    _close_env(shared)
                     raise
         except BaseException:
             os.close(lock_fd)
@@ -367,26 +439,45 @@ def _release(shared: _Shared) -> None:
             del _REGISTRY[shared.path]
     with shared.write_lock, shared.gate.exclusive():
         try:
-            shared.env.close()
+            _close_env(shared)
         finally:
             os.close(shared.lock_fd)
 
 
+def _close_env(shared: _Shared) -> None:
+    """Close the environment, the witness and any stand-in directory of ``shared``."""
+    try:
+        shared.env.close()
+    finally:
+        if shared.witness_fd >= 0:
+            os.close(shared.witness_fd)
+            shared.witness_fd = -1
+        if shared.stand_in:
+            shutil.rmtree(shared.stand_in, ignore_errors=True)
+
+
 def _open_env(real: str, map_size: int, read_only: bool, durability: str) -> lmdb.Environment:
+    """Open the LMDB environment; a read-only open whose lock file this user may not write opens
+    without LMDB's lock (see the module docstring for what that gives up)."""
     sync = durability == "sync"
-    return lmdb.open(
-        real,
-        map_size=map_size,
-        subdir=True,
-        readonly=read_only,
-        sync=sync,
-        metasync=sync,
-        mode=0o700,
-        create=not read_only,
-        max_dbs=len(ALL_DBS) + 4,
-        max_readers=1024,
-        max_spare_txns=0,
-    )
+    options: dict[str, Any] = {
+        "map_size": map_size,
+        "subdir": True,
+        "readonly": read_only,
+        "sync": sync,
+        "metasync": sync,
+        "mode": 0o700,
+        "create": not read_only,
+        "max_dbs": len(ALL_DBS) + 4,
+        "max_readers": 1024,
+        "max_spare_txns": 0,
+    }
+    try:
+        return lmdb.open(real, **options)
+    except lmdb.ReadonlyError:
+        if not read_only:
+            raise
+        return lmdb.open(real, lock=False, **options)
 
 
 def _lock_dir(real: str) -> int:
@@ -608,6 +699,7 @@ class Store:
                 try:
                     try:
                         result = fn(txn)
+                        head = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
                         txn.commit()
                     except BaseException:
                         txn.abort()
@@ -623,9 +715,25 @@ class Store:
                     gate.leave()
                     raise
                 gate.leave()
+                if shared.durability == "sync":
+                    self._witness(shared, head)
                 with shared.committed:
                     shared.committed.notify_all()
                 return result
+
+    def _witness(self, shared: _Shared, head: bytes | None) -> None:
+        """Name the durable head ``head`` (a ``sys/head`` value) in the witness file, if it moved.
+
+        Called only once the commit that wrote ``head`` is flushed, and written without a flush of
+        its own: whatever reaches the disk names a durable commit, so after any crash the witness is
+        at or behind the store's head, never ahead (a witness write lost or torn by the crash leaves
+        the previous one, or one that does not decode and is ignored)."""
+        if head is None or head == shared.witnessed or shared.witness_fd < 0 or len(head) != 48:
+            return
+        witness = guard.Witness(shared.store_id, int.from_bytes(head[:8], "big"), bytes(head[16:]))
+        with contextlib.suppress(OSError):  # a witness not written only weakens the next check
+            guard.write_witness(shared.witness_fd, witness)
+            shared.witnessed = bytes(head)
 
     def wait_for_commit(self, timeout: float) -> None:
         """Block until a write transaction of this process commits on this store, or ``timeout``
@@ -648,6 +756,16 @@ class Store:
         shared = self._live()
         with lmdb_errors(self.path):
             shared.env.sync(True)
+            with shared.env.begin() as txn:
+                head = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
+        self._witness(shared, head)
+
+    def witness_problem(self) -> str | None:
+        """Why the store's state contradicts its head witness (it lost acknowledged commits, or
+        holds another store's data file), or None."""
+        shared = self._live()
+        with lmdb_errors(self.path):
+            return witness_problem(shared, guard.Witness.read(self.path))
 
     def compact(self, reopened: Callable[[], None] | None = None) -> tuple[int, int]:
         """Rewrite the data file without free pages; returns its size ``(before, after)`` in bytes.
