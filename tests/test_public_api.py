@@ -189,3 +189,20 @@ def test_the_error_tree_draws_every_error() -> None:
     assert len(classes) > 10
     drawn = errors.__doc__ or ""
     assert [c.__name__ for c in classes if not re.search(rf"\b{c.__name__}\b", drawn)] == []
+
+
+def test_the_conformance_table_lists_every_mixin_once() -> None:
+    """coniti.testing's docstring table names each exported mixin exactly once."""
+    import coniti.testing as suite
+
+    mixins = [n for n in suite.__all__ if n.endswith("Tests") and n != "MemoryBackendTests"]
+    assert len(mixins) > 20
+    doc = suite.__doc__ or ""
+    assert {n: len(re.findall(rf"^``{n}``", doc, re.M)) for n in mixins} == dict.fromkeys(mixins, 1)
+
+
+def test_no_merge_conflict_markers_are_left_in_the_package() -> None:
+    """No line of coniti/ is a merge conflict marker."""
+    root = Path(coniti.__file__).parent
+    marker = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.M)
+    assert [str(p) for p in root.rglob("*.py") if marker.search(p.read_text(encoding="utf-8"))] == []

@@ -26,30 +26,6 @@ the factory must not hand out the same store twice.
 To run only some capabilities, inherit the mixins you want instead of :class:`MemoryBackendTests`;
 each is a small class with no ``Test`` prefix, so pytest collects nothing until you subclass it:
 
-``BasicsTests``        factory gives independent backends; ``kind``; ``close``; context manager
-``PutTests``           all-or-nothing; DuplicateRecord for existing or repeated ids
-``GetTests``           missing ids, repeats once, request order
-``DeleteTests``        deleted/missing, repeats once
-``ScanTests``          (timestamp, write order), half-open ranges, exact paging, ``next_cursor``
-``CursorTests``        resuming across deletes and inserts; InvalidCursor for bad/foreign cursors
-``NamespaceTests``     isolation of scan, get, delete, count, meta, clear
-``CopyTests``          records and meta values copied in and out
-``MetaTests``          JSON values, ``None`` when unset
-``ClearTests``         deleted count, metadata kept
-``CountTests``         totals and half-open ranges
-``RequestTypeTests``   a wrong request type raises ContractError (sync and async)
-``AsyncTests``         every async twin equals its sync operation
-``IterAllTests``       ``iter_all`` at any page size
-``DumpTests``          the memory file writer: header, gzip, stream, temporary file + rename, 0600
-``LoadTests``          the reader: namespaces, re-homing, the embedding id travelling
-``RejectTests``        every kind of bad file refused with MemoryFileError, target unchanged
-``RollbackTests``      validate-first, batches of 500, rollback of a failed write
-``PropertyTests``      hypothesis: paging, scan order, dump/load round trip bit for bit
-``ConcurrencyTests``   threads and ``fork()``, as declared
-``CapabilityTests``    the backend class's ``supports_*`` declarations agree with its methods
-``WriteTests``         ``write``: upsert, patch (RFC 7386), delete, expectations, op ids; expiry
-=====================  ==========================================================================
-=======
 =========================  ======================================================================
 ``BasicsTests``            factory gives independent backends; ``kind``; ``close``; context manager
 ``PutTests``               all-or-nothing; DuplicateRecord for existing or repeated ids
@@ -67,13 +43,14 @@ each is a small class with no ``Test`` prefix, so pytest collects nothing until 
 ``RequestTypeTests``       a wrong request type raises ContractError (sync and async)
 ``AsyncTests``             every async twin equals its sync operation
 ``IterAllTests``           ``iter_all`` at any page size
-``DumpTests``              the memory file writer: header, gzip, stream, ``.partial`` + rename, 0600
+``DumpTests``              the memory file writer: header, gzip, stream, temporary file + rename, 0600
 ``LoadTests``              the reader: namespaces, re-homing, the embedding id travelling
 ``RejectTests``            every kind of bad file refused with MemoryFileError, target unchanged
-``RollbackTests``          validate-first, batches of 500, rollback of a failed write
+``RollbackTests``          validate-first; one all-or-nothing write where declared, else rolled back
 ``PropertyTests``          hypothesis: paging, scan order, dump/load round trip bit for bit
 ``ConcurrencyTests``       threads and ``fork()``, as declared
 ``CapabilityTests``        the backend class's ``supports_*`` declarations agree with its methods
+``WriteTests``             ``write``: upsert, patch (RFC 7386), delete, expectations, op ids; expiry
 =========================  ======================================================================
 
 Capabilities where backends may differ are class attributes you declare; the suite never detects them:
