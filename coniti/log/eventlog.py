@@ -10,7 +10,6 @@ index walks over one snapshot; ``as_of=S`` reads the state right after event ``S
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -245,7 +244,7 @@ class EventLog:
         def write(txn: Any) -> dict[Namespace, bytes]:
             p = Projections(txn, self._dbs)
             head = p.head()
-            at = max(time.time(), head.at)
+            at = head.next_at()
             nsids: dict[Namespace, bytes | None] = {
                 ns: cache.get(ns) or p.intern(c) for ns, c in canon.items()
             }
@@ -287,7 +286,7 @@ class EventLog:
         def write(txn: Any) -> tuple[dict[Namespace, bytes], int]:
             p = Projections(txn, self._dbs)
             head = p.head()
-            at = max(time.time(), head.at)
+            at = head.next_at()
             nsids: dict[Namespace, bytes | None] = {}
             if meta_event is not None:
                 nsids[meta_event[0]] = cache.get(meta_event[0])
@@ -390,7 +389,7 @@ class EventLog:
         and gets the error it would have raised alone."""
         p = Projections(txn, self._dbs)
         head = p.head()
-        at = max(time.time(), head.at)
+        at = head.next_at()
         cache = self._nsids
         taken: set[tuple[Namespace, bytes]] = set()
         accepted = []
@@ -439,7 +438,7 @@ class EventLog:
             if not found:
                 return [], missing
             head = p.head()
-            at = max(time.time(), head.at)
+            at = head.next_at()
             seq, h = head.seq, head.hash
             for record_id, idk in found:
                 seq += 1
@@ -471,7 +470,7 @@ class EventLog:
             p = Projections(txn, self._dbs)
             nsid = p.intern(canonical)
             head = p.head()
-            at = max(time.time(), head.at)
+            at = head.next_at()
             seq = head.seq + 1
             frame, h = encode_event(
                 seq, at, META, namespace, head.hash, payload, key=key, actor=actor, reason=reason
@@ -494,7 +493,7 @@ class EventLog:
             p = Projections(txn, self._dbs)
             nsid = p.nsid(canonical)
             head = p.head()
-            at = max(time.time(), head.at)
+            at = head.next_at()
             seq = head.seq + 1
             frame, h = encode_event(
                 seq, at, CLEAR, namespace, head.hash, actor=actor, reason=reason
@@ -543,7 +542,7 @@ class EventLog:
             if not found:
                 return [], missing, []
             head = p.head()
-            at = max(time.time(), head.at)
+            at = head.next_at()
             seq, h = head.seq, head.hash
             receipts: list[int] = []
             for record_id, idk, versions in found:
@@ -582,7 +581,7 @@ class EventLog:
         def write(txn: Any) -> T:
             p = Projections(txn, self._dbs)
             head = p.head()
-            at = max(time.time(), head.at)
+            at = head.next_at()
             changes, value = decide(WriteView(p, namespace, p.nsid(canonical), at, head.seq + 1))
             if not changes:
                 return value
@@ -633,7 +632,7 @@ class EventLog:
         def write(txn: Any) -> int:
             p = Projections(txn, self._dbs)
             head = p.head()
-            at = max(time.time(), head.at)
+            at = head.next_at()
             when = at if now is None else now
             seq, h = head.seq, head.hash
             for nsid, namespace in list(p.namespaces()):

@@ -248,6 +248,11 @@ class Head:
         self.at = at
         self.hash = hash
 
+    def next_at(self) -> float:
+        """The recorded time of the next event: now, or this head's time if the clock went back
+        (recorded times never decrease, ``log/FORMAT.md`` §3)."""
+        return max(time.time(), self.at)
+
     def encode(self) -> bytes:
         return _U64.pack(self.seq) + _F64.pack(self.at) + self.hash
 
@@ -870,7 +875,7 @@ class Projections:
         """The recorded-time clock expiry is judged by: now (never before the head's recorded time),
         or the recorded time of event ``as_of`` (0.0 for the empty log)."""
         if as_of is None:
-            return max(time.time(), self.head().at)
+            return self.head().next_at()
         return recorded_at(self.frame(as_of)) if as_of else 0.0
 
     def reader_now(self, nsid: bytes, as_of: int | None) -> float | None:
