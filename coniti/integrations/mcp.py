@@ -116,6 +116,8 @@ Reason = Annotated[
     str | None,
     pydantic.Field(description="Why this change is made; kept in the audit trail."),
 ]
+_OP_IDS = uuid.UUID("5f0c6a8e-3d7b-4c1e-9a2f-6b8d0e4c2a17")
+"""The uuid5 namespace of note ids derived from op ids (``remember`` with an op id and no id)."""
 _POINT = "a sequence number, or an ISO 8601 time (the last event at or before it)"
 _POINT_TEXT = "an ISO 8601 time (a sequence number is given as an integer)"
 _TIME = "epoch seconds or an ISO 8601 date/time (UTC unless it names a zone)"
@@ -431,14 +433,21 @@ class _Tools:
         metadata: Annotated[dict[str, Any] | None, pydantic.Field(
             description="JSON metadata, e.g. {\"kind\": \"fact\"}; recall can filter on it.")] = None,
         op_id: Annotated[str | None, pydantic.Field(
-            min_length=1, description="Idempotency key: a retry with the same key writes nothing.",
+            min_length=1, description="Idempotency key: a retry with the same key and text writes "
+            "nothing (its id and timestamp default to the first call's).",
         )] = None,
     ) -> Remembered:  # fmt: skip
         """Remember one note: embed it and store it. The memory's strategy may refuse it (blank
         text, an id already used, an exact duplicate): the result says so and why."""
         ns = self._namespace(namespace)
-        when = time.time() if timestamp is None else _seconds(timestamp, "timestamp")
-        note = _note(uuid.uuid4().hex if id is None else id, text, when, metadata)
+        if id is None:
+            id = uuid.uuid4().hex if op_id is None else uuid.uuid5(_OP_IDS, op_id).hex
+        if timestamp is not None:
+            when = _seconds(timestamp, "timestamp")
+        else:
+            first = None if op_id is None else self._first_timestamp(op_id, ns, id)
+            when = time.time() if first is None else first
+        note = _note(id, text, when, metadata)
         with self._writing("remember", ctx, reason):
             result = self._engine.ingest_many([note], namespace=ns, op_id=op_id)[0]
         found = self._engine.get([result.id], namespace=ns).records if result.admitted else []
@@ -671,6 +680,14 @@ class _Tools:
         if why is None or not why.strip():
             raise ToolError("reason: say why this change is made; it is kept in the audit trail")
         return self._store.audit(actor=self._actor or _client_name(ctx), reason=why)
+
+    def _first_timestamp(self, op_id: str, ns: tuple[str, ...], id: str) -> float | None:
+        """The note timestamp that the write recorded under ``op_id`` gave ``id``, if any."""
+        recorded = self._store.op_result(op_id, ns)
+        version = None if recorded is None else recorded.versions.get(id)
+        if version is None:
+            return None
+        return next((e.timestamp for e in self._store.history(id, ns) if e.seq == version), None)
 
     def _namespace(self, value: list[str] | None) -> tuple[str, ...]:
         return self._prefix if value is None else self._inside(value, "namespace")
