@@ -1,9 +1,12 @@
 """The mcp command: serve the store to MCP clients through :mod:`coniti.integrations.mcp`.
 
-The MCP SDK is imported only when the command runs (``coniti --help`` does not load it).
+The MCP SDK is imported only when the command runs (``coniti --help`` does not load it). Ctrl-C and
+SIGTERM stop the server cleanly (exit status 0): HTTP sessions end, then the store is closed.
 """
 
 from __future__ import annotations
+
+import signal
 
 import click
 
@@ -65,10 +68,18 @@ def mcp(
         )  # fmt: skip
         where = "stdin/stdout" if http is None else f"http://{http[0]}:{http[1]}/mcp"
         s.out.hint(f"coniti: serving {s.store_path} ({format_namespace(scope)}) over MCP on {where}")
+        previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             if http is None:
                 server.run()
             else:
                 server.run("streamable-http", host=http[0], port=http[1])
         except KeyboardInterrupt:
-            raise click.Abort() from None
+            s.out.hint("coniti: stopped")
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM ends the server as Ctrl-C does: a clean stop (the store closed, exit status 0)."""
+    raise KeyboardInterrupt
