@@ -86,7 +86,7 @@ __all__ = [
     "Forgotten",
     "Head",
     "History",
-    "Hit",
+    "HitInfo",
     "NoteInfo",
     "Notes",
     "Recalled",
@@ -139,7 +139,7 @@ class NoteInfo(Contract):
     expires_at: float | None = None
 
 
-class Hit(NoteInfo):
+class HitInfo(NoteInfo):
     """A recalled note and its score (higher is closer)."""
 
     score: float
@@ -162,7 +162,7 @@ class Recalled(Contract):
     seq: int
     namespace: list[str] | None
     prefix: list[str] | None
-    hits: list[Hit]
+    hits: list[HitInfo]
 
 
 class Notes(Contract):
@@ -448,6 +448,7 @@ class _Tools:
             first = None if op_id is None else self._first_timestamp(op_id, ns, id)
             when = time.time() if first is None else first
         note = _note(id, text, when, metadata)
+        self._engine.refresh()  # the strategy's duplicate check sees other processes' notes
         with self._writing("remember", ctx, reason):
             result = self._engine.ingest_many([note], namespace=ns, op_id=op_id)[0]
         found = self._engine.get([result.id], namespace=ns).records if result.admitted else []
@@ -572,7 +573,7 @@ class _Tools:
         finally:
             if engine is not self._engine:
                 engine.close()
-        hits = [Hit(**_note_fields(h.note, h.namespace, h.version), score=h.score) for h in answer.hits]
+        hits = [HitInfo(**_note_fields(h.note, h.namespace, h.version), score=h.score) for h in answer.hits]
         return Recalled(
             seq=seq, namespace=None if scope is not None else list(ns),
             prefix=None if scope is None else list(scope), hits=hits,

@@ -536,13 +536,27 @@ async def test_history_of_an_unknown_id_names_it(store: Path) -> None:
 
 
 async def test_reads_see_writes_made_by_another_handle(store: Path) -> None:
-    """recall answers notes that another handle wrote after the server opened."""
+    """recall answers notes that another handle wrote after the server had loaded the namespace."""
     with serving(store) as server:
-        with Container(memory="log", path=store, embedding="local_hash") as other:
-            other.engine.ingest(Note(id="late", text="Carol adopted a cat", timestamp=1.0))
         async with Client(server) as client:
+            await remember(client, "early", "Ada drinks tea")
+            await ok(client, "recall", {"query": "Ada", "k": 1})
+            with Container(memory="log", path=store, embedding="local_hash") as other:
+                other.engine.ingest(Note(id="late", text="Carol adopted a cat", timestamp=1.0))
             found = await ok(client, "recall", {"query": "Carol adopted a cat", "k": 1})
     assert [h["id"] for h in found["hits"]] == ["late"]
+
+
+async def test_remember_sees_duplicates_written_by_another_handle(store: Path) -> None:
+    """remember refuses an exact duplicate of a note another handle wrote after the server had
+    loaded the namespace."""
+    with serving(store) as server:
+        async with Client(server) as client:
+            await remember(client, "early", "Ada drinks tea")
+            with Container(memory="log", path=store, embedding="local_hash") as other:
+                other.engine.ingest(Note(id="first", text="Carol adopted a cat", timestamp=5.0))
+            again = await remember(client, "second", "Carol adopted a cat", timestamp=5.0)
+    assert not again["admitted"] and "'first'" in again["refused"]
 
 
 async def test_minilm_recalls_by_meaning(store: Path) -> None:
