@@ -371,16 +371,35 @@ class _Server(MCPServer[Any]):
 
 
 def _describe(exc: pydantic.ValidationError) -> str:
-    """One ``argument: problem`` per error, joined by ``; `` (no pydantic type codes or URLs)."""
-    parts = []
+    """One ``argument: problem`` per argument, joined by ``; ``, without pydantic's type codes or
+    URLs. Locations keep the argument and list indices (``namespace.1``); the branches of a union
+    (``start`` is a number or a string) are one problem whose alternatives are joined by ``or``."""
+    problems: dict[str, list[str]] = {}
+    inputs: dict[str, Any] = {}
     for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "json-")))
+        loc = ".".join(str(p) for i, p in enumerate(err["loc"]) if i == 0 or isinstance(p, int))
         if err["type"] == "missing":
-            parts.append(f"{loc}: required")
+            message = "required"
         else:
             message = err["msg"].removeprefix("Value error, ")
-            parts.append(f"{loc}: {message[:1].lower()}{message[1:]} (got {_short(err.get('input'))})")
-    return "; ".join(dict.fromkeys(parts))
+            message = message[:1].lower() + message[1:]
+            inputs.setdefault(loc, err.get("input"))
+        if message not in problems.setdefault(loc, []):
+            problems[loc].append(message)
+    return "; ".join(
+        f"{loc}: {_alternatives(messages)}" + (f" (got {_short(inputs[loc])})" if loc in inputs else "")
+        for loc, messages in problems.items()
+    )
+
+
+def _alternatives(messages: list[str]) -> str:
+    """``input should be a valid number or a valid string``: the first message whole, the others
+    without the opening they share with it."""
+    first, *others = messages
+    shared = "input should be "
+    if first.startswith(shared):
+        others = [m.removeprefix(shared) for m in others]
+    return " or ".join([first, *others])
 
 
 def _contract_message(exc: ContractError, model: str) -> str:

@@ -502,12 +502,13 @@ async def test_an_unknown_argument_is_refused_by_name(store: Path) -> None:
         ({"query": "x", "k": 0}, "k: input should be greater than or equal to 1 (got 0)"),
         ({"query": "x", "filter": {"kind": {"$near": 1}}}, "filter: "),
         ({"query": "x", "start": "last week"}, "start: 'last week' is not epoch seconds"),
+        ({"query": "x", "start": True}, "start: input should be a valid number or a valid string (got true)"),
         ({"query": "x", "as_of": "12"}, "as_of: '12' is not an ISO 8601 time"),
         ({"query": "x", "as_of": 99}, "as_of: must be between 0 and the head"),
         ({"query": "x", "namespace": [""]}, "namespace.0: "),
         ({"query": 5}, "query: "),
     ],
-    ids=["k", "filter", "start", "as_of-text", "as_of-beyond", "namespace-part", "query-type"],
+    ids=["k", "filter", "start", "start-type", "as_of-text", "as_of-beyond", "namespace-part", "query-type"],
 )
 async def test_bad_input_is_a_tool_error_naming_the_argument(
     store: Path, arguments: dict[str, Any], expected: str
