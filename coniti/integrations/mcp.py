@@ -38,12 +38,20 @@ Namespaces stay absolute (as stored); one outside the prefix is refused. A tool'
 is the prefix itself; ``recall`` and ``changes`` default to the whole subtree.
 
 **Refusals.** ``read_only`` refuses every write tool with a tool error that says so. Bad input is a
-tool error (``is_error``) naming the argument, and changes nothing; so is every coniti error (a
-version conflict, a note not found). Anything else is reported as the SDK does for a crash (the
-text stays in the server's log).
+tool error (``is_error``) naming the argument, and changes nothing: a value of the wrong type or
+range, an argument the tool does not take (a misspelt ``namespace`` must not write elsewhere), a bad
+filter or time; so is every coniti error (a version conflict, a note not found). Anything else is
+reported as the SDK does for a crash (the text stays in the server's log).
 
-**Freshness.** Reads catch up with writes of other handles and processes first
-(:meth:`~coniti.engine.ContinuityEngine.refresh`). The SDK runs each tool on a worker thread; the
+**Retries.** ``remember`` and ``update`` take an ``op_id``: a retry of the same call writes nothing
+and returns the first result. For ``remember`` with an ``op_id``, the default id is derived from it
+and the default timestamp is the first call's, so a plain retry is the same request.
+
+**Freshness and cost.** ``recall`` and ``remember`` first bring the engine up to date with writes
+of other handles and processes (:meth:`~coniti.engine.ContinuityEngine.refresh`); the other tools
+read the store itself. ``recall`` with ``as_of`` builds the structures of that point (a scan of
+the namespaces it reads). ``changes`` on a server confined to a prefix reads the log from ``after``
+until ``limit`` events of the subtree are found. The SDK runs each tool on a worker thread; the
 engine's lock serialises them.
 """
 
