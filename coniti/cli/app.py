@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "compact": "care_cmds:compact",
     "erase": "care_cmds:erase",
     "demo": "demo_cmd:demo",
+    "mcp": "mcp_cmd:mcp",
     "set": "write_cmds:set_cmd",
     "update": "write_cmds:update",
     "sweep": "write_cmds:sweep",
