@@ -205,27 +205,35 @@ def blob_record(
     typed: tuple[str, bytes],
 ) -> MemoryRecord:
     kind, data = typed
-    return _record(
-        namespace, blob_id(channel, version), f"channel {channel} at version {version}",
-        checkpoint_time(checkpoint_id),
-        {"kind": BLOB, "channel": channel, "version": str(version), "type": kind},
-        None if kind == EMPTY else data,
-    )
+    try:
+        return _record(
+            namespace, blob_id(channel, version), f"channel {channel} at version {version}",
+            checkpoint_time(checkpoint_id),
+            {"kind": BLOB, "channel": channel, "version": str(version), "type": kind},
+            None if kind == EMPTY else data,
+        )
+    except ContractError as exc:
+        raise ContractError(f"checkpoint {checkpoint_id}, channel {channel!r}: {exc}") from None
 
 
 def write_record(
     namespace: tuple[str, ...], checkpoint_id: str, task_id: str, task_path: str, idx: int,
     channel: str, typed: tuple[str, bytes],
 ) -> MemoryRecord:
-    return _record(
-        namespace, write_id(checkpoint_id, task_id, idx),
-        f"write to {channel} by task {task_id}", checkpoint_time(checkpoint_id),
-        {
-            "kind": WRITE, "checkpoint": checkpoint_id, "task": task_id, "idx": idx,
-            "path": task_path, "channel": channel, "type": typed[0],
-        },
-        typed[1],
-    )
+    try:
+        return _record(
+            namespace, write_id(checkpoint_id, task_id, idx),
+            f"write to {channel} by task {task_id}", checkpoint_time(checkpoint_id),
+            {
+                "kind": WRITE, "checkpoint": checkpoint_id, "task": task_id, "idx": idx,
+                "path": task_path, "channel": channel, "type": typed[0],
+            },
+            typed[1],
+        )
+    except ContractError as exc:
+        raise ContractError(
+            f"write {idx} of task {task_id!r} to channel {channel!r} (checkpoint {checkpoint_id}): {exc}"
+        ) from None
 
 
 def latest_record(namespace: tuple[str, ...], checkpoint_id: str) -> MemoryRecord:
