@@ -5,11 +5,14 @@ state, concurrency, time travel, and the errors it raises."""
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.serde.types import ERROR
@@ -145,11 +148,12 @@ def test_a_special_write_is_replaced_and_a_regular_one_kept(saver: ConitiSaver) 
 
 
 class _Spy(InMemoryBackend):
-    """Records the namespaces every get and scan reads."""
+    """Records the namespaces every get and scan reads, and counts the records scans return."""
 
     def __init__(self) -> None:
         super().__init__()
         self.read: list[tuple[str, ...]] = []
+        self.scanned = 0
 
     def get(self, request: GetRequest) -> GetResult:
         self.read.append(request.namespace)
@@ -157,7 +161,22 @@ class _Spy(InMemoryBackend):
 
     def scan(self, request: ScanRequest) -> ScanResult:
         self.read.append(request.namespace)
-        return super().scan(request)
+        result = super().scan(request)
+        self.scanned += len(result.records)
+        return result
+
+
+def _uuid6_at(t: float, node: int = 0) -> str:
+    """A UUIDv6 whose time is ``t`` (epoch seconds), as LangGraph's ``uuid6`` lays it out."""
+    ticks = int(t * 1e7) + 0x01B21DD213814000
+    value = ((ticks >> 12) & 0xFFFFFFFFFFFF) << 80 | (0x6000 | (ticks & 0x0FFF)) << 64
+    return str(uuid.UUID(int=value | (0x8000 << 48) | node))
+
+
+def _put_id(saver: ConitiSaver, checkpoint_id: str, step: int = 0) -> Any:
+    cp = _checkpoint({"a": step})
+    cp["id"] = checkpoint_id
+    return saver.put(_config(), cp, _meta(step), {"a": "1"})
 
 
 def test_reads_of_a_thread_touch_only_its_namespaces() -> None:
@@ -174,6 +193,46 @@ def test_reads_of_a_thread_touch_only_its_namespaces() -> None:
     assert set(spy.read) == {
         ("langgraph", "threads"), ("langgraph", "thread", "t2"), ("langgraph", "thread", "t2", "child:1"),
     }
+
+
+def test_list_with_a_limit_reads_only_the_newest_checkpoints() -> None:
+    """Of 300 checkpoints an hour apart, ``list(limit=3)`` returns the three greatest ids after
+    reading a handful of records, not the namespace."""
+    spy = _Spy()
+    saver = ConitiSaver(spy)
+    ids = [_uuid6_at(1.7e9 + 3600 * i, i) for i in range(300)]
+    for i, checkpoint_id in enumerate(ids):
+        _put_id(saver, checkpoint_id, i)
+    spy.scanned = 0
+    got = [t.config["configurable"]["checkpoint_id"] for t in saver.list(_config(), limit=3)]
+    assert got == sorted(ids, reverse=True)[:3]
+    assert spy.scanned < 30
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(_uuid6_at, st.floats(min_value=0, max_value=2e9), st.integers(0, 2**48 - 1)),
+            st.text(alphabet="0123456789abcdefz-", min_size=1, max_size=8),
+        ),
+        min_size=1, max_size=12, unique=True,
+    ),
+    st.one_of(st.none(), st.integers(min_value=1, max_value=6)),
+    st.data(),
+)
+def test_list_order_before_and_limit_match_a_sort_of_the_ids(
+    ids: list[str], limit: int | None, data: st.DataObject
+) -> None:
+    """For any mix of UUIDv6 and other checkpoint ids, ``list(before=, limit=)`` yields exactly the
+    ids below ``before``, greatest first, at most ``limit``."""
+    saver = ConitiSaver(InMemoryBackend())
+    for i, checkpoint_id in enumerate(ids):
+        _put_id(saver, checkpoint_id, i)
+    before = data.draw(st.one_of(st.none(), st.sampled_from(ids), st.builds(_uuid6_at, st.floats(0, 2e9))))
+    expected = sorted((i for i in ids if before is None or i < before), reverse=True)[:limit]
+    got = saver.list(_config(), before=None if before is None else _config(checkpoint_id=before), limit=limit)
+    assert [t.config["configurable"]["checkpoint_id"] for t in got] == expected
 
 
 def test_list_without_config_lists_every_thread(saver: ConitiSaver) -> None:

@@ -33,7 +33,7 @@ import asyncio
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
 import orjson
@@ -52,6 +52,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from coniti.actor import TimeRange
 from coniti.errors import ContractError, NotSupported, VersionConflict
 from coniti.events import EraseResult
 from coniti.impl.log import LogBackend
@@ -61,6 +62,7 @@ from coniti.integrations.langgraph.checkpoint_layout import (
     EMPTY,
     LATEST,
     WRITE,
+    ZERO_SLOT,
     Layout,
     before_range,
     blob_id,
@@ -271,8 +273,9 @@ class ConitiSaver(BaseCheckpointSaver[str]):
         namespaces in order; only its ``checkpoint_id`` when given), or of every thread when
         ``config`` is None. ``filter``: metadata keys that must equal the values given;
         ``before``: only checkpoint ids below its ``checkpoint_id``; ``limit``: at most that
-        many in all. Each namespace is read once, up to ``before``, when the first tuple is
-        asked for; tuples are then built one by one."""
+        many in all. Lazy: a namespace of UUIDv6 checkpoint ids (LangGraph's) is read back from
+        ``before`` (or its latest checkpoint) in growing time windows, as far as the tuples taken
+        need."""
         if limit is not None and limit <= 0:
             return
         targets: list[tuple[str, str]] = []
@@ -293,16 +296,9 @@ class ConitiSaver(BaseCheckpointSaver[str]):
         for thread_id, checkpoint_ns in targets:
             namespace = self._layout.namespace(thread_id, checkpoint_ns)
             if only:
-                found = self._get(namespace, [checkpoint_record_id(only)])
+                found: Iterable[MemoryRecord] = self._get(namespace, [checkpoint_record_id(only)])
             else:
-                found = list(
-                    self.memory.iter_all(
-                        None if before_id is None else before_range(before_id),
-                        namespace,
-                        filter={"kind": CHECKPOINT},
-                    )
-                )
-            found.sort(key=lambda r: str(r.note.metadata["checkpoint"]), reverse=True)
+                found = self._newest_first(namespace, before_id)
             for record in found:
                 meta = record.note.metadata
                 if before_id is not None and meta["checkpoint"] >= before_id:
@@ -314,6 +310,33 @@ class ConitiSaver(BaseCheckpointSaver[str]):
                     left -= 1
                     if left == 0:
                         return
+
+    def _newest_first(self, namespace: tuple[str, ...], before_id: str | None) -> Iterator[MemoryRecord]:
+        """The checkpoint records of ``namespace``, greatest id first, from below ``before_id``'s
+        time on (the caller drops ids not below it). When every checkpoint there has a UUIDv6 id
+        (none at time 0.0), time order is id order and the namespace is read back in time windows
+        that grow fourfold, so the first tuples cost a read of their neighbourhood only;
+        otherwise it is read whole and sorted."""
+        scan = self.memory.iter_all
+        kind = {"kind": CHECKPOINT}
+        upper = None if before_id is None else before_range(before_id)
+        if self.memory.count(self.memory.count_request(ZERO_SLOT, namespace, filter=kind)).count:
+            found = list(scan(upper, namespace, filter=kind))
+            yield from sorted(found, key=lambda r: str(r.note.metadata["checkpoint"]), reverse=True)
+            return
+        if upper is not None and upper.end is not None:
+            hi = upper.end
+        else:
+            latest = self._one(namespace, LATEST)
+            if latest is None:
+                return
+            hi = time_slot(latest.note.metadata["checkpoint"]).end or 0.0
+        width = 1.0
+        while hi > 0.0:
+            lo = max(0.0, hi - width)
+            window = list(scan(TimeRange(start=lo, end=hi), namespace, filter=kind))
+            yield from sorted(window, key=lambda r: str(r.note.metadata["checkpoint"]), reverse=True)
+            hi, width = lo, width * 4
 
     # -- writes --------------------------------------------------------------------------------
 

@@ -63,6 +63,7 @@ __all__ = [
     "RUN",
     "THREAD",
     "WRITE",
+    "ZERO_SLOT",
     "Layout",
     "before_range",
     "blob_id",
@@ -125,6 +126,10 @@ def time_slot(checkpoint_id: str) -> TimeRange:
     """The time range holding exactly the records timestamped :func:`checkpoint_time` of the id."""
     t = checkpoint_time(checkpoint_id)
     return TimeRange(start=t, end=math.nextafter(t, math.inf))
+
+
+ZERO_SLOT = time_slot("")
+"""The time slot of every checkpoint whose id is not a UUIDv6 (time 0.0)."""
 
 
 def _q(part: str) -> str:
