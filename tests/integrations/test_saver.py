@@ -360,3 +360,19 @@ def test_a_path_opens_a_store_the_saver_closes(tmp_path: Path) -> None:
     with ConitiSaver(tmp_path / "s") as again:
         found = again.get_tuple(_config())
     assert found is not None and found.config == stored
+
+
+def test_erase_thread_erases_the_runs_it_took_part_in_and_keeps_the_others_places(
+    store: LogBackend, saver: ConitiSaver
+) -> None:
+    """After ``erase_thread("t1")`` the run index holds no content naming t1 in any version, a run
+    that also wrote to t2 still lists t2, and ``delete_for_runs`` still finds t2's checkpoint."""
+    _put(saver, {"a": 1}, thread="t1", run_id="run-1")
+    _put(saver, {"a": 1}, thread="t2", run_id="run-1")
+    receipts = saver.erase_thread("t1", reason="gdpr")
+    runs = ("langgraph", "runs")
+    assert receipts[runs].erased == ["run-1"]
+    live = [e.record for e in store.events(namespace=runs) if e.kind == "put" and e.record is not None]
+    assert [r.note.metadata["at"] for r in live] == [[["t2", ""]]]
+    saver.delete_for_runs(["run-1"])
+    assert saver.get_tuple(_config("t2")) is None

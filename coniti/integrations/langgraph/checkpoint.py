@@ -12,9 +12,10 @@ Contracts:
   (LangGraph's ``JsonPlusSerializer`` by default) and stored as the records' binary payload
   (``MemoryRecord.blob``), without vectors. Checkpoint metadata is stored as JSON (it must be
   JSON-serialisable, as LangGraph's other savers require), readable in coniti's history.
-* **Cost.** ``get_tuple`` is a few index lookups and one time-range scan of the checkpoint's own
-  records; ``list`` reads the checkpoint namespaces it is asked for (and no other thread), up to
-  ``before``. See :mod:`coniti.integrations.langgraph.checkpoint_layout` for the layout.
+* **Cost.** ``get_tuple`` is at most three index lookups and one time-range scan of the
+  checkpoint's own records; ``list`` reads only the checkpoint namespaces it is asked for, back in
+  time from ``before`` as far as the tuples taken need (see :meth:`ConitiSaver.list`). See
+  :mod:`coniti.integrations.langgraph.checkpoint_layout` for the layout.
 * **Concurrency.** The ``latest`` pointer and the thread and run indexes are updated by
   compare-and-set and retried, so concurrent writers (threads, tasks, processes) never lose an
   update. Pending writes with a non-negative index are written once (a repeat is ignored, as
@@ -98,15 +99,17 @@ checkpoint ids to remove."""
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 
 
-def _thread_id(configurable: dict[str, Any], key: str = "thread_id") -> str:
-    value = configurable.get(key)
+def _id(value: Any, name: str) -> str:
+    """``value`` as a thread or checkpoint id: a non-empty string (an int is written as text)."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str) or not value:
-        raise ContractError(
-            f"config['configurable']['{key}'] must be a non-empty string, got {value!r}"
-        )
+        raise ContractError(f"{name} must be a non-empty string, got {value!r}")
     return value
+
+
+def _configured(configurable: dict[str, Any], key: str = "thread_id") -> str:
+    return _id(configurable.get(key), f"config['configurable']['{key}']")
 
 
 def _checkpoint_ns(configurable: dict[str, Any]) -> str:
@@ -211,7 +214,7 @@ class ConitiSaver(BaseCheckpointSaver[str]):
         names none; None when there is no such checkpoint. Pending writes in
         ``writes_sort_key`` order."""
         conf = config["configurable"]
-        thread_id, checkpoint_ns = _thread_id(conf), _checkpoint_ns(conf)
+        thread_id, checkpoint_ns = _configured(conf), _checkpoint_ns(conf)
         namespace = self._layout.namespace(thread_id, checkpoint_ns)
         checkpoint_id = get_checkpoint_id(config)
         if not checkpoint_id:
@@ -285,7 +288,7 @@ class ConitiSaver(BaseCheckpointSaver[str]):
                 targets.extend((thread.id, ns) for ns in thread.note.metadata["ns"])
         else:
             conf = config["configurable"]
-            thread_id = _thread_id(conf)
+            thread_id = _configured(conf)
             if conf.get("checkpoint_ns") is None:
                 targets.extend((thread_id, ns) for ns in self._namespaces_of(thread_id))
             else:
@@ -422,7 +425,7 @@ class ConitiSaver(BaseCheckpointSaver[str]):
         """Store ``checkpoint`` (its parent: the ``checkpoint_id`` of ``config``) with the values of
         the channels in ``new_versions``, as one atomic write; returns the checkpoint's config."""
         conf = config["configurable"]
-        thread_id, checkpoint_ns = _thread_id(conf), _checkpoint_ns(conf)
+        thread_id, checkpoint_ns = _configured(conf), _checkpoint_ns(conf)
         namespace = self._layout.namespace(thread_id, checkpoint_ns)
         checkpoint_id = checkpoint["id"]
         parent = conf.get("checkpoint_id") or None
@@ -457,8 +460,8 @@ class ConitiSaver(BaseCheckpointSaver[str]):
         A write whose (task, index) is stored already is kept as it is; special channels (errors,
         interrupts: negative indexes) are replaced."""
         conf = config["configurable"]
-        thread_id, checkpoint_ns = _thread_id(conf), _checkpoint_ns(conf)
-        checkpoint_id = _thread_id(conf, "checkpoint_id")
+        thread_id, checkpoint_ns = _configured(conf), _checkpoint_ns(conf)
+        checkpoint_id = _configured(conf, "checkpoint_id")
         namespace = self._layout.namespace(thread_id, checkpoint_ns)
         chosen: dict[str, MemoryRecord] = {}
         regular: list[str] = []
@@ -492,7 +495,7 @@ class ConitiSaver(BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, value and write of ``thread_id`` (one ``clear`` per checkpoint
         namespace, then its index record). An unknown thread is a no-op."""
-        thread_id = _thread_id({"thread_id": thread_id})
+        thread_id = _id(thread_id, "thread_id")
         for checkpoint_ns in self._namespaces_of(thread_id):
             self.memory.clear(ClearRequest(namespace=self._layout.namespace(thread_id, checkpoint_ns)))
         self.memory.delete(DeleteRequest(ids=[thread_id], namespace=self._layout.threads))
@@ -501,8 +504,8 @@ class ConitiSaver(BaseCheckpointSaver[str]):
         """Copy every checkpoint, value and write of one thread to another (same ids, so the
         order, parents and metadata are kept), merged into what the target holds; one write per
         checkpoint namespace. An unknown source copies nothing."""
-        source = _thread_id({"thread_id": source_thread_id})
-        target = _thread_id({"thread_id": target_thread_id})
+        source = _id(source_thread_id, "source_thread_id")
+        target = _id(target_thread_id, "target_thread_id")
         for checkpoint_ns in self._namespaces_of(source):
             records = list(self.memory.iter_all(namespace=self._layout.namespace(source, checkpoint_ns)))
             if not records:
@@ -557,7 +560,7 @@ class ConitiSaver(BaseCheckpointSaver[str]):
             if strategy == "delete":
                 self.delete_thread(thread_id)
                 continue
-            thread_id = _thread_id({"thread_id": thread_id})
+            thread_id = _id(thread_id, "thread_id")
             for checkpoint_ns in self._namespaces_of(thread_id):
                 self._remove(self._layout.namespace(thread_id, checkpoint_ns), _all_but_latest)
 
@@ -610,32 +613,69 @@ class ConitiSaver(BaseCheckpointSaver[str]):
     def erase_thread(self, thread_id: str, *, reason: str) -> dict[tuple[str, ...], EraseResult]:
         """Erase the content of every record the thread ever had (checkpoints, values, writes,
         every version, also deleted ones) from the log and from every read, with ``reason``
-        (required), and remove what is live. Returns the receipt of each coniti namespace erased
-        (:class:`~coniti.events.EraseResult`: one ``erase`` event per record id). The thread's
-        namespaces are found in the thread index's history, so a thread deleted before is
-        erased too. Needs a :class:`~coniti.impl.log.LogBackend`
-        (:class:`~coniti.errors.NotSupported` otherwise); the freed bytes leave the data file at
-        ``LogBackend.compact()``. Reads the whole log once per checkpoint namespace."""
+        (required), and remove what is live; likewise the thread's index record, and the run
+        index records of its runs (each rewritten afterwards with its other threads, if any).
+        Returns the receipt of each coniti namespace erased (:class:`~coniti.events.EraseResult`:
+        one ``erase`` event per record id). The thread's namespaces are found in the thread
+        index's history, so a thread deleted before is erased too. Record ids and namespaces (so
+        the thread id) stay in the log's envelopes, as every erasure keeps them. Needs a
+        :class:`~coniti.impl.log.LogBackend` (:class:`~coniti.errors.NotSupported` otherwise);
+        the freed bytes leave the data file at ``LogBackend.compact()``. Reads the whole log once
+        per checkpoint namespace."""
         memory = self.memory
         if not isinstance(memory, LogBackend):
             raise NotSupported(f"erase_thread needs a LogBackend; the memory is {memory.kind!r}")
-        thread_id = _thread_id({"thread_id": thread_id})
+        thread_id = _id(thread_id, "thread_id")
         threads = self._layout.threads
         listed: set[str] = set()
         for event in memory.history(thread_id, threads):
             if event.kind == "put" and event.record is not None:
                 listed.update(event.record.note.metadata["ns"])
         receipts: dict[tuple[str, ...], EraseResult] = {}
+        run_ids: set[str] = set()
         for checkpoint_ns in sorted(listed):
             namespace = self._layout.namespace(thread_id, checkpoint_ns)
-            ids = unique_ids(
-                e.id for e in memory.events(namespace=namespace) if e.kind == "put" and e.id
-            )
+            puts = [e for e in memory.events(namespace=namespace) if e.kind == "put" and e.id]
+            for e in puts:
+                if e.record is not None and _kind(e.record) == CHECKPOINT:
+                    run_id = e.record.note.metadata["metadata"].get("run_id")
+                    if isinstance(run_id, str) and run_id:
+                        run_ids.add(run_id)
+            ids = unique_ids(e.id for e in puts if e.id)
             if ids:
                 receipts[namespace] = memory.erase(ids, namespace=namespace, reason=reason)
         if listed:
             receipts[threads] = memory.erase([thread_id], namespace=threads, reason=reason)
+        if run_ids:
+            self._erase_runs_of(thread_id, sorted(run_ids), reason, receipts)
         return receipts
+
+    def _erase_runs_of(
+        self, thread_id: str, run_ids: Sequence[str], reason: str,
+        receipts: dict[tuple[str, ...], EraseResult],
+    ) -> None:
+        """Erase the run index records ``run_ids``, then put back, for each, the places in other
+        threads it listed."""
+        memory = self.memory
+        assert isinstance(memory, LogBackend)
+        runs = self._layout.runs
+        others = {
+            r.id: [(t, n) for t, n in r.note.metadata["at"] if t != thread_id]
+            for r in self._get(runs, list(run_ids))
+        }
+        receipts[runs] = memory.erase(list(run_ids), namespace=runs, reason=reason)
+        now = time.time()
+        for run_id, places in others.items():
+            if not places:
+                continue
+
+            def rewrite(
+                current: MemoryRecord | None, run_id: str = run_id, places: list[tuple[str, str]] = places
+            ) -> MemoryRecord:
+                held = [] if current is None else [(t, n) for t, n in current.note.metadata["at"]]
+                return run_record(runs, run_id, [*places, *held], now)
+
+            self._index(runs, run_id, rewrite)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """``"<counter>.<random>"`` after ``current`` (a string of that form, an int or None), as
