@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -222,3 +223,35 @@ def test_erase_thread_removes_the_content_from_the_store_with_receipts(store: Lo
     assert {e.reason for e in erases} == {"user asked to be forgotten"}
     assert store.verify().ok
     assert len(_history(graph, "t2")) == 6
+
+
+def _concat(state: list[str], batches: list[list[str]]) -> list[str]:
+    return [*state, *(item for batch in batches for item in batch)]
+
+
+class Log(TypedDict):
+    log: Annotated[list[str], DeltaChannel(_concat, snapshot_frequency=4)]
+
+
+def _append(state: Log) -> dict[str, Any]:
+    return {"log": [f"n{len(state['log'])}"]}
+
+
+def test_prune_keep_latest_keeps_a_delta_channels_state(saver: ConitiSaver) -> None:
+    """On a graph with a ``DeltaChannel`` (a value stored only every 4th update), ``prune`` keeps
+    fewer checkpoints than it found but more than one, and the thread's state is unchanged
+    (keeping only the latest would reconstruct the channel as empty)."""
+    builder = StateGraph(Log)
+    builder.add_node("append", _append)
+    builder.add_edge(START, "append")
+    builder.add_edge("append", END)
+    graph = builder.compile(checkpointer=saver)
+    for i in range(7):
+        graph.invoke({"log": [f"in{i}"]}, _thread("d"))
+    before = graph.get_state(_thread("d")).values
+    found = len(_history(graph, "d"))
+    saver.prune(["d"])
+    kept = len(list(saver.list(_thread("d"))))
+    assert 1 < kept < found
+    assert graph.get_state(_thread("d")).values == before
+    assert len(before["log"]) == 14
