@@ -52,51 +52,22 @@ def make_record(
         metadata[TTL] = ttl
     note = Note.trusted(key, "\n".join(texts), updated_at, metadata)
     if vectors is None or vectors.shape[0] == 0:
-        return _record(note, None, None, namespace, expires_at, None)
+        return MemoryRecord.trusted(note, None, None, namespace, None, expires_at)
     rest = vectors[1:]
     blob = np.ascontiguousarray(rest, dtype=np.float32).tobytes() if rest.shape[0] else None
-    return _record(note, np.array(vectors[0], dtype=np.float32), embedding_id, namespace, expires_at, blob)
+    first = np.array(vectors[0], dtype=np.float32)
+    return MemoryRecord.trusted(note, first, embedding_id, namespace, None, expires_at, blob)
 
 
-# PRE-MERGE SHIM (until MemoryRecord has vector=None and blob): replaced by the payloads API.
-_NOVEC = "_novec"
-_BLOB = "_blob"
-
-
-def _record(
-    note: Note,
-    vector: np.ndarray | None,
-    embedding_id: str | None,
-    namespace: tuple[str, ...],
-    expires_at: float | None,
-    blob: bytes | None,
-) -> MemoryRecord:
-    meta = dict(note.metadata)
-    if vector is None:
-        meta[_NOVEC] = True
-        vector = np.zeros(1, dtype=np.float32)
-    if blob is not None:
-        meta[_BLOB] = blob.hex()
-    note = Note.trusted(note.id, note.text, note.timestamp, meta)
-    return MemoryRecord.trusted(note, vector, embedding_id, namespace, None, expires_at)
-
-
-def _vector(record: MemoryRecord) -> np.ndarray | None:
-    return None if record.note.metadata.get(_NOVEC) else record.vector
-
-
-def _blob(record: MemoryRecord) -> bytes | None:
-    raw = record.note.metadata.get(_BLOB)
-    return None if raw is None else bytes.fromhex(raw)
 
 
 def vectors_of(record: MemoryRecord) -> np.ndarray | None:
     """The item's embeddings, one float32 row per indexed text, or None when it was not indexed."""
-    first = _vector(record)
+    first = record.vector
     if first is None:
         return None
     row = np.asarray(first, dtype=np.float32)[None, :]
-    blob = _blob(record)
+    blob = record.blob
     if not blob:
         return row
     rest = np.frombuffer(blob, dtype=np.float32).reshape(-1, row.shape[1])

@@ -56,7 +56,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, cast
@@ -289,7 +289,8 @@ class ConitiStore(BaseStore):
     :class:`~coniti.impl.log.LogBackend` for durability, time travel and history; an
     :class:`~coniti.impl.memory.InMemoryBackend` for tests), a read-only view, or the path of a
     store directory (opened as a LogBackend and closed by :meth:`close`). ``index``: LangGraph's
-    ``IndexConfig`` (or None: no semantic search). ``ttl``: LangGraph's ``TTLConfig``.
+    ``IndexConfig`` (or None: no semantic search). ``ttl``: LangGraph's ``TTLConfig``. ``clock``:
+    epoch seconds for ``updated_at``, expiries, leases and sweeps (give the backend the same one).
     """
 
     supports_ttl: ClassVar[bool] = True  # type: ignore[misc]
@@ -300,8 +301,10 @@ class ConitiStore(BaseStore):
         *,
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._owned = False
+        self._clock = clock
         if isinstance(memory, str | os.PathLike):
             memory = LogBackend(memory)
             self._owned = True
@@ -415,7 +418,7 @@ class ConitiStore(BaseStore):
 
     def _run(self, plan: _Plan, queries: dict[str, np.ndarray]) -> list[Result]:
         results: list[Result] = [None] * len(plan.ops)
-        now = time.time()
+        now = self._clock()
         refresh: list[MemoryRecord] = []
         gets = _by_namespace((op.namespace, i) for i, op in enumerate(plan.ops) if isinstance(op, GetOp))
         for ns, positions in gets.items():
@@ -556,7 +559,7 @@ class ConitiStore(BaseStore):
         ``coniti-ttl`` / ``expired`` on a LogBackend; safe to run concurrently."""
         if self._memory.read_only:
             raise ReadOnlyError(f"this store reads {self._memory!r}, which is read-only; nothing was swept")
-        now = time.time()
+        now = self._clock()
         deleted = 0
         with self._ttl_stamp():
             for ns, items in _by_namespace((ns, (key, v)) for ns, key, v in self._leases.due(now)).items():
@@ -565,7 +568,7 @@ class ConitiStore(BaseStore):
                 for result in self._write_each(ns, ops, expect):
                     deleted += len(result.deleted)
                 self._leases.drop(ns, expect)
-            deleted += self._memory.sweep().deleted
+            deleted += self._memory.sweep(now).deleted
         return deleted
 
     async def asweep_ttl(self) -> int:
@@ -625,7 +628,7 @@ class ConitiStore(BaseStore):
         travel = time_travel(self._memory)
         if travel is None:
             raise NotSupported(f"the {self._memory.kind!r} backend keeps no past states")
-        return ConitiStore(travel.at(seq, time=time), index=self._index_arg)
+        return ConitiStore(travel.at(seq, time=time), index=self._index_arg, clock=self._clock)
 
     def history(self, namespace: tuple[str, ...], key: str) -> list[Event]:
         """Every event of the item, oldest first: each put (``record.note.metadata["value"]`` is
