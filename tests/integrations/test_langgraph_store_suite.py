@@ -161,6 +161,18 @@ def test_every_deselected_test_exists(outcomes: dict[str, Outcome], dist: str) -
     assert run.deselected == len(matched)
 
 
+def test_the_readme_quotes_the_measured_counts(outcomes: dict[str, Outcome]) -> None:
+    """The README's table of pass counts names the installed versions and what this run measured."""
+    readme = (HERE.parent.parent / "README.md").read_text(encoding="utf-8")
+    for dist, run in outcomes.items():
+        version = importlib.metadata.version(dist)
+        total = run.passed + run.deselected
+        row = f"| {dist} {version} |"
+        assert row in readme, row
+        line = next(line for line in readme.splitlines() if line.startswith(row))
+        assert f"| {run.passed} of {total} |" in line, line
+
+
 def test_deselections_all_have_reasons() -> None:
     """Every deselected test carries its reason."""
     for dist, entries in DESELECTED.items():

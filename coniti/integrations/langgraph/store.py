@@ -635,10 +635,12 @@ class ConitiStore(BaseStore):
         the value it wrote, ``replaces`` the version it replaced) and the delete that ended a
         version, each with its ``seq``, ``at``, ``actor`` and ``reason``. Needs a LogBackend."""
         validate_op_namespace(GetOp(tuple(namespace), key))
+        if not isinstance(key, str) or not key:
+            raise ContractError(f"key must be a non-empty string, got {key!r}")
         memory = self._memory
         if not isinstance(memory, LogBackend):
             raise NotSupported(f"the {memory.kind!r} backend keeps no history")
-        return memory.history(_key(key, 0), tuple(namespace))
+        return memory.history(key, tuple(namespace))
 
     # -- lifecycle -----------------------------------------------------------------------------
 
