@@ -21,7 +21,8 @@ Contracts:
   similarity of their best-matching vector (one vector per indexed text) with coniti's scoring
   (:mod:`coniti.structure.scoring`: float32 candidates, exact float64 scores), best first, then the
   items that are not indexed (score ``None``) in listing order. A search reads every item under the
-  prefix that matches the filter: its cost grows with them (there is no approximate index).
+  prefix that matches the filter, each namespace in one snapshot (one unlimited filtered ``scan``):
+  its cost grows with them (there is no approximate index).
 * **Index**: ``index`` is LangGraph's ``IndexConfig``: ``embed`` is a LangChain ``Embeddings``, an
   embedding function (sync or async), a provider string, or a coniti
   :class:`~coniti.embedding.Embedder` (then ``dims`` defaults to its ``dim`` and records carry its
@@ -100,6 +101,7 @@ from coniti.memory import (
     MemoryBackend,
     MemoryRecord,
     PatchOp,
+    ScanRequest,
     UpsertOp,
     WriteRequest,
     WriteResult,
@@ -449,7 +451,7 @@ class ConitiStore(BaseStore):
         records = [
             r
             for ns in self._memory.namespaces(op.namespace_prefix)
-            for r in self._memory.iter_all(namespace=ns, filter=match)
+            for r in self._memory.scan(ScanRequest(namespace=ns, filter=match)).records
             if self._leases.visible(r, now)
         ]
         records.sort(key=_listing_key)
