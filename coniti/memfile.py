@@ -77,6 +77,7 @@ from coniti.memory import (
     MetaGetRequest,
     MetaSetRequest,
     PutRequest,
+    as_blob,
 )
 
 if TYPE_CHECKING:
@@ -252,6 +253,10 @@ def _check_header(header: Any) -> tuple[tuple[str, ...], str | None, int]:
 
 _RECORD_KEYS = frozenset({"note", "vector", "embedding_id", "namespace"})
 _RECORD_KEYS_DTYPE = _RECORD_KEYS | {"dtype"}
+_LINE_KEYS = _RECORD_KEYS_DTYPE | {"blob"}
+"""The keys of a line the fast paths read (a line with ``expires_at`` takes the contract's path)."""
+_REST_ORDER = ("embedding_id", "namespace", "blob", "dtype")
+"""The keys after the vector, in the order :func:`record_bytes` writes them."""
 _NOTE_KEYS = frozenset({"id", "text", "timestamp", "metadata"})
 _NUMBERS = frozenset({int, float})
 _DTYPES = {name: np.dtype(name) for name in VECTOR_DTYPES}
@@ -265,13 +270,14 @@ def _canonical_record(line: str) -> MemoryRecord | None:
     """The record of a line written exactly as :func:`dump` writes it, or None (the general path
     then decides). Call under ``np.errstate(over="ignore")``.
 
-    The line must be ``{"note":N,"vector":[V],R`` where ``N`` is orjson's text of the parsed note,
-    ``{R`` orjson's text of the parsed ``embedding_id``, ``namespace`` (and ``dtype``), in that
-    order, and ``V`` holds none of :data:`_NOT_IN_NUMBERS`. Such a line has no repeated key (every
-    key is in ``N`` or ``R``, texts of dicts) and no integer beyond 64 bits outside ``V`` (orjson
-    reads one as a float, and writes floats with ``.`` or ``e``), and every vector element is a
-    number: so orjson's reading is the strict reader's (:func:`parse_json_line`), without its scans.
-    The values are then checked as :func:`_plain_record` checks them."""
+    The line must be ``{"note":N,"vector":[V],R`` (or ``{"note":N,"vector":null,R`` for a record
+    without a vector) where ``N`` is orjson's text of the parsed note, ``{R`` orjson's text of the
+    parsed ``embedding_id``, ``namespace`` (and ``blob``, and ``dtype``), in that order, and ``V``
+    holds none of :data:`_NOT_IN_NUMBERS`. Such a line has no repeated key (every key is in ``N`` or
+    ``R``, texts of dicts) and no integer beyond 64 bits outside ``V`` (orjson reads one as a float,
+    and writes floats with ``.`` or ``e``), and every vector element is a number: so orjson's
+    reading is the strict reader's (:func:`parse_json_line`), without its scans. The values are
+    then checked as :func:`_plain_record` checks them."""
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -279,53 +285,71 @@ def _canonical_record(line: str) -> MemoryRecord | None:
     if type(data) is not dict:
         return None
     keys = data.keys()
-    rest = {"embedding_id": data.get("embedding_id"), "namespace": data.get("namespace")}
     if keys == _RECORD_KEYS_DTYPE:
-        rest["dtype"] = dtype = data["dtype"]
+        rest = {"embedding_id": data["embedding_id"], "namespace": data["namespace"], "dtype": data["dtype"]}
     elif keys == _RECORD_KEYS:
-        dtype = "float64"
+        rest = {"embedding_id": data["embedding_id"], "namespace": data["namespace"]}
+    elif _RECORD_KEYS < keys <= _LINE_KEYS:
+        rest = {key: data[key] for key in _REST_ORDER if key in keys}
     else:
         return None
     note, vector = data["note"], data["vector"]
-    if type(note) is not dict or type(vector) is not list or not vector:
+    if type(note) is not dict or not (vector is None or type(vector) is list and vector):
         return None
     try:
-        head = '{"note":' + orjson.dumps(note).decode() + ',"vector":['
-        tail = "]," + orjson.dumps(rest).decode()[1:]
+        head = '{"note":' + orjson.dumps(note).decode() + (',"vector":[' if vector else ',"vector":null,')
+        tail = ("]," if vector else "") + orjson.dumps(rest).decode()[1:]
     except orjson.JSONEncodeError:  # nested deeper than orjson writes
         return None
     start, end = len(head), len(line) - len(tail)
-    if end <= start or not line.startswith(head) or not line.endswith(tail):
+    if (end != start if vector is None else end <= start) or not line.startswith(head) or not line.endswith(tail):
         return None
     find = line.find
     for char in _NOT_IN_NUMBERS:
         if find(char, start, end) >= 0:
             return None
-    return _checked_record(note, vector, rest["embedding_id"], rest["namespace"], dtype)
+    return _checked_record(
+        note, vector, rest["embedding_id"], rest["namespace"], rest.get("dtype", _DEFAULT), rest.get("blob")
+    )
 
 
 def _plain_record(data: Any) -> MemoryRecord | None:
     """The record of a line in the shape ``dump`` writes (any key order or spacing), checked by hand
     (no pydantic); None when anything differs, so that :meth:`MemoryRecord.from_dict` decides. Never
     accepts what the contract would refuse. Call under ``np.errstate(over="ignore")``."""
-    if type(data) is not dict or not (data.keys() == _RECORD_KEYS or data.keys() == _RECORD_KEYS_DTYPE):
+    if type(data) is not dict or not _RECORD_KEYS <= data.keys() <= _LINE_KEYS:
         return None
     vector = data["vector"]
-    if type(vector) is not list or not vector or not set(map(type, vector)) <= _NUMBERS:
+    if vector is not None and (type(vector) is not list or not vector or not set(map(type, vector)) <= _NUMBERS):
         return None
-    dtype = data.get("dtype", "float64")
-    return _checked_record(data["note"], vector, data["embedding_id"], data["namespace"], dtype)
+    dtype = data.get("dtype", _DEFAULT)
+    return _checked_record(data["note"], vector, data["embedding_id"], data["namespace"], dtype, data.get("blob"))
+
+
+_DEFAULT = object()
+"""The ``dtype`` of a line without one (float64 for a vector; none is right without a vector)."""
 
 
 def _checked_record(
-    note: Any, vector: list[Any], embedding_id: Any, namespace: Any, dtype: Any
+    note: Any, vector: list[Any] | None, embedding_id: Any, namespace: Any, dtype: Any, blob: Any
 ) -> MemoryRecord | None:
-    """The record of parsed values, ``vector`` a non-empty list of ints and floats, ``dtype`` the
-    line's (``"float64"`` when it has none); None unless every value is what the contract accepts
-    (it then gives the verdict and the message). The vector is converted as
-    :func:`coniti.memory.as_vector` converts it."""
-    if type(dtype) is not str or dtype not in _DTYPES:
+    """The record of parsed values, ``vector`` a non-empty list of ints and floats or None,
+    ``dtype`` the line's (:data:`_DEFAULT` when it has none), ``blob`` its parsed value (None when
+    absent); None unless every value is what the contract accepts (it then gives the verdict and
+    the message). The vector is converted as :func:`coniti.memory.as_vector` converts it, the blob
+    by :func:`coniti.memory.as_blob`."""
+    if vector is None:
+        if dtype is not _DEFAULT or embedding_id is not None:
+            return None
+    elif dtype is _DEFAULT:
+        dtype = "float64"
+    elif type(dtype) is not str or dtype not in _DTYPES:
         return None
+    if blob is not None:
+        try:
+            blob = as_blob(blob)
+        except ValueError:
+            return None
     if (
         type(note) is not dict
         or note.keys() != _NOTE_KEYS
@@ -348,13 +372,13 @@ def _checked_record(
         return None
     try:
         timestamp = float(timestamp)
-        array = _vector(vector, dtype)
+        array = None if vector is None else _vector(vector, dtype)
     except OverflowError:  # an integer beyond the float range
         return None
-    if array is None or not math.isfinite(timestamp):
+    if (array is None and vector is not None) or not math.isfinite(timestamp):
         return None
     return MemoryRecord.trusted(
-        Note.trusted(note_id, text, timestamp, metadata), array, embedding_id, tuple(namespace)
+        Note.trusted(note_id, text, timestamp, metadata), array, embedding_id, tuple(namespace), None, None, blob
     )
 
 

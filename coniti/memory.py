@@ -18,6 +18,8 @@ Rules every backend follows (checked by :mod:`coniti.testing`):
 * Cursors are opaque: malformed, empty, foreign-instance and foreign-namespace cursors raise
   :class:`InvalidCursor`.
 * Namespaces are isolated; records are copied in and out; async results equal sync results.
+* A record without a vector (``vector=None``) or with a blob is stored, read, counted, filtered,
+  dumped and loaded like any other; a blob comes back byte for byte.
 """
 
 from __future__ import annotations

@@ -172,7 +172,8 @@ class PayloadTests(BackendFixtures):
             ("blob", [0, 1, 2]),
             ("embedding_id", "emb-1"),
         ],
-        ids=["bare-string", "bad-chars", "no-padding", "number", "wrong-key", "extra-key", "list", "vectorless-emb"],
+        ids=["bare-string", "bad-chars", "no-padding", "number", "wrong-key", "extra-key", "list",
+             "vectorless-emb"],
     )
     def test_load_refuses_a_malformed_payload_naming_line_and_field(
         self, backend: MemoryBackend, field: str, value: Any
@@ -201,10 +202,10 @@ class PayloadTests(BackendFixtures):
     def test_an_upsert_replaces_the_blob(self, backend: MemoryBackend, mode: str) -> None:
         """An upsert with another blob writes a new version; with the same blob it is unchanged."""
         put(backend, record("a", 1.0, vectorless=True, blob=b"one"))
-        changed = self._write(backend, mode, WriteRequest(ops=[UpsertOp(record=record("a", 1.0, vectorless=True, blob=b"two"))]))
+        two = WriteRequest(ops=[UpsertOp(record=record("a", 1.0, vectorless=True, blob=b"two"))])
+        changed = self._write(backend, mode, two)
         assert changed.unchanged == [] and _get(backend, "a").blob == b"two"  # type: ignore[union-attr]
-        same = self._write(backend, mode, WriteRequest(ops=[UpsertOp(record=record("a", 1.0, vectorless=True, blob=b"two"))]))
-        assert same.unchanged == ["a"]
+        assert self._write(backend, mode, two).unchanged == ["a"]
 
     @pytest.mark.parametrize("mode", ["sync", "async"])
     def test_a_patch_sets_keeps_and_clears_the_blob(self, backend: MemoryBackend, mode: str) -> None:
@@ -282,7 +283,8 @@ class PayloadTests(BackendFixtures):
         and dump then load into a fresh backend gives the same records."""
         with backend_factory() as source, backend_factory() as target:
             put(source, *records)
-            expected = [exact(r) for _, r in sorted(enumerate(records), key=lambda p: (p[1].note.timestamp, p[0]))]
+            order = sorted(enumerate(records), key=lambda p: (p[1].note.timestamp, p[0]))
+            expected = [exact(r) for _, r in order]
             assert [exact(r) for r in scan_all(source)] == expected
             target.load(io.StringIO(_dumped(source)))
             assert [exact(r) for r in scan_all(target)] == expected
