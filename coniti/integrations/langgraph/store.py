@@ -265,12 +265,12 @@ def _by_namespace(pairs: Iterable[tuple[Namespace, Any]]) -> dict[Namespace, lis
 
 
 def _matches(condition: MatchCondition, namespace: Namespace) -> bool:
+    """Whether ``namespace`` starts (``prefix``) or ends (``suffix``) with the condition's labels,
+    ``"*"`` matching any one label (the match type was checked when the batch was planned)."""
     path = tuple(condition.path)
     if len(namespace) < len(path):
         return False
     part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[len(namespace) - len(path) :]
-    if condition.match_type not in ("prefix", "suffix"):
-        raise ContractError(f"match_type must be 'prefix' or 'suffix', got {condition.match_type!r}")
     return all(p == "*" or p == n for p, n in zip(path, part, strict=True))
 
 
