@@ -23,10 +23,11 @@ def _expected(block: str) -> list[str]:
     return [m.group(1).strip() for m in re.finditer(r"print\(.*\)\s+# (.*)$", block, re.M)]
 
 
-def test_section_comes_right_before_performance() -> None:
-    """The section is placed immediately before ``## Performance``."""
+def test_section_sits_in_the_integrations_section() -> None:
+    """The section is a ``###`` part of ``## Integrations``, right after the LangGraph store."""
     text = README.read_text(encoding="utf-8")
-    assert re.search(r"^### LangGraph checkpointer\n(?:(?!^##).)*^## Performance\n", text, re.S | re.M)
+    pattern = r"^## Integrations\n(?:(?!^## ).)*^### LangGraph store\n(?:(?!^##).)*^### LangGraph checkpointer\n"
+    assert re.search(pattern, text, re.S | re.M)
 
 
 def test_section_holds_the_graph_and_the_erasure_examples() -> None:
