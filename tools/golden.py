@@ -37,6 +37,7 @@ from coniti.log import EVENT_VERSION
 from coniti.memory import (
     ClearRequest,
     CountRequest,
+    FeedbackRequest,
     DeleteOp,
     DeleteRequest,
     MemoryBackend,
@@ -140,6 +141,21 @@ def _expiry(store: LogBackend) -> None:
     store.sweep()
 
 
+def _feedback(store: LogBackend) -> None:
+    """Version 3: feedback events (with and without a reason, a negative weight, in a namespace),
+    feedback on a record that is then deleted, and on a record that is then erased."""
+    store.put(PutRequest(records=[rec("g1", 1.0, text="invoice INV-7"), rec("g2", 2.0), rec("g3", 3.0)]))
+    store.put(PutRequest(records=[rec("g1", 1.0, ("team",))]))
+    store.feedback(FeedbackRequest(id="g1", weight=1.0))
+    with store.audit(actor="alice", reason="helpful"):
+        store.feedback(FeedbackRequest(id="g1", weight=0.5))
+    store.feedback(FeedbackRequest(id="g2", weight=-2.0, reason="wrong answer"))
+    store.feedback(FeedbackRequest(id="g1", weight=3, namespace=("team",)))
+    store.feedback(FeedbackRequest(id="g3", weight=1.0))
+    store.delete(DeleteRequest(ids=["g3"]))
+    store.erase(["g2"], reason="privacy request")
+
+
 CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]] = {
     "basic": (_basic, [()], ["embedding_id", "absent"]),
     "namespaces_and_long_keys": (
@@ -150,6 +166,7 @@ CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]
     "history": (_history, [()], ["v"]),
     "write_model": (_write_model, [(), ("other",)], ["embedding_id"]),
     "expiry": (_expiry, [()], ["embedding_id"]),
+    "feedback": (_feedback, [(), ("team",)], ["embedding_id"]),
 }
 """Case name -> (script, namespaces to record, metadata keys to record)."""
 
@@ -176,7 +193,11 @@ def state_of(backend: MemoryBackend, namespaces: Sequence[Namespace], keys: Sequ
         ]
         meta = {k: backend.get_meta(MetaGetRequest(key=k, namespace=ns)).value for k in keys}
         count = backend.count(CountRequest(namespace=ns)).count
-        out.append({"namespace": list(ns), "count": count, "records": records, "meta": meta})
+        entry = {"namespace": list(ns), "count": count, "records": records, "meta": meta}
+        weights = backend.feedback_weights(ns) if backend.supports_feedback else {}
+        if weights:  # event version 3; absent where there is none, as in the earlier sets
+            entry["feedback"] = weights
+        out.append(entry)
     return out
 
 
@@ -204,10 +225,12 @@ def write_case(directory: Path, name: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="golden root (default: log/golden)")
+    parser.add_argument("--case", action="append", choices=sorted(CASES), default=None,
+                        help="write only this case (repeatable; default: every case)")
     args = parser.parse_args(argv)
     target = args.root / f"v{EVENT_VERSION}"
     written = 0
-    for name in CASES:
+    for name in args.case or CASES:
         directory = target / name
         if directory.exists():
             print(f"golden: {directory} exists; golden logs are never overwritten, left untouched")

@@ -705,6 +705,8 @@ class LogView(_Reads, MemoryBackend):
 
     kind: ClassVar[str] = "log_view"
     read_only = True
+    supports_feedback: ClassVar[bool] = True
+    """Feedback weights read as of the view's point; :meth:`feedback` refuses, as every write."""
 
     def __init__(self, store: LogBackend, seq: int) -> None:
         self._store = store

@@ -706,12 +706,12 @@ def decode_put_meta(frame: bytes) -> tuple[str, float, float | None]:
 
 def decode_envelope(frame: bytes, seq: int | None = None) -> LogEvent:
     """Decode and check a frame's envelope only (no payload: ``record``/``value`` are None;
-    ``erased`` is set for a put or meta frame without a payload). Enough to fold and to follow the
+    ``erased`` is set for a put, meta or feedback frame without a payload). Enough to fold and to follow the
     hash chain; raises like :func:`decode_event`."""
     try:
         env_bytes, digest, payload_bytes = split_frame(frame)
         env = _envelope(_current(_unpack(env_bytes), None)[0], seq)
-        erased = not payload_bytes and env["k"] in (PUT, META)
+        erased = not payload_bytes and env["k"] in (PUT, META, FEEDBACK)
         return _event(env, env_bytes, digest, None, None, erased)
     except _MALFORMED as exc:
         raise _corrupted(_where(seq), exc) from exc
