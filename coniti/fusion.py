@@ -10,12 +10,14 @@ weight of 1 counts like being first in one more ranking of weight ``feedback_wei
 **Maximal marginal relevance.** From candidates with relevance scores and unit vectors,
 :func:`mmr` picks one at a time the candidate maximising
 ``lam * rel(d) - (1 - lam) * max(cos(d, s) for s picked)``, where ``rel`` is the relevance
-min-max-scaled to [0, 1] over the candidates (all equal: 1). ``lam = 1`` keeps the relevance order;
-``lam = 0`` picks the most relevant first and then always the candidate least similar to those picked.
+min-max-scaled to [0, 1] over the candidates (all equal: 1). The first pick is always the most
+relevant candidate. ``lam = 1`` keeps the relevance order; ``lam = 0`` picks the most relevant first
+and then always the candidate least similar to those picked.
 
 **One total order.** Fused ids are ordered by fused score (descending), then timestamp
 (descending: newer first), then id (ascending), the order structures use. MMR breaks a tie between
-equal objectives by the candidate's position in the order given (earlier wins). Both are exact
+equal objectives by the unscaled relevance (higher wins), then by the candidate's position in the
+order given (earlier wins). Both are exact
 float64 computations on the same inputs, so they give the same answer on every machine.
 """
 
@@ -123,11 +125,15 @@ def mmr(relevance: Sequence[float], vectors: np.ndarray, lam: float, k: int) -> 
     picked: list[int] = []
     closest = np.full(n, -np.inf)  # max similarity to anything picked so far
     free = np.ones(n, dtype=bool)
+    position = np.arange(n)
     for _ in range(min(k, n)):
-        penalty = np.where(np.isfinite(closest), closest, 0.0) if picked else np.zeros(n)
-        objective = lam * scaled - (1.0 - lam) * penalty
+        if picked:
+            objective = lam * scaled - (1.0 - lam) * closest
+        else:
+            objective = rel.copy()
         objective[~free] = -np.inf
-        best = int(np.argmax(objective))  # first index of the maximum: the earlier candidate wins
+        # the maximum objective, then the higher relevance, then the earlier position
+        best = int(np.lexsort((position, -rel, -objective))[0])
         picked.append(best)
         free[best] = False
         closest = np.maximum(closest, rows @ rows[best])

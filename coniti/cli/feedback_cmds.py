@@ -19,7 +19,7 @@ def improve(note_id: str, weight: float, namespace: tuple[str, ...]) -> None:
     """Give the live note ID the feedback WEIGHT (positive promotes it in hybrid recall, negative
     demotes it; weights add up). Recorded as a feedback event, with --reason if given."""
     s = settings()
-    with s.open_store() as store, s.open_engine(store) as engine, s.stamp(store):
+    with s.open_store("write") as store, s.open_engine(store) as engine, s.stamp(store):
         result = engine.improve(note_id, weight, namespace=namespace, reason=s.reason)
     if s.json:
         s.out.json({"id": result.id, "namespace": list(namespace), "weight": result.weight, "seq": result.seq})
