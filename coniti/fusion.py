@@ -127,10 +127,7 @@ def mmr(relevance: Sequence[float], vectors: np.ndarray, lam: float, k: int) -> 
     free = np.ones(n, dtype=bool)
     position = np.arange(n)
     for _ in range(min(k, n)):
-        if picked:
-            objective = lam * scaled - (1.0 - lam) * closest
-        else:
-            objective = rel.copy()
+        objective = lam * scaled - (1.0 - lam) * closest if picked else rel.copy()
         objective[~free] = -np.inf
         # the maximum objective, then the higher relevance, then the earlier position
         best = int(np.lexsort((position, -rel, -objective))[0])

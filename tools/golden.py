@@ -37,9 +37,9 @@ from coniti.log import EVENT_VERSION
 from coniti.memory import (
     ClearRequest,
     CountRequest,
-    FeedbackRequest,
     DeleteOp,
     DeleteRequest,
+    FeedbackRequest,
     MemoryBackend,
     MemoryRecord,
     MetaGetRequest,
