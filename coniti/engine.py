@@ -64,8 +64,8 @@ from coniti.errors import (
 )
 from coniti.filters import Predicate, compile_filter
 from coniti.fusion import mmr
-from coniti.hybrid import Ranked, candidates
-from coniti.keyword import KeywordIndex
+from coniti.hybrid import Ranked, candidates, depth, fuse_hits
+from coniti.keyword import Corpus, KeywordIndex
 from coniti.memory import (
     DeleteRequest,
     DeleteResult,
@@ -372,16 +372,48 @@ class ContinuityEngine:
         with self._lock:
             vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
             pool = self._pool(query)
-            if scope is None:
-                found = self._answer(ns, query, vector, pool)
+            spaces = [ns] if scope is None else self.memory.namespaces(scope)
+            corpus = self._corpus(spaces, query.text)
+            if query.resolved_strategy == "hybrid":
+                found = self._hybrid(spaces, query, vector, pool, corpus)
             else:
-                found = [
-                    h for n in self.memory.namespaces(scope) for h in self._answer(n, query, vector, pool)
-                ]
-                found.sort(key=lambda item: _merge_key(item[0]))
+                found = [h for n in spaces for h in self._answer(n, query, vector, pool, corpus)]
+                if scope is not None:
+                    found.sort(key=lambda item: _merge_key(item[0]))
                 del found[pool:]
             hits = self._second_stage(query, found)
             return _answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
+
+    def _corpus(self, spaces: list[tuple[str, ...]], text: str | None) -> Corpus | None:
+        """The keyword statistics of several namespaces together (None for one, or no text)."""
+        if text is None or len(spaces) < 2:
+            return None
+        return Corpus.merge(self._space(n).keyword.corpus(text) for n in spaces)
+
+    def _hybrid(
+        self,
+        spaces: list[tuple[str, ...]],
+        query: Query,
+        vector: np.ndarray | None,
+        want: int,
+        corpus: Corpus | None,
+    ) -> list[tuple[Hit, np.ndarray]]:
+        """:func:`coniti.hybrid.fuse_hits` of :func:`~coniti.hybrid.depth` semantic and keyword
+        hits over ``spaces`` (each side filtered exactly, its min_score left to the fusion)."""
+        wide = depth(want)
+        side = {"k": wide, "min_score": None}
+        semantic: list[tuple[Hit, np.ndarray]] = []
+        lexical: list[tuple[Hit, np.ndarray]] = []
+        if vector is not None or query.near is not None:
+            asked = query.model_copy(update={**side, "strategy": "semantic"})
+            semantic = [h for n in spaces for h in self._answer(n, asked, vector, wide, corpus)]
+        if query.text is not None:
+            asked = query.model_copy(update={**side, "strategy": "keyword", "near": None})
+            lexical = [h for n in spaces for h in self._answer(n, asked, vector, wide, corpus)]
+        if len(spaces) > 1:
+            semantic.sort(key=lambda item: _merge_key(item[0]))
+            lexical.sort(key=lambda item: _merge_key(item[0]))
+        return fuse_hits(query, semantic[:wide], lexical[:wide], self.feedback)[:want]
 
     def _pool(self, query: Query) -> int:
         staged = query.mmr is not None or (self.reranker is not None and query.resolved_strategy != "recent")
@@ -432,7 +464,12 @@ class ContinuityEngine:
             raise ContractError(f"prefix: {exc}") from None
 
     def _answer(
-        self, ns: tuple[str, ...], query: Query, vector: np.ndarray | None, want: int
+        self,
+        ns: tuple[str, ...],
+        query: Query,
+        vector: np.ndarray | None,
+        want: int,
+        corpus: Corpus | None = None,
     ) -> list[tuple[Hit, np.ndarray]]:
         """The ``want`` best hits of ``ns`` (with their notes' vectors) that pass the query's
         filter and minimum score.
@@ -447,19 +484,17 @@ class ContinuityEngine:
         narrowed = match is not None or query.min_score is not None
         fetch = max(4 * want, 32) if narrowed else want
         records: dict[str, MemoryRecord] = {}
-        weights = self._feedback_reader(ns)
         while True:
             asked = query if fetch == query.k else query.model_copy(update={"k": fetch})
             raw = candidates(
-                asked, vector, strategy=self.strategy, context=context, keyword=space.keyword,
-                feedback=weights,
+                asked, vector, strategy=self.strategy, context=context, keyword=space.keyword, corpus=corpus
             )
             missing = [h.id for h in raw if h.id not in records]
             if missing:
                 for record in self.memory.get(GetRequest(ids=missing, namespace=ns)).records:
                     records[record.note.id] = record
             kept = [h for h in raw if h.id in records and _passes(h, records[h.id].note, match, query.min_score)]
-            hits = self._hits(ns, space, query, vector, kept, records)
+            hits = self._hits(space, query, vector, kept, records, ns, corpus)
             exhausted = len(raw) < fetch or fetch >= len(space.structures[0])
             below = query.min_score is not None and bool(raw) and raw[-1].score < query.min_score
             if len(hits) >= want or exhausted or below:
@@ -468,18 +503,21 @@ class ContinuityEngine:
 
     def _hits(
         self,
-        ns: tuple[str, ...],
         space: _Derived,
         query: Query,
         vector: np.ndarray | None,
         kept: list[Ranked],
         records: dict[str, MemoryRecord],
+        ns: tuple[str, ...],
+        corpus: Corpus | None,
     ) -> list[tuple[Hit, np.ndarray]]:
         """Hits of ``kept`` with their signals completed: the semantic and keyword scores of every
         hit when the query has text (computed for the ones their ranking did not score)."""
         lexical: dict[str, float] = {}
         if query.text is not None and any("keyword" not in r.signals for r in kept):
-            lexical = space.keyword.score(query.text, [r.id for r in kept if "keyword" not in r.signals])
+            lexical = space.keyword.score(
+                query.text, [r.id for r in kept if "keyword" not in r.signals], corpus=corpus
+            )
         unit = None if vector is None else unit_rows(np.asarray(vector)[None, :])[0].astype(np.float64)
         out = []
         for r in kept:
@@ -497,15 +535,6 @@ class ContinuityEngine:
             out.append((hit, record.vector))
         return out
 
-    def _feedback_reader(self, ns: tuple[str, ...]) -> Callable[[], dict[str, float]]:
-        """Reads the feedback weights of ``ns`` when hybrid ranking asks for them (empty on a
-        backend without :attr:`~coniti.memory.MemoryBackend.supports_feedback`)."""
-        memory = self.memory
-
-        def read() -> dict[str, float]:
-            return memory.feedback_weights(ns) if memory.supports_feedback else {}
-
-        return read
 
     # -- feedback ----------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pydantic
@@ -33,6 +33,10 @@ import pydantic
 from coniti.contracts import Contract
 
 __all__ = ["RANKINGS", "Fusion", "fuse", "mmr", "order_key"]
+
+K = TypeVar("K", str, tuple[str, tuple[str, ...]])
+"""What fusion ranks: note ids, or (id, namespace) pairs across namespaces (ordered by id, then
+namespace, for the tie rule)."""
 
 RANKINGS = ("semantic", "keyword", "recency")
 """The rankings hybrid recall fuses, in the order their shares are summed."""
@@ -63,25 +67,25 @@ class Fusion(Contract):
         return float(getattr(self, ranking))
 
 
-def order_key(score: float, timestamp: float, id_: str) -> tuple[float, float, str]:
+def order_key(score: float, timestamp: float, id_: K) -> tuple[float, float, K]:
     """The total order of hits: score descending, then timestamp descending, then id ascending."""
     return (-score, -timestamp, id_)
 
 
 def fuse(
-    rankings: Mapping[str, Sequence[str]],
-    times: Mapping[str, float],
+    rankings: Mapping[str, Sequence[K]],
+    times: Mapping[K, float],
     *,
     fusion: Fusion | None = None,
-    feedback: Mapping[str, float] | None = None,
-) -> list[tuple[str, float, dict[str, int]]]:
+    feedback: Mapping[K, float] | None = None,
+) -> list[tuple[K, float, dict[str, int]]]:
     """Reciprocal-rank fusion of ``rankings`` (name -> ids, best first; names from
     :data:`RANKINGS`) in the module's total order: ``(id, fused score, {ranking: 1-based rank})``
     for every id of any ranking. ``times[id]`` is its timestamp (for the tie rule); ``feedback[id]``
     its feedback weight (missing: 0). A ranking must not repeat an id."""
     params = fusion or Fusion()
-    ranks: dict[str, dict[str, int]] = {}
-    shares: dict[str, list[float]] = {}
+    ranks: dict[K, dict[str, int]] = {}
+    shares: dict[K, list[float]] = {}
     for name in RANKINGS:
         ids = rankings.get(name)
         if ids is None:
@@ -97,9 +101,9 @@ def fuse(
     for name in rankings:
         if name not in RANKINGS:
             raise ValueError(f"unknown ranking {name!r}; known: {', '.join(RANKINGS)}")
-    out: list[tuple[str, float, dict[str, int]]] = []
+    out: list[tuple[K, float, dict[str, int]]] = []
     for id_, held in ranks.items():
-        parts = shares.get(id_, [])
+        parts: list[float] = shares.get(id_, [])
         if feedback is not None and params.feedback:
             parts = [*parts, params.feedback * float(feedback.get(id_, 0.0)) / (params.k + 1)]
         out.append((id_, math.fsum(parts), held))

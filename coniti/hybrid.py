@@ -5,21 +5,23 @@ their signals (:class:`~coniti.recall.Signals` fields), before notes are read.
     The engine's :class:`~coniti.strategy.Strategy` answers from the structures (cosine, or time
     closeness to ``near``).
 ``keyword``
-    The namespace's :class:`~coniti.keyword.KeywordIndex` answers by BM25.
+    The namespace's :class:`~coniti.keyword.KeywordIndex` answers by BM25 (over several
+    namespaces, with the statistics of their union: a :class:`~coniti.keyword.Corpus`).
 ``recent``
     The first structure's time-only search: newest first, score 0.0.
 ``hybrid``
-    Both of the above asked for ``depth`` candidates each (:func:`depth`), fused by
-    :func:`coniti.fusion.fuse` with the query's :class:`~coniti.fusion.Fusion` (a ``recency``
-    weight adds the candidates ranked by timestamp) and the namespace's feedback weights; the
-    score is the fused score.
+    :func:`fuse_hits`: the semantic and keyword hits, :func:`depth` of each over every namespace
+    asked (filters applied), fused by :func:`coniti.fusion.fuse` with the query's
+    :class:`~coniti.fusion.Fusion` (a ``recency`` weight adds the candidates ranked by timestamp)
+    and the feedback weights of their namespaces; the score is the fused score. Fusing once over
+    all namespaces of a prefix keeps the fused scores comparable.
 
 Candidates come in the total order of :mod:`coniti.fusion` (score, newer, id).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +29,13 @@ import numpy as np
 
 from coniti.actor import Query
 from coniti.fusion import Fusion, fuse
-from coniti.keyword import KeywordIndex
+from coniti.keyword import Corpus, KeywordIndex
+from coniti.recall import Hit, Signals
 from coniti.strategy import Strategy, StrategyContext
 
-__all__ = ["Ranked", "candidates", "depth"]
+__all__ = ["Ranked", "candidates", "depth", "fuse_hits"]
+
+_signals = Signals.constructor()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +59,10 @@ def candidates(
     strategy: Strategy,
     context: StrategyContext,
     keyword: KeywordIndex,
-    feedback: Callable[[], Mapping[str, float]],
+    corpus: Corpus | None = None,
 ) -> list[Ranked]:
-    """At most ``query.k`` candidates of the query's resolved strategy (module docstring)."""
+    """At most ``query.k`` candidates of ``semantic``, ``keyword`` or ``recent`` (module
+    docstring; ``hybrid`` is :func:`fuse_hits` over the first two)."""
     name = query.resolved_strategy
     if name == "semantic":
         hits = strategy.answer(query, vector, context)
@@ -67,7 +73,7 @@ def candidates(
         ]
     if name == "keyword":
         assert query.text is not None
-        hits = keyword.search(query.text, k=query.k, time_range=query.time_range)
+        hits = keyword.search(query.text, k=query.k, time_range=query.time_range, corpus=corpus)
         return [
             Ranked(h.id, h.score, {"strategy": name, "keyword": h.score, "ranks": {"keyword": r}})
             for r, h in enumerate(hits, start=1)
@@ -83,47 +89,58 @@ def candidates(
             })
             for r, h in enumerate(hits, start=1)
         ]
-    return _hybrid(query, vector, strategy, context, keyword, feedback)
+    raise ValueError(f"candidates() answers semantic, keyword or recent, not {name!r}")
 
 
-def _hybrid(
+Key = tuple[str, tuple[str, ...]]
+"""A hit's identity across namespaces: (note id, namespace); ordered by id, then namespace."""
+
+
+def fuse_hits(
     query: Query,
-    vector: np.ndarray | None,
-    strategy: Strategy,
-    context: StrategyContext,
-    keyword: KeywordIndex,
-    feedback: Callable[[], Mapping[str, float]],
-) -> list[Ranked]:
+    semantic: Sequence[tuple[Hit, np.ndarray]],
+    lexical: Sequence[tuple[Hit, np.ndarray]],
+    feedback: Callable[[tuple[str, ...]], Mapping[str, float]],
+) -> list[tuple[Hit, np.ndarray]]:
+    """Hybrid recall: the semantic and keyword hits (each list in its total order, over every
+    namespace asked, filters applied) fused by :func:`coniti.fusion.fuse` with the query's
+    :class:`~coniti.fusion.Fusion` and each namespace's feedback weights (``feedback(ns)``), as
+    hits scored by the fused score, with their signals merged, in the fusion's total order (an
+    exact tie in score and time: the smaller id, then the smaller namespace). ``query.min_score``
+    applies to the fused score."""
     fusion = query.fusion or Fusion()
-    wide = query.model_copy(update={"k": depth(query.k)})
-    semantic = strategy.answer(wide, vector, context) if (vector is not None or query.near) else []
-    lexical = (
-        keyword.search(query.text, k=wide.k, time_range=query.time_range) if query.text else []
-    )
-    times = {h.id: keyword.timestamp(h.id) for h in (*semantic, *lexical)}
-    rankings: dict[str, list[str]] = {
-        "semantic": [h.id for h in semantic],
-        "keyword": [h.id for h in lexical],
+    found: dict[Key, tuple[Hit, np.ndarray]] = {}
+    for hit, vector in (*semantic, *lexical):
+        found.setdefault((hit.note.id, hit.namespace), (hit, vector))
+    times = {key: hit.note.timestamp for key, (hit, _) in found.items()}
+    rankings: dict[str, list[Key]] = {
+        "semantic": [(h.note.id, h.namespace) for h, _ in semantic],
+        "keyword": [(h.note.id, h.namespace) for h, _ in lexical],
     }
     if fusion.recency:
-        rankings["recency"] = sorted(times, key=lambda i: (-times[i], i))
-    weights = dict(feedback()) if fusion.feedback else {}
+        rankings["recency"] = sorted(times, key=lambda key: (-times[key], key))
+    weights: dict[Key, float] = {}
+    if fusion.feedback:
+        for ns in sorted({key[1] for key in found}):
+            for id_, w in feedback(ns).items():
+                if (id_, ns) in found:
+                    weights[(id_, ns)] = w
     fused = fuse(rankings, times, fusion=fusion, feedback=weights)
-    sem = {h.id: h.score for h in semantic} if vector is not None else {}
-    lex = {h.id: h.score for h in lexical}
     newest = max(times.values(), default=0.0)
     out = []
-    for id_, score, ranks in fused[: query.k]:
-        signals: dict[str, Any] = {
+    for key, score, ranks in fused:
+        if query.min_score is not None and score < query.min_score:
+            continue
+        hit, vector = found[key]
+        base = hit.signals
+        signals = _signals({
             "strategy": "hybrid",
-            "recency": newest - times[id_],
-            "feedback": float(weights.get(id_, 0.0)),
+            "semantic": None if base is None else base.semantic,
+            "keyword": None if base is None else base.keyword,
+            "recency": newest - hit.note.timestamp,
+            "feedback": float(weights.get(key, 0.0)),
             "ranks": ranks,
             "fused": score,
-        }
-        if id_ in sem:
-            signals["semantic"] = sem[id_]
-        if id_ in lex:
-            signals["keyword"] = lex[id_]
-        out.append(Ranked(id_, score, signals))
+        })
+        out.append((hit.model_copy(update={"score": score, "signals": signals}), vector))
     return out

@@ -30,6 +30,11 @@ over those rows only, so a past search scores as a fresh index of that moment wo
 :meth:`KeywordIndex.remove` ends rows (it does not drop them); :meth:`KeywordIndex.compact` drops
 rows that ended at or before a horizon.
 
+**Several indexes as one corpus.** A search over several namespaces (one index each) scores every
+note with the statistics of their union: :meth:`KeywordIndex.corpus` gives one index's ``N``, total
+length and ``df`` of the query terms, :meth:`Corpus.merge` adds them up, and ``search(...,
+corpus=...)`` scores with the merged figures, so scores are comparable across the namespaces.
+
 **State.** :meth:`KeywordIndex.state` is a dict of numpy arrays and ints (no pickled objects),
 tagged with the sequence number it reflects (:attr:`KeywordIndex.seq`);
 :meth:`KeywordIndex.from_state` rebuilds an equal index and refuses inconsistent arrays.
@@ -43,6 +48,7 @@ import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,7 +57,7 @@ from coniti.actor import TimeRange
 from coniti.errors import ContractError
 from coniti.structure import StructureHit
 
-__all__ = ["ALIVE", "NO_SPACE", "KeywordIndex", "tokenize"]
+__all__ = ["ALIVE", "NO_SPACE", "Corpus", "KeywordIndex", "tokenize"]
 
 ALIVE = 2**63 - 1
 """The ``died`` value of a live row."""
@@ -92,6 +98,28 @@ def tokenize(text: str) -> list[str]:
             else:
                 out.extend(part[j : j + 2] for j in range(len(part) - 1))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """The BM25 statistics of a set of notes for some terms: ``n`` notes, ``length`` tokens in
+    all, ``df[term]`` notes holding the term."""
+
+    n: int
+    length: int
+    df: dict[str, int]
+
+    @staticmethod
+    def merge(parts: Iterable[Corpus]) -> Corpus:
+        """The statistics of the union of disjoint note sets."""
+        n = length = 0
+        df: dict[str, int] = {}
+        for part in parts:
+            n += part.n
+            length += part.length
+            for term, count in part.df.items():
+                df[term] = df.get(term, 0) + count
+        return Corpus(n, length, df)
 
 
 def _check_param(name: str, value: Any, low: float, high: float | None) -> float:
@@ -248,19 +276,33 @@ class KeywordIndex:
         visible: np.ndarray = (born <= as_of) & (died > as_of)
         return visible
 
+    def corpus(self, text: str, *, as_of: int | None = None) -> Corpus:
+        """This index's statistics for the terms of ``text`` (rows visible now, or as of ``as_of``)."""
+        visible = self._mask(as_of)
+        lengths = np.frombuffer(self._length, dtype=np.int_) if self._ids else np.empty(0, np.int_)
+        df = {}
+        for term in dict.fromkeys(tokenize(text)):
+            posting = self._postings.get(term)
+            if posting is not None:
+                df[term] = int(visible[np.frombuffer(posting[0], dtype=np.int_)].sum())
+        return Corpus(int(visible.sum()), int(lengths[visible].sum()), df)
+
     def _scores(
-        self, terms: list[str], as_of: int | None, only: np.ndarray | None
+        self, terms: list[str], as_of: int | None, only: np.ndarray | None, corpus: Corpus | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Dense BM25 scores per row and the mask of rows matching at least one term."""
         n_rows = len(self._ids)
         visible = self._mask(as_of)
         scores = np.zeros(n_rows, dtype=np.float64)
         matched = np.zeros(n_rows, dtype=bool)
-        n_visible = int(visible.sum())
-        if not n_visible or not terms:
+        own = int(visible.sum())
+        if not own or not terms:
             return scores, matched
         lengths = np.frombuffer(self._length, dtype=np.int_).astype(np.float64)
-        avgdl = float(lengths[visible].sum()) / n_visible
+        if corpus is None:
+            n_visible, avgdl = own, float(lengths[visible].sum()) / own
+        else:
+            n_visible, avgdl = corpus.n, corpus.length / corpus.n if corpus.n else 0.0
         norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl) if avgdl > 0 else np.full(n_rows, self.k1 * (1.0 - self.b))
         for term in terms:
             posting = self._postings.get(term)
@@ -273,6 +315,8 @@ class KeywordIndex:
             if not df:
                 continue
             rows, tfs = rows[keep], tfs[keep]
+            if corpus is not None:
+                df = corpus.df.get(term, df)
             idf = math.log(1.0 + (n_visible - df + 0.5) / (df + 0.5))
             scores[rows] += idf * tfs * (self.k1 + 1.0) / (tfs + norm[rows])
             matched[rows] = True
@@ -287,9 +331,11 @@ class KeywordIndex:
         k: int,
         time_range: TimeRange | None = None,
         as_of: int | None = None,
+        corpus: Corpus | None = None,
     ) -> list[StructureHit]:
         """The ``k`` best rows for ``text`` by BM25 (module docstring), among the rows live now
-        (or as of sequence number ``as_of``) whose timestamp is in ``time_range``."""
+        (or as of sequence number ``as_of``) whose timestamp is in ``time_range``; scored with
+        ``corpus``'s statistics when given (it must include this index's)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ContractError(f"k must be a positive integer, got {k!r}")
         terms = list(dict.fromkeys(tokenize(text)))
@@ -299,7 +345,7 @@ class KeywordIndex:
             start = -math.inf if time_range.start is None else time_range.start
             end = math.inf if time_range.end is None else time_range.end
             only = (times >= start) & (times < end)
-        scores, matched = self._scores(terms, as_of, only)
+        scores, matched = self._scores(terms, as_of, only, corpus)
         rows = np.flatnonzero(matched)
         if not len(rows):
             return []
@@ -312,11 +358,13 @@ class KeywordIndex:
         order = sorted(picked.tolist(), key=lambda r: (-scores[r], -times[r], ids[r]))
         return [StructureHit(ids[r], float(scores[r])) for r in order[:k]]
 
-    def score(self, text: str, ids: Iterable[str], *, as_of: int | None = None) -> dict[str, float]:
+    def score(
+        self, text: str, ids: Iterable[str], *, as_of: int | None = None, corpus: Corpus | None = None
+    ) -> dict[str, float]:
         """The BM25 score of each of ``ids`` that is live (0.0 when it holds no query term); ids
         not in the index are left out."""
         terms = list(dict.fromkeys(tokenize(text)))
-        scores, _ = self._scores(terms, as_of, None)
+        scores, _ = self._scores(terms, as_of, None, corpus)
         return {i: float(scores[self._row_of[i]]) for i in ids if i in self._row_of}
 
     # -- state ----------------------------------------------------------------------------------

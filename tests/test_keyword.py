@@ -243,3 +243,19 @@ def test_incremental_adds_equal_one_batch(texts: list[str], query: str) -> None:
     for i, text, t in zip(ids, texts, times, strict=True):
         many.add([i], [text], [t])
     assert one.search(query, k=20) == many.search(query, k=20)
+
+
+def test_a_merged_corpus_scores_like_one_index_of_the_union() -> None:
+    """Two indexes searched with their merged Corpus give the scores of one index holding both."""
+    from coniti.keyword import Corpus
+
+    a, b, both = KeywordIndex(), KeywordIndex(), KeywordIndex()
+    a.add(["a1"], ["red apples in the orchard"], [1.0])
+    b.add(["b1", "b2"], ["red apples for the pie", "blue boats on the lake"], [2.0, 3.0])
+    both.add(["a1", "b1", "b2"], ["red apples in the orchard", "red apples for the pie", "blue boats on the lake"], [1.0, 2.0, 3.0])
+    query = "red apples orchard"
+    corpus = Corpus.merge([a.corpus(query), b.corpus(query)])
+    merged = sorted([*a.search(query, k=5, corpus=corpus), *b.search(query, k=5, corpus=corpus)], key=lambda h: -h.score)
+    expected = both.search(query, k=5)
+    assert [h.id for h in merged] == [h.id for h in expected]
+    assert [h.score for h in merged] == pytest.approx([h.score for h in expected], rel=1e-12)
