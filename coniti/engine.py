@@ -63,7 +63,7 @@ from coniti.errors import (
     namespace_text,
 )
 from coniti.filters import Predicate, compile_filter
-from coniti.fusion import mmr
+from coniti.fusion import Fusion, mmr
 from coniti.hybrid import Ranked, candidates, depth, fuse_hits
 from coniti.keyword import Corpus, KeywordIndex
 from coniti.memory import (
@@ -88,7 +88,7 @@ from coniti.memory import (
     event_feed,
     time_travel,
 )
-from coniti.recall import ContextBlock, Hit, HitLike, Signals, to_context_block
+from coniti.recall import ContextBlock, Hit, HitLike, to_context_block, trusted_signals
 from coniti.rerank import Reranker, apply_reranker
 from coniti.strategy import Strategy, StrategyContext
 from coniti.structure import Structure, unit_rows
@@ -140,7 +140,6 @@ class Snapshot(Contract):
 
 _ingest_result = IngestResult.constructor()
 _hit = Hit.constructor()
-_signals = Signals.constructor()
 _answer = Answer.constructor()
 
 
@@ -224,6 +223,11 @@ class ContinuityEngine:
         """The structures of ``namespace`` (loaded if needed). Read them; do not modify them."""
         with self._lock:
             return list(self._space(as_namespace(namespace)).structures)
+
+    def keyword_index(self, namespace: Sequence[str] = ()) -> KeywordIndex:
+        """The keyword index of ``namespace`` (loaded if needed). Read it; do not modify it."""
+        with self._lock:
+            return self._space(as_namespace(namespace)).keyword
 
     # -- ingest ----------------------------------------------------------------------------------
 
@@ -410,6 +414,11 @@ class ContinuityEngine:
         if query.text is not None:
             asked = query.model_copy(update={**side, "strategy": "keyword", "near": None})
             lexical = [h for n in spaces for h in self._answer(n, asked, vector, wide, corpus)]
+            floor = (query.fusion or Fusion()).keyword_floor
+            if floor and lexical:
+                index = self._space(spaces[0]).keyword
+                bar = floor * index.ceiling(query.text, corpus=corpus)
+                lexical = [item for item in lexical if item[0].score >= bar]
         if len(spaces) > 1:
             semantic.sort(key=lambda item: _merge_key(item[0]))
             lexical.sort(key=lambda item: _merge_key(item[0]))
@@ -518,23 +527,26 @@ class ContinuityEngine:
             lexical = space.keyword.score(
                 query.text, [r.id for r in kept if "keyword" not in r.signals], corpus=corpus
             )
-        unit = None if vector is None else unit_rows(np.asarray(vector)[None, :])[0].astype(np.float64)
+        cosine: dict[str, float] = {}
+        unscored = [r.id for r in kept if "semantic" not in r.signals]
+        if vector is not None and query.text is not None and unscored:
+            unit = unit_rows(np.asarray(vector)[None, :])[0].astype(np.float64)
+            rows = unit_rows(np.stack([records[i].vector for i in unscored])).astype(np.float64)
+            cosine = dict(zip(unscored, (rows @ unit).tolist(), strict=True))
         out = []
         for r in kept:
             record = records[r.id]
             signals = dict(r.signals)
             if query.text is not None:
                 signals.setdefault("keyword", lexical.get(r.id, 0.0))
-                if unit is not None and "semantic" not in signals:
-                    row = unit_rows(np.asarray(record.vector)[None, :])[0].astype(np.float64)
-                    signals["semantic"] = float(unit @ row)
+                if r.id in cosine:
+                    signals["semantic"] = cosine[r.id]
             hit = _hit({
                 "note": record.note, "score": float(r.score), "namespace": ns, "version": record.version,
-                "signals": _signals(signals),
+                "signals": trusted_signals(signals),
             })
             out.append((hit, record.vector))
         return out
-
 
     # -- feedback ----------------------------------------------------------------------------------
 

@@ -44,8 +44,12 @@ RANKINGS = ("semantic", "keyword", "recency")
 
 class Fusion(Contract):
     """How hybrid recall fuses: the RRF constant ``k``, a weight per ranking (``semantic``,
-    ``keyword``, ``recency``: by timestamp, newest first; 0 leaves a ranking out) and the weight of
-    feedback (0: feedback does not move hybrid results)."""
+    ``keyword``, ``recency``: by timestamp, newest first; 0 leaves a ranking out), the weight of
+    feedback (0: feedback does not move hybrid results) and ``keyword_floor``: a note joins the
+    keyword ranking only when its BM25 score is at least this fraction of the query's BM25 ceiling
+    (:meth:`coniti.keyword.KeywordIndex.ceiling`), so that matches on words most notes share do
+    not outvote the semantic ranking (0: every match joins). The default 0.15 was chosen on the
+    labelled recall set (``tools/bench_recall.py``; README, Strategies)."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -54,8 +58,9 @@ class Fusion(Contract):
     keyword: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
     recency: float = pydantic.Field(default=0.0, ge=0.0, allow_inf_nan=False)
     feedback: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
+    keyword_floor: float = pydantic.Field(default=0.15, ge=0.0, le=1.0, allow_inf_nan=False)
 
-    @pydantic.field_validator("semantic", "keyword", "recency", "feedback", mode="before")
+    @pydantic.field_validator("semantic", "keyword", "recency", "feedback", "keyword_floor", mode="before")
     @classmethod
     def _number(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):

@@ -11,7 +11,8 @@ their signals (:class:`~coniti.recall.Signals` fields), before notes are read.
     The first structure's time-only search: newest first, score 0.0.
 ``hybrid``
     :func:`fuse_hits`: the semantic and keyword hits, :func:`depth` of each over every namespace
-    asked (filters applied), fused by :func:`coniti.fusion.fuse` with the query's
+    asked (filters applied; keyword hits below :attr:`Fusion.keyword_floor
+    <coniti.fusion.Fusion.keyword_floor>` of the query's BM25 ceiling left out), fused by :func:`coniti.fusion.fuse` with the query's
     :class:`~coniti.fusion.Fusion` (a ``recency`` weight adds the candidates ranked by timestamp)
     and the feedback weights of their namespaces; the score is the fused score. Fusing once over
     all namespaces of a prefix keeps the fused scores comparable.
@@ -30,12 +31,13 @@ import numpy as np
 from coniti.actor import Query
 from coniti.fusion import Fusion, fuse
 from coniti.keyword import Corpus, KeywordIndex
-from coniti.recall import Hit, Signals
+from coniti.recall import Hit, trusted_signals
 from coniti.strategy import Strategy, StrategyContext
 
 __all__ = ["Ranked", "candidates", "depth", "fuse_hits"]
 
-_signals = Signals.constructor()
+_hit = Hit.constructor()
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +135,7 @@ def fuse_hits(
             continue
         hit, vector = found[key]
         base = hit.signals
-        signals = _signals({
+        signals = trusted_signals({
             "strategy": "hybrid",
             "semantic": None if base is None else base.semantic,
             "keyword": None if base is None else base.keyword,
@@ -142,5 +144,5 @@ def fuse_hits(
             "ranks": ranks,
             "fused": score,
         })
-        out.append((hit.model_copy(update={"score": score, "signals": signals}), vector))
+        out.append((_hit({**hit.__dict__, "score": score, "signals": signals}), vector))
     return out

@@ -27,8 +27,9 @@ float64 sums in query-term order, so they reproduce exactly.
 wrote it) and ``died`` (the one that ended it; :data:`ALIVE` while live). :meth:`KeywordIndex.search`
 with ``as_of=S`` sees the rows with ``born <= S < died``, and ``N``, ``avgdl`` and ``df`` are taken
 over those rows only, so a past search scores as a fresh index of that moment would.
-:meth:`KeywordIndex.remove` ends rows (it does not drop them); :meth:`KeywordIndex.compact` drops
-rows that ended at or before a horizon.
+:meth:`KeywordIndex.remove` ends rows (it does not drop them); :meth:`KeywordIndex.purge` hides
+every row of an id from every point (erasure); :meth:`KeywordIndex.compact` drops rows that ended at
+or before a horizon.
 
 **Several indexes as one corpus.** A search over several namespaces (one index each) scores every
 note with the statistics of their union: :meth:`KeywordIndex.corpus` gives one index's ``N``, total
@@ -230,6 +231,22 @@ class KeywordIndex:
         self._live -= ended
         return ended
 
+    def purge(self, ids: Iterable[str]) -> int:
+        """Make every row of ``ids`` (live or ended) invisible to every search, now and as of any
+        point (an erasure): they end before they begin and the next :meth:`compact` drops them.
+        Returns how many rows were purged. O(rows held)."""
+        wanted = {i for i in ids if isinstance(i, str)}
+        purged = 0
+        for row, id_ in enumerate(self._ids):
+            if id_ in wanted and not (self._born[row] == 0 and self._died[row] == 0):
+                if self._died[row] == ALIVE:
+                    self._live -= 1
+                    self._row_of.pop(id_, None)
+                self._born[row] = 0
+                self._died[row] = 0
+                purged += 1
+        return purged
+
     def compact(self, horizon: int | None = None) -> int:
         """Drop the rows that ended at or before ``horizon`` (None: every ended row); returns how
         many. As-of searches before ``horizon`` are then no longer exact."""
@@ -286,6 +303,18 @@ class KeywordIndex:
             if posting is not None:
                 df[term] = int(visible[np.frombuffer(posting[0], dtype=np.int_)].sum())
         return Corpus(int(visible.sum()), int(lengths[visible].sum()), df)
+
+    def ceiling(self, text: str, *, as_of: int | None = None, corpus: Corpus | None = None) -> float:
+        """The BM25 ceiling of ``text``: ``sum_t idf(t) * (k1 + 1)`` over its distinct terms, the
+        bound a note's score approaches as it repeats every term; a term no visible note holds
+        counts with the idf of ``df = 0``. Statistics from ``corpus`` when given."""
+        terms = list(dict.fromkeys(tokenize(text)))
+        stats = self.corpus(text, as_of=as_of) if corpus is None else corpus
+        n = stats.n
+        return math.fsum(
+            math.log(1.0 + (n - stats.df.get(t, 0) + 0.5) / (stats.df.get(t, 0) + 0.5)) * (self.k1 + 1.0)
+            for t in terms
+        )
 
     def _scores(
         self, terms: list[str], as_of: int | None, only: np.ndarray | None, corpus: Corpus | None = None

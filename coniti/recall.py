@@ -46,6 +46,7 @@ __all__ = [
     "omitted_line",
     "render_hit",
     "to_context_block",
+    "trusted_signals",
 ]
 
 BYTES_PER_TOKEN = 4
@@ -69,6 +70,18 @@ class Signals(Contract):
     feedback: float | None = None
     ranks: dict[str, int] = pydantic.Field(default_factory=dict)
     fused: float | None = None
+
+
+_signals = Signals.constructor()
+
+
+def trusted_signals(values: dict[str, Any]) -> Signals:
+    """:class:`Signals` from values the engine computed (unvalidated; missing fields take their
+    defaults)."""
+    return _signals({
+        "semantic": None, "keyword": None, "recency": None, "feedback": None, "fused": None,
+        **values, "ranks": dict(values.get("ranks", {})),
+    })
 
 
 class Hit(Contract):

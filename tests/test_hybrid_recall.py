@@ -307,3 +307,14 @@ def test_a_reranker_without_rerank_is_refused() -> None:
     """An object without rerank(query, hits) is a contract error."""
     with pytest.raises(ContractError, match="reranker"):
         Container(reranker=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("strategy", ["semantic", "keyword", "hybrid"])
+def test_every_signal_field_is_readable(engine: ContinuityEngine, strategy: str) -> None:
+    """Each hit's Signals has every field (None where the strategy gives none) and round-trips."""
+    from coniti.recall import Signals
+
+    for hit in engine.ask(Query(text="warm cat", strategy=strategy)).hits:  # type: ignore[arg-type]
+        sig = hit.signals
+        assert sig is not None
+        assert {f: getattr(sig, f) for f in Signals.model_fields} == Signals.from_dict(sig.to_dict()).model_dump()

@@ -259,3 +259,16 @@ def test_a_merged_corpus_scores_like_one_index_of_the_union() -> None:
     expected = both.search(query, k=5)
     assert [h.id for h in merged] == [h.id for h in expected]
     assert [h.score for h in merged] == pytest.approx([h.score for h in expected], rel=1e-12)
+
+
+def test_purge_hides_every_row_of_an_id_at_every_point() -> None:
+    """After purge (an erasure), no search, now or as of any point, finds the id."""
+    index = _three()
+    index.remove(["d1"], died=4)
+    index.add(["d1"], ["apple pie"], [1.0], [4])
+    assert index.purge(["d1"]) == 2
+    for as_of in (None, 1, 3, 4, 9):
+        assert "d1" not in {h.id for h in index.search("apple", k=5, as_of=as_of)}
+    assert "d1" not in index and len(index) == 2
+    index.compact()
+    assert index.rows == 2
