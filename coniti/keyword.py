@@ -380,10 +380,11 @@ class KeywordIndex:
             return []
         times = np.frombuffer(self._time, dtype=np.float64)
         ids = self._ids
-        picked = rows[np.argsort(-scores[rows], kind="stable")]
-        if len(picked) > k:  # keep every row tied with the k-th score, then break ties exactly
-            cut = scores[picked[k - 1]]
-            picked = picked[scores[picked] >= cut]
+        picked = rows
+        if len(rows) > k:  # keep every row tied with the k-th score, then break ties exactly
+            found = scores[rows]
+            cut = found[np.argpartition(-found, k - 1)[k - 1]]
+            picked = rows[found >= cut]
         order = sorted(picked.tolist(), key=lambda r: (-scores[r], -times[r], ids[r]))
         return [StructureHit(ids[r], float(scores[r])) for r in order[:k]]
 
