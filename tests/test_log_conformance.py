@@ -119,6 +119,10 @@ class TestLogCapabilities(LogFixtures, conformance.CapabilityTests):
     pass
 
 
+class TestLogFeedback(LogFixtures, conformance.FeedbackTests):
+    pass
+
+
 class TestLogWrite(LogFixtures, conformance.WriteTests):
     @pytest.fixture
     def reopen(self) -> Callable[[MemoryBackend], MemoryBackend]:
