@@ -38,7 +38,9 @@ corpus=...)`` scores with the merged figures, so scores are comparable across th
 
 **State.** :meth:`KeywordIndex.state` is a dict of numpy arrays and ints (no pickled objects),
 tagged with the sequence number it reflects (:attr:`KeywordIndex.seq`);
-:meth:`KeywordIndex.from_state` rebuilds an equal index and refuses inconsistent arrays.
+:meth:`KeywordIndex.from_state` rebuilds an equal index and refuses inconsistent arrays. It also
+takes the state with every value as a numpy array (scalars as 0-d arrays), as an on-disk snapshot
+of named arrays gives it back.
 """
 
 from __future__ import annotations
@@ -430,10 +432,11 @@ class KeywordIndex:
         """The index :meth:`state` described; raises :class:`ContractError` naming the field when
         the state is not one this version wrote or its arrays disagree."""
         try:
-            if state["version"] != _STATE_VERSION:
-                raise ContractError(f"keyword index state version {state['version']!r} is not {_STATE_VERSION}")
-            index = cls(k1=state["k1"], b=state["b"])
-            index.seq = int(state["seq"])
+            version = int(np.asarray(state["version"]))
+            if version != _STATE_VERSION:
+                raise ContractError(f"keyword index state version {version} is not {_STATE_VERSION}")
+            index = cls(k1=float(np.asarray(state["k1"])), b=float(np.asarray(state["b"])))
+            index.seq = int(np.asarray(state["seq"]))
             id_bytes = np.asarray(state["ids"], dtype=np.uint8).tobytes()
             id_off = np.asarray(state["id_offsets"], dtype=np.int64)
             born = np.asarray(state["born"], dtype=np.int64)
