@@ -863,7 +863,9 @@ class ContinuityEngine:
             space = self._spaces.get(ns)
             if space is None or event.seq <= (space.seq or 0):
                 continue
-            if event.kind == "clear":
+            if event.kind == "feedback":  # changes no record; hybrid reads the weights at ask
+                pass
+            elif event.kind == "clear":
                 cleared.add(ns)
             elif event.kind == "meta":
                 if event.key == EMBEDDING_KEY and event.value is not None:

@@ -275,3 +275,16 @@ def test_cli_ask_refuses_mmr_out_of_range(cli: Cli) -> None:
     """--mmr must be in [0, 1]."""
     cli.ok("add", "x", "--id", "n1")
     assert cli("ask", "x", "--mmr", "1.5").code == 2
+
+
+def test_refresh_sees_feedback_written_by_another_handle(tmp_path: Path) -> None:
+    """Feedback given through a second engine on the same store moves the first engine's hybrid
+    ranking at its next ask (the weights are read from memory, not cached)."""
+    with Container(memory="log", path=tmp_path / "s") as first:
+        first.engine.ingest_many(NOTES)
+        query = Query(text="cat", strategy="hybrid")
+        order = [h.note.id for h in first.engine.ask(query).hits]
+        second = ContinuityEngine(first.memory, first.embedder, first.structure.spawn(), first.strategy)
+        second.improve(order[1], 5.0)
+        assert first.engine.refresh() == 1
+        assert first.engine.ask(query).hits[0].note.id == order[1]
