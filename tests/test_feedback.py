@@ -288,3 +288,11 @@ def test_refresh_sees_feedback_written_by_another_handle(tmp_path: Path) -> None
         second.improve(order[1], 5.0)
         assert first.engine.refresh() == 1
         assert first.engine.ask(query).hits[0].note.id == order[1]
+
+
+def test_cli_log_shows_the_feedback_weight(cli: Cli) -> None:
+    """coniti log prints a feedback event with its weight and the record id."""
+    cli.ok("add", "invoice INV-7 paid", "--id", "n1")
+    cli.ok("improve", "n1", "-0.5", "--reason", "stale")
+    last = cli.ok("log").out.splitlines()[-1]
+    assert "feedback" in last and "weight -0.5 on n1" in last and "(stale)" in last
