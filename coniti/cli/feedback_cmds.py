@@ -10,7 +10,7 @@ from coniti.cli.parse import format_namespace
 __all__ = ["improve"]
 
 
-@click.command()
+@click.command(context_settings={"ignore_unknown_options": True})  # WEIGHT may be negative: -0.5
 @click.argument("note_id", metavar="ID")
 @click.argument("weight", type=float)
 @ns_option()
