@@ -384,6 +384,8 @@ class ContinuityEngine:
                 found = [h for n in spaces for h in self._answer(n, query, vector, pool, corpus)]
                 if scope is not None:
                     found.sort(key=lambda item: _merge_key(item[0]))
+                    del found[pool:]
+                    found = _reranked(found, query.resolved_strategy)
                 del found[pool:]
             hits = self._second_stage(query, found)
             return _answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
@@ -403,26 +405,40 @@ class ContinuityEngine:
         corpus: Corpus | None,
     ) -> list[tuple[Hit, np.ndarray]]:
         """:func:`coniti.hybrid.fuse_hits` of :func:`~coniti.hybrid.depth` semantic and keyword
-        hits over ``spaces`` (each side filtered exactly, its min_score left to the fusion)."""
+        hits over ``spaces``, then the query's filter: the fused ranking with the non-matching
+        notes removed (the sides are asked 4x deeper, then 4x again, until ``want`` pass or the
+        sides run out). ``min_score`` applies to the fused score."""
+        match: Predicate | None = None if query.filter is None else compile_filter(query.filter)
+        floor = (query.fusion or Fusion()).keyword_floor
         wide = depth(want)
-        side = {"k": wide, "min_score": None}
-        semantic: list[tuple[Hit, np.ndarray]] = []
-        lexical: list[tuple[Hit, np.ndarray]] = []
-        if vector is not None or query.near is not None:
-            asked = query.model_copy(update={**side, "strategy": "semantic"})
-            semantic = [h for n in spaces for h in self._answer(n, asked, vector, wide, corpus)]
-        if query.text is not None:
-            asked = query.model_copy(update={**side, "strategy": "keyword", "near": None})
-            lexical = [h for n in spaces for h in self._answer(n, asked, vector, wide, corpus)]
-            floor = (query.fusion or Fusion()).keyword_floor
-            if floor and lexical:
-                index = self._space(spaces[0]).keyword
-                bar = floor * index.ceiling(query.text, corpus=corpus)
-                lexical = [item for item in lexical if item[0].score >= bar]
-        if len(spaces) > 1:
-            semantic.sort(key=lambda item: _merge_key(item[0]))
-            lexical.sort(key=lambda item: _merge_key(item[0]))
-        return fuse_hits(query, semantic[:wide], lexical[:wide], self.feedback)[:want]
+        while True:
+            side = {"k": wide, "min_score": None, "filter": None}
+            deeper = False
+            semantic: list[tuple[Hit, np.ndarray]] = []
+            lexical: list[tuple[Hit, np.ndarray]] = []
+            if vector is not None or query.near is not None:
+                asked = query.model_copy(update={**side, "strategy": "semantic"})
+                for n in spaces:
+                    part = self._answer(n, asked, vector, wide, corpus)
+                    deeper = deeper or len(part) == wide
+                    semantic.extend(part)
+            if query.text is not None:
+                asked = query.model_copy(update={**side, "strategy": "keyword", "near": None})
+                for n in spaces:
+                    part = self._answer(n, asked, vector, wide, corpus)
+                    deeper = deeper or len(part) == wide
+                    lexical.extend(part)
+                if floor and lexical:
+                    bar = floor * self._space(spaces[0]).keyword.ceiling(query.text, corpus=corpus)
+                    lexical = [item for item in lexical if item[0].score >= bar]
+            if len(spaces) > 1:
+                semantic.sort(key=lambda item: _merge_key(item[0]))
+                lexical.sort(key=lambda item: _merge_key(item[0]))
+            fused = fuse_hits(query, semantic[:wide], lexical[:wide], self.feedback)
+            kept = fused if match is None else [item for item in fused if match(item[0].note.metadata)]
+            if len(kept) >= want or not deeper or match is None:
+                return kept[:want]
+            wide *= 4
 
     def _pool(self, query: Query) -> int:
         staged = query.mmr is not None or (self.reranker is not None and query.resolved_strategy != "recent")
@@ -1186,6 +1202,19 @@ def _as_query(value: Any) -> Query:
 
 def _passes(hit: Ranked, note: Note, match: Predicate | None, min_score: float | None) -> bool:
     return (min_score is None or hit.score >= min_score) and (match is None or match(note.metadata))
+
+
+_RANKING = {"semantic": "semantic", "keyword": "keyword", "recent": "recency"}
+
+
+def _reranked(found: list[tuple[Hit, np.ndarray]], strategy: str) -> list[tuple[Hit, np.ndarray]]:
+    """Hits merged from several namespaces with ``signals.ranks`` set to the merged position."""
+    name = _RANKING[strategy]
+    out = []
+    for r, (hit, vector) in enumerate(found, start=1):
+        signals = None if hit.signals is None else trusted_signals({**hit.signals.__dict__, "ranks": {name: r}})
+        out.append((_hit({**hit.__dict__, "signals": signals}), vector))
+    return out
 
 
 def _merge_key(hit: Hit) -> tuple[float, float, str, tuple[str, ...]]:

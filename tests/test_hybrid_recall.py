@@ -318,3 +318,37 @@ def test_every_signal_field_is_readable(engine: ContinuityEngine, strategy: str)
         sig = hit.signals
         assert sig is not None
         assert {f: getattr(sig, f) for f in Signals.model_fields} == Signals.from_dict(sig.to_dict()).model_dump()
+
+
+def test_hybrid_over_a_prefix_fuses_once_over_every_namespace() -> None:
+    """A prefix hybrid ask ranks the union: each hit's semantic rank is its rank among the
+    semantic hits of every namespace together (not within its own namespace)."""
+    with Container() as c:
+        c.engine.ingest_many(NOTES[:3], namespace=("a",))
+        c.engine.ingest_many(NOTES[3:], namespace=("b",))
+        hits = c.engine.ask(Query(text="warm mat cat", strategy="hybrid", k=5), prefix=()).hits
+        semantic = c.engine.ask(Query(text="warm mat cat", strategy="semantic", k=5), prefix=()).hits
+        by_key = {(h.namespace, h.note.id): r for r, h in enumerate(semantic, start=1)}
+        for hit in hits:
+            assert hit.signals is not None
+            assert hit.signals.ranks["semantic"] == by_key[(hit.namespace, hit.note.id)]
+
+
+def test_a_filtered_hybrid_ask_is_the_fused_ranking_minus_non_matching_notes() -> None:
+    """Filters apply after fusion: the filtered answer is the unfiltered one without the notes the
+    filter rejects, in the same order."""
+    notes = [Note(id=f"n{i}", text=f"note {i} about cats and mats", timestamp=float(i),
+                  metadata={"kind": "ab"[i % 2]}) for i in range(12)]  # fmt: skip
+    with Container() as c:
+        c.engine.ingest_many(notes)
+        full = c.engine.ask(Query(text="cats mats", strategy="hybrid", k=12)).hits
+        wanted = [h.note.id for h in full if h.note.metadata["kind"] == "a"][:3]
+        got = c.engine.ask(Query(text="cats mats", strategy="hybrid", k=3, filter={"kind": "a"})).hits
+        assert [h.note.id for h in got] == wanted
+
+
+def test_ranks_of_a_prefix_ask_are_positions_in_the_merged_answer(engine: ContinuityEngine) -> None:
+    """Over a prefix, a keyword hit's rank signal is its position in the merged answer."""
+    engine.ingest(Note(id="inv-b", text="copy of INV-2024-0042", timestamp=5.0), namespace=("bob",))
+    hits = engine.ask(Query(text="INV-2024-0042 ACME", strategy="keyword"), prefix=()).hits
+    assert [h.signals.ranks for h in hits if h.signals] == [{"keyword": r} for r in range(1, len(hits) + 1)]
