@@ -20,7 +20,7 @@ from coniti.memory import MemoryRecord, Namespace
 
 __all__ = ["Diff", "EraseResult", "Event", "EventKind"]
 
-EventKind = Literal["put", "delete", "meta", "clear", "erase", "op"]
+EventKind = Literal["put", "delete", "meta", "clear", "erase", "op", "feedback"]
 
 
 class Event(Contract):
@@ -32,7 +32,8 @@ class Event(Contract):
       record removed: ``id``), ``meta`` (a metadata write: ``key``, ``value``), ``clear`` (every
       record of ``namespace`` removed), ``erase`` (the receipt of an erasure of every version of
       ``id``), ``op`` (the receipt of a write request's op id ``op_id``: ``value`` holds the
-      request's digest ``d`` and its result ``res``).
+      request's digest ``d`` and its result ``res``), ``feedback`` (a weight given to the record
+      ``id`` by ``improve``: ``value`` holds the weight, a float; event version 3).
     * ``replaces``: for a put that replaced a live version (an upsert or patch), the sequence
       number of that version; the history of a record reads as a chain of versions.
       ``expires_at``: a put's expiry.

@@ -82,6 +82,8 @@ __all__ = [
     "DeleteResult",
     "DuplicateRecord",
     "EventFeed",
+    "FeedbackRequest",
+    "FeedbackResult",
     "GetRequest",
     "GetResult",
     "IdempotencyConflict",
@@ -694,6 +696,37 @@ class WriteResult(Contract):
     replayed: bool = False
 
 
+class FeedbackRequest(Contract):
+    """Give the live record ``id`` of ``namespace`` the feedback ``weight`` (a finite number;
+    positive promotes it in hybrid recall, negative demotes it), with an optional ``reason``."""
+
+    id: pydantic.StrictStr = pydantic.Field(min_length=1)
+    weight: float = pydantic.Field(allow_inf_nan=False)
+    namespace: Namespace = ()
+    reason: str | None = None
+
+    @pydantic.field_validator("weight", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"weight must be a number, got {type(value).__name__}")
+        return value
+
+    @pydantic.field_validator("namespace", mode="before")
+    @classmethod
+    def _ns(cls, value: Any) -> tuple[str, ...]:
+        return as_namespace(value)
+
+
+class FeedbackResult(Contract):
+    """What a feedback write did: the record ``id``, its total ``weight`` afterwards (the sum of
+    all its feedback) and the ``seq`` of the event (None on a backend without an event log)."""
+
+    id: str
+    weight: float
+    seq: int | None = None
+
+
 class SweepResult(Contract):
     """What a sweep did: how many expired records it deleted (each one delete, actor ``coniti-ttl``,
     reason ``expired``)."""
@@ -912,6 +945,8 @@ class MemoryBackend(ABC):
     """:meth:`put_batches` writes any number of records (and one metadata value) as one
     all-or-nothing step; :meth:`load` then is all or nothing even when the process is killed."""
     supports_write: ClassVar[bool] = False
+    supports_feedback: ClassVar[bool] = False
+    """:meth:`feedback` records feedback on a record and :meth:`feedback_weights` reads it back."""
     """:meth:`write` (upsert, patch, delete, compare-and-set, op ids) and expiry (``expires_at``
     hidden from reads once passed, :meth:`sweep`) are implemented."""
 
@@ -1042,6 +1077,19 @@ class MemoryBackend(ABC):
         record is deleted once. Only where :attr:`supports_write` is True."""
         raise NotSupported(f"the {self.kind!r} memory backend has no expiry sweep")
 
+    def feedback(self, request: FeedbackRequest) -> FeedbackResult:
+        """Record feedback on a live record (one ``feedback`` event on a log); raises
+        :class:`RecordNotFound` naming the id when it is not live, and writes nothing then. Only
+        where :attr:`supports_feedback` is True; the base class raises :class:`NotSupported`."""
+        require(request, FeedbackRequest)
+        raise NotSupported(f"the {self.kind!r} memory backend records no feedback")
+
+    def feedback_weights(self, namespace: Sequence[str] = ()) -> dict[str, float]:
+        """Record id -> the sum of its feedback weights in ``namespace`` (as of the view's point
+        for a time-travel view; erased records' feedback left out), for ids with any feedback,
+        deleted ids included. Only where :attr:`supports_feedback` is True."""
+        raise NotSupported(f"the {self.kind!r} memory backend records no feedback")
+
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release resources. The default does nothing; closing twice is harmless."""
 
@@ -1138,6 +1186,12 @@ class MemoryBackend(ABC):
 
     async def asweep(self, now: float | None = None) -> SweepResult:
         return await asyncio.to_thread(self.sweep, now)
+
+    async def afeedback(self, request: FeedbackRequest) -> FeedbackResult:
+        return await asyncio.to_thread(self.feedback, request)
+
+    async def afeedback_weights(self, namespace: Sequence[str] = ()) -> dict[str, float]:
+        return await asyncio.to_thread(self.feedback_weights, namespace)
 
     async def anamespaces(
         self, prefix: Sequence[str] = (), max_depth: int | None = None

@@ -21,6 +21,8 @@ from coniti.memory import (
     DeleteOp,
     DeleteRequest,
     DeleteResult,
+    FeedbackRequest,
+    FeedbackResult,
     GetRequest,
     GetResult,
     MemoryRecord,
@@ -81,6 +83,8 @@ SAMPLES: dict[str, Contract] = {
     ),
     "WriteResult": WriteResult(versions={"n1": 12}, unchanged=["b"], deleted=["c"], missing=[]),
     "SweepResult": SweepResult(deleted=2),
+    "FeedbackRequest": FeedbackRequest(id="n1", weight=0.5, namespace=("x",), reason="helpful"),
+    "FeedbackResult": FeedbackResult(id="n1", weight=1.5, seq=7),
 }
 """One instance of every contract model in coniti.actor and coniti.memory."""
 

@@ -226,3 +226,7 @@ class TestInMemoryWrite(InMemoryFixtures, conformance.WriteTests):
 
 class TestInMemoryPayloads(InMemoryFixtures, conformance.PayloadTests):
     pass
+
+
+class TestInMemoryFeedback(InMemoryFixtures, conformance.FeedbackTests):
+    pass

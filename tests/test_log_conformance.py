@@ -131,6 +131,10 @@ class TestAuditedLogPayloads(LogFixtures, conformance.PayloadTests):
     actor = "auditor"
 
 
+class TestLogFeedback(LogFixtures, conformance.FeedbackTests):
+    pass
+
+
 class TestLogWrite(LogFixtures, conformance.WriteTests):
     @pytest.fixture
     def reopen(self) -> Callable[[MemoryBackend], MemoryBackend]:

@@ -39,6 +39,7 @@ from coniti.memory import (
     CountRequest,
     DeleteOp,
     DeleteRequest,
+    FeedbackRequest,
     MemoryBackend,
     MemoryRecord,
     MetaGetRequest,
@@ -166,6 +167,19 @@ def _payloads(store: LogBackend) -> None:
     store.delete(DeleteRequest(ids=["empty"]))
     store.erase(["bytes"], reason="right to erasure")
     store.put(PutRequest(records=[rec("bytes", 6.0, vectorless=True, blob=b"after erasure")]))
+def _feedback(store: LogBackend) -> None:
+    """Version 3: feedback events (with and without a reason, a negative weight, in a namespace),
+    feedback on a record that is then deleted, and on a record that is then erased."""
+    store.put(PutRequest(records=[rec("g1", 1.0, text="invoice INV-7"), rec("g2", 2.0), rec("g3", 3.0)]))
+    store.put(PutRequest(records=[rec("g1", 1.0, ("team",))]))
+    store.feedback(FeedbackRequest(id="g1", weight=1.0))
+    with store.audit(actor="alice", reason="helpful"):
+        store.feedback(FeedbackRequest(id="g1", weight=0.5))
+    store.feedback(FeedbackRequest(id="g2", weight=-2.0, reason="wrong answer"))
+    store.feedback(FeedbackRequest(id="g1", weight=3, namespace=("team",)))
+    store.feedback(FeedbackRequest(id="g3", weight=1.0))
+    store.delete(DeleteRequest(ids=["g3"]))
+    store.erase(["g2"], reason="privacy request")
 
 
 CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]] = {
@@ -179,6 +193,7 @@ CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]
     "write_model": (_write_model, [(), ("other",)], ["embedding_id"]),
     "expiry": (_expiry, [()], ["embedding_id"]),
     "payloads": (_payloads, [()], ["embedding_id"]),
+    "feedback": (_feedback, [(), ("team",)], ["embedding_id"]),
 }
 """Case name -> (script, namespaces to record, metadata keys to record)."""
 
@@ -206,7 +221,11 @@ def state_of(backend: MemoryBackend, namespaces: Sequence[Namespace], keys: Sequ
         ]
         meta = {k: backend.get_meta(MetaGetRequest(key=k, namespace=ns)).value for k in keys}
         count = backend.count(CountRequest(namespace=ns)).count
-        out.append({"namespace": list(ns), "count": count, "records": records, "meta": meta})
+        entry = {"namespace": list(ns), "count": count, "records": records, "meta": meta}
+        weights = backend.feedback_weights(ns) if backend.supports_feedback else {}
+        if weights:  # event version 3; absent where there is none, as in the earlier sets
+            entry["feedback"] = weights
+        out.append(entry)
     return out
 
 
@@ -234,7 +253,8 @@ def write_case(directory: Path, name: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="golden root (default: log/golden)")
-    parser.add_argument("--case", action="append", choices=sorted(CASES), help="write only this case")
+    parser.add_argument("--case", action="append", choices=sorted(CASES), default=None,
+                        help="write only this case (repeatable; default: every case)")
     args = parser.parse_args(argv)
     target = args.root / f"v{EVENT_VERSION}"
     written = 0

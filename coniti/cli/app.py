@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "set": "write_cmds:set_cmd",
     "update": "write_cmds:update",
     "sweep": "write_cmds:sweep",
+    "improve": "feedback_cmds:improve",
 }
 """Command name -> ``module:attribute`` in :mod:`coniti.cli`, the click command of that name."""
 

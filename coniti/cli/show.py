@@ -98,6 +98,8 @@ def _what(event: Event) -> str:
         return text if event.replaces is None else f"(replaces {event.replaces}) {text}"
     if event.kind == "op":
         return f"op id {event.op_id}"
+    if event.kind == "feedback":
+        return f"weight {event.value:+g} on {event.id}"
     return ""
 
 

@@ -43,6 +43,8 @@ from coniti.cursor import CursorCodec
 from coniti.errors import (
     ContractError,
     ReadOnlyError,
+    RecordNotFound,
+    namespace_text,
 )
 from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
@@ -63,6 +65,8 @@ from coniti.memory import (
     CountResult,
     DeleteRequest,
     DeleteResult,
+    FeedbackRequest,
+    FeedbackResult,
     GetRequest,
     GetResult,
     MemoryBackend,
@@ -325,6 +329,11 @@ class _Reads:
             {"value": self._log.get_meta(request.namespace, request.key, self._as_of)}
         )
 
+    def feedback_weights(self, namespace: Sequence[str] = ()) -> dict[str, float]:
+        """See :meth:`MemoryBackend.feedback_weights`: an index walk of ``fbk`` (a view: as of
+        its point)."""
+        return self._log.feedback_weights(as_namespace(namespace), self._as_of)
+
 
 class LogBackend(_Reads, MemoryBackend):
     """A :class:`MemoryBackend` on the event log in directory ``path`` (created 0700 if missing).
@@ -344,6 +353,7 @@ class LogBackend(_Reads, MemoryBackend):
     supports_put_with_meta: ClassVar[bool] = True
     supports_put_batches: ClassVar[bool] = True
     supports_write: ClassVar[bool] = True
+    supports_feedback: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -511,6 +521,21 @@ class LogBackend(_Reads, MemoryBackend):
         actor, reason = self._stamp()
         n = self._log.clear(request.namespace, actor=actor, reason=reason)
         return _clear_result({"deleted": n})
+
+    def feedback(self, request: FeedbackRequest) -> FeedbackResult:
+        """One ``feedback`` event (kind of event version 3), stamped with the request's reason
+        (else the :meth:`audit` one) and the current actor."""
+        request = require(request, FeedbackRequest)
+        actor, reason = self._stamp()
+        ns = request.namespace
+        seq = self._log.feedback(
+            ns, request.id, request.weight, actor=actor,
+            reason=request.reason if request.reason is not None else reason,
+        )
+        if seq is None:
+            raise RecordNotFound(f"record {request.id!r} is not live in namespace {namespace_text(ns)}")
+        total = self._log.feedback_weights(ns, seq).get(request.id, 0.0)
+        return FeedbackResult(id=request.id, weight=total, seq=seq)
 
     # -- time travel, maintenance -------------------------------------------------------------
 
@@ -680,6 +705,8 @@ class LogView(_Reads, MemoryBackend):
 
     kind: ClassVar[str] = "log_view"
     read_only = True
+    supports_feedback: ClassVar[bool] = True
+    """Feedback weights read as of the view's point; :meth:`feedback` refuses, as every write."""
 
     def __init__(self, store: LogBackend, seq: int) -> None:
         self._store = store
@@ -722,4 +749,8 @@ class LogView(_Reads, MemoryBackend):
 
     def clear(self, request: ClearRequest) -> ClearResult:
         require(request, ClearRequest)
+        self._refuse()
+
+    def feedback(self, request: FeedbackRequest) -> FeedbackResult:
+        require(request, FeedbackRequest)
         self._refuse()

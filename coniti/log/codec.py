@@ -9,8 +9,8 @@ An event is stored in the ``log`` sub-database (key: its sequence number) as a *
   note timestamp ``ts``, metadata key ``mk``, and the optional ``a`` (actor) and ``r`` (reason).
 * The payload holds the content: for ``put`` the text ``tx``, metadata ``md``, embedding id ``e``,
   the vector (if the record has one) as dtype ``vd``, shape ``vs`` and raw bytes ``vb``, and the
-  binary payload ``bl`` (msgpack bin, if the record has one); for ``meta`` the value ``mv``.
-  ``delete``, ``clear`` and ``erase`` have an empty payload.
+  binary payload ``bl`` (msgpack bin, if the record has one); for ``meta`` the value ``mv``; for
+  ``feedback`` the weight ``fw``. ``delete``, ``clear`` and ``erase`` have an empty payload.
 * ``digest = SHA-256(payload)``. An erased event keeps its digest and drops its payload.
 * The event's hash is ``SHA-256(prev || envelope || digest)``: the chain covers the payload through its
   digest only, so dropping a payload (erasure) leaves every hash intact.
@@ -43,6 +43,7 @@ __all__ = [
     "CLEAR",
     "DELETE",
     "ERASE",
+    "FEEDBACK",
     "OP",
     "PAYLOAD_UPCASTS",
     "EVENT_VERSION",
@@ -64,6 +65,7 @@ __all__ = [
     "decode_record",
     "decode_value",
     "encode_event",
+    "encode_feedback_payload",
     "encode_meta_payload",
     "encode_op_payload",
     "encode_put_payload",
@@ -73,6 +75,7 @@ __all__ = [
     "is_erased",
     "payload_digest",
     "read_content",
+    "read_feedback",
     "read_meta",
     "read_put",
     "recorded_at",
@@ -83,10 +86,12 @@ EVENT_VERSION = 3
 """The event version this coniti writes (envelope field ``v``); it reads every version up to it.
 Version 2 added the kind ``op`` (an op id's receipt, field ``o``) and the put fields ``pv`` (the
 version a put replaces) and ``x`` (expiry); a version-1 event means the same as version 2.
-Version 3 made a put's vector (``vd``, ``vs``, ``vb``) optional and added its binary payload
-``bl``; a version-2 put (always a vector, never a blob) means the same as version 3."""
+Version 3 made a put's vector (``vd``, ``vs``, ``vb``) optional, added its binary payload ``bl``,
+and added the kind ``feedback`` (a weight ``fw`` given to record ``i``); a version-2 event (a put
+always with a vector, never a blob) means the same as version 3."""
 PUT, DELETE, META, CLEAR, ERASE, OP = "put", "delete", "meta", "clear", "erase", "op"
-KINDS = frozenset({PUT, DELETE, META, CLEAR, ERASE, OP})
+FEEDBACK = "feedback"
+KINDS = frozenset({PUT, DELETE, META, CLEAR, ERASE, OP, FEEDBACK})
 GENESIS = bytes(32)
 """The ``prev`` hash of event 1."""
 EXT_BIGINT = 1
@@ -105,7 +110,7 @@ def _v1_to_v2(env: dict[str, Any], payload: Any) -> tuple[dict[str, Any], Any]:
 
 def _v2_to_v3(env: dict[str, Any], payload: Any) -> tuple[dict[str, Any], Any]:
     """Version 2 -> 3: the same fields and payloads (every version-2 put has a vector and no blob,
-    which version 3 writes the same way)."""
+    which version 3 writes the same way; version 3 also added the kind ``feedback``)."""
     return {**env, "v": 3}, payload
 
 
@@ -309,6 +314,20 @@ def payload_digest(payload: bytes) -> bytes:
 def encode_meta_payload(value: Any) -> bytes:
     """The payload of a meta event."""
     return _pack({"mv": value})
+
+
+def encode_feedback_payload(weight: float) -> bytes:
+    """The payload of a feedback event: its finite float weight."""
+    return _pack({"fw": float(weight)})
+
+
+def _feedback_weight(payload: Any) -> float:
+    if not isinstance(payload, dict) or "fw" not in payload:
+        raise ValueError("feedback payload has no field fw")
+    weight = payload["fw"]
+    if not isinstance(weight, float) or not math.isfinite(weight):
+        raise ValueError("field fw (feedback weight) is not a finite float")
+    return weight
 
 
 def _encode(
@@ -621,7 +640,7 @@ def _envelope(env: dict[str, Any], seq: int | None) -> dict[str, Any]:
     for name in _OPTIONAL_STR:
         if name in env and not isinstance(env[name], str):
             raise ValueError(f"field {name} is not a string")
-    if kind in (PUT, DELETE, ERASE) and not env.get("i"):
+    if kind in (PUT, DELETE, ERASE, FEEDBACK) and not env.get("i"):
         raise ValueError(f"a {kind} event needs field i (record id)")
     if kind == PUT:
         ts = env.get("ts")
@@ -689,22 +708,24 @@ def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: b
         env = _envelope(env, seq)
         kind = env["k"]
         record = None
-        value = None
+        value: Any = None
         erased = False
         if payload_bytes:
-            if kind not in (PUT, META, OP):
+            if kind not in (PUT, META, OP, FEEDBACK):
                 raise ValueError(f"a {kind} event has a payload")
             if kind == PUT:
                 record = _record(payload, strict)
             elif kind == OP:
                 value = _op_receipt(payload)
+            elif kind == FEEDBACK:
+                value = _feedback_weight(payload)
             else:
                 if not isinstance(payload, dict) or "mv" not in payload:
                     raise ValueError("meta payload has no field mv")
                 value = payload["mv"]
                 if strict:
                     _check_json(value, "field mv (value)")
-        elif kind in (PUT, META):
+        elif kind in (PUT, META, FEEDBACK):
             erased = True
         elif kind == OP:
             raise ValueError("an op event has no payload")
@@ -755,12 +776,12 @@ def decode_put_meta(frame: bytes) -> tuple[str, float, float | None]:
 
 def decode_envelope(frame: bytes, seq: int | None = None) -> LogEvent:
     """Decode and check a frame's envelope only (no payload: ``record``/``value`` are None;
-    ``erased`` is set for a put or meta frame without a payload). Enough to fold and to follow the
+    ``erased`` is set for a put, meta or feedback frame without a payload). Enough to fold and to follow the
     hash chain; raises like :func:`decode_event`."""
     try:
         env_bytes, digest, payload_bytes = split_frame(frame)
         env = _envelope(_current(_unpack(env_bytes), None)[0], seq)
-        erased = not payload_bytes and env["k"] in (PUT, META)
+        erased = not payload_bytes and env["k"] in (PUT, META, FEEDBACK)
         return _event(env, env_bytes, digest, None, None, erased)
     except _MALFORMED as exc:
         raise _corrupted(_where(seq), exc) from exc
@@ -915,5 +936,15 @@ def read_meta(frame: bytes, seq: int) -> tuple[dict[str, Any], Any, bool]:
     try:
         env, payload = _read_checked(frame, seq, META)
         return (env, None, True) if payload is None else (env, payload["mv"], False)
+    except _MALFORMED as exc:
+        raise _corrupted(f"event {seq}", exc) from exc
+
+
+def read_feedback(frame: bytes, seq: int) -> tuple[dict[str, Any], float | None]:
+    """``(envelope, weight)`` of feedback event ``seq`` for a read to use (weight None once
+    erased), checked like :func:`read_put` (the caller compares ``n`` and ``i``)."""
+    try:
+        env, payload = _read_checked(frame, seq, FEEDBACK)
+        return env, None if payload is None else _feedback_weight(payload)
     except _MALFORMED as exc:
         raise _corrupted(f"event {seq}", exc) from exc

@@ -21,6 +21,7 @@ from coniti.log.codec import (
     CLEAR,
     DELETE,
     ERASE,
+    FEEDBACK,
     META,
     OP,
     PUT,
@@ -29,6 +30,7 @@ from coniti.log.codec import (
     decode_op,
     decode_record,
     encode_event,
+    encode_feedback_payload,
     encode_meta_payload,
     encode_op_payload,
     encode_put_payload,
@@ -484,6 +486,49 @@ class EventLog:
 
         self._nsids[namespace] = self._commit(write)
 
+    def feedback(
+        self,
+        namespace: Namespace,
+        record_id: str,
+        weight: float,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> int | None:
+        """Append one feedback event giving ``weight`` to the live record ``record_id``; returns
+        its sequence number, or None (nothing appended) when the record is not live."""
+        canonical = ns_bytes(namespace)
+        payload = encode_feedback_payload(weight)
+        idk = name_key(record_id)
+
+        def write(txn: Any) -> int | None:
+            p = Projections(txn, self._dbs)
+            nsid = p.nsid(canonical)
+            if nsid is None:
+                return None
+            live = p.live_seq(nsid, idk)
+            if live is None or (is_hashed(idk) and not self._live_id_matches(p, live, record_id)):
+                return None
+            head = p.head()
+            at = head.next_at()
+            seq = head.seq + 1
+            frame, h = encode_event(
+                seq, at, FEEDBACK, namespace, head.hash, payload, id=record_id, actor=actor, reason=reason
+            )
+            p.append(seq, frame)
+            p.feedback(seq, nsid, idk)
+            p.set_head(Head(seq, at, h))
+            return seq
+
+        return self.store.write(write)
+
+    def feedback_weights(self, namespace: Namespace, as_of: int | None = None) -> dict[str, float]:
+        """Record id -> the sum of its feedback weights (as of event ``as_of``); erased ones left out."""
+        with self.store.read() as txn:
+            p = Projections(txn, self._dbs)
+            nsid = self._nsid(p, namespace)
+            return {} if nsid is None else p.feedback_weights(namespace, nsid, as_of)
+
     def clear(
         self, namespace: Namespace, *, actor: str | None = None, reason: str | None = None
     ) -> int:
@@ -553,6 +598,10 @@ class EventLog:
                     if not is_erased(frame):
                         p.replace_frame(put_seq, erase_payload(frame))
                     p.unindex_version(nsid, put_seq, end_seq, tsk)
+                for fb_seq in p.feedback_seqs(nsid, idk):
+                    frame = p.frame(fb_seq)
+                    if not is_erased(frame) and decode_envelope(frame, fb_seq).id == record_id:
+                        p.replace_frame(fb_seq, erase_payload(frame))
                 seq += 1
                 frame, h = encode_event(
                     seq, at, ERASE, namespace, h, id=record_id, actor=actor, reason=reason

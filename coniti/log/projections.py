@@ -17,6 +17,7 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
                                              time ``X`` (a timestamp key); end 0 = live; and
           N -> b""                           the marker of a namespace that has had one
     opx   N O -> S                           the op event of each op id ``O`` (a name key)
+    fbk   N I S -> b""                       every feedback event of a record (weight in the event)
 
 The fold is a pure function of the events in order: :meth:`Projections.fold` (used by ``rebuild`` and
 ``verify``) and the write path call the same primitives. As-of reads (``as_of=S``) are index walks:
@@ -35,6 +36,7 @@ point, returns or counts it.
 
 from __future__ import annotations
 
+import math
 import struct
 import time
 from collections.abc import Iterator, Sequence
@@ -49,6 +51,7 @@ from coniti.log.codec import (
     CLEAR,
     DELETE,
     ERASE,
+    FEEDBACK,
     META,
     OP,
     PUT,
@@ -58,6 +61,7 @@ from coniti.log.codec import (
     decode_op,
     decode_put_meta,
     read_content,
+    read_feedback,
     read_put,
     recorded_at,
     split_frame,
@@ -269,7 +273,9 @@ class Dbs:
     """The sub-database handles of one environment by name (built once, shared by transactions).
     ``log`` and ``sys`` are None for a scratch environment holding projections only."""
 
-    __slots__ = ("cnt", "erx", "exv", "log", "meta", "ns", "nsn", "opx", "sys", "time", "tver", "ver")
+    __slots__ = (
+        "cnt", "erx", "exv", "fbk", "log", "meta", "ns", "nsn", "opx", "sys", "time", "tver", "ver",
+    )
 
     def __init__(self, dbs: dict[bytes, Any]) -> None:
         self.log = dbs.get(LOG_DB)
@@ -284,6 +290,7 @@ class Dbs:
         self.erx = dbs.get(b"erx")
         self.exv = dbs.get(b"exv")
         self.opx = dbs.get(b"opx")
+        self.fbk = dbs.get(b"fbk")
 
 
 class Projections:
@@ -723,6 +730,11 @@ class Projections:
             if self.op_seq(nsid, event.op_id) is not None:
                 raise FoldError(seq, f"event {seq}: op id {event.op_id!r} is already recorded")
             self.op(seq, nsid, event.op_id)
+        elif kind == FEEDBACK:
+            assert event.id is not None
+            nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
+            self._interned[namespace] = nsid
+            self.feedback(seq, nsid, name_key(event.id))
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -953,6 +965,43 @@ class Projections:
     def op(self, seq: int, nsid: bytes, op_id: str) -> None:
         """Fold an op event."""
         self.txn.put(nsid + name_key(op_id), seq_key(seq), db=self.d.opx)
+
+    # -- feedback --------------------------------------------------------------------------------
+
+    def feedback(self, seq: int, nsid: bytes, idk: bytes) -> None:
+        """Fold a feedback event (``fbk``)."""
+        self.txn.put(nsid + idk + seq_key(seq), b"", db=self.d.fbk)
+
+    def feedback_seqs(self, nsid: bytes, idk: bytes) -> list[int]:
+        """The sequence numbers of the feedback events of one record, oldest first."""
+        if self.d.fbk is None:
+            return []
+        cur = self.txn.cursor(db=self.d.fbk)
+        return [seq_from_key(sk) for sk, _ in _under(cur, nsid + idk)]
+
+    def feedback_weights(self, namespace: Namespace, nsid: bytes, as_of: int | None) -> dict[str, float]:
+        """Record id -> the sum of its feedback weights in events at or before ``as_of`` (None:
+        all), erased events left out; ids in ascending order of their name key. Each event is read
+        and checked (:func:`read_feedback`) to be feedback in ``namespace``."""
+        if self.d.fbk is None:
+            return {}
+        parts: dict[str, list[float]] = {}
+        cur = self.txn.cursor(db=self.d.fbk)
+        limit = MAX_SEQ if as_of is None else as_of
+        entries = iter(cur) if cur.set_range(nsid) else iter(())
+        for key, _ in takewhile(lambda kv: bytes(kv[0][:NSID_LEN]) == nsid, entries):
+            seq = seq_from_key(bytes(key[-SEQ_LEN:]))
+            if seq > limit:
+                continue
+            env, weight = read_feedback(self.frame(seq), seq)
+            if env.get("n") != list(namespace) or not isinstance(env.get("i"), str):
+                raise StoreCorrupted(
+                    f"feedback of namespace {namespace!r} is damaged: its index names event {seq}, "
+                    "which is not feedback in it"
+                )
+            if weight is not None:
+                parts.setdefault(env["i"], []).append(weight)
+        return {i: math.fsum(w) for i, w in parts.items()}
 
     def get_rows(
         self,

@@ -94,10 +94,12 @@ DURABILITIES = ("sync", "nosync")
 
 LOG_DB = b"log"
 SYS_DB = b"sys"
-PROJECTION_DBS = (b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"erx", b"exv", b"opx")
+PROJECTION_DBS = (
+    b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"erx", b"exv", b"opx", b"fbk",
+)
 """Sub-databases derived from the log (see ``log/FORMAT.md``); ``rebuild`` recomputes all of them."""
 ALL_DBS = (LOG_DB, SYS_DB, *PROJECTION_DBS)
-LATER_DBS = frozenset({b"erx", b"exv", b"opx"})
+LATER_DBS = frozenset({b"erx", b"exv", b"opx", b"fbk"})
 """Sub-databases added after the first stores were written. A read-only open of a store that lacks
 one does without it (reads stay exact); a writable open creates it, and the store's projections are
 then rebuilt once (:attr:`Store.stale_projections`)."""

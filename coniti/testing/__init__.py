@@ -52,6 +52,7 @@ each is a small class with no ``Test`` prefix, so pytest collects nothing until 
 ``CapabilityTests``        the backend class's ``supports_*`` declarations agree with its methods
 ``WriteTests``             ``write``: upsert, patch (RFC 7386), delete, expectations, op ids; expiry
 ``PayloadTests``           records without a vector and blobs: every read, the memory file, writes, the past
+``FeedbackTests``          ``feedback``: weights summed per id and namespace, live ids only, or refused
 =========================  ======================================================================
 
 Capabilities where backends may differ are class attributes you declare; the suite never detects them:
@@ -91,6 +92,7 @@ from coniti.testing.copies import CopyTests
 from coniti.testing.count import CountTests
 from coniti.testing.cursors import CursorTests
 from coniti.testing.delete import DeleteTests
+from coniti.testing.feedback import FeedbackTests
 from coniti.testing.filters import FilterTests
 from coniti.testing.fixtures import BackendFactory, BackendFixtures
 from coniti.testing.get import GetTests
@@ -121,6 +123,7 @@ __all__ = [
     "CursorTests",
     "DeleteTests",
     "DumpTests",
+    "FeedbackTests",
     "FilterTests",
     "GetTests",
     "IterAllTests",
@@ -166,5 +169,6 @@ class MemoryBackendTests(
     CapabilityTests,
     WriteTests,
     PayloadTests,
+    FeedbackTests,
 ):
     """Every conformance mixin. Subclass it with a ``backend_factory`` fixture (see the module doc)."""
