@@ -546,13 +546,17 @@ class ContinuityEngine:
                 query.text, [r.id for r in kept if "keyword" not in r.signals], corpus=corpus
             )
         cosine: dict[str, float] = {}
-        unscored = [r.id for r in kept if "semantic" not in r.signals]
+        # A record replaced by one without a vector since the index was read is no longer a hit.
+        vectors = {r.id: v for r in kept if (v := records[r.id].vector) is not None}
+        unscored = [r.id for r in kept if "semantic" not in r.signals and r.id in vectors]
         if vector is not None and query.text is not None and unscored:
             unit = unit_rows(np.asarray(vector)[None, :])[0].astype(np.float64)
-            rows = unit_rows(np.stack([records[i].vector for i in unscored])).astype(np.float64)
+            rows = unit_rows(np.stack([vectors[i] for i in unscored])).astype(np.float64)
             cosine = dict(zip(unscored, (rows @ unit).tolist(), strict=True))
         out = []
         for r in kept:
+            if r.id not in vectors:
+                continue
             record = records[r.id]
             signals = dict(r.signals)
             if query.text is not None:
@@ -563,7 +567,7 @@ class ContinuityEngine:
                 "note": record.note, "score": float(r.score), "namespace": ns, "version": record.version,
                 "signals": trusted_signals(signals),
             })
-            out.append((hit, record.vector))
+            out.append((hit, vectors[r.id]))
         return out
 
     # -- feedback ----------------------------------------------------------------------------------
