@@ -15,7 +15,7 @@ A case that already exists is never touched: golden logs are written once, by th
 defines their format, and kept forever (``tests/test_log_golden.py`` replays every one). Exit status
 1 when every case already exists.
 
-Usage: ``tools/golden.py [--root log/golden]``.
+Usage: ``tools/golden.py [--root log/golden] [--case NAME ...]`` (default: every case).
 """
 
 from __future__ import annotations
@@ -140,6 +140,27 @@ def _expiry(store: LogBackend) -> None:
     store.sweep()
 
 
+def _erase(store: LogBackend) -> None:
+    """Version 3: erasure of a record (every version), of a metadata key's values (an erase event
+    naming ``mk``), a key set again after its erasure, and a whole namespace (its records and
+    keys, one receipt each), with other namespaces untouched."""
+    store.put(PutRequest(records=[rec("p", 1.0, text="phone 555-0100"), rec("keep", 2.0)]))
+    store.set_meta(MetaSetRequest(key="address", value="1 Main St"))
+    store.write(WriteRequest(ops=[UpsertOp(record=rec("p", 1.5, text="phone 555-0199"))]))
+    store.set_meta(MetaSetRequest(key="address", value={"street": "2 Side St"}))
+    store.set_meta(MetaSetRequest(key="embedding_id", value="emb-golden"))
+    with store.audit(actor="dpo"):
+        store.erase(["p"], reason="erasure request 1")
+        store.erase_meta(["address"], reason="erasure request 2")
+    store.set_meta(MetaSetRequest(key="address", value="after erasure"))
+    store.put(PutRequest(records=[rec("t1", 1.0, ("tenant",)), rec("t2", 2.0, ("tenant",))]))
+    store.set_meta(MetaSetRequest(key="plan", value="gold", namespace=("tenant",)))
+    store.delete(DeleteRequest(ids=["t1"], namespace=("tenant",)))
+    with store.audit(actor="dpo"):
+        store.erase_namespace(("tenant",), reason="tenant left")
+    store.put(PutRequest(records=[rec("t3", 3.0, ("tenant",))]))
+
+
 CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]] = {
     "basic": (_basic, [()], ["embedding_id", "absent"]),
     "namespaces_and_long_keys": (
@@ -150,6 +171,7 @@ CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]
     "history": (_history, [()], ["v"]),
     "write_model": (_write_model, [(), ("other",)], ["embedding_id"]),
     "expiry": (_expiry, [()], ["embedding_id"]),
+    "erase": (_erase, [(), ("tenant",)], ["address", "embedding_id", "plan"]),
 }
 """Case name -> (script, namespaces to record, metadata keys to record)."""
 
@@ -204,10 +226,11 @@ def write_case(directory: Path, name: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="golden root (default: log/golden)")
+    parser.add_argument("--case", action="append", choices=sorted(CASES), help="write only this case (repeatable)")
     args = parser.parse_args(argv)
     target = args.root / f"v{EVENT_VERSION}"
     written = 0
-    for name in CASES:
+    for name in args.case or CASES:
         directory = target / name
         if directory.exists():
             print(f"golden: {directory} exists; golden logs are never overwritten, left untouched")

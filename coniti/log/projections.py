@@ -8,7 +8,8 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
     ver   N I ~S -> end S + T                every version of a record; end 0 = live
     tver  N T S -> end S + I                 every version in (timestamp, write order)
     time  N T S -> I                         live records in (timestamp, write order)
-    meta  N K ~S -> b""                      every metadata write (value in the event at S)
+    meta  N K ~S -> b""                      every metadata write (value in the event at S) and
+                                             every erasure of the key (its erase event at S)
     cnt   N S -> u64 + (T S' or b"")         after each event S that changes N's records: N's live
                                              record count, and the last position in ``time`` of
                                              N (none: empty) which bounds as-of scans
@@ -674,8 +675,31 @@ class Projections:
         self._counts.pop(nsid, None)
 
     def meta(self, seq: int, nsid: bytes, mk: bytes) -> None:
-        """Fold a metadata write (the value stays in the event)."""
+        """Fold a metadata write (the value stays in the event), or the erase event of a key."""
         self.txn.put(_meta_key(nsid, mk, seq), b"", db=self.d.meta)
+
+    def meta_events(self, nsid: bytes, mk: bytes) -> list[int]:
+        """The seqs of every ``meta`` entry of key ``mk`` (its writes and erasures), newest first."""
+        cur = self.txn.cursor(db=self.d.meta)
+        return [seq_from_inv(sk) for sk, _ in _under(cur, nsid + mk)]
+
+    def name_keys(self, nsid: bytes, of_meta: bool) -> list[tuple[bytes, int]]:
+        """``(name key, seq)`` of every entry of the namespace in ``ver`` (its records' versions,
+        ``seq`` the put) or, ``of_meta``, in ``meta`` (its keys' writes and erasures), in key order.
+        :class:`StoreCorrupted` for a key too short to hold a name and a sequence number."""
+        cur = self.txn.cursor(db=self.d.meta if of_meta else self.d.ver)
+        out: list[tuple[bytes, int]] = []
+        if cur.set_range(nsid):
+            for key in cur.iternext(keys=True, values=False):
+                if key[:NSID_LEN] != nsid:
+                    break
+                if len(key) < NSID_LEN + 3 + SEQ_LEN:
+                    raise StoreCorrupted(
+                        f"namespace {tuple(self._names(nsid))!r}: a {'meta' if of_meta else 'ver'} "
+                        "index key is malformed (damaged store)"
+                    )
+                out.append((bytes(key[NSID_LEN:-SEQ_LEN]), seq_from_inv(key[-SEQ_LEN:])))
+        return out
 
     def fold(self, event: LogEvent, prev_at: float | None) -> None:
         """Apply one decoded event (``prev_at``: the recorded time of the one before, None for the
@@ -698,6 +722,10 @@ class Projections:
                 seq, nsid, idk, ts_key(event.timestamp), replaces=event.replaces,
                 expires_at=event.expires_at, erased=event.erased,
             )
+        elif kind == ERASE and event.key is not None:
+            found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
+            if found is not None:
+                self.meta(seq, found, name_key(event.key))
         elif kind in (DELETE, ERASE):
             assert event.id is not None
             found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
