@@ -92,6 +92,8 @@ def _what(event: Event) -> str:
         return text if event.replaces is None else f"(replaces {event.replaces}) {text}"
     if event.kind == "op":
         return f"op id {event.op_id}"
+    if event.kind == "erase" and event.key is not None:
+        return f"metadata key {event.key} erased"
     return ""
 
 
