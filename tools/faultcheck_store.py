@@ -74,7 +74,7 @@ def build_store(path: str, n: int = 2000, dim: int = 32, seed: int = 7) -> None:
 
     from coniti.actor import Note
     from coniti.impl.log import LogBackend
-    from coniti.memory import DeleteRequest, MemoryRecord, MetaSetRequest, PutRequest, WriteRequest
+    from coniti.memory import DeleteRequest, MemoryRecord, MetaSetRequest, PutRequest
 
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
