@@ -19,7 +19,7 @@ from helpers_log import put, rec
 from coniti.errors import StoreCorrupted
 from coniti.impl.log import LogBackend
 from coniti.log.store import LAYOUT_VERSION
-from coniti.memory import CountRequest, DeleteOp, PutRequest, TimeRange, WriteRequest
+from coniti.memory import CountRequest, DeleteOp, GetRequest, PutRequest, TimeRange, WriteRequest
 
 NS = ("alice",)
 
@@ -178,3 +178,14 @@ def test_a_layout_2_store_reads_as_it_is_read_only_and_is_upgraded_by_a_writable
         assert s.verify().ok
         assert [s.at(seq).count(CountRequest(namespace=NS)).count for seq in range(s.head + 1)] == counts
     assert struct.unpack(">I", dict(_entries(tmp_path / "s", b"sys"))[b"format"])[0] == LAYOUT_VERSION == 3
+
+
+def test_a_damage_message_names_the_namespace_as_the_cli_writes_it(tmp_path: Path) -> None:
+    """A StoreCorrupted names the namespace as ``team/a``, never as a Python tuple."""
+    with LogBackend(tmp_path / "s") as s:
+        put(s, [rec("r1", 1.0, ("team", "a"))])
+    key = [k for k, _ in _entries(tmp_path / "s", b"tver")][0]
+    _rewrite(tmp_path / "s", b"tver", lambda txn, db: txn.put(key, bytes(16) + b"x", db=db))
+    with LogBackend(tmp_path / "s", read_only=True) as s, pytest.raises(StoreCorrupted) as caught:
+        s.get(GetRequest(ids=["r1"], namespace=("team", "a")))
+    assert "team/a" in str(caught.value) and "('team'" not in str(caught.value)

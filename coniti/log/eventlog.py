@@ -220,7 +220,7 @@ def _names_in(p: Projections, nsid: bytes, of_meta: bool) -> list[str]:
         env = decode_envelope(p.frame(seq), seq)
         name = env.key if of_meta else env.id
         if name is None:
-            raise StoreCorrupted(f"event {seq} is named by an index of namespace {env.namespace!r} it does not fit")
+            raise StoreCorrupted(f"event {seq} is named by an index of namespace {namespace_text(env.namespace)} it does not fit")
         names[name] = None
     return list(names)
 

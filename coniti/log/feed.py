@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from coniti.errors import ContractError, StoreCorrupted
+from coniti.errors import ContractError, StoreCorrupted, namespace_text
 from coniti.log.chain import Chain
 from coniti.log.codec import (
     CLEAR,
@@ -206,7 +206,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
                 ok = event.id is not None and name_key(event.id) == idk
             if not ok:
                 raise StoreCorrupted(
-                    f"record {record_id!r} of namespace {namespace!r} is damaged: its index names "
+                    f"record {record_id!r} of namespace {namespace_text(namespace)} is damaged: its index names "
                     f"event {seq}, a {event.kind} event that is not one of it"
                 )
             return None if event.kind != CLEAR and event.id != record_id else event
@@ -220,7 +220,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
                 ended = event_at(end_seq, (DELETE, ERASE, CLEAR, PUT))
                 if ended is not None and ended.kind == PUT and ended.replaces != put_seq:
                     raise StoreCorrupted(
-                        f"record {record_id!r} of namespace {namespace!r} is damaged: its index says "
+                        f"record {record_id!r} of namespace {namespace_text(namespace)} is damaged: its index says "
                         f"event {end_seq} ended version {put_seq}, which that put does not replace"
                     )
                 if ended is not None:

@@ -125,7 +125,7 @@ def _damaged(
         except ValueError:
             record_id = None
     what = repr(record_id) if record_id is not None else f"put at event {seq}"
-    return StoreCorrupted(f"record {what} of namespace {tuple(names)!r} is damaged: {why}")
+    return StoreCorrupted(f"record {what} of namespace {namespace_text(names)} is damaged: {why}")
 
 
 def _missing(seq: int) -> StoreCorrupted:
@@ -771,7 +771,7 @@ class Projections:
                     break
                 if len(key) < NSID_LEN + 3 + SEQ_LEN:
                     raise StoreCorrupted(
-                        f"namespace {tuple(self._names(nsid))!r}: a {'meta' if of_meta else 'ver'} "
+                        f"namespace {self._label(nsid)}: a {'meta' if of_meta else 'ver'} "
                         "index key is malformed (damaged store)"
                     )
                 out.append((bytes(key[NSID_LEN:-SEQ_LEN]), seq_from_inv(key[-SEQ_LEN:])))
