@@ -164,6 +164,10 @@ _Versions = list[tuple[int, int, bytes]]
 """The versions of one record to erase: ``(put seq, end seq or 0, timestamp key)``, oldest first."""
 
 
+_Held = tuple[list[tuple[str, bytes, Any]], list[str]]
+"""What :func:`_held_records` and :func:`_held_keys` give, their third fields told apart by the caller."""
+
+
 def _held_records(
     p: Projections, nsid: bytes, ids: Iterable[str]
 ) -> tuple[list[tuple[str, bytes, _Versions]], list[str]]:
@@ -654,21 +658,7 @@ class EventLog:
         drop the versions from every read, and one ``erase`` event per id is appended as the
         receipt (ending the record if it is live). One transaction. Returns ``(erased, missing,
         receipt sequence numbers)``; ids the namespace never held are missing and get no event."""
-        canonical = ns_bytes(namespace)
-
-        def write(txn: Any) -> tuple[list[str], list[str], list[int]]:
-            p = Projections(txn, self._dbs)
-            nsid = p.nsid(canonical)
-            if nsid is None:
-                return [], list(ids), []
-            found, missing = _held_records(p, nsid, ids)
-            receipts = _Receipts(p, namespace, nsid, actor, reason)
-            for record_id, idk, versions in found:
-                receipts.erase_record(record_id, idk, versions)
-            receipts.commit()
-            return [record_id for record_id, _, _ in found], missing, receipts.seqs
-
-        return self.store.write(write)
+        return self._erase_each(namespace, ids, False, actor, reason)
 
     def erase_meta(
         self,
@@ -683,19 +673,29 @@ class EventLog:
         read of the key, now or as of any point, gives None, and one ``erase`` event naming the key
         (``mk``) is appended per key as the receipt. One transaction. Returns ``(erased, missing,
         receipt sequence numbers)``; keys the namespace never held are missing and get no event."""
+        return self._erase_each(namespace, keys, True, actor, reason)
+
+    def _erase_each(
+        self, namespace: Namespace, names: Sequence[str], of_meta: bool, actor: str | None, reason: str | None
+    ) -> tuple[list[str], list[str], list[int]]:
+        """:meth:`erase` (record ids ``names``) or, ``of_meta``, :meth:`erase_meta` (keys)."""
         canonical = ns_bytes(namespace)
 
         def write(txn: Any) -> tuple[list[str], list[str], list[int]]:
             p = Projections(txn, self._dbs)
             nsid = p.nsid(canonical)
             if nsid is None:
-                return [], list(keys), []
-            found, missing = _held_keys(p, nsid, keys)
+                return [], list(names), []
             receipts = _Receipts(p, namespace, nsid, actor, reason)
-            for key, mk, seqs in found:
-                receipts.erase_key(key, mk, seqs)
+            held = _held_keys if of_meta else _held_records
+            found, missing = cast(_Held, held(p, nsid, names))
+            erase_one: Callable[[str, bytes, Any], None] = (
+                receipts.erase_key if of_meta else receipts.erase_record
+            )
+            for name, key, entries in found:
+                erase_one(name, key, entries)
             receipts.commit()
-            return [key for key, _, _ in found], missing, receipts.seqs
+            return [name for name, _, _ in found], missing, receipts.seqs
 
         return self.store.write(write)
 
