@@ -14,7 +14,7 @@ from typing import Any
 import lmdb
 import msgpack
 import pytest
-from helpers_log import put, rec
+from helpers_log import put, rec, rewrite_db
 
 from coniti.errors import StoreCorrupted
 from coniti.impl.log import LogBackend
@@ -24,14 +24,7 @@ from coniti.memory import CountRequest, DeleteOp, GetRequest, PutRequest, TimeRa
 NS = ("alice",)
 
 
-def _rewrite(path: Path, db: bytes, edit: Callable[[Any, Any], None]) -> None:
-    """Apply ``edit(txn, db handle)`` to sub-database ``db`` of a closed store, bypassing coniti."""
-    env = lmdb.open(str(path), max_dbs=16)
-    try:
-        with env.begin(write=True) as txn:
-            edit(txn, env.open_db(db, txn=txn, create=False))
-    finally:
-        env.close()
+_rewrite = rewrite_db
 
 
 def _entries(path: Path, db: bytes) -> list[tuple[bytes, bytes]]:
