@@ -310,3 +310,27 @@ def test_an_older_event_without_an_upcaster_is_corrupt(monkeypatch: pytest.Monke
         StoreCorrupted, match=f"event 1 does not decode: no upcaster from event version {EVENT_VERSION}"
     ):
         decode_event(frame, 1)
+
+
+def test_an_erase_event_may_name_a_metadata_key() -> None:
+    """Event version 3: an erase event naming a metadata key (mk, no id) decodes with its key."""
+    env = _env(k="erase", mk="address")
+    del env["i"]
+    event = decode_event(_reframe(env), 1)
+    assert (event.kind, event.id, event.key) == ("erase", None, "address")
+
+
+@pytest.mark.parametrize("fields", [{"i": "x", "mk": "k"}, {}], ids=["both", "neither"])
+def test_an_erase_event_names_exactly_one_of_record_and_key(fields: dict[str, str]) -> None:
+    """An erase event with both a record id and a metadata key, or neither, is corrupt."""
+    env = _env(k="erase")
+    del env["i"]
+    env.update(fields)
+    with pytest.raises(StoreCorrupted, match="field i .* or field mk"):
+        decode_event(_reframe(env), 1)
+
+
+def test_a_version_2_erase_decodes_as_version_3() -> None:
+    """A version-2 erase of a record id reads through the 2 -> 3 upcaster unchanged."""
+    event = decode_event(_reframe(_env(v=2, k="erase")), 1)
+    assert (event.kind, event.id, event.key) == ("erase", "x", None)

@@ -77,6 +77,7 @@ def _dump(env: lmdb.Environment, dbs: Dbs) -> dict[str, list[tuple[bytes, bytes]
         return {
             name: [(bytes(k), bytes(v)) for k, v in txn.cursor(db=getattr(dbs, name))]
             for name in Dbs.__slots__
+            if name != "legacy"  # a flag, not a table
         }
 
 

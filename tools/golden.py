@@ -167,6 +167,8 @@ def _payloads(store: LogBackend) -> None:
     store.delete(DeleteRequest(ids=["empty"]))
     store.erase(["bytes"], reason="right to erasure")
     store.put(PutRequest(records=[rec("bytes", 6.0, vectorless=True, blob=b"after erasure")]))
+
+
 def _feedback(store: LogBackend) -> None:
     """Version 3: feedback events (with and without a reason, a negative weight, in a namespace),
     feedback on a record that is then deleted, and on a record that is then erased."""
@@ -182,6 +184,27 @@ def _feedback(store: LogBackend) -> None:
     store.erase(["g2"], reason="privacy request")
 
 
+def _erase(store: LogBackend) -> None:
+    """Version 3: erasure of a record (every version), of a metadata key's values (an erase event
+    naming ``mk``), a key set again after its erasure, and a whole namespace (its records and
+    keys, one receipt each), with other namespaces untouched."""
+    store.put(PutRequest(records=[rec("p", 1.0, text="phone 555-0100"), rec("keep", 2.0)]))
+    store.set_meta(MetaSetRequest(key="address", value="1 Main St"))
+    store.write(WriteRequest(ops=[UpsertOp(record=rec("p", 1.5, text="phone 555-0199"))]))
+    store.set_meta(MetaSetRequest(key="address", value={"street": "2 Side St"}))
+    store.set_meta(MetaSetRequest(key="embedding_id", value="emb-golden"))
+    with store.audit(actor="dpo"):
+        store.erase(["p"], reason="erasure request 1")
+        store.erase_meta(["address"], reason="erasure request 2")
+    store.set_meta(MetaSetRequest(key="address", value="after erasure"))
+    store.put(PutRequest(records=[rec("t1", 1.0, ("tenant",)), rec("t2", 2.0, ("tenant",))]))
+    store.set_meta(MetaSetRequest(key="plan", value="gold", namespace=("tenant",)))
+    store.delete(DeleteRequest(ids=["t1"], namespace=("tenant",)))
+    with store.audit(actor="dpo"):
+        store.erase_namespace(("tenant",), reason="tenant left")
+    store.put(PutRequest(records=[rec("t3", 3.0, ("tenant",))]))
+
+
 CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]] = {
     "basic": (_basic, [()], ["embedding_id", "absent"]),
     "namespaces_and_long_keys": (
@@ -194,6 +217,7 @@ CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]
     "expiry": (_expiry, [()], ["embedding_id"]),
     "payloads": (_payloads, [()], ["embedding_id"]),
     "feedback": (_feedback, [(), ("team",)], ["embedding_id"]),
+    "erase": (_erase, [(), ("tenant",)], ["address", "embedding_id", "plan"]),
 }
 """Case name -> (script, namespaces to record, metadata keys to record)."""
 

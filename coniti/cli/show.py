@@ -100,6 +100,8 @@ def _what(event: Event) -> str:
         return f"op id {event.op_id}"
     if event.kind == "feedback":
         return f"weight {event.value:+g} on {event.id}"
+    if event.kind == "erase" and event.key is not None:
+        return f"metadata key {event.key} erased"
     return ""
 
 

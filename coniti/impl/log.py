@@ -109,6 +109,35 @@ _clear_result = ClearResult.constructor()
 _erase_result = EraseResult.constructor()
 
 
+def _erasure(
+    *,
+    erased: list[str] | None = None,
+    missing: list[str] | None = None,
+    erased_keys: list[str] | None = None,
+    missing_keys: list[str] | None = None,
+    receipts: list[int],
+) -> EraseResult:
+    """The :class:`EraseResult` of what the log erased (absent lists are empty)."""
+    return _erase_result({
+        "erased": erased or [], "missing": missing or [], "receipts": receipts,
+        "erased_keys": erased_keys or [], "missing_keys": missing_keys or [],
+    })
+
+
+def _check_names(names: Sequence[str], field: str, what: str) -> None:
+    """``names`` must be a list of non-empty strings (:class:`ContractError` naming ``field``)."""
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise ContractError(f"{field} must be a list of {what}, got {type(names).__name__}")
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise ContractError(f"{field}[{i}] must be a non-empty string, got {name!r}")
+
+
+def _check_reason(reason: str) -> None:
+    if not isinstance(reason, str) or not reason.strip():
+        raise ContractError("reason must be a non-empty string: an erasure is always explained")
+
+
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
     """The record of a row the store wrote (once per record a read returns); its version is the
     seq of the put that wrote it."""
@@ -646,17 +675,46 @@ class LogBackend(_Reads, MemoryBackend):
 
         The freed bytes can stay in the data file until :meth:`compact`.
         """
-        if isinstance(ids, str) or not isinstance(ids, Sequence):
-            raise ContractError(f"ids must be a list of record ids, got {type(ids).__name__}")
-        for i, rid in enumerate(ids):
-            if not isinstance(rid, str) or not rid:
-                raise ContractError(f"ids[{i}] must be a non-empty string, got {rid!r}")
-        if not isinstance(reason, str) or not reason.strip():
-            raise ContractError("reason must be a non-empty string: an erasure is always explained")
+        _check_names(ids, "ids", "record ids")
+        _check_reason(reason)
         ns = as_namespace(namespace)
         actor, _ = self._stamp()
         erased, missing, receipts = self._log.erase(ns, unique_ids(ids), actor=actor, reason=reason)
-        return _erase_result({"erased": erased, "missing": missing, "receipts": receipts})
+        return _erasure(erased=erased, missing=missing, receipts=receipts)
+
+    def erase_meta(
+        self, keys: Sequence[str], *, namespace: Sequence[str] = (), reason: str
+    ) -> EraseResult:
+        """Erase every value metadata keys ``keys`` of ``namespace`` ever had, from the log and from
+        every read: ``get_meta`` gives None for them now and in views of any point, ``events`` and
+        ``history`` show their meta events as erased, and ``export_log`` carries no value. Each meta
+        event keeps its envelope (key, who, when) and its payload digest, so the hash chain and
+        ``verify()`` stay clean; one ``erase`` event per key (naming it), stamped with ``reason``
+        (required) and the current actor, is the receipt. All keys in one transaction; keys the
+        namespace never held are reported in ``missing_keys`` and get no event. A key set again
+        afterwards holds its new value. The freed bytes can stay in the data file until
+        :meth:`compact`."""
+        _check_names(keys, "keys", "metadata keys")
+        _check_reason(reason)
+        ns = as_namespace(namespace)
+        actor, _ = self._stamp()
+        erased, missing, receipts = self._log.erase_meta(ns, unique_ids(keys), actor=actor, reason=reason)
+        return _erasure(erased_keys=erased, missing_keys=missing, receipts=receipts)
+
+    def erase_namespace(self, namespace: Sequence[str], *, reason: str) -> EraseResult:
+        """Erase a whole namespace: every record (every version, as :meth:`erase`) and every
+        metadata key (every value, as :meth:`erase_meta`) that still holds content, in one
+        transaction, with one ``erase`` receipt per record and per key, stamped with ``reason``
+        (required) and the current actor. Afterwards the namespace reads as empty now and at every
+        point, and :meth:`compact` removes the freed bytes. What stays is what the hash chain
+        needs: ids, keys, the namespace's name, timestamps, who and when, and the op ids of write
+        requests with their results (ids and versions, no content). Ids and keys already fully
+        erased get no second receipt; a namespace never used appends nothing."""
+        _check_reason(reason)
+        ns = as_namespace(namespace)
+        actor, _ = self._stamp()
+        erased, keys, receipts = self._log.erase_namespace(ns, actor=actor, reason=reason)
+        return _erasure(erased=erased, erased_keys=keys, receipts=receipts)
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the store's data file without free pages, so that no byte of erased content

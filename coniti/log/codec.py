@@ -87,8 +87,9 @@ EVENT_VERSION = 3
 Version 2 added the kind ``op`` (an op id's receipt, field ``o``) and the put fields ``pv`` (the
 version a put replaces) and ``x`` (expiry); a version-1 event means the same as version 2.
 Version 3 made a put's vector (``vd``, ``vs``, ``vb``) optional, added its binary payload ``bl``,
-and added the kind ``feedback`` (a weight ``fw`` given to record ``i``); a version-2 event (a put
-always with a vector, never a blob) means the same as version 3."""
+added the kind ``feedback`` (a weight ``fw`` given to record ``i``), and lets an ``erase`` event
+name a metadata key (``mk``) instead of a record id (``i``): the receipt of erasing that key's
+values. A version-2 event (a put always with a vector, never a blob) means the same as version 3."""
 PUT, DELETE, META, CLEAR, ERASE, OP = "put", "delete", "meta", "clear", "erase", "op"
 FEEDBACK = "feedback"
 KINDS = frozenset({PUT, DELETE, META, CLEAR, ERASE, OP, FEEDBACK})
@@ -110,7 +111,8 @@ def _v1_to_v2(env: dict[str, Any], payload: Any) -> tuple[dict[str, Any], Any]:
 
 def _v2_to_v3(env: dict[str, Any], payload: Any) -> tuple[dict[str, Any], Any]:
     """Version 2 -> 3: the same fields and payloads (every version-2 put has a vector and no blob,
-    which version 3 writes the same way; version 3 also added the kind ``feedback``)."""
+    which version 3 writes the same way; version 3 also added the kind ``feedback`` and erase
+    receipts naming ``mk``)."""
     return {**env, "v": 3}, payload
 
 
@@ -640,8 +642,10 @@ def _envelope(env: dict[str, Any], seq: int | None) -> dict[str, Any]:
     for name in _OPTIONAL_STR:
         if name in env and not isinstance(env[name], str):
             raise ValueError(f"field {name} is not a string")
-    if kind in (PUT, DELETE, ERASE, FEEDBACK) and not env.get("i"):
+    if kind in (PUT, DELETE, FEEDBACK) and not env.get("i"):
         raise ValueError(f"a {kind} event needs field i (record id)")
+    if kind == ERASE and (not env.get("i")) == (not env.get("mk")):
+        raise ValueError("an erase event needs field i (record id) or field mk (metadata key), not both")
     if kind == PUT:
         ts = env.get("ts")
         if not isinstance(ts, float) or not math.isfinite(ts):
@@ -932,9 +936,15 @@ def read_put(frame: bytes, seq: int) -> tuple[dict[str, Any], RecordData | None]
 
 def read_meta(frame: bytes, seq: int) -> tuple[dict[str, Any], Any, bool]:
     """``(envelope, value, erased)`` of meta event ``seq`` for a read to return, checked like
-    :func:`read_put` (the caller compares ``n`` and ``mk``)."""
+    :func:`read_put` (the caller compares ``n`` and ``mk``). Event ``seq`` may also be the erase
+    event of a metadata key (version 3: kind ``erase`` with ``mk``, no payload): ``(envelope, None,
+    True)``; the caller tells the two apart by the envelope's ``k``."""
     try:
-        env, payload = _read_checked(frame, seq, META)
+        env_bytes, digest, payload_bytes = split_frame(frame)
+        env, payload = _current(_unpack(env_bytes), _checked_payload(digest, payload_bytes))
+        kind = env["k"]
+        if env["s"] != seq or not (kind == META or (kind == ERASE and "mk" in env and payload is None)):
+            raise ValueError(f"it is event {env['s']!r} of kind {kind!r}, not the meta event {seq}")
         return (env, None, True) if payload is None else (env, payload["mv"], False)
     except _MALFORMED as exc:
         raise _corrupted(f"event {seq}", exc) from exc

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from coniti.errors import ContractError, StoreCorrupted
+from coniti.errors import ContractError, StoreCorrupted, namespace_text
 from coniti.log.chain import Chain
 from coniti.log.codec import (
     CLEAR,
@@ -42,7 +42,7 @@ from coniti.log.codec import (
 )
 from coniti.log.keys import SEQ_LEN, Namespace, name_key, ns_bytes, seq_from_key, seq_key
 from coniti.log.projections import Dbs, Head, Projections
-from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD, Store
+from coniti.log.store import LAYOUT_VERSION, LOG_DB, SYS_DB, SYS_HEAD, Store
 
 __all__ = [
     "MAX_SUBSCRIPTION_NAME",
@@ -192,7 +192,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
     Empty if the record never existed."""
     idk = name_key(record_id)
     with store.read() as txn:
-        p = Projections(txn, Dbs(store.dbs))
+        p = Projections(txn, Dbs(store.dbs, legacy=store.layout < LAYOUT_VERSION))
         nsid = p.nsid(ns_bytes(namespace))
         if nsid is None:
             return []
@@ -208,7 +208,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
                 ok = event.id is not None and name_key(event.id) == idk
             if not ok:
                 raise StoreCorrupted(
-                    f"record {record_id!r} of namespace {namespace!r} is damaged: its index names "
+                    f"record {record_id!r} of namespace {namespace_text(namespace)} is damaged: its index names "
                     f"event {seq}, a {event.kind} event that is not one of it"
                 )
             return None if event.kind != CLEAR and event.id != record_id else event
@@ -222,7 +222,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
                 ended = event_at(end_seq, (DELETE, ERASE, CLEAR, PUT))
                 if ended is not None and ended.kind == PUT and ended.replaces != put_seq:
                     raise StoreCorrupted(
-                        f"record {record_id!r} of namespace {namespace!r} is damaged: its index says "
+                        f"record {record_id!r} of namespace {namespace_text(namespace)} is damaged: its index says "
                         f"event {end_seq} ended version {put_seq}, which that put does not replace"
                     )
                 if ended is not None:
@@ -286,7 +286,7 @@ def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str],
     between)."""
     lo, hi = min(a, b), max(a, b)
     with store.read() as txn:
-        p = Projections(txn, Dbs(store.dbs))
+        p = Projections(txn, Dbs(store.dbs, legacy=store.layout < LAYOUT_VERSION))
         nsid = p.nsid(ns_bytes(namespace))
         if nsid is None or lo == hi:
             return [], [], []
