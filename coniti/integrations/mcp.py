@@ -66,7 +66,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pydantic
 from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity
@@ -576,6 +576,10 @@ class _Tools:
             description=f"Answer from the memory as it was at this point: {_POINT}.")] = None,
         min_score: Annotated[float | None, pydantic.Field(
             allow_inf_nan=False, description="Drop notes scoring below this.")] = None,
+        strategy: Annotated[Literal["auto", "semantic", "keyword", "hybrid", "recent"], pydantic.Field(
+            description="How to rank: auto (hybrid for a query, recent for a time window), semantic "
+            "(by meaning), keyword (BM25 on the words: codes, names, rare words), hybrid (both "
+            "fused by reciprocal rank), recent (newest first).")] = "auto",
     ) -> Recalled:  # fmt: skip
         """Recall the notes that best answer a query, best first: from one namespace, or from
         every namespace under a prefix. Give a query, or start/end for the notes of a time window
@@ -589,7 +593,9 @@ class _Tools:
         scope = None if namespace is not None else (
             self._prefix if prefix is None else self._inside(prefix, "prefix"))  # fmt: skip
         try:
-            question = Query(text=query, time_range=window, k=k, filter=filter, min_score=min_score)
+            question = Query(
+                text=query, time_range=window, k=k, filter=filter, min_score=min_score, strategy=strategy
+            )
         except ContractError as exc:
             raise ToolError(_contract_message(exc, "Query")) from None
         self._engine.refresh()

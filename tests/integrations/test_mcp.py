@@ -111,11 +111,23 @@ async def test_read_tools_are_annotated_read_only(store: Path) -> None:
 # -- remember and recall ---------------------------------------------------------------------------
 
 
+async def test_recall_ranks_by_the_strategy_asked(store: Path) -> None:
+    """strategy="keyword" finds a note by a literal code the question shares; an unknown strategy
+    is refused naming the argument."""
+    async with connect(store) as client:
+        await remember(client, "inv", "Invoice INV-7731 was paid late", namespace=["alice"])
+        await remember(client, "tea", "Alice drinks green tea", namespace=["alice"])
+        found = await ok(client, "recall", {"query": "INV-7731", "k": 1, "strategy": "keyword"})
+        message = await refused(client, "recall", {"query": "tea", "strategy": "vibes"})
+    assert [h["id"] for h in found["hits"]] == ["inv"]
+    assert "strategy" in message
+
+
 async def test_remember_then_recall_finds_the_note(store: Path) -> None:
     """A remembered note comes back from recall with its namespace, version and score."""
     async with connect(store) as client:
         made = await remember(client, "a1", "Alice lives in Lyon", namespace=["alice"])
-        found = await ok(client, "recall", {"query": "Alice lives in Lyon", "k": 1})
+        found = await ok(client, "recall", {"query": "Alice lives in Lyon", "k": 1, "strategy": "semantic"})
     assert made["admitted"] and made["version"] is not None
     hit = found["hits"][0]
     assert (hit["id"], hit["namespace"], hit["version"]) == ("a1", ["alice"], made["version"])
