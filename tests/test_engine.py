@@ -96,10 +96,10 @@ class CountingEmbedder(LocalHashEmbedder):
 class FailingStructure(FlatStructure):
     """A flat structure whose add fails when the batch holds the id 'boom'."""
 
-    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
+    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
         if "boom" in ids:
             raise StructureError("injected structure failure")
-        super()._add(ids, unit, times)
+        super()._add(ids, unit, times, born)
 
 
 class FailingPut(InMemoryBackend):

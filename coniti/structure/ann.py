@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from coniti.errors import ContractError, StructureError
+from coniti.errors import ContractError, NotSupported, StructureError
 from coniti.structure.flat import SortedRowsStructure
 from coniti.structure.scoring import StructureHit, exact_scores, top_by_key
 
@@ -111,22 +111,35 @@ class AnnStructure(SortedRowsStructure):
             expansion_search=self._expansion_search,
         )
 
-    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
+    persistent: ClassVar[bool] = False
+    """The graph is not kept on disk yet: an engine rebuilds it at open (:meth:`index_state` gives it
+    as bytes)."""
+
+    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
         index = self._index if self._index is not None else self._new_index(unit.shape[1])
         first = len(self._key_ids)
         keys = np.arange(first, first + len(ids), dtype=np.uint64)
         index.add(keys, unit, threads=self._threads)
-        super()._add(ids, unit, times)
+        super()._add(ids, unit, times, born)
         self._index = index
         self._key_ids.extend(ids)
         self._keys.update(zip(ids, range(first, first + len(ids)), strict=True))
 
-    def _remove(self, ids: list[str]) -> None:
+    def _remove(self, ids: list[str], seq: int | None) -> None:
         keys = [self._keys.pop(id_) for id_ in ids]
         self._index.remove(np.array(keys, dtype=np.uint64))
         for key in keys:
             self._key_ids[key] = None
-        super()._remove(ids)
+        super()._remove(ids, seq)
+
+    def _purge(self, ids: set[str]) -> int:
+        live = [i for i in ids if i in self._keys]
+        if live:
+            keys = [self._keys.pop(id_) for id_ in live]
+            self._index.remove(np.array(keys, dtype=np.uint64))
+            for key in keys:
+                self._key_ids[key] = None
+        return super()._purge(ids)
 
     def _clear(self) -> None:
         super()._clear()
@@ -144,8 +157,12 @@ class AnnStructure(SortedRowsStructure):
         return count + int(rows.buffer.in_range(start, end, None).shape[0])
 
     def _search_vector(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        seq: int | None,
     ) -> list[StructureHit]:
+        if seq is not None:  # the graph holds live rows only: as of an event, search exactly
+            self.last_exact = True
+            return self._exact_search(query, k, start, end, exclude, seq)
         count = self._in_range(start, end)
         total = len(self)
         fraction = count / total if total else 0.0
@@ -158,7 +175,7 @@ class AnnStructure(SortedRowsStructure):
         )
         self.last_exact = exact
         if exact:
-            return self._exact_search(query, k, start, end, exclude)
+            return self._exact_search(query, k, start, end, exclude, None)
         self._index.expansion_search = self._expansion_search
         while True:
             hits, qualified = self._graph(query, k, start, end, exclude, min(fetch, total))
@@ -167,7 +184,7 @@ class AnnStructure(SortedRowsStructure):
             fetch *= 2
             if 4 * fetch > count:
                 self.last_exact = True
-                return self._exact_search(query, k, start, end, exclude)
+                return self._exact_search(query, k, start, end, exclude, None)
 
     def _graph(
         self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None, fetch: int
@@ -189,6 +206,12 @@ class AnnStructure(SortedRowsStructure):
         vectors = np.stack([rows.vector(i) for i in picked])
         hits = top_by_key(picked, exact_scores(vectors, query), times[inside].tolist(), k)
         return hits, len(picked)
+
+    def derived_state(self) -> dict[str, np.ndarray]:
+        raise NotSupported("the ann structure is not persistent (its graph is rebuilt at open)")
+
+    def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
+        raise NotSupported("the ann structure is not persistent (its graph is rebuilt at open)")
 
     # -- the derived graph as bytes -----------------------------------------------------------
 
