@@ -344,6 +344,7 @@ class LogBackend(_Reads, MemoryBackend):
     supports_put_with_meta: ClassVar[bool] = True
     supports_put_batches: ClassVar[bool] = True
     supports_write: ClassVar[bool] = True
+    supports_derived_state: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -397,6 +398,21 @@ class LogBackend(_Reads, MemoryBackend):
     def head_hash(self) -> str:
         """Hash (hex) of the last event, the head of the hash chain (64 zeros when empty)."""
         return self._log.head().hash.hex()
+
+    @property
+    def derived_path(self) -> str:
+        """``derived/`` inside the store directory: where engines keep their index snapshots
+        (``coniti.derived``); never read by the store itself, safe to delete."""
+        return os.path.join(self.path, "derived")
+
+    def event_hash(self, seq: int) -> str:
+        """The hash (hex) of event ``seq`` (64 zeros for 0). Raises :class:`ContractError` for a
+        seq beyond the head."""
+        if seq == 0:
+            return "0" * 64
+        for event in self.events(after=seq - 1, until=seq):
+            return event.hash
+        raise ContractError(f"seq must be between 0 and the head ({self.head}), got {seq}")
 
     def close(self) -> None:
         """Release this handle (the environment closes with the last handle). Idempotent."""

@@ -207,9 +207,6 @@ class AnnStructure(SortedRowsStructure):
         hits = top_by_key(picked, exact_scores(vectors, query), times[inside].tolist(), k)
         return hits, len(picked)
 
-    def derived_state(self) -> dict[str, np.ndarray]:
-        raise NotSupported("the ann structure is not persistent (its graph is rebuilt at open)")
-
     def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
         raise NotSupported("the ann structure is not persistent (its graph is rebuilt at open)")
 

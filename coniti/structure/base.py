@@ -146,6 +146,10 @@ class Structure(ABC):
             raise NotSupported(f"the {self.name} structure keeps no versions")
         return _AsOf(self, seq)
 
+    def live_ids(self) -> list[str]:
+        """The ids stored now (structures with :attr:`supports_as_of`)."""
+        raise NotSupported(f"the {self.name} structure does not list its ids")
+
     def derived_state(self) -> dict[str, np.ndarray]:
         """The structure as named arrays (see :attr:`persistent`); views, valid until the next write."""
         raise NotSupported(f"the {self.name} structure is not persistent")

@@ -55,6 +55,9 @@ class SortedRowsStructure(Structure):
     def _count(self, seq: int | None) -> int:
         return self._rows.count_at(seq)
 
+    def live_ids(self) -> list[str]:
+        return [*self._rows.pos, *self._rows.buffer.pos]
+
     def derived_state(self) -> dict[str, np.ndarray]:
         return self._rows.state()
 

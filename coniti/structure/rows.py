@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from coniti.derived import pack_strings, unpack_strings
 from coniti.errors import ContractError
 from coniti.structure.scoring import (
     StructureHit,
@@ -438,37 +439,33 @@ class SortedRows:
         self.merge()
         self.compact()
         n = self.n
-        encoded = [i.encode("utf-8") for i in self.ids]
-        ends = np.cumsum(np.fromiter((len(b) for b in encoded), dtype=np.int64, count=n))
+        id_bytes, id_ends = pack_strings(self.ids)
         return {
             "vecs": self.vecs[:n],
             "times": self.times[:n],
             "born": self.born[:n],
             "died": self.died[:n],
-            "id_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8),
-            "id_ends": ends,
+            "id_bytes": id_bytes,
+            "id_ends": id_ends,
         }
 
     def restore(self, state: dict[str, np.ndarray]) -> None:
         """Replace every row by those of :meth:`state` (``vecs`` may be a read-only memory map, kept
         as is). Raises :class:`ContractError` for arrays that do not fit together."""
         vecs, times, born, died = state["vecs"], state["times"], state["born"], state["died"]
-        raw, ends = state["id_bytes"], state["id_ends"]
         n = times.shape[0]
         shapes_fit = (
             vecs.ndim == 2 and vecs.shape[0] == n and born.shape == (n,) and died.shape == (n,)
-            and ends.shape == (n,) and (n == 0 or int(ends[-1]) == raw.shape[0])
             and vecs.dtype == np.float32 and times.dtype == np.float64
         )
-        if not shapes_fit or (n > 1 and not (np.diff(times) >= 0).all()) or (n and int(ends[0]) < 0):
+        if not shapes_fit or (n > 1 and not (np.diff(times) >= 0).all()):
             raise ContractError("the row arrays do not fit together")
-        blob = raw.tobytes()
-        text = blob.decode("utf-8")
-        starts = [0, *ends[:-1].tolist()]
-        if len(text) == len(blob):  # ASCII: byte offsets are character offsets
-            ids = [text[a:b] for a, b in zip(starts, ends.tolist(), strict=True)]
-        else:
-            ids = [blob[a:b].decode("utf-8") for a, b in zip(starts, ends.tolist(), strict=True)]
+        try:
+            ids = unpack_strings(state["id_bytes"], state["id_ends"])
+        except ValueError as exc:
+            raise ContractError(f"the row ids do not fit: {exc}") from None
+        if len(ids) != n:
+            raise ContractError("the row arrays do not fit together")
         alive = died == LIVE
         live = np.flatnonzero(alive)
         pos = dict(zip([ids[i] for i in live.tolist()], live.tolist(), strict=True))
