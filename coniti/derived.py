@@ -95,8 +95,8 @@ def unpack_strings(raw: np.ndarray, ends: np.ndarray) -> list[str]:
     if ends.shape[0] > 1 and not (np.diff(ends) >= 0).all():
         raise ValueError("the string ends are not in order")
     blob = raw.tobytes()
-    starts = [0, *ends[:-1].tolist()]
     stops = ends.tolist()
+    starts = [0, *stops[:-1]] if stops else []
     if blob.isascii():  # byte offsets are character offsets
         text = blob.decode("ascii")
         return [text[a:b] for a, b in zip(starts, stops, strict=True)]
