@@ -181,8 +181,8 @@ class _Derived:
     meta_checked: bool = False
     changed: int = 0
     """Events folded since the snapshot on disk was written (or since the build)."""
-    content: list[tuple[str, str]] | None = None
-    """The content index as ``(id, key)`` pairs still to be loaded into ``keys`` (from a snapshot)."""
+    content: dict[str, np.ndarray] | None = None
+    """The snapshot's content part, loaded into ``keys`` on first use (admission, writes)."""
 
 
 class ContinuityEngine:
@@ -1061,13 +1061,9 @@ class ContinuityEngine:
             for i, structure in enumerate(space.structures):
                 structure.restore_derived_state(loaded.parts[f"structure.{i}"])
             content = loaded.parts.get("content")
-            if content is not None:
-                pairs = zip(
-                    derived.unpack_strings(content["id_bytes"], content["id_ends"]),
-                    derived.unpack_strings(content["key_bytes"], content["key_ends"]),
-                    strict=True,
-                )
-                space.content = list(pairs)
+            if content is not None and not {"id_bytes", "id_ends", "key_bytes", "key_ends"} <= set(content):
+                return None
+            space.content = content
         except (KeyError, ContractError, ValueError):
             return None
         space.meta_checked = True
@@ -1184,8 +1180,12 @@ class ContinuityEngine:
     def _content(self, space: _Derived) -> dict[str, str]:
         """The content index (id -> key), loaded from the snapshot's pairs on first use."""
         if space.content is not None:
-            pairs, space.content = space.content, None
-            for id_, key in pairs:
+            part, space.content = space.content, None
+            ids = derived.unpack_strings(part["id_bytes"], part["id_ends"])
+            keys = derived.unpack_strings(part["key_bytes"], part["key_ends"])
+            if len(ids) != len(keys):
+                raise ContractError("the snapshot's content index does not fit together")
+            for id_, key in zip(ids, keys, strict=True):
                 space.keys.setdefault(key, []).append(id_)
                 space.key_of[id_] = key
         return space.key_of

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from coniti.derived import pack_strings, unpack_strings
-from coniti.errors import ContractError
+from coniti.errors import ContractError, StructureError
 from coniti.structure.scoring import (
     StructureHit,
     exact_scores,
@@ -181,8 +181,10 @@ class SortedRows:
         self.clear()
 
     def clear(self) -> None:
-        self.ids: list[str] = []
-        self.pos: dict[str, int] = {}
+        self._ids: list[str] | None = []
+        self._pos: dict[str, int] | None = {}
+        self._packed: tuple[np.ndarray, np.ndarray] | None = None
+        self._n_packed = 0
         self.vecs = np.zeros((0, 0), dtype=np.float32)
         self.times = np.zeros(0, dtype=np.float64)
         self.alive = np.zeros(0, dtype=bool)
@@ -193,14 +195,54 @@ class SortedRows:
         self.buffer = Rows()
         self.dirty_from = 0
 
+    # ``ids`` (per main row) and ``pos`` (id -> main row of its live version) are built from the
+    # packed ids of a restored snapshot only when first needed: a search that only reads the ids of
+    # its hits (``id_at``) never builds them.
+
+    @property
+    def ids(self) -> list[str]:
+        """The id of each main row."""
+        if self._ids is None:
+            self._unpack()
+        assert self._ids is not None
+        return self._ids
+
+    @property
+    def pos(self) -> dict[str, int]:
+        """The main row of each live id."""
+        if self._pos is None:
+            self._unpack()
+        assert self._pos is not None
+        return self._pos
+
+    def _unpack(self) -> None:
+        assert self._packed is not None
+        ids = unpack_strings(*self._packed)
+        live = np.flatnonzero(self.alive[: len(ids)])
+        pos = dict(zip([ids[i] for i in live.tolist()], live.tolist(), strict=True))
+        if len(pos) != live.shape[0] or len(ids) != self._n_packed:
+            raise StructureError("the restored rows hold two live rows of one id")
+        self._pos = pos
+        self._ids = ids
+        self._packed = None
+
+    def id_at(self, row: int) -> str:
+        """The id of main row ``row``."""
+        if self._ids is not None:
+            return self._ids[row]
+        assert self._packed is not None
+        raw, ends = self._packed
+        start = int(ends[row - 1]) if row else 0
+        return raw[start : int(ends[row])].tobytes().decode("utf-8", "surrogatepass")
+
     @property
     def n(self) -> int:
         """Main rows, dead ones included."""
-        return len(self.ids)
+        return len(self._ids) if self._ids is not None else self._n_packed
 
     def __len__(self) -> int:
         """Live rows."""
-        return len(self.ids) - self.dead + len(self.buffer)
+        return self.n - self.dead + len(self.buffer)
 
     def __contains__(self, id_: object) -> bool:
         return id_ in self.pos or id_ in self.buffer.pos
@@ -439,7 +481,7 @@ class SortedRows:
         self.merge()
         self.compact()
         n = self.n
-        id_bytes, id_ends = pack_strings(self.ids)
+        id_bytes, id_ends = self._packed if self._packed is not None else pack_strings(self.ids)
         return {
             "vecs": self.vecs[:n],
             "times": self.times[:n],
@@ -460,26 +502,25 @@ class SortedRows:
         )
         if not shapes_fit or (n > 1 and not (np.diff(times) >= 0).all()):
             raise ContractError("the row arrays do not fit together")
-        try:
-            ids = unpack_strings(state["id_bytes"], state["id_ends"])
-        except ValueError as exc:
-            raise ContractError(f"the row ids do not fit: {exc}") from None
-        if len(ids) != n:
-            raise ContractError("the row arrays do not fit together")
+        raw, ends = state["id_bytes"], state["id_ends"]
+        if (
+            raw.dtype != np.uint8 or ends.shape != (n,) or (n and int(ends[-1]) != raw.shape[0])
+            or (n > 1 and not (np.diff(ends) >= 0).all())
+        ):
+            raise ContractError("the row ids do not fit the rows")
         alive = died == LIVE
-        live = np.flatnonzero(alive)
-        pos = dict(zip([ids[i] for i in live.tolist()], live.tolist(), strict=True))
-        if len(pos) != live.shape[0]:
-            raise ContractError("the row arrays hold two live rows of one id")
+        live = int(np.count_nonzero(alive))
         self.clear()
         self.vecs = vecs
         self.times = np.array(times)
         self.born = np.array(born)
         self.died = np.array(died)
         self.alive = alive
-        self.ids = ids
-        self.pos = pos
-        self.dead = n - live.shape[0]
+        self._ids = None
+        self._pos = None
+        self._packed = (np.array(raw), np.array(ends))
+        self._n_packed = n
+        self.dead = n - live
         self.purged = int(np.count_nonzero(self.died <= self.born))
         self.dirty_from = n
 
@@ -554,7 +595,7 @@ class SortedRows:
             vectors[~from_buffer] = self.vecs[m_rows]
             times[~from_buffer] = self.times[m_rows]
         ids = [
-            self.buffer.ids[row] if is_buffer else self.ids[row]
+            self.buffer.ids[row] if is_buffer else self.id_at(row)
             for row, is_buffer in zip(rows.tolist(), from_buffer.tolist(), strict=True)
         ]
         return top_by_key(ids, exact_scores(vectors, query), times.tolist(), pool.k)
@@ -617,7 +658,7 @@ class SortedRows:
             rows = np.concatenate(
                 (self._run(split, hi, k, True, seq, skip), self._run(split, lo, k, False, seq, skip))
             )
-        ids.extend(self.ids[i] for i in rows.tolist())
+        ids.extend(self.id_at(i) for i in rows.tolist())
         times.append(self.times[rows])
         return ids, np.concatenate(times)
 
