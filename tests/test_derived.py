@@ -209,6 +209,23 @@ def test_a_save_replaces_the_previous_snapshot_and_leaves_one_directory(tmp_path
     assert len([p for p in (tmp_path / "d").iterdir() if p.is_dir()]) == 1
 
 
+def test_an_ann_engine_restores_its_graph_and_answers_as_before(tmp_path: Path) -> None:
+    """An engine with the ann structure saves rows and graph; the next open restores both (no
+    rebuild) and answers as the engine that wrote them."""
+    pytest.importorskip("usearch")
+    from coniti.structure import AnnStructure
+
+    with LogBackend(tmp_path / "s") as store:
+        first = engine(store, AnnStructure(exact_rows=0, min_fraction=0.0))
+        first.ingest_many(notes(60))
+        first.remove(["n7"])
+        expected = answers(first)
+        first.close()
+        second = engine(store, AnnStructure(exact_rows=0, min_fraction=0.0))
+        assert answers(second) == expected
+        assert second.verify().snapshot == "current"
+
+
 def test_reindex_rewrites_the_snapshot_and_verify_is_clean(tmp_path: Path) -> None:
     """reindex rebuilds from the events and saves; verify then reports the snapshot current."""
     with LogBackend(tmp_path / "s") as store:

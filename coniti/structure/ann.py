@@ -27,7 +27,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from coniti.errors import ContractError, NotSupported, StructureError
+from coniti.derived import pack_strings, unpack_strings
+from coniti.errors import ContractError, StructureError
 from coniti.structure.flat import SortedRowsStructure
 from coniti.structure.scoring import StructureHit, exact_scores, top_by_key
 
@@ -111,9 +112,10 @@ class AnnStructure(SortedRowsStructure):
             expansion_search=self._expansion_search,
         )
 
-    persistent: ClassVar[bool] = False
-    """The graph is not kept on disk yet: an engine rebuilds it at open (:meth:`index_state` gives it
-    as bytes)."""
+    persistent: ClassVar[bool] = True
+    """The rows and the graph persist: :meth:`derived_state` adds ``graph`` (usearch's bytes as
+    ``uint8``) and ``graph_id_bytes``/``graph_id_ends`` (the id of each graph key, ``""`` for a
+    removed one) to the rows' arrays; restoring loads the graph into memory (a copy)."""
 
     def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
         index = self._index if self._index is not None else self._new_index(unit.shape[1])
@@ -207,8 +209,28 @@ class AnnStructure(SortedRowsStructure):
         hits = top_by_key(picked, exact_scores(vectors, query), times[inside].tolist(), k)
         return hits, len(picked)
 
+    def derived_state(self) -> dict[str, np.ndarray]:
+        state = super().derived_state()
+        graph = self.index_state()
+        id_bytes, id_ends = pack_strings(["" if i is None else i for i in graph["ids"]])
+        state["graph"] = np.frombuffer(graph["index"], dtype=np.uint8)
+        state["graph_id_bytes"], state["graph_id_ends"] = id_bytes, id_ends
+        return state
+
     def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
-        raise NotSupported("the ann structure is not persistent (its graph is rebuilt at open)")
+        """The rows, then the graph; arrays that do not fit raise :class:`ContractError` and leave
+        the structure empty."""
+        try:
+            graph = np.asarray(state["graph"]).tobytes()
+            keys = unpack_strings(state["graph_id_bytes"], state["graph_id_ends"])
+        except (KeyError, ValueError) as exc:
+            raise ContractError(f"the ann state lacks its graph: {exc}") from None
+        super().restore_derived_state(state)
+        try:
+            self.restore_index_state({"index": graph, "ids": [k or None for k in keys]})
+        except StructureError as exc:  # the rows are restored, the graph is not: start empty
+            self.clear()
+            raise ContractError(str(exc)) from None
 
     # -- the derived graph as bytes -----------------------------------------------------------
 
