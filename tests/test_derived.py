@@ -226,6 +226,20 @@ def test_an_ann_engine_restores_its_graph_and_answers_as_before(tmp_path: Path) 
         assert second.verify().snapshot == "current"
 
 
+def test_compact_removes_the_derived_state_and_the_next_open_rebuilds(tmp_path: Path) -> None:
+    """LogBackend.compact removes the derived directory (it may hold erased versions' vectors);
+    the next engine rebuilds and answers as a fresh build."""
+    with LogBackend(tmp_path / "s") as store:
+        e = engine(store)
+        e.ingest_many(notes(10))
+        e.close()
+        store.erase(["n2"], reason="privacy")
+        assert Path(store.derived_path).exists()
+        store.compact()
+        assert not Path(store.derived_path).exists()
+        assert answers(engine(store)) == answers(fresh(store))
+
+
 def test_reindex_rewrites_the_snapshot_and_verify_is_clean(tmp_path: Path) -> None:
     """reindex rebuilds from the events and saves; verify then reports the snapshot current."""
     with LogBackend(tmp_path / "s") as store:

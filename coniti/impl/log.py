@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import shutil
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import IO, Any, ClassVar, NoReturn
@@ -656,8 +657,12 @@ class LogBackend(_Reads, MemoryBackend):
         Needs the store alone: raises :class:`StoreBusy` if another process has it open or another
         handle of this process does (views of this handle are fine). Other processes that open the
         store meanwhile wait. Crash-safe: the compacted copy is flushed, then renamed over the file.
+        The derived state in :attr:`derived_path` (which may still hold erased versions' vectors) is
+        removed too; engines rebuild it at their next open.
         """
-        return self._log.compact()
+        sizes = self._log.compact()
+        shutil.rmtree(self.derived_path, ignore_errors=True)
+        return sizes
 
     # -- the log export (coniti/log/logfile.py) ------------------------------------------------
 
