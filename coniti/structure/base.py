@@ -208,8 +208,8 @@ class Structure(ABC):
                 combined = query.astype(np.float64) + anchor_vector.astype(np.float64)
                 query = unit_rows(combined[None, :])[0]
         start, end = _bounds(time_range)
-        if self._count(as_of) == 0 or start >= end:
-            return []
+        if start >= end or (as_of is None and len(self) == 0):
+            return []  # as of an event, the searches find nothing visible on their own (no O(n) count)
         if query is not None:
             return self._search_vector(query, k, start, end, anchor_id, as_of)
         if anchor_id is not None:
@@ -293,6 +293,7 @@ class _AsOf(Structure):
         self._source = source
         self._seq = seq
         self._dim = source.dim
+        self._len: int | None = None
 
     @property
     def options(self) -> dict[str, Any]:
@@ -302,7 +303,11 @@ class _AsOf(Structure):
         raise ReadOnlyError("a structure view as of an event cannot spawn")
 
     def __len__(self) -> int:
-        return self._source._count(self._seq)
+        """Rows visible as of the view's event, counted once (O(rows)) and kept: later writes to the
+        source never change it, except an erasure, which only makes it an overestimate."""
+        if self._len is None:
+            self._len = self._source._count(self._seq)
+        return self._len
 
     def __contains__(self, id_: object) -> bool:
         return isinstance(id_, str) and self._source._row(id_, self._seq) is not None
