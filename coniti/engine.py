@@ -115,6 +115,11 @@ _PERSIST_AFTER_BUILD = 1_000
 """A namespace built from scratch with at least this many rows is saved at once (not only at
 close), so the next open restores it."""
 
+_SAVE_AT_CLOSE = 1_000
+"""``close()`` saves a namespace whose snapshot lags by at least this many events (or by a tenth
+of its rows, for small ones): a short session that writes a few notes into a large memory does not
+rewrite its whole snapshot, and the next open folds those few events instead."""
+
 _KEY_FORMAT = 1
 """The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
 
@@ -1104,11 +1109,15 @@ class ContinuityEngine:
         """Save the snapshot of every loaded namespace that changed since its last one (backends
         that declare ``supports_derived_state``); returns how many were written. :meth:`close`
         calls it. Raises what the file system raises (``OSError``); the old snapshot then stays."""
+        return self._persist(1)
+
+    def _persist(self, least: int) -> int:
         with self._lock:
             self.refresh()
             written = 0
             for ns, space in self._spaces.items():
-                if space.changed and self._save(ns, space):
+                due = min(least, max(1, len(space.structures[0]) // 10))
+                if space.changed >= due and self._save(ns, space):
                     written += 1
             return written
 
@@ -1224,13 +1233,14 @@ class ContinuityEngine:
         self.close()
 
     def close(self) -> None:
-        """Save what changed (:meth:`persist`, where derived state is kept; a failure to save is
-        ignored: the next open rebuilds or catches up), then drop the derived state. The memory
-        backend is not closed (its owner closes it)."""
+        """Save the snapshots that lag by at least 1,000 events or a tenth of their rows (as
+        :meth:`persist` does, where derived state is kept; a failure to save is ignored: the next
+        open rebuilds or catches up), then drop the derived state. The memory backend is not closed
+        (its owner closes it)."""
         with self._lock:
             if self._derived is not None and not self.memory.read_only:
                 with contextlib.suppress(Exception):  # derived state is optional; memory is intact
-                    self.persist()
+                    self._persist(_SAVE_AT_CLOSE)
             self._spaces.clear()
 
     # -- async twins: the sync call on a worker thread (the engine's lock serialises them) ---------

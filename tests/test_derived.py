@@ -137,6 +137,25 @@ def test_close_writes_a_snapshot_the_next_open_restores_reading_only_new_events(
         assert answers(second) == answers(fresh(store))
 
 
+def test_close_leaves_a_snapshot_that_lags_by_a_few_events_and_persist_saves_it(tmp_path: Path) -> None:
+    """close() does not rewrite a snapshot that lags by fewer than a tenth of its rows (or 1,000
+    events); persist() saves any lag; either way the next open answers as a fresh build."""
+    with LogBackend(tmp_path / "s") as store:
+        e = engine(store)
+        e.ingest_many(notes(20))
+        e.close()
+        saved = json.loads(snapshot_files(store)[0].read_bytes())["seq"]
+        e = engine(store)
+        e.ingest_many(notes(1, 20))
+        e.close()
+        assert json.loads(snapshot_files(store)[0].read_bytes())["seq"] == saved
+        assert answers(engine(store)) == answers(fresh(store))
+        e = engine(store)
+        e.structures()  # loads the namespace: the snapshot, then the one event after it
+        assert e.persist() == 1
+        assert json.loads(snapshot_files(store)[0].read_bytes())["seq"] == store.head
+
+
 def test_a_snapshot_of_another_store_is_refused(tmp_path: Path) -> None:
     """A derived directory copied into another store is refused (store id) and rebuilt."""
     with LogBackend(tmp_path / "a") as a, LogBackend(tmp_path / "b") as b:
