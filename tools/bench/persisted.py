@@ -7,8 +7,9 @@ Per structure (``flat``, ``segment_tree``), on the N notes of :func:`~bench.engi
   history) and ``close()`` (the snapshot written: **save** in s);
 * **open to first answer**: a fresh child process imports coniti (**imports s**), then opens the store
   and an engine and asks one question (**open s**: from after the imports to the answer), the whole
-  child from the parent's spawn (**with python s**, interpreter start and imports included), and the
-  child's peak RSS (``ru_maxrss``, mapped snapshot pages included);
+  child from the parent's spawn (**with python s**, interpreter start and imports included), the
+  child's peak RSS (``VmHWM``: mapped snapshot pages included; ``ru_maxrss`` would carry the forking
+  parent's) and its anonymous RSS at the end (``RssAnon``: what is not a mapped file);
 * **asks**: in the parent, an engine opened the same way; per window (full, 10%, 1%) and query the
   ask latency now and through ``engine.at(seq)`` at the start (after 10% of the notes), the middle
   and the head, the structure's search alone, and numpy brute force (one float32 product and an
@@ -36,7 +37,7 @@ from .common import ROOT, fmt
 __all__ = ["persisted_table", "restore_table", "run_persisted", "run_restore"]
 
 CHILD = """
-import time, resource, json, sys
+import time, json, sys
 t_import = time.perf_counter()
 from coniti import Container
 import coniti.impl.log
@@ -44,8 +45,10 @@ t0 = time.perf_counter()
 c = Container(memory="log", path={path!r}, structure={structure!r})
 hits = c.engine.ask({question!r}).hits
 t1 = time.perf_counter()
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({{"open": t1 - t0, "imports": t0 - t_import, "rss_mb": rss, "hits": len(hits)}}))
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+rss = int(status["VmHWM"].split()[0]) / 1024
+anon = int(status["RssAnon"].split()[0]) / 1024
+print(json.dumps({{"open": t1 - t0, "imports": t0 - t_import, "rss_mb": rss, "anon_mb": anon, "hits": len(hits)}}))
 """
 
 
@@ -104,7 +107,7 @@ def run_persisted(
                 raise SystemExit(f"open child failed:\n{proc.stderr[-2000:]}")
             child = json.loads(proc.stdout.strip().splitlines()[-1])
             figures["open"], figures["rss_mb"] = child["open"], child["rss_mb"]
-            figures["imports"] = child["imports"]
+            figures["imports"], figures["anon_mb"] = child["imports"], child["anon_mb"]
             store = LogBackend(path, durability="nosync")
             container = Container(memory=store, structure=structure)
             engine = container.engine
@@ -144,13 +147,14 @@ def persisted_table(figures: dict[str, Any]) -> str:
         f"Persisted engine over LogBackend, N={figures['n']:,}",
         "",
         "| structure | ingest notes/s | save s | open to first answer s | imports s | with python start s "
-        "| peak RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| peak RSS MB | anon RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, f in figures["structures"].items():
         lines.append(
             f"| {name} | {fmt(f['ingest'], 0)} | {fmt(f['save'], 2)} | {fmt(f['open'], 2)} | "
-            f"{fmt(f['imports'], 2)} | {fmt(f['with_python'], 2)} | {fmt(f['rss_mb'], 0)} |"
+            f"{fmt(f['imports'], 2)} | {fmt(f['with_python'], 2)} | {fmt(f['rss_mb'], 0)} | "
+            f"{fmt(f['anon_mb'], 0)} |"
         )
     lines += [
         "",
