@@ -11,14 +11,18 @@ import math
 import time
 import uuid
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import pydantic
 
 from coniti.contracts import Contract, check_json_value
 from coniti.filters import MetadataFilter
+from coniti.fusion import Fusion
 
-__all__ = ["Note", "Query", "TimeRange", "to_timestamp"]
+__all__ = ["STRATEGY_NAMES", "Note", "Query", "TimeRange", "to_timestamp"]
+
+STRATEGY_NAMES = ("auto", "semantic", "keyword", "hybrid", "recent")
+"""The recall strategies a :class:`Query` may name (see :attr:`Query.strategy`)."""
 
 
 def to_timestamp(value: Any, field: str = "timestamp") -> float:
@@ -116,8 +120,18 @@ class Query(Contract):
     """A question: text, a time range, a note to recall around (``near``), or any mix; ``k`` results.
 
     ``filter``: a metadata filter (:mod:`coniti.filters`); only notes it matches are answered.
-    ``min_score``: hits scoring below it are dropped (scores as the structures give them, see
-    :mod:`coniti.structure`). Both narrow the answer; neither reorders it.
+    ``min_score``: hits scoring below it are dropped (the score of the strategy that answered:
+    cosine for ``semantic``, BM25 for ``keyword``, the fused score for ``hybrid``). Both narrow the
+    answer; neither reorders it.
+
+    ``strategy``: ``"semantic"`` (cosine similarity from the structures; with ``near``, steered
+    towards or, without text, closest in time to that note), ``"keyword"`` (BM25 on the text,
+    :mod:`coniti.keyword`), ``"hybrid"`` (both fused by reciprocal rank with feedback,
+    :mod:`coniti.fusion`; ``fusion`` sets k and the weights), ``"recent"`` (newest first in
+    ``time_range``; the text is not used and nothing reorders it), or ``"auto"`` (the default:
+    ``near`` given -> semantic, else text given -> hybrid, else recent).
+    ``mmr``: re-rank by maximal marginal relevance with this lambda in [0, 1] (1: relevance only;
+    not with ``recent``).
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -128,16 +142,36 @@ class Query(Contract):
     k: int = pydantic.Field(default=10, ge=1, le=10_000, strict=True)
     filter: MetadataFilter = None
     min_score: float | None = pydantic.Field(default=None, allow_inf_nan=False)
+    strategy: Literal["auto", "semantic", "keyword", "hybrid", "recent"] = "auto"
+    mmr: float | None = pydantic.Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    fusion: Fusion | None = None
 
-    @pydantic.field_validator("min_score", mode="before")
+    @pydantic.field_validator("min_score", "mmr", mode="before")
     @classmethod
-    def _score(cls, value: Any) -> Any:
+    def _score(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
         if isinstance(value, bool) or not (value is None or isinstance(value, int | float)):
-            raise ValueError(f"min_score must be a number, got {type(value).__name__}")
+            raise ValueError(f"{info.field_name} must be a number, got {type(value).__name__}")
         return value
+
+    @property
+    def resolved_strategy(self) -> str:
+        """The strategy that answers: :attr:`strategy`, with ``"auto"`` resolved (class docstring)."""
+        if self.strategy != "auto":
+            return self.strategy
+        if self.near is not None:
+            return "semantic"
+        return "hybrid" if self.text is not None else "recent"
 
     @pydantic.model_validator(mode="after")
     def _something(self) -> Self:
         if self.text is None and self.time_range is None and self.near is None:
             raise ValueError("a query needs at least one of text, time_range or near")
+        if self.strategy == "keyword" and self.text is None:
+            raise ValueError("strategy 'keyword' needs text")
+        if self.strategy in ("keyword", "recent") and self.near is not None:
+            raise ValueError(f"strategy {self.strategy!r} does not take near")
+        if self.strategy == "semantic" and self.text is None and self.near is None:
+            raise ValueError("strategy 'semantic' needs text or near")
+        if self.resolved_strategy == "recent" and self.mmr is not None:
+            raise ValueError("mmr does not apply to strategy 'recent' (nothing reorders it)")
         return self

@@ -28,6 +28,12 @@ Built-in memories: ``in_memory`` (:class:`~coniti.impl.memory.InMemoryBackend`, 
 ``log`` (:class:`~coniti.impl.log.LogBackend`; needs ``path``; imported only when chosen). A memory the
 container created is closed by :meth:`Container.close` (or ``with Container(...) as c:``); a memory
 passed as an instance belongs to the caller and is left open.
+
+``reranker`` (keyword only): a registered name in :data:`~coniti.rerank.RERANKERS` (built without
+options; entry-point group ``coniti.rerankers``) or a :class:`~coniti.rerank.Reranker` instance,
+applied by the engine to every ask but ``recent`` ones. ``keyword``: a
+:class:`~coniti.keyword.KeywordIndex` prototype whose ``k1`` and ``b`` every namespace's keyword index
+takes (default ``KeywordIndex()``).
 """
 
 from __future__ import annotations
@@ -45,8 +51,10 @@ from coniti.embedding import EMBEDDERS, Embedder
 from coniti.engine import ContinuityEngine
 from coniti.errors import ContractError, EmbeddingMismatch
 from coniti.impl.memory import InMemoryBackend
+from coniti.keyword import KeywordIndex
 from coniti.memory import MemoryBackend
 from coniti.registry import Registry, spec_id
+from coniti.rerank import RERANKERS, Reranker
 from coniti.strategy import STRATEGIES, Strategy
 from coniti.structure import STRUCTURES, Structure
 
@@ -202,8 +210,18 @@ class Container(Generic[M]):
         embedding: str | Embedder = "local_hash",
         structure: str | Structure = "flat",
         strategy: str | Strategy = "default",
+        *,
+        reranker: str | Reranker | None = None,
+        keyword: KeywordIndex | None = None,
         **options: Any,
     ) -> None:
+        if isinstance(reranker, str):
+            reranker = RERANKERS.create(reranker)
+        if reranker is not None and not isinstance(reranker, Reranker):
+            raise ContractError(
+                f"reranker must be a registered name or have rerank(query, hits), got {type(reranker).__name__}"
+            )
+        self.reranker: Reranker | None = reranker
         chosen: dict[str, Any] = {
             "memory": "in_memory" if memory is None else memory,
             "embedding": embedding,
@@ -259,7 +277,9 @@ class Container(Generic[M]):
             self.embedder: Embedder = built["embedding"]
             self.structure: Structure = built["structure"]
             self.strategy: Strategy = built["strategy"]
-            self.engine = ContinuityEngine(self.memory, self.embedder, self.structure, self.strategy)
+            self.engine = ContinuityEngine(
+                self.memory, self.embedder, self.structure, self.strategy, keyword=keyword, reranker=reranker
+            )
         except BaseException:
             created = built.get("memory")
             if self._owns_memory and isinstance(created, MemoryBackend):

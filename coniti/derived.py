@@ -167,7 +167,8 @@ class DerivedDir:
                         file = f"{len(files)}.npy"
                         target = data / file
                         with open(target, "xb") as out:
-                            np.save(out, np.ascontiguousarray(array), allow_pickle=False)
+                            # np.require keeps a 0-d array 0-d (ascontiguousarray makes it 1-d)
+                            np.save(out, np.require(array, requirements="C"), allow_pickle=False)
                             out.flush()
                             os.fsync(out.fileno())
                         files[f"{part}/{field}"] = {

@@ -6,13 +6,16 @@ The engine runs the handshake of the layers spec:
   memory last. If a structure fails, the namespace's structures are reindexed from memory (which was
   not written yet) and the error is raised; if the memory write fails, the rows just inserted are taken out
   of the structures again. Either way a failed ingest changes nothing.
-* **ask**: embed the query text (if any) -> the strategy queries the structures -> hits are resolved
-  to notes with one memory ``get`` -> :class:`Answer`.
+* **ask**: embed the query text (if any) -> the query's recall strategy ranks candidates
+  (:mod:`coniti.hybrid`: the strategy over the structures, the keyword index, or both fused with
+  feedback) -> hits are resolved to notes with one memory ``get`` -> optional MMR and reranker
+  stages -> :class:`Answer`.
 * **remove**: delete from memory, then bring the structures in line (the deleted ids are taken out;
   if that fails, the structures are reindexed from memory).
 
 The engine keeps no copy of notes or vectors it cannot rebuild. Per namespace it holds derived data
-only: the structures and, when the strategy asks for one, a content index (content key -> ids). The
+only: the structures, the keyword index (:mod:`coniti.keyword`) and, when the strategy asks for
+one, a content index (content key -> ids). The
 engine cannot list a backend's namespaces, so it loads a namespace lazily the first time a call
 touches it: it checks the namespace's ``embedding_id`` metadata, then fills fresh structures with one
 ``scan`` of the namespace (``iter_all``). The root namespace ``()`` is checked when the engine opens.
@@ -78,10 +81,15 @@ from coniti.errors import (
 )
 from coniti.events import Event
 from coniti.filters import Predicate, compile_filter
+from coniti.fusion import Fusion, mmr
+from coniti.hybrid import Ranked, candidates, depth, fuse_hits
+from coniti.keyword import Corpus, KeywordIndex
 from coniti.memory import (
     DeleteRequest,
     DeleteResult,
     EventFeed,
+    FeedbackRequest,
+    FeedbackResult,
     GetRequest,
     GetResult,
     MemoryBackend,
@@ -99,9 +107,10 @@ from coniti.memory import (
     event_feed,
     time_travel,
 )
-from coniti.recall import ContextBlock, Hit, HitLike, to_context_block
+from coniti.recall import ContextBlock, Hit, HitLike, to_context_block, trusted_signals
+from coniti.rerank import Reranker, apply_reranker
 from coniti.strategy import Strategy, StrategyContext
-from coniti.structure import Structure, StructureHit
+from coniti.structure import Structure, unit_rows
 
 __all__ = ["Answer", "ContinuityEngine", "DerivedReport", "Hit", "IngestResult", "Snapshot"]
 # Hit lives in coniti.recall (what recall returns); it is re-exported here, where answers are made.
@@ -122,6 +131,12 @@ rewrite its whole snapshot, and the next open folds those few events instead."""
 
 _KEY_FORMAT = 1
 """The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
+
+
+def pool_size(k: int) -> int:
+    """The candidates gathered for the MMR and reranker stages of a query for ``k`` hits:
+    ``max(4 * k, 32)``."""
+    return max(4 * k, 32)
 
 
 class IngestResult(Contract):
@@ -180,6 +195,7 @@ class _Derived:
     """Derived state of one namespace."""
 
     structures: list[Structure]
+    keyword: KeywordIndex = field(default_factory=KeywordIndex)
     keys: dict[str, list[str]] = field(default_factory=dict)
     key_of: dict[str, str] = field(default_factory=dict)
     seq: int | None = None
@@ -195,7 +211,9 @@ class ContinuityEngine:
 
     ``structures``: one structure or a sequence of them; each is a prototype, ``spawn()``-ed once per
     namespace. ``read_only``: refuse writes (always so over a read-only backend such as a time-travel
-    view). Raises :class:`EmbeddingMismatch` if the root namespace holds another embedding's vectors.
+    view). ``keyword``: the keyword index prototype (its ``k1`` and ``b``), spawned per namespace.
+    ``reranker``: a :class:`~coniti.rerank.Reranker` applied to every ask but ``recent`` ones.
+    Raises :class:`EmbeddingMismatch` if the root namespace holds another embedding's vectors.
     """
 
     def __init__(
@@ -206,6 +224,8 @@ class ContinuityEngine:
         strategy: Strategy,
         *,
         read_only: bool = False,
+        keyword: KeywordIndex | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         if not isinstance(memory, MemoryBackend):
             raise ContractError(f"memory must be a MemoryBackend, got {type(memory).__name__}")
@@ -216,6 +236,12 @@ class ContinuityEngine:
             raise ContractError("structures must be a Structure or a non-empty sequence of them")
         if not isinstance(strategy, Strategy):
             raise ContractError(f"strategy must be a Strategy, got {type(strategy).__name__}")
+        if keyword is not None and not isinstance(keyword, KeywordIndex):
+            raise ContractError(f"keyword must be a KeywordIndex, got {type(keyword).__name__}")
+        if reranker is not None and not isinstance(reranker, Reranker):
+            raise ContractError(f"reranker must have rerank(query, hits), got {type(reranker).__name__}")
+        self._keyword = KeywordIndex() if keyword is None else keyword
+        self.reranker = reranker
         self.memory = memory
         self.embedder = embedder
         self.strategy = strategy
@@ -255,6 +281,11 @@ class ContinuityEngine:
         """The structures of ``namespace`` (loaded if needed). Read them; do not modify them."""
         with self._lock:
             return list(self._space(as_namespace(namespace)).structures)
+
+    def keyword_index(self, namespace: Sequence[str] = ()) -> KeywordIndex:
+        """The keyword index of ``namespace`` (loaded if needed). Read it; do not modify it."""
+        with self._lock:
+            return self._space(as_namespace(namespace)).keyword
 
     # -- ingest ----------------------------------------------------------------------------------
 
@@ -310,17 +341,20 @@ class ContinuityEngine:
         """Structures first, memory last; undo the structures if memory refuses."""
         if not records:
             return
-        ids = [r.note.id for r in records]
-        matrix = np.stack([r.vector for r in records])
-        times = np.array([r.note.timestamp for r in records], dtype=np.float64)
+        indexed, vectors = _with_vectors(records)
+        ids = [r.note.id for r in indexed]
         before = self._caught_up(ns, space)
         claim = self._claim(ns, space)
         born = None
         if self._history and before is not None:  # the seqs the put will take if nobody interleaves
-            born = before + (claim is not None) + 1 + np.arange(len(ids), dtype=np.int64)
+            seqs = before + (claim is not None) + 1 + np.arange(len(records), dtype=np.int64)
+            born = seqs[[i for i, r in enumerate(records) if r.vector is not None]]
         try:
-            for structure in space.structures:
-                structure.add(ids, matrix, times, born=born)
+            if indexed:
+                matrix = np.stack(vectors)
+                times = np.array([r.note.timestamp for r in indexed], dtype=np.float64)
+                for structure in space.structures:
+                    structure.add(ids, matrix, times, born=born)
         except BaseException:
             self._recover(ns)
             raise
@@ -336,7 +370,8 @@ class ContinuityEngine:
             self._undo_add(ns, space, ids)
             raise
         space.meta_checked = True
-        self._index(space, [r.note for r in records])
+        self._index(space, [r.note for r in indexed])
+        self._keyword_add(space, indexed, self._head(), born=born)
         self._settle(ns, space, before, len(records) + (claim is not None), ids)
 
     def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
@@ -383,10 +418,15 @@ class ContinuityEngine:
         """Answer ``query`` (a plain string becomes ``Query(text=...)``) from ``namespace``, or with
         ``prefix`` from every live namespace under it (``prefix=()``: all of them) in one ranking.
 
-        ``query.filter`` keeps only notes whose metadata it matches and ``query.min_score`` drops
-        hits scoring below it; the answer still holds the ``k`` best that pass, in the structures'
-        order. Across namespaces hits are merged by score, then the newer note, then the smaller id,
-        then the namespace (one total order). Raises :class:`~coniti.errors.AnchorNotFound` when
+        ``query.strategy`` chooses the ranking (:class:`~coniti.actor.Query`, :mod:`coniti.hybrid`);
+        each hit carries its :class:`~coniti.recall.Signals`. ``query.filter`` keeps only notes
+        whose metadata it matches and ``query.min_score`` drops hits scoring below it; the answer
+        still holds the ``k`` best that pass, in the strategy's order. Across namespaces hits are
+        merged by score, then the newer note, then the smaller id, then the namespace (one total
+        order). With ``query.mmr`` or a reranker, :func:`pool_size` candidates are gathered this
+        way, re-ranked by MMR (:func:`coniti.fusion.mmr` on the hits' scores and the notes' vectors),
+        then given to the reranker (:mod:`coniti.rerank`; not for ``recent``), and the first ``k``
+        are the answer. Raises :class:`~coniti.errors.AnchorNotFound` when
         ``query.near`` is not stored, and :class:`ContractError` for ``near`` with a ``prefix`` (an
         anchor belongs to one namespace) or for both ``namespace`` and ``prefix``. A hit whose record
         vanished from memory since the structures last saw it (a write by another process not yet
@@ -396,15 +436,88 @@ class ContinuityEngine:
         ns, scope = self._scope(namespace, prefix)
         if scope is not None and query.near is not None:
             raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
+        embeds = query.text is not None and query.resolved_strategy in ("semantic", "hybrid")
         with self._lock:
-            vector = None if query.text is None else self.embedder.embed([query.text])[0]
-            if scope is None:
-                hits = self._answer(ns, query, vector)
+            vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
+            pool = self._pool(query)
+            spaces = [ns] if scope is None else self.memory.namespaces(scope)
+            corpus = self._corpus(spaces, query.text)
+            if query.resolved_strategy == "hybrid":
+                found = self._hybrid(spaces, query, vector, pool, corpus)
             else:
-                found = [h for n in self.memory.namespaces(scope) for h in self._answer(n, query, vector)]
-                found.sort(key=_merge_key)
-                hits = found[: query.k]
+                found = [h for n in spaces for h in self._answer(n, query, vector, pool, corpus)]
+                if scope is not None:
+                    found.sort(key=lambda item: _merge_key(item[0]))
+                    del found[pool:]
+                    found = _reranked(found, query.resolved_strategy)
+                del found[pool:]
+            hits = self._second_stage(query, found)
             return _answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
+
+    def _corpus(self, spaces: list[tuple[str, ...]], text: str | None) -> Corpus | None:
+        """The keyword statistics of several namespaces together (None for one, or no text)."""
+        if text is None or len(spaces) < 2:
+            return None
+        return Corpus.merge(self._space(n).keyword.corpus(text) for n in spaces)
+
+    def _hybrid(
+        self,
+        spaces: list[tuple[str, ...]],
+        query: Query,
+        vector: np.ndarray | None,
+        want: int,
+        corpus: Corpus | None,
+    ) -> list[tuple[Hit, np.ndarray]]:
+        """:func:`coniti.hybrid.fuse_hits` of :func:`~coniti.hybrid.depth` semantic and keyword
+        hits over ``spaces``, then the query's filter: the fused ranking with the non-matching
+        notes removed (the sides are asked 4x deeper, then 4x again, until ``want`` pass or the
+        sides run out). ``min_score`` applies to the fused score."""
+        match: Predicate | None = None if query.filter is None else compile_filter(query.filter)
+        floor = (query.fusion or Fusion()).keyword_floor
+        wide = depth(want)
+        while True:
+            side = {"k": wide, "min_score": None, "filter": None}
+            deeper = False
+            semantic: list[tuple[Hit, np.ndarray]] = []
+            lexical: list[tuple[Hit, np.ndarray]] = []
+            if vector is not None or query.near is not None:
+                asked = query.model_copy(update={**side, "strategy": "semantic"})
+                for n in spaces:
+                    part = self._answer(n, asked, vector, wide, corpus)
+                    deeper = deeper or len(part) == wide
+                    semantic.extend(part)
+            if query.text is not None:
+                asked = query.model_copy(update={**side, "strategy": "keyword", "near": None})
+                for n in spaces:
+                    part = self._answer(n, asked, vector, wide, corpus)
+                    deeper = deeper or len(part) == wide
+                    lexical.extend(part)
+                if floor and lexical:
+                    bar = floor * self._space(spaces[0]).keyword.ceiling(query.text, corpus=corpus)
+                    lexical = [item for item in lexical if item[0].score >= bar]
+            if len(spaces) > 1:
+                semantic.sort(key=lambda item: _merge_key(item[0]))
+                lexical.sort(key=lambda item: _merge_key(item[0]))
+            fused = fuse_hits(query, semantic[:wide], lexical[:wide], self.feedback)
+            kept = fused if match is None else [item for item in fused if match(item[0].note.metadata)]
+            if len(kept) >= want or not deeper or match is None:
+                return kept[:want]
+            wide *= 4
+
+    def _pool(self, query: Query) -> int:
+        staged = query.mmr is not None or (self.reranker is not None and query.resolved_strategy != "recent")
+        return pool_size(query.k) if staged else query.k
+
+    def _second_stage(self, query: Query, found: list[tuple[Hit, np.ndarray]]) -> list[Hit]:
+        """MMR, then the reranker, then the first ``k`` (see :meth:`ask`)."""
+        hits = [h for h, _ in found]
+        if query.mmr is not None and hits:
+            rows = unit_rows(np.stack([v for _, v in found]))
+            order = mmr([h.score for h in hits], rows, query.mmr, len(hits))
+            hits = [hits[i] for i in order]
+        if self.reranker is not None and query.resolved_strategy != "recent" and hits:
+            hits = apply_reranker(self.reranker, query, hits)
+        return hits[: query.k]
 
     def context(
         self,
@@ -439,41 +552,115 @@ class ContinuityEngine:
         except ContractError as exc:
             raise ContractError(f"prefix: {exc}") from None
 
-    def _answer(self, ns: tuple[str, ...], query: Query, vector: np.ndarray | None) -> list[Hit]:
-        """The ``query.k`` best hits of ``ns`` that pass the query's filter and minimum score.
+    def _answer(
+        self,
+        ns: tuple[str, ...],
+        query: Query,
+        vector: np.ndarray | None,
+        want: int,
+        corpus: Corpus | None = None,
+    ) -> list[tuple[Hit, np.ndarray]]:
+        """The ``want`` best hits of ``ns`` (with their notes' vectors) that pass the query's
+        filter and minimum score.
 
-        Without either, one strategy call. With them, the strategy is asked for more candidates
-        (4x, then 4x again) until ``k`` pass or the candidates run out, so the answer equals a
+        Without either, one ranking call. With them, the ranking is asked for more candidates
+        (4x, then 4x again) until ``want`` pass or the candidates run out, so the answer equals a
         filtered exact search, at the cost of re-asking for selective filters.
         """
         space = self._space(ns)
         context = self._context(ns, space)
         match: Predicate | None = None if query.filter is None else compile_filter(query.filter)
         narrowed = match is not None or query.min_score is not None
-        want = query.k
         fetch = max(4 * want, 32) if narrowed else want
-        notes: dict[str, Note] = {}
-        versions: dict[str, int | None] = {}
+        records: dict[str, MemoryRecord] = {}
         while True:
-            asked = query if fetch == want else query.model_copy(update={"k": fetch})
-            raw = self.strategy.answer(asked, vector, context)
-            missing = [h.id for h in raw if h.id not in notes]
+            asked = query if fetch == query.k else query.model_copy(update={"k": fetch})
+            raw = candidates(
+                asked, vector, strategy=self.strategy, context=context, keyword=space.keyword, corpus=corpus
+            )
+            missing = [h.id for h in raw if h.id not in records]
             if missing:
                 for record in self.memory.get(GetRequest(ids=missing, namespace=ns)).records:
-                    notes[record.note.id] = record.note
-                    versions[record.note.id] = record.version
-            hits = [
-                _hit(
-                    {"note": notes[h.id], "score": float(h.score), "namespace": ns, "version": versions[h.id]}
-                )
-                for h in raw
-                if h.id in notes and _passes(h, notes[h.id], match, query.min_score)
-            ]
+                    records[record.note.id] = record
+            kept = [h for h in raw if h.id in records and _passes(h, records[h.id].note, match, query.min_score)]
+            hits = self._hits(space, query, vector, kept, records, ns, corpus)
             exhausted = len(raw) < fetch or fetch >= len(space.structures[0])
             below = query.min_score is not None and bool(raw) and raw[-1].score < query.min_score
             if len(hits) >= want or exhausted or below:
                 return hits[:want]
             fetch *= 4
+
+    def _hits(
+        self,
+        space: _Derived,
+        query: Query,
+        vector: np.ndarray | None,
+        kept: list[Ranked],
+        records: dict[str, MemoryRecord],
+        ns: tuple[str, ...],
+        corpus: Corpus | None,
+    ) -> list[tuple[Hit, np.ndarray]]:
+        """Hits of ``kept`` with their signals completed: the semantic and keyword scores of every
+        hit when the query has text (computed for the ones their ranking did not score)."""
+        lexical: dict[str, float] = {}
+        if query.text is not None and any("keyword" not in r.signals for r in kept):
+            lexical = space.keyword.score(
+                query.text, [r.id for r in kept if "keyword" not in r.signals], corpus=corpus
+            )
+        cosine: dict[str, float] = {}
+        # A record replaced by one without a vector since the index was read is no longer a hit.
+        vectors = {r.id: v for r in kept if (v := records[r.id].vector) is not None}
+        unscored = [r.id for r in kept if "semantic" not in r.signals and r.id in vectors]
+        if vector is not None and query.text is not None and unscored:
+            unit = unit_rows(np.asarray(vector)[None, :])[0].astype(np.float64)
+            rows = unit_rows(np.stack([vectors[i] for i in unscored])).astype(np.float64)
+            cosine = dict(zip(unscored, (rows @ unit).tolist(), strict=True))
+        out = []
+        for r in kept:
+            if r.id not in vectors:
+                continue
+            record = records[r.id]
+            signals = dict(r.signals)
+            if query.text is not None:
+                signals.setdefault("keyword", lexical.get(r.id, 0.0))
+                if r.id in cosine:
+                    signals["semantic"] = cosine[r.id]
+            hit = _hit({
+                "note": record.note, "score": float(r.score), "namespace": ns, "version": record.version,
+                "signals": trusted_signals(signals),
+            })
+            out.append((hit, vectors[r.id]))
+        return out
+
+    # -- feedback ----------------------------------------------------------------------------------
+
+    def improve(
+        self, id: str, weight: float, *, namespace: Sequence[str] = (), reason: str | None = None
+    ) -> FeedbackResult:
+        """Record feedback ``weight`` on the live note ``id`` (positive promotes it in hybrid
+        recall, negative demotes it; weights add up): one audited ``feedback`` event on a log
+        (stamped with ``reason``), read back by hybrid ranking as of any point
+        (:func:`coniti.fusion.fuse` says how much it moves). Raises
+        :class:`~coniti.errors.RecordNotFound` when ``id`` is not live, :class:`ContractError`
+        for a weight that is not a finite number, and :class:`NotSupported` on a backend without
+        :attr:`~coniti.memory.MemoryBackend.supports_feedback`."""
+        request = FeedbackRequest(id=id, weight=weight, namespace=as_namespace(namespace), reason=reason)
+        with self._lock:
+            self._refuse_writes()
+            if not self.memory.supports_feedback:
+                raise NotSupported(f"the {self.memory.kind!r} memory backend records no feedback")
+            space = self._space(request.namespace)
+            before = self._head()
+            result = self.memory.feedback(request)
+            self._advance(space, before, 1)
+            return result
+
+    def feedback(self, namespace: Sequence[str] = ()) -> dict[str, float]:
+        """The feedback weights of ``namespace`` (id -> summed weight; as of the view's point for
+        an engine from :meth:`at`); empty on a backend without feedback."""
+        ns = as_namespace(namespace)
+        with self._lock:
+            return self.memory.feedback_weights(ns) if self.memory.supports_feedback else {}
 
     # -- remove ------------------------------------------------------------------------------------
 
@@ -506,6 +693,7 @@ class ContinuityEngine:
             for offset, id_ in enumerate(deleted, before + 1):
                 for structure in space.structures:
                     structure.remove([id_], seq=offset)
+                space.keyword.remove([id_], died=offset)
         except BaseException:
             self._recover(ns)
             raise
@@ -521,6 +709,7 @@ class ContinuityEngine:
             self._recover(ns)
             raise
         self._unindex(space, ids)
+        space.keyword.remove(ids, died=self._head() or space.keyword.seq)
 
     # -- facts that change ----------------------------------------------------------------------
     #
@@ -707,16 +896,20 @@ class ContinuityEngine:
                     f"record {record.id!r} of the snapshot was embedded with "
                     f"{record.embedding_id!r}; this engine uses {self._spec_id!r}"
                 )
-            if record.vector.shape != (self.embedder.dim,):
+            vector = record.vector
+            if vector is not None and vector.shape != (self.embedder.dim,):
                 raise ContractError(
-                    f"record {record.id!r} has a vector of length {record.vector.shape[0]}, "
+                    f"record {record.id!r} has a vector of length {vector.shape[0]}, "
                     f"the embedder gives {self.embedder.dim}"
                 )
             if record.id in seen:
                 raise DuplicateRecord(f"record id {record.id!r} appears twice in the snapshot")
             seen.add(record.id)
             records.append(
-                MemoryRecord.trusted(record.note, record.vector, self._spec_id, ns)
+                MemoryRecord.trusted(
+                    record.note, vector, None if vector is None else self._spec_id, ns, None, None,
+                    record.blob,
+                )
             )
         with self._lock:
             self._refuse_writes()
@@ -768,7 +961,7 @@ class ContinuityEngine:
             return
         after = self._head()
         if after is not None and after == before + written:
-            space.seq = after
+            space.seq = space.keyword.seq = after
 
     def _catch_up(self, feed: EventFeed) -> int:
         if not self._spaces:
@@ -786,7 +979,9 @@ class ContinuityEngine:
             space = self._spaces.get(ns)
             if space is None or event.seq <= (space.seq or 0):
                 continue
-            if event.kind == "clear":
+            if event.kind == "feedback":  # changes no record; hybrid reads the weights at ask
+                pass
+            elif event.kind == "clear":
                 cleared.add(ns)
             elif event.kind == "meta":
                 if event.key == EMBEDDING_KEY and event.value is not None:
@@ -810,16 +1005,19 @@ class ContinuityEngine:
             for structure in space.structures:
                 structure.remove(ids)
             self._unindex(space, ids)
+            space.keyword.remove(ids, died=self._head() or space.keyword.seq)
             records = [r for r in found if r.embedding_id in (None, self._spec_id)]
             if len(records) != len(found):
                 bad = next(r for r in found if r.embedding_id not in (None, self._spec_id))
                 self._refuse_mismatch(bad.embedding_id or "", ns, what=f"record {bad.id!r}")
+            records, vectors = _with_vectors(records)
             if records:
-                matrix = np.stack([r.vector for r in records])
+                matrix = np.stack(vectors)
                 times = np.array([r.note.timestamp for r in records], dtype=np.float64)
                 for structure in space.structures:
                     structure.add([r.id for r in records], matrix, times)
                 self._index(space, [r.note for r in records])
+                self._keyword_add(space, records, None)
         except BaseException:
             self._recover(ns)
             raise
@@ -844,9 +1042,12 @@ class ContinuityEngine:
         if not self._history or view.as_of is None:
             return ContinuityEngine(
                 view, self.embedder, [s.spawn() for s in self._prototypes], self.strategy,
-                read_only=True,
+                read_only=True, keyword=self._keyword.spawn(), reranker=self.reranker,
             )
-        engine = ContinuityEngine(view, self.embedder, self._prototypes, self.strategy, read_only=True)
+        engine = ContinuityEngine(
+            view, self.embedder, self._prototypes, self.strategy, read_only=True,
+            keyword=self._keyword, reranker=self.reranker,
+        )
         engine._source = self
         engine._lock = self._lock
         engine._history = False
@@ -915,23 +1116,25 @@ class ContinuityEngine:
 
     def _scan_build(self, ns: tuple[str, ...]) -> _Derived:
         """Fresh structures and content index for ``ns``, filled by one scan of memory."""
-        space = _Derived(structures=[p.spawn() for p in self._prototypes])
+        space = _Derived(structures=[p.spawn() for p in self._prototypes], keyword=self._keyword.spawn())
         space.seq = self._head()
         for chunk in _chunks(self.memory.iter_all(namespace=ns, page_size=1000), _REBUILD_BATCH):
-            chunk = [r for r in chunk if r.vector is not None]  # records without one are skipped
             for record in chunk:
                 if record.embedding_id is not None and record.embedding_id != self._spec_id:
                     self._refuse_mismatch(record.embedding_id, ns, what=f"record {record.id!r}")
+            chunk, vectors = _with_vectors(chunk)
             if not chunk:
                 continue
             ids = [r.note.id for r in chunk]
-            matrix = np.stack([r.vector for r in chunk])
+            matrix = np.stack(vectors)
             self._check_dim(ns, matrix)
             times = np.array([r.note.timestamp for r in chunk], dtype=np.float64)
             born = np.array([r.version or 0 for r in chunk], dtype=np.int64)
             for structure in space.structures:
                 structure.add(ids, matrix, times, born=born)
             self._index(space, [r.note for r in chunk])
+            self._keyword_add(space, chunk, None)
+        space.keyword.seq = space.seq or 0
         return space
 
     def _check_dim(self, ns: tuple[str, ...], matrix: np.ndarray) -> None:
@@ -943,7 +1146,9 @@ class ContinuityEngine:
 
     def _event_build(self, ns: tuple[str, ...]) -> _Derived:
         """Fresh structures and content index for ``ns``: a fold of every event of ``ns``."""
-        space = _Derived(structures=[p.spawn() for p in self._prototypes], seq=0)
+        space = _Derived(
+            structures=[p.spawn() for p in self._prototypes], keyword=self._keyword.spawn(), seq=0
+        )
         self._fold_namespace(ns, space)
         space.changed = max(space.changed, 1)  # nothing on disk reflects it yet
         return space
@@ -956,8 +1161,13 @@ class ContinuityEngine:
         parent = source._space(ns)
         if (parent.seq or 0) < seq:
             source._fold_namespace(ns, parent)
+        feed = event_feed(source.memory)
+        clock = 0.0
+        if feed is not None and seq > 0:
+            clock = next(iter(feed.events(after=seq - 1, until=seq))).at
         return _Derived(
-            structures=[s.at(seq) for s in parent.structures], seq=seq, meta_checked=True
+            structures=[s.at(seq) for s in parent.structures],
+            keyword=parent.keyword.at(seq, clock=clock), seq=seq, meta_checked=True,
         )
 
     # -- the fold of events (backends with an event feed) -----------------------------------------
@@ -992,6 +1202,7 @@ class ContinuityEngine:
         try:
             for structure in space.structures:
                 structure.purge(ids)
+            space.keyword.purge(ids)
             self._unindex(space, ids)
             self._fold_namespace(ns, space)
         except BaseException:
@@ -1013,7 +1224,7 @@ class ContinuityEngine:
         except BaseException:
             self._recover(ns)
             raise
-        space.seq = max(space.seq or 0, head)
+        space.seq = space.keyword.seq = max(space.seq or 0, head)
         space.changed += count
         return count
 
@@ -1042,7 +1253,7 @@ class ContinuityEngine:
                 self._recover(ns)
             raise
         for space in self._spaces.values():
-            space.seq = max(space.seq or 0, head)
+            space.seq = space.keyword.seq = max(space.seq or 0, head)
         return count
 
     # -- derived state on disk ----------------------------------------------------------------
@@ -1053,6 +1264,7 @@ class ContinuityEngine:
             "embedding": self._spec_id,
             "structures": [[p.name, p.options] for p in self._prototypes],
             "strategy": [self.strategy.name, self.strategy.options],
+            "keyword": self._keyword.options,
         }
 
     def _restore(self, ns: tuple[str, ...]) -> _Derived | None:
@@ -1065,6 +1277,9 @@ class ContinuityEngine:
         try:
             for i, structure in enumerate(space.structures):
                 structure.restore_derived_state(loaded.parts[f"structure.{i}"])
+            space.keyword = KeywordIndex.from_state(loaded.parts["keyword"])
+            if space.keyword.seq != loaded.seq or space.keyword.options != self._keyword.options:
+                return None
             content = loaded.parts.get("content")
             if content is not None and not {"id_bytes", "id_ends", "key_bytes", "key_ends"} <= set(content):
                 return None
@@ -1098,6 +1313,8 @@ class ContinuityEngine:
         parts["content"] = {
             "id_bytes": id_bytes, "id_ends": id_ends, "key_bytes": key_bytes, "key_ends": key_ends,
         }
+        space.keyword.seq = space.seq
+        parts["keyword"] = {k: np.asarray(v) for k, v in space.keyword.state().items()}
         self._derived.save(
             derived.snapshot_name(ns, self._snapshot_key()), seq=space.seq,
             seq_hash=home.event_hash(space.seq), key=self._snapshot_key(), parts=parts,
@@ -1153,6 +1370,25 @@ class ContinuityEngine:
                     "ok": not problems, "snapshot": status, "problems": problems,
                 }
             )
+
+
+    def _keyword_add(
+        self,
+        space: _Derived,
+        records: Sequence[MemoryRecord],
+        head: int | None,
+        born: np.ndarray | None = None,
+    ) -> None:
+        """Add ``records`` to the keyword index, born at ``born`` (the seqs their put takes), else
+        at their version, else at ``head``, else 0: as the structures' rows are."""
+        space.keyword.add(
+            [r.note.id for r in records],
+            [r.note.text for r in records],
+            [r.note.timestamp for r in records],
+            born.tolist() if born is not None
+            else [r.version if r.version is not None else (head or 0) for r in records],
+            expires=[r.expires_at for r in records],
+        )
 
     def _check_meta(self, ns: tuple[str, ...]) -> None:
         stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
@@ -1286,6 +1522,12 @@ class ContinuityEngine:
             render=render,
         )
 
+    async def aimprove(
+        self, id: str, weight: float, *, namespace: Sequence[str] = (), reason: str | None = None
+    ) -> FeedbackResult:
+        """:meth:`improve` on a worker thread."""
+        return await asyncio.to_thread(self.improve, id, weight, namespace=namespace, reason=reason)
+
     async def aremove(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> DeleteResult:
         """:meth:`remove` on a worker thread."""
         return await asyncio.to_thread(self.remove, ids, namespace=namespace)
@@ -1348,6 +1590,7 @@ class _Folder:
         self.times: list[float] = []
         self.born: list[int] = []
         self.notes: list[Note] = []
+        self.expires: list[float | None] = []
         self.pending: set[str] = set()
 
     def event(self, event: Event) -> None:
@@ -1357,13 +1600,14 @@ class _Folder:
             if event.key == EMBEDDING_KEY and event.value is not None:
                 engine._refuse_mismatch(event.value, self.ns)
             return
-        if kind == "op":
+        if kind in ("op", "feedback"):  # feedback changes no record (hybrid reads weights at ask)
             return
         if kind == "clear":
             self.flush()
             live = space.structures[0].live_ids()
             for structure in space.structures:
                 structure.remove(live, seq=event.seq)
+            space.keyword.remove(live, died=event.seq)
             engine._unindex(space, live)
             return
         id_ = event.id
@@ -1374,11 +1618,13 @@ class _Folder:
         if kind == "erase":
             for structure in space.structures:
                 structure.purge([id_])
+            space.keyword.purge([id_])
             engine._unindex(space, [id_])
             return
         if id_ in space.structures[0]:  # a delete, or a put that replaces the live version
             for structure in space.structures:
                 structure.remove([id_], seq=event.seq)
+            space.keyword.remove([id_], died=event.seq)
             engine._unindex(space, [id_])
         record = event.record
         if kind != "put" or record is None or record.vector is None:
@@ -1390,6 +1636,7 @@ class _Folder:
         self.times.append(record.note.timestamp)
         self.born.append(event.seq)
         self.notes.append(record.note)
+        self.expires.append(record.expires_at)
         self.pending.add(id_)
         if len(self.ids) >= _REBUILD_BATCH:
             self.flush()
@@ -1403,6 +1650,9 @@ class _Folder:
         born = np.array(self.born, dtype=np.int64)
         for structure in self.space.structures:
             structure.add(self.ids, matrix, times, born=born)
+        self.space.keyword.add(
+            self.ids, [n.text for n in self.notes], self.times, self.born, expires=self.expires
+        )
         self.engine._index(self.space, self.notes)
         self._reset()
 
@@ -1435,6 +1685,12 @@ def _differences(engine: ContinuityEngine, a: _Derived, b: _Derived) -> list[str
             )
     if engine._content(a) != engine._content(b):
         out.append("the content index differs from a fresh build")
+    words_a, words_b = a.keyword.rows_state(), b.keyword.rows_state()
+    if words_a != words_b:
+        out.append(
+            f"keyword index: rows not in a fresh build {sorted(words_a - words_b)[:3]}, rows missing "
+            f"{sorted(words_b - words_a)[:3]}"
+        )
     return out
 
 
@@ -1472,8 +1728,21 @@ def _as_query(value: Any) -> Query:
     return value
 
 
-def _passes(hit: StructureHit, note: Note, match: Predicate | None, min_score: float | None) -> bool:
+def _passes(hit: Ranked, note: Note, match: Predicate | None, min_score: float | None) -> bool:
     return (min_score is None or hit.score >= min_score) and (match is None or match(note.metadata))
+
+
+_RANKING = {"semantic": "semantic", "keyword": "keyword", "recent": "recency"}
+
+
+def _reranked(found: list[tuple[Hit, np.ndarray]], strategy: str) -> list[tuple[Hit, np.ndarray]]:
+    """Hits merged from several namespaces with ``signals.ranks`` set to the merged position."""
+    name = _RANKING[strategy]
+    out = []
+    for r, (hit, vector) in enumerate(found, start=1):
+        signals = None if hit.signals is None else trusted_signals({**hit.signals.__dict__, "ranks": {name: r}})
+        out.append((_hit({**hit.__dict__, "signals": signals}), vector))
+    return out
 
 
 def _merge_key(hit: Hit) -> tuple[float, float, str, tuple[str, ...]]:
@@ -1488,6 +1757,18 @@ def _as_note(value: Any, index: int) -> Note:
     if isinstance(value, str):
         return Note.create(value)
     raise ContractError(f"notes[{index}] must be a Note or a string, got {type(value).__name__}")
+
+
+def _with_vectors(records: Iterable[MemoryRecord]) -> tuple[list[MemoryRecord], list[np.ndarray]]:
+    """The records that have a vector, and their vectors: a record without one is in no structure
+    (never a semantic hit)."""
+    kept: list[MemoryRecord] = []
+    vectors: list[np.ndarray] = []
+    for record in records:
+        if record.vector is not None:
+            kept.append(record)
+            vectors.append(record.vector)
+    return kept, vectors
 
 
 def _chunks(records: Iterator[MemoryRecord], size: int) -> Iterator[list[MemoryRecord]]:

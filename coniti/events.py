@@ -20,7 +20,7 @@ from coniti.memory import MemoryRecord, Namespace
 
 __all__ = ["Diff", "EraseResult", "Event", "EventKind"]
 
-EventKind = Literal["put", "delete", "meta", "clear", "erase", "op"]
+EventKind = Literal["put", "delete", "meta", "clear", "erase", "op", "feedback"]
 
 
 class Event(Contract):
@@ -31,8 +31,10 @@ class Event(Contract):
     * ``kind``: ``put`` (one record written: ``id``, ``timestamp``, ``record``), ``delete`` (one live
       record removed: ``id``), ``meta`` (a metadata write: ``key``, ``value``), ``clear`` (every
       record of ``namespace`` removed), ``erase`` (the receipt of an erasure of every version of
-      ``id``), ``op`` (the receipt of a write request's op id ``op_id``: ``value`` holds the
-      request's digest ``d`` and its result ``res``).
+      ``id``, or of every value of metadata key ``key``), ``op`` (the receipt of a write request's op
+      id ``op_id``: ``value`` holds the request's digest ``d`` and its result ``res``), ``feedback`` (a
+      weight given to the record ``id`` by ``improve``: ``value`` holds the weight, a float; event
+      version 3).
     * ``replaces``: for a put that replaced a live version (an upsert or patch), the sequence
       number of that version; the history of a record reads as a chain of versions.
       ``expires_at``: a put's expiry.
@@ -73,7 +75,7 @@ class Event(Contract):
 class Diff(Contract):
     """What changed in one namespace between the memory right after event ``a`` and right after
     event ``b``: ids visible at ``b`` only (``added``), at ``a`` only (``removed``), and at both with
-    different content (``changed``: text, timestamp, metadata, embedding id or vector bits differ;
+    different content (``changed``: text, timestamp, metadata, embedding id, vector bits or blob differ;
     a version whose content was erased counts as changed unless it is the very same version).
     Each list is sorted."""
 
@@ -93,11 +95,16 @@ class Diff(Contract):
 
 
 class EraseResult(Contract):
-    """The outcome of :meth:`~coniti.impl.log.LogBackend.erase`: ids whose versions were erased
-    (one ``erase`` event each, sequence numbers in ``receipts``), and ids the namespace never held."""
+    """The outcome of an erasure (:meth:`~coniti.impl.log.LogBackend.erase`, ``erase_meta``,
+    ``erase_namespace``): record ids whose versions were erased (``erased``) and ids the namespace
+    never held (``missing``); metadata keys whose values were erased (``erased_keys``) and keys it
+    never held (``missing_keys``). Each erased id, then each erased key, has one ``erase`` event:
+    their sequence numbers, in that order, are ``receipts``."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
     erased: list[str] = pydantic.Field(default_factory=list)
     missing: list[str] = pydantic.Field(default_factory=list)
     receipts: list[int] = pydantic.Field(default_factory=list)
+    erased_keys: list[str] = pydantic.Field(default_factory=list)
+    missing_keys: list[str] = pydantic.Field(default_factory=list)

@@ -1,7 +1,14 @@
-"""The portable memory file: ``coniti-memory`` JSON Lines, version 1.0.0.
+"""The portable memory file: ``coniti-memory`` JSON Lines, version 1.1.0.
 
 Line 1 is a header ``{"format", "version", "embedding_id", "namespace", "created_at", "count"}``; each
 following line is one :class:`~coniti.memory.MemoryRecord` as ``to_dict()`` gives it. UTF-8, ``\\n``.
+A record line has the keys ``note``, ``vector`` (an array of numbers, or ``null`` for a record
+without a vector: its ``embedding_id`` is then ``null``), ``embedding_id``, ``namespace``, and
+``dtype`` (a vector's, when not float64), ``expires_at`` and ``blob`` only when set. ``blob`` is
+``{"base64": text}``: the record's bytes in standard base64 with padding (RFC 4648 §4), at most
+:data:`~coniti.jsonl.MAX_BLOB_BYTES` decoded; anything else there is refused naming the line and
+the field. Version 1.1.0 added ``vector: null`` and ``blob``; a file without them is a 1.0.0 file,
+and every 1.x file is read.
 
 :func:`dump` streams one namespace page by page. For a path it writes a new temporary file beside it
 (mode 0600, created exclusively under a random name), flushes it to disk and renames it over the
@@ -32,6 +39,7 @@ when the contract (:meth:`MemoryRecord.from_dict`) accepts it, and is then the s
 from __future__ import annotations
 
 import array
+import base64
 import contextlib
 import math
 import os
@@ -69,6 +77,7 @@ from coniti.memory import (
     MetaGetRequest,
     MetaSetRequest,
     PutRequest,
+    as_blob,
 )
 
 if TYPE_CHECKING:
@@ -90,7 +99,7 @@ __all__ = [
 ]
 
 FORMAT = "coniti-memory"
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 SUPPORTED_MAJOR = 1
 BATCH_SIZE = 500
 PAGE_SIZE = 500
@@ -124,6 +133,10 @@ def record_bytes(record: MemoryRecord) -> bytes:
     }
     if record.expires_at is not None:
         data["expires_at"] = record.expires_at
+    if record.blob is not None:
+        data["blob"] = {"base64": base64.b64encode(record.blob).decode("ascii")}
+    if vector is None:
+        return _dumped(data)
     dtype = vector.dtype
     if dtype is _FLOAT32:  # the common dtypes by identity: reading dtype.name is slow
         data["dtype"] = "float32"
@@ -132,6 +145,10 @@ def record_bytes(record: MemoryRecord) -> bytes:
             data["vector"] = vector.astype(np.float32)
         if dtype.name != "float64":
             data["dtype"] = dtype.name
+    return _dumped(data)
+
+
+def _dumped(data: dict[str, Any]) -> bytes:
     try:
         return orjson.dumps(data, option=_DUMP_OPTIONS)
     except TypeError:
@@ -236,6 +253,10 @@ def _check_header(header: Any) -> tuple[tuple[str, ...], str | None, int]:
 
 _RECORD_KEYS = frozenset({"note", "vector", "embedding_id", "namespace"})
 _RECORD_KEYS_DTYPE = _RECORD_KEYS | {"dtype"}
+_LINE_KEYS = _RECORD_KEYS_DTYPE | {"blob"}
+"""The keys of a line the fast paths read (a line with ``expires_at`` takes the contract's path)."""
+_REST_ORDER = ("embedding_id", "namespace", "blob", "dtype")
+"""The keys after the vector, in the order :func:`record_bytes` writes them."""
 _NOTE_KEYS = frozenset({"id", "text", "timestamp", "metadata"})
 _NUMBERS = frozenset({int, float})
 _DTYPES = {name: np.dtype(name) for name in VECTOR_DTYPES}
@@ -249,13 +270,14 @@ def _canonical_record(line: str) -> MemoryRecord | None:
     """The record of a line written exactly as :func:`dump` writes it, or None (the general path
     then decides). Call under ``np.errstate(over="ignore")``.
 
-    The line must be ``{"note":N,"vector":[V],R`` where ``N`` is orjson's text of the parsed note,
-    ``{R`` orjson's text of the parsed ``embedding_id``, ``namespace`` (and ``dtype``), in that
-    order, and ``V`` holds none of :data:`_NOT_IN_NUMBERS`. Such a line has no repeated key (every
-    key is in ``N`` or ``R``, texts of dicts) and no integer beyond 64 bits outside ``V`` (orjson
-    reads one as a float, and writes floats with ``.`` or ``e``), and every vector element is a
-    number: so orjson's reading is the strict reader's (:func:`parse_json_line`), without its scans.
-    The values are then checked as :func:`_plain_record` checks them."""
+    The line must be ``{"note":N,"vector":[V],R`` (or ``{"note":N,"vector":null,R`` for a record
+    without a vector) where ``N`` is orjson's text of the parsed note, ``{R`` orjson's text of the
+    parsed ``embedding_id``, ``namespace`` (and ``blob``, and ``dtype``), in that order, and ``V``
+    holds none of :data:`_NOT_IN_NUMBERS`. Such a line has no repeated key (every key is in ``N`` or
+    ``R``, texts of dicts) and no integer beyond 64 bits outside ``V`` (orjson reads one as a float,
+    and writes floats with ``.`` or ``e``), and every vector element is a number: so orjson's
+    reading is the strict reader's (:func:`parse_json_line`), without its scans. The values are
+    then checked as :func:`_plain_record` checks them."""
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -263,53 +285,71 @@ def _canonical_record(line: str) -> MemoryRecord | None:
     if type(data) is not dict:
         return None
     keys = data.keys()
-    rest = {"embedding_id": data.get("embedding_id"), "namespace": data.get("namespace")}
     if keys == _RECORD_KEYS_DTYPE:
-        rest["dtype"] = dtype = data["dtype"]
+        rest = {"embedding_id": data["embedding_id"], "namespace": data["namespace"], "dtype": data["dtype"]}
     elif keys == _RECORD_KEYS:
-        dtype = "float64"
+        rest = {"embedding_id": data["embedding_id"], "namespace": data["namespace"]}
+    elif _RECORD_KEYS < keys <= _LINE_KEYS:
+        rest = {key: data[key] for key in _REST_ORDER if key in keys}
     else:
         return None
     note, vector = data["note"], data["vector"]
-    if type(note) is not dict or type(vector) is not list or not vector:
+    if type(note) is not dict or not (vector is None or type(vector) is list and vector):
         return None
     try:
-        head = '{"note":' + orjson.dumps(note).decode() + ',"vector":['
-        tail = "]," + orjson.dumps(rest).decode()[1:]
+        head = '{"note":' + orjson.dumps(note).decode() + (',"vector":[' if vector else ',"vector":null,')
+        tail = ("]," if vector else "") + orjson.dumps(rest).decode()[1:]
     except orjson.JSONEncodeError:  # nested deeper than orjson writes
         return None
     start, end = len(head), len(line) - len(tail)
-    if end <= start or not line.startswith(head) or not line.endswith(tail):
+    if (end != start if vector is None else end <= start) or not line.startswith(head) or not line.endswith(tail):
         return None
     find = line.find
     for char in _NOT_IN_NUMBERS:
         if find(char, start, end) >= 0:
             return None
-    return _checked_record(note, vector, rest["embedding_id"], rest["namespace"], dtype)
+    return _checked_record(
+        note, vector, rest["embedding_id"], rest["namespace"], rest.get("dtype", _DEFAULT), rest.get("blob")
+    )
 
 
 def _plain_record(data: Any) -> MemoryRecord | None:
     """The record of a line in the shape ``dump`` writes (any key order or spacing), checked by hand
     (no pydantic); None when anything differs, so that :meth:`MemoryRecord.from_dict` decides. Never
     accepts what the contract would refuse. Call under ``np.errstate(over="ignore")``."""
-    if type(data) is not dict or not (data.keys() == _RECORD_KEYS or data.keys() == _RECORD_KEYS_DTYPE):
+    if type(data) is not dict or not _RECORD_KEYS <= data.keys() <= _LINE_KEYS:
         return None
     vector = data["vector"]
-    if type(vector) is not list or not vector or not set(map(type, vector)) <= _NUMBERS:
+    if vector is not None and (type(vector) is not list or not vector or not set(map(type, vector)) <= _NUMBERS):
         return None
-    dtype = data.get("dtype", "float64")
-    return _checked_record(data["note"], vector, data["embedding_id"], data["namespace"], dtype)
+    dtype = data.get("dtype", _DEFAULT)
+    return _checked_record(data["note"], vector, data["embedding_id"], data["namespace"], dtype, data.get("blob"))
+
+
+_DEFAULT = object()
+"""The ``dtype`` of a line without one (float64 for a vector; none is right without a vector)."""
 
 
 def _checked_record(
-    note: Any, vector: list[Any], embedding_id: Any, namespace: Any, dtype: Any
+    note: Any, vector: list[Any] | None, embedding_id: Any, namespace: Any, dtype: Any, blob: Any
 ) -> MemoryRecord | None:
-    """The record of parsed values, ``vector`` a non-empty list of ints and floats, ``dtype`` the
-    line's (``"float64"`` when it has none); None unless every value is what the contract accepts
-    (it then gives the verdict and the message). The vector is converted as
-    :func:`coniti.memory.as_vector` converts it."""
-    if type(dtype) is not str or dtype not in _DTYPES:
+    """The record of parsed values, ``vector`` a non-empty list of ints and floats or None,
+    ``dtype`` the line's (:data:`_DEFAULT` when it has none), ``blob`` its parsed value (None when
+    absent); None unless every value is what the contract accepts (it then gives the verdict and
+    the message). The vector is converted as :func:`coniti.memory.as_vector` converts it, the blob
+    by :func:`coniti.memory.as_blob`."""
+    if vector is None:
+        if dtype is not _DEFAULT or embedding_id is not None:
+            return None
+    elif dtype is _DEFAULT:
+        dtype = "float64"
+    elif type(dtype) is not str or dtype not in _DTYPES:
         return None
+    if blob is not None:
+        try:
+            blob = as_blob(blob)
+        except ValueError:
+            return None
     if (
         type(note) is not dict
         or note.keys() != _NOTE_KEYS
@@ -332,13 +372,13 @@ def _checked_record(
         return None
     try:
         timestamp = float(timestamp)
-        array = _vector(vector, dtype)
+        array = None if vector is None else _vector(vector, dtype)
     except OverflowError:  # an integer beyond the float range
         return None
-    if array is None or not math.isfinite(timestamp):
+    if (array is None and vector is not None) or not math.isfinite(timestamp):
         return None
     return MemoryRecord.trusted(
-        Note.trusted(note_id, text, timestamp, metadata), array, embedding_id, tuple(namespace)
+        Note.trusted(note_id, text, timestamp, metadata), array, embedding_id, tuple(namespace), None, None, blob
     )
 
 
@@ -442,7 +482,9 @@ def _record_batches(lines: Iterator[tuple[int, str]], rehome: tuple[str, ...] | 
                 if record is None:
                     record = _record_of_line(line, lineno)
                 if rehome is not None:
-                    record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
+                    record = MemoryRecord.trusted(
+                        record.note, record.vector, record.embedding_id, rehome, None, None, record.blob
+                    )
                 batch.append((lineno, record))
         del texts
         yield batch

@@ -18,11 +18,15 @@ Rules every backend follows (checked by :mod:`coniti.testing`):
 * Cursors are opaque: malformed, empty, foreign-instance and foreign-namespace cursors raise
   :class:`InvalidCursor`.
 * Namespaces are isolated; records are copied in and out; async results equal sync results.
+* A record without a vector (``vector=None``) or with a blob is stored, read, counted, filtered,
+  dumped and loaded like any other; a blob comes back byte for byte.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import difflib
 import hashlib
 import json
@@ -63,6 +67,7 @@ from coniti.errors import (
     namespace_text,
 )
 from coniti.filters import MetadataFilter
+from coniti.jsonl import MAX_BLOB_BYTES
 
 if TYPE_CHECKING:
     from coniti.events import Event
@@ -78,6 +83,8 @@ __all__ = [
     "DerivedHome",
     "DuplicateRecord",
     "EventFeed",
+    "FeedbackRequest",
+    "FeedbackResult",
     "GetRequest",
     "GetResult",
     "IdempotencyConflict",
@@ -191,23 +198,75 @@ def _dtype_schema(schema: dict[str, Any]) -> None:
     schema.setdefault("properties", {})["dtype"] = {"enum": list(VECTOR_DTYPES), "default": "float64"}
 
 
+def as_blob(value: Any) -> bytes:
+    """``value`` as a record's binary payload: bytes (a bytearray or memoryview is copied to
+    bytes), or ``{"base64": text}`` (the JSON form: standard base64 with padding, RFC 4648 §4),
+    at most :data:`~coniti.jsonl.MAX_BLOB_BYTES`; raises ValueError otherwise."""
+    if isinstance(value, dict):
+        if value.keys() != {"base64"} or not isinstance(value["base64"], str):
+            raise ValueError('blob in JSON must be an object {"base64": text}')
+        text = value["base64"]
+        if len(text) > (MAX_BLOB_BYTES + 2) // 3 * 4:
+            raise ValueError(f"blob is larger than {MAX_BLOB_BYTES} bytes")
+        try:
+            value = base64.b64decode(text.encode("ascii"), validate=True)
+        except (UnicodeEncodeError, binascii.Error, ValueError):
+            raise ValueError("blob.base64 is not valid base64 (RFC 4648, with padding)") from None
+    elif isinstance(value, bytearray | memoryview):
+        value = bytes(value)
+    elif type(value) is not bytes:
+        raise ValueError(f"blob must be bytes, got {type(value).__name__}")
+    if len(value) > MAX_BLOB_BYTES:
+        raise ValueError(f"blob is {len(value)} bytes; at most {MAX_BLOB_BYTES} allowed")
+    return bytes(value)
+
+
+def _blob_json(value: bytes) -> dict[str, str]:
+    return {"base64": base64.b64encode(value).decode("ascii")}
+
+
+Blob = Annotated[
+    bytes,
+    pydantic.PlainValidator(as_blob),
+    pydantic.PlainSerializer(_blob_json, return_type=dict[str, str], when_used="json"),
+    pydantic.WithJsonSchema(
+        {
+            "type": "object",
+            "properties": {"base64": {"type": "string", "contentEncoding": "base64"}},
+            "required": ["base64"],
+            "additionalProperties": False,
+        }
+    ),
+]
+"""Opaque bytes: ``bytes`` in Python, ``{"base64": text}`` in JSON (``to_dict``/``from_dict``)."""
+
+
 class MemoryRecord(Contract):
-    """A stored note with its vector, the embedding spec id that made it, and its namespace.
+    """A stored note with its vector (or none), the embedding spec id that made it, its namespace,
+    and optionally an opaque binary payload.
 
     The vector is copied in. Its dtype (float16, float32 or float64) is kept; ``to_dict`` writes the
     values as full-precision floats and adds ``"dtype"`` when it is not float64, so
     ``from_dict(to_dict())`` is bit-identical.
+
+    ``vector`` must be given, and may be ``None``: a record without a vector is stored and read like
+    any other but is in no engine structure (never a semantic hit); its ``embedding_id`` must then be
+    None too. ``blob`` (default None) is stored with the record, byte-exact, at most
+    :data:`~coniti.jsonl.MAX_BLOB_BYTES`; ``to_dict`` writes it as ``{"base64": text}`` and only when
+    set. Either may be combined with the other.
     """
 
     model_config = pydantic.ConfigDict(frozen=True, json_schema_extra=_dtype_schema)
 
     note: Note
-    vector: Vector
+    vector: Vector | None
     embedding_id: pydantic.StrictStr | None = None
     namespace: Namespace = ()
     expires_at: float | None = None
     """Epoch seconds on the store's recorded-time clock from which reads hide the record (``None``:
     never). Written by ``to_dict`` only when set."""
+    blob: Blob | None = None
+    """Opaque bytes stored with the record (None: none). Written by ``to_dict`` only when set."""
     version: int | None = pydantic.Field(default=None, exclude=True)
     """The version the store gave this record, filled on every read: the sequence number of the
     event that wrote it (``LogBackend``) or an increasing counter (``InMemoryBackend``). Ignored on
@@ -226,8 +285,18 @@ class MemoryRecord(Contract):
             dtype = data.pop("dtype")
             if not isinstance(dtype, str) or dtype not in VECTOR_DTYPES:
                 raise ValueError(f"dtype must be one of {', '.join(VECTOR_DTYPES)}, got {dtype!r}")
+            if data.get("vector") is None:
+                raise ValueError("dtype is given but vector is null (a record without a vector has no dtype)")
             data["vector"] = as_vector(data.get("vector"), dtype)
         return data
+
+    @pydantic.model_validator(mode="after")
+    def _vectorless(self) -> Self:
+        if self.vector is None and self.embedding_id is not None:
+            raise ValueError(
+                f"embedding_id must be None for a record without a vector, got {self.embedding_id!r}"
+            )
+        return self
 
     @property
     def id(self) -> str:
@@ -243,18 +312,22 @@ class MemoryRecord(Contract):
         out: dict[str, Any] = handler(self)
         if out.get("expires_at", 0) is None:
             del out["expires_at"]
-        if info.mode_is_json() and self.vector.dtype.name != "float64":
-            out["dtype"] = self.vector.dtype.name
+        if out.get("blob", 0) is None:
+            del out["blob"]
+        vector = self.vector
+        if info.mode_is_json() and vector is not None and vector.dtype.name != "float64":
+            out["dtype"] = vector.dtype.name
         return out
 
     @staticmethod
     def trusted(
         note: Note,
-        vector: np.ndarray,
+        vector: np.ndarray | None,
         embedding_id: str | None,
         namespace: tuple[str, ...],
         version: int | None = None,
         expires_at: float | None = None,
+        blob: bytes | None = None,
     ) -> MemoryRecord:
         """The one unvalidated constructor of a MemoryRecord (:meth:`Contract.constructor`), for values
         already validated (data the store itself wrote). No checks, no copy."""
@@ -265,6 +338,7 @@ class MemoryRecord(Contract):
                 "embedding_id": embedding_id,
                 "namespace": namespace,
                 "expires_at": expires_at,
+                "blob": blob,
                 "version": version,
             }
         )
@@ -272,13 +346,13 @@ class MemoryRecord(Contract):
     def with_version(self, version: int | None) -> MemoryRecord:
         """This record (shared, not copied) stamped with ``version``."""
         return MemoryRecord.trusted(
-            self.note, self.vector, self.embedding_id, self.namespace, version, self.expires_at
+            self.note, self.vector, self.embedding_id, self.namespace, version, self.expires_at, self.blob
         )
 
     def identical(self, other: MemoryRecord) -> bool:
         """The same content bit for bit: note (timestamp bits, metadata with its JSON types: ``1``,
-        ``1.0`` and ``True`` differ), vector dtype and bytes, embedding id, namespace, expiry. This is
-        what makes an upsert ``unchanged``. The version is not compared."""
+        ``1.0`` and ``True`` differ), vector dtype and bytes (or both none), embedding id, namespace,
+        expiry, blob bytes. This is what makes an upsert ``unchanged``. The version is not compared."""
         if self != other:
             return False
         a, b = self.note, other.note
@@ -286,19 +360,21 @@ class MemoryRecord(Contract):
             _bits(a.timestamp) == _bits(b.timestamp)
             and _bits(self.expires_at) == _bits(other.expires_at)
             and _json_key(a.metadata) == _json_key(b.metadata)
-            and self.vector.tobytes() == other.vector.tobytes()
+            and (self.vector is None or other.vector is not None and self.vector.tobytes() == other.vector.tobytes())
         )
 
     def copy_out(self) -> MemoryRecord:
-        """A deep copy (vector and metadata), for handing a stored record to a caller."""
+        """A deep copy (vector and metadata; the blob is immutable bytes, shared), for handing a
+        stored record to a caller."""
         note = self.note
         return MemoryRecord.trusted(
             Note.trusted(note.id, note.text, note.timestamp, check_json_value(note.metadata, "metadata")),
-            self.vector.copy(),
+            None if self.vector is None else self.vector.copy(),
             self.embedding_id,
             self.namespace,
             self.version,
             self.expires_at,
+            self.blob,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -309,12 +385,17 @@ class MemoryRecord(Contract):
             and self.embedding_id == other.embedding_id
             and self.namespace == other.namespace
             and self.expires_at == other.expires_at
-            and self.vector.dtype == other.vector.dtype
-            and self.vector.shape == other.vector.shape
-            and bool(np.array_equal(self.vector, other.vector))
+            and self.blob == other.blob
+            and _same_vector(self.vector, other.vector)
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
 
 
 _memory_record = MemoryRecord.constructor()
@@ -469,8 +550,10 @@ class PatchOp(Contract):
 
     ``metadata`` replaces the metadata object; ``metadata_patch`` is an RFC 7386 merge patch of it
     (a ``null`` value deletes a key); give at most one of the two. ``vector`` is required when
-    ``text`` differs from the stored text, and must have the stored vector's dtype. ``expires_at``
-    sets the expiry, ``clear_expiry=True`` removes it. A patch whose result is identical to the live
+    ``text`` differs from the stored text of a record with a vector, and must have the stored
+    vector's dtype; a record without a vector keeps none unless the patch gives one (then of any
+    dtype). ``expires_at`` sets the expiry, ``clear_expiry=True`` removes it; ``blob`` replaces the
+    binary payload, ``clear_blob=True`` removes it. A patch whose result is identical to the live
     record writes nothing and is reported ``unchanged``.
     """
 
@@ -483,6 +566,8 @@ class PatchOp(Contract):
     vector: Vector | None = None
     expires_at: float | None = None
     clear_expiry: pydantic.StrictBool = False
+    blob: Blob | None = None
+    clear_blob: pydantic.StrictBool = False
 
     @pydantic.field_validator("timestamp", "expires_at", mode="before")
     @classmethod
@@ -508,6 +593,8 @@ class PatchOp(Contract):
             raise ValueError("give metadata (a replacement) or metadata_patch (a merge patch), not both")
         if self.clear_expiry and self.expires_at is not None:
             raise ValueError("give expires_at or clear_expiry, not both")
+        if self.clear_blob and self.blob is not None:
+            raise ValueError("give blob or clear_blob, not both")
         return self
 
 
@@ -583,11 +670,17 @@ class WriteRequest(Contract):
         for op, original in zip(data["ops"], self.ops, strict=True):
             if isinstance(original, UpsertOp):
                 vector, target = original.record.vector, op["record"]
-            elif isinstance(original, PatchOp) and original.vector is not None:
+            elif isinstance(original, PatchOp):
                 vector, target = original.vector, op
+                # fields added with blobs count only when used: older digests stay valid
+                if original.blob is None:
+                    del op["blob"]
+                if not original.clear_blob:
+                    del op["clear_blob"]
             else:
                 continue
-            target["vector"] = [vector.dtype.str, vector.tobytes().hex()]
+            if vector is not None:
+                target["vector"] = [vector.dtype.str, vector.tobytes().hex()]
         return hashlib.sha256(_json_key(data).encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -603,6 +696,37 @@ class WriteResult(Contract):
     deleted: list[str] = pydantic.Field(default_factory=list)
     missing: list[str] = pydantic.Field(default_factory=list)
     replayed: bool = False
+
+
+class FeedbackRequest(Contract):
+    """Give the live record ``id`` of ``namespace`` the feedback ``weight`` (a finite number;
+    positive promotes it in hybrid recall, negative demotes it), with an optional ``reason``."""
+
+    id: pydantic.StrictStr = pydantic.Field(min_length=1)
+    weight: float = pydantic.Field(allow_inf_nan=False)
+    namespace: Namespace = ()
+    reason: str | None = None
+
+    @pydantic.field_validator("weight", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"weight must be a number, got {type(value).__name__}")
+        return value
+
+    @pydantic.field_validator("namespace", mode="before")
+    @classmethod
+    def _ns(cls, value: Any) -> tuple[str, ...]:
+        return as_namespace(value)
+
+
+class FeedbackResult(Contract):
+    """What a feedback write did: the record ``id``, its total ``weight`` afterwards (the sum of
+    all its feedback) and the ``seq`` of the event (None on a backend without an event log)."""
+
+    id: str
+    weight: float
+    seq: int | None = None
 
 
 class SweepResult(Contract):
@@ -683,13 +807,13 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
     text = note.text if op.text is None else op.text
     vector = live.vector
     if op.vector is not None:
-        if op.vector.dtype != live.vector.dtype:
+        if vector is not None and op.vector.dtype != vector.dtype:
             raise ContractError(
                 f"ops[{index}].vector: dtype {op.vector.dtype.name} is not the stored record's "
-                f"{live.vector.dtype.name}"
+                f"{vector.dtype.name}"
             )
         vector = op.vector
-    elif text != note.text:
+    elif text != note.text and vector is not None:
         raise ContractError(f"ops[{index}].vector is required: the patch changes the text of {op.id!r}")
     metadata = note.metadata
     if op.metadata is not None:
@@ -697,6 +821,7 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
     elif op.metadata_patch is not None:
         metadata = merge_patch(metadata, op.metadata_patch)
     expires_at = None if op.clear_expiry else (live.expires_at if op.expires_at is None else op.expires_at)
+    blob = None if op.clear_blob else (live.blob if op.blob is None else op.blob)
     return MemoryRecord.trusted(
         Note.trusted(
             note.id,
@@ -704,11 +829,12 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
             note.timestamp if op.timestamp is None else op.timestamp,
             check_json_value(metadata, "metadata"),
         ),
-        vector.copy(),
+        None if vector is None else vector.copy(),
         live.embedding_id,
         live.namespace,
         None,
         expires_at,
+        blob,
     )
 
 
@@ -821,6 +947,8 @@ class MemoryBackend(ABC):
     """:meth:`put_batches` writes any number of records (and one metadata value) as one
     all-or-nothing step; :meth:`load` then is all or nothing even when the process is killed."""
     supports_write: ClassVar[bool] = False
+    supports_feedback: ClassVar[bool] = False
+    """:meth:`feedback` records feedback on a record and :meth:`feedback_weights` reads it back."""
     """:meth:`write` (upsert, patch, delete, compare-and-set, op ids) and expiry (``expires_at``
     hidden from reads once passed, :meth:`sweep`) are implemented."""
 
@@ -956,6 +1084,19 @@ class MemoryBackend(ABC):
         record is deleted once. Only where :attr:`supports_write` is True."""
         raise NotSupported(f"the {self.kind!r} memory backend has no expiry sweep")
 
+    def feedback(self, request: FeedbackRequest) -> FeedbackResult:
+        """Record feedback on a live record (one ``feedback`` event on a log); raises
+        :class:`RecordNotFound` naming the id when it is not live, and writes nothing then. Only
+        where :attr:`supports_feedback` is True; the base class raises :class:`NotSupported`."""
+        require(request, FeedbackRequest)
+        raise NotSupported(f"the {self.kind!r} memory backend records no feedback")
+
+    def feedback_weights(self, namespace: Sequence[str] = ()) -> dict[str, float]:
+        """Record id -> the sum of its feedback weights in ``namespace`` (as of the view's point
+        for a time-travel view; erased records' feedback left out), for ids with any feedback,
+        deleted ids included. Only where :attr:`supports_feedback` is True."""
+        raise NotSupported(f"the {self.kind!r} memory backend records no feedback")
+
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release resources. The default does nothing; closing twice is harmless."""
 
@@ -1052,6 +1193,12 @@ class MemoryBackend(ABC):
 
     async def asweep(self, now: float | None = None) -> SweepResult:
         return await asyncio.to_thread(self.sweep, now)
+
+    async def afeedback(self, request: FeedbackRequest) -> FeedbackResult:
+        return await asyncio.to_thread(self.feedback, request)
+
+    async def afeedback_weights(self, namespace: Sequence[str] = ()) -> dict[str, float]:
+        return await asyncio.to_thread(self.feedback_weights, namespace)
 
     async def anamespaces(
         self, prefix: Sequence[str] = (), max_depth: int | None = None

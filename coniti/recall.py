@@ -40,20 +40,54 @@ from coniti.memory import Namespace
 __all__ = [
     "ContextBlock",
     "Hit",
+    "Signals",
     "HitLike",
     "estimate_tokens",
     "omitted_line",
     "render_hit",
     "to_context_block",
+    "trusted_signals",
 ]
 
 BYTES_PER_TOKEN = 4
 """The default estimate: one token per four bytes of UTF-8 text, rounded up."""
 
 
+class Signals(Contract):
+    """Why a hit ranked where it did: the ``strategy`` that answered (``auto`` resolved), the
+    ``semantic`` score (cosine of the query text's vector and the note's; None without text), the
+    ``keyword`` score (BM25; None without text), ``recency`` (seconds the note is older than the
+    newest candidate; set for ``recent`` and ``hybrid``), the ``feedback`` weight of the note (the
+    sum of its ``improve`` weights; set for ``hybrid``), ``ranks``: the 1-based rank in each ranking
+    that was fused (``semantic``, ``keyword``, ``recency``), and ``fused``, the fused score."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    strategy: str
+    semantic: float | None = None
+    keyword: float | None = None
+    recency: float | None = None
+    feedback: float | None = None
+    ranks: dict[str, int] = pydantic.Field(default_factory=dict)
+    fused: float | None = None
+
+
+_signals = Signals.constructor()
+
+
+def trusted_signals(values: dict[str, Any]) -> Signals:
+    """:class:`Signals` from values the engine computed (unvalidated; missing fields take their
+    defaults)."""
+    return _signals({
+        "semantic": None, "keyword": None, "recency": None, "feedback": None, "fused": None,
+        **values, "ranks": dict(values.get("ranks", {})),
+    })
+
+
 class Hit(Contract):
-    """One answer: the stored note, its score (higher is better; see :mod:`coniti.structure`), the
-    namespace it was found in and the version of the record it was read from."""
+    """One answer: the stored note, its score (higher is better: the score of the strategy that
+    answered, see :class:`~coniti.actor.Query`), the namespace it was found in, the version of the
+    record it was read from and the :class:`Signals` behind the score."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -61,6 +95,7 @@ class Hit(Contract):
     score: float
     namespace: Namespace = ()
     version: int | None = None
+    signals: Signals | None = None
 
 
 @runtime_checkable

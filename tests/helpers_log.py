@@ -55,6 +55,19 @@ def rec(
     )
 
 
+def rewrite_db(path: Path, db: bytes, edit: Any) -> None:
+    """Apply ``edit(txn, db handle)`` to sub-database ``db`` of a closed store, bypassing coniti (to
+    plant damage)."""
+    import lmdb
+
+    env = lmdb.open(str(path), max_dbs=16)
+    try:
+        with env.begin(write=True) as txn:
+            edit(txn, env.open_db(db, txn=txn, create=False))
+    finally:
+        env.close()
+
+
 def put(backend: MemoryBackend, records: Iterable[MemoryRecord]) -> int:
     return backend.put(PutRequest(records=list(records))).written
 

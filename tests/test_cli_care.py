@@ -74,3 +74,45 @@ def test_compact_drops_erased_bytes(cli: Cli) -> None:
         if path.is_file():
             assert b"secret-token-4242" not in path.read_bytes(), path
     assert cli.ok("verify", "--json").json()["problems"] == []
+
+
+def test_erase_meta_erases_the_values_of_keys(cli: Cli) -> None:
+    """erase --meta KEY (repeatable) erases every value of those keys: the receipt per key in
+    --json, meta get prints nothing set, a key never held exits 1 naming it."""
+    doc = cli.ok("erase", "--meta", "k0", "--meta", "k1", "--ns", "alice", "--reason", "privacy",
+                 "--json").json()
+    assert doc["erased_keys"] == ["k0", "k1"] and len(doc["receipts"]) == 2
+    assert cli.ok("meta", "get", "k2", "--ns", "alice").out.strip() == "2"
+    assert cli.ok("meta", "get", "k0", "--ns", "alice").out.strip() in ("", "null")
+    result = cli("erase", "--meta", "nope", "--ns", "alice", "--reason", "x")
+    assert result.code == 1 and "metadata key nope" in result.err
+    assert cli.ok("verify", "--json").json()["problems"] == []
+
+
+def test_erase_whole_namespace_prints_a_receipt_per_record_and_key(cli: Cli) -> None:
+    """erase --whole-namespace erases every record and key of the namespace, one receipt line each;
+    a second run says nothing is left."""
+    cli.ok("add", "Alice's phone is 555-0100", "--ns", "alice", "--id", "ph")
+    out = cli.ok("erase", "--whole-namespace", "--ns", "alice", "--reason", "account closed").out
+    assert "erased ph (receipt: event 6)" in out and "erased metadata key k2 (receipt: event 9)" in out
+    assert cli.ok("count", "--ns", "alice", "--json").json()["count"] == 0
+    assert "nothing left to erase in alice" in cli.ok(
+        "erase", "--whole-namespace", "--ns", "alice", "--reason", "again").out
+    assert "555-0100" not in cli.ok("log", "--json").out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ph", "--meta", "k0"], "not both"),
+        (["--whole-namespace", "ph"], "--whole-namespace"),
+        (["--whole-namespace", "--meta", "k0"], "--whole-namespace"),
+        ([], "needs record IDs"),
+    ],
+)
+def test_erase_refuses_unclear_requests(cli: Cli, args: list[str], message: str) -> None:
+    """Mixing IDs, --meta and --whole-namespace, or giving none, is a usage error (exit 2), nothing
+    erased."""
+    result = cli("erase", *args, "--ns", "alice", "--reason", "x")
+    assert result.code == 2 and message in result.err
+    assert cli.ok("meta", "get", "k0", "--ns", "alice").out.strip() == "0"

@@ -21,6 +21,8 @@ from coniti.memory import (
     DeleteOp,
     DeleteRequest,
     DeleteResult,
+    FeedbackRequest,
+    FeedbackResult,
     GetRequest,
     GetResult,
     MemoryRecord,
@@ -81,6 +83,8 @@ SAMPLES: dict[str, Contract] = {
     ),
     "WriteResult": WriteResult(versions={"n1": 12}, unchanged=["b"], deleted=["c"], missing=[]),
     "SweepResult": SweepResult(deleted=2),
+    "FeedbackRequest": FeedbackRequest(id="n1", weight=0.5, namespace=("x",), reason="helpful"),
+    "FeedbackResult": FeedbackResult(id="n1", weight=1.5, seq=7),
 }
 """One instance of every contract model in coniti.actor and coniti.memory."""
 
@@ -306,7 +310,6 @@ def test_vector_is_copied_in() -> None:
         ["1.0"],
         "1.0",
         np.array([1 + 2j]),
-        None,
     ],
     ids=[
         "empty",
@@ -320,7 +323,6 @@ def test_vector_is_copied_in() -> None:
         "string-element",
         "string",
         "complex",
-        "none",
     ],
 )
 def test_bad_vector_is_refused(bad: Any) -> None:

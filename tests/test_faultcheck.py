@@ -2,8 +2,9 @@
 SIGINT during load, import, compact and dump, hostile targets and bombs; no promise broken.
 
 ``tools/faultcheck.py --trials N`` runs the same campaign for a soak (the README's Reliability section).
-The corruption classes (bitflip, overwrite, truncate) are reported by the tool; their assertion
-belongs with the corruption-detection work.
+The store classes (bitflip, byte, truncate, rollback, hostile-store) damage copies of one small store
+and read each through every read path (``tools/faultcheck_store.py``); none may crash, raise a
+foreign error or answer wrongly.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def load_faultcheck() -> ModuleType:
 
 faultcheck = load_faultcheck()
 COUNTS = {"durability": 4, "kill-load": 4, "sigint-load": 3, "kill-import": 3, "kill-compact": 2,
-          "kill-dump": 3, "hostile": 5, "bomb": 3}
+          "kill-dump": 3, "hostile": 5, "bomb": 3, "bitflip": 6, "byte": 6, "truncate": 3,
+          "rollback": 2, "hostile-store": 5}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("faultcheck")
     result: dict[str, Any] = faultcheck.run(
         list(COUNTS), 0, seed=20261201, work_dir=work, bomb_size=8 << 20, big_load=2000,
-        counts=COUNTS,
+        counts=COUNTS, store_records=300,
     )
     return result
 
@@ -46,7 +48,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.mark.parametrize("name", list(COUNTS))
 def test_no_promise_is_broken(report: dict[str, Any], name: str) -> None:
     """Each class ran its trials with no failure outcome: no partial load, import or dump, no
-    refused retry, no leftover, no write outside the target, no crash, peak RSS under 256 MB."""
+    refused retry, no leftover, no write outside the target, no crash, peak RSS under 256 MB; no
+    damaged store crashed a reader, raised a foreign error or answered wrongly."""
     entry = report["classes"][name]
     assert sum(entry["outcomes"].values()) == COUNTS[name], entry
     assert faultcheck.failures(report, [name]) == [], entry
@@ -59,6 +62,15 @@ def test_hostile_targets_are_refused(report: dict[str, Any]) -> None:
     assert {k for k in outcomes if k.startswith("refused")} == {
         "refused (fifo)", "refused (directory)", "refused (socket)", "refused (link-to-fifo)",
     }, outcomes
+
+
+@pytest.mark.parametrize("name", ["rollback", "hostile-store"])
+def test_rolled_back_and_hostile_stores_are_refused_at_open(report: dict[str, Any], name: str) -> None:
+    """Every rolled-back copy and every hostile store directory is refused when it is opened, and
+    counted as flagged by verify."""
+    entry = report["classes"][name]
+    assert entry["outcomes"] == {"refused": COUNTS[name]}, entry
+    assert entry["verify_flagged"] == COUNTS[name]
 
 
 def test_failures_are_selected_by_class() -> None:
@@ -75,7 +87,7 @@ def test_command_line_asserts_the_selected_classes(tmp_path: Path) -> None:
 
     proc = subprocess.run(
         [sys.executable, str(TOOL), "--trials", "2", "--classes", "hostile,truncate",
-         "--assert", "hostile", "--seed", "3", "--json"],
+         "--assert", "hostile,truncate", "--seed", "3", "--store-records", "200", "--json"],
         capture_output=True, text=True, timeout=300, check=False,
     )
     assert proc.returncode == 0, proc.stderr

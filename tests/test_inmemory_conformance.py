@@ -222,3 +222,11 @@ def test_concurrent_paging_while_writing_loses_nothing_old() -> None:
 
 class TestInMemoryWrite(InMemoryFixtures, conformance.WriteTests):
     pass
+
+
+class TestInMemoryPayloads(InMemoryFixtures, conformance.PayloadTests):
+    pass
+
+
+class TestInMemoryFeedback(InMemoryFixtures, conformance.FeedbackTests):
+    pass

@@ -19,12 +19,14 @@ class LogFixtures:
 
     supports_threads = True
     supports_fork_safety = False
+    actor: str | None = None
+    """The stores' default actor (stamped on every event)."""
 
     @pytest.fixture
     def backend_factory(self, tmp_path_factory: pytest.TempPathFactory) -> BackendFactory:
         root: Path = tmp_path_factory.mktemp("stores")
         counter = itertools.count()
-        return lambda: LogBackend(root / f"store-{next(counter)}")
+        return lambda: LogBackend(root / f"store-{next(counter)}", actor=self.actor)
 
 
 class TestLogBasics(LogFixtures, conformance.BasicsTests):
@@ -116,6 +118,20 @@ class TestLogConcurrency(LogFixtures, conformance.ConcurrencyTests):
 
 
 class TestLogCapabilities(LogFixtures, conformance.CapabilityTests):
+    pass
+
+
+class TestLogPayloads(LogFixtures, conformance.PayloadTests):
+    pass
+
+
+class TestAuditedLogPayloads(LogFixtures, conformance.PayloadTests):
+    """LogBackend with a default actor, every write stamped: the stamps change no content."""
+
+    actor = "auditor"
+
+
+class TestLogFeedback(LogFixtures, conformance.FeedbackTests):
     pass
 
 

@@ -70,15 +70,19 @@ json_values = st.recursive(
 
 @st.composite
 def records(draw: Any, ns: tuple[str, ...]) -> MemoryRecord:
-    dtype = draw(st.sampled_from(["float16", "float32", "float64"]))
+    """A record with a float16/32/64 vector or (now and then) none, and sometimes a blob."""
+    dtype = draw(st.sampled_from(["float16", "float32", "float64", "float32", None]))
     dim = draw(st.integers(1, 4))
-    vec = np.array(draw(st.lists(st.floats(-2, 2, width=16), min_size=dim, max_size=dim)), dtype=dtype)
+    vec = None
+    if dtype is not None:
+        vec = np.array(draw(st.lists(st.floats(-2, 2, width=16), min_size=dim, max_size=dim)), dtype=dtype)
     return MemoryRecord(
         note=Note(id=draw(ids), text=draw(st.text(max_size=12)), timestamp=draw(times),
                   metadata=draw(st.dictionaries(st.sampled_from(["x", "y"]), json_values, max_size=2))),
         vector=vec,
-        embedding_id=draw(st.none() | st.just("emb-1")),
+        embedding_id=None if vec is None else draw(st.none() | st.just("emb-1")),
         namespace=ns,
+        blob=draw(st.none() | st.binary(max_size=24)),
     )
 
 
@@ -261,11 +265,14 @@ class LogVersusMemory(RuleBasedStateMachine):
                 current = self.mem.get(GetRequest(ids=[rid], namespace=ns)).records
                 text = data.draw(st.none() | st.text(max_size=6))
                 vector = None
-                if text is not None and current and current[0].note.text != text:
-                    vector = np.ones(current[0].vector.shape, dtype=current[0].vector.dtype)
+                stored = current[0].vector if current else None
+                if text is not None and stored is not None and current[0].note.text != text:
+                    vector = np.ones(stored.shape, dtype=stored.dtype)
+                blob = data.draw(st.sampled_from([None, None, b"", b"patched\x00", "clear"]))
                 ops.append(PatchOp(
                     id=rid, text=text, timestamp=data.draw(st.none() | times), vector=vector,
                     metadata_patch=data.draw(st.none() | st.dictionaries(st.sampled_from(["x", "y"]), st.none() | st.integers(0, 3), max_size=2)),
+                    blob=None if blob == "clear" else blob, clear_blob=blob == "clear",
                 ))
             else:
                 ops.append(DeleteOp(id=rid))

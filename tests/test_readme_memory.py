@@ -28,9 +28,18 @@ def _run(blocks: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_memory_example_prints_what_it_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The scan example prints the pages and the final None the comments promise."""
-    [block] = python_blocks("Memory: notes, records and backends")
+    block = python_blocks("Memory: notes, records and backends")[0]
     lines = _run([block], tmp_path, monkeypatch)
     assert lines == [e.split(":")[0] if e.startswith("None") else e for e in _expected(block)]
+
+
+def test_blob_example_stores_a_record_without_a_vector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blob example stores a record without a vector and reads its bytes back."""
+    blocks = python_blocks("Memory: notes, records and backends")[:2]
+    lines = _run(blocks, tmp_path, monkeypatch)
+    assert lines[-1] == _expected(blocks[1])[-1]
 
 
 def test_memory_file_example_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

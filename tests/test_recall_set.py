@@ -292,8 +292,8 @@ def test_rank_and_scores_follow_their_definitions() -> None:
 
 def test_bench_smoke_run_on_the_real_set_writes_every_figure(tmp_path: Path) -> None:
     """tools/bench_recall.py with local_hash and 10 questions exits 0, prints the command, the
-    set's counts and the table, and writes JSON with scoped and unscoped figures per slice plus
-    throughput; an unregistered embedder is skipped by name."""
+    set's counts and the table, and writes JSON with scoped and unscoped figures per slice and
+    strategy plus throughput; an unregistered embedder is skipped by name."""
     out = tmp_path / "recall.json"
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--embedders", "local_hash,no_such_embedder",
@@ -303,17 +303,20 @@ def test_bench_smoke_run_on_the_real_set_writes_every_figure(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "command: " in proc.stdout
     assert f"set: {len(NOTES)} notes" in proc.stdout
-    assert "| local_hash | scoped | all | 10 |" in proc.stdout
+    assert "| local_hash | hybrid | scoped | all | 10 |" in proc.stdout
     assert "skipping embedder 'no_such_embedder': not registered" in proc.stderr
     report = json.loads(out.read_text(encoding="utf-8"))
     assert set(report) == {"command", "set", "k", "memory", "results", "skipped"}
     assert report["set"]["asked"] == 10
     assert set(report["skipped"]) == {"no_such_embedder"}
     result = report["results"]["local_hash"]
-    assert set(result["throughput"]) == {"embed_texts_per_s", "ingest_notes_per_s", "ask_ms_median"}
-    for mode in ("scoped", "unscoped"):
-        assert result[mode]["all"]["n"] == 10
-        for figures in result[mode].values():
-            assert set(figures) == {"n", "recall@1", "recall@5", "mrr"}
-            assert 0.0 <= figures["recall@1"] <= figures["recall@5"] <= 1.0
-    assert [q["id"] for q in result["questions"]] == [q["id"] for q in QUESTIONS[:10]]
+    assert set(result["throughput"]) == {"embed_texts_per_s", "ingest_notes_per_s"}
+    assert set(result["strategies"]) == {"semantic", "keyword", "hybrid"}
+    for by_strategy in result["strategies"].values():
+        assert by_strategy["ask_ms_median"] > 0
+        for mode in ("scoped", "unscoped"):
+            assert by_strategy[mode]["all"]["n"] == 10
+            for figures in by_strategy[mode].values():
+                assert set(figures) == {"n", "recall@1", "recall@5", "mrr"}
+                assert 0.0 <= figures["recall@1"] <= figures["recall@5"] <= 1.0
+        assert [q["id"] for q in by_strategy["questions"]] == [q["id"] for q in QUESTIONS[:10]]

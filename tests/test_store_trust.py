@@ -22,7 +22,7 @@ from typing import Any
 
 import lmdb
 import pytest
-from helpers_log import put, rec
+from helpers_log import put, rec, rewrite_db
 
 from coniti.errors import StoreCorrupted, StoreError
 from coniti.impl.log import LogBackend
@@ -107,14 +107,7 @@ def _frame_of(path: Path, seq: int) -> bytes:
         env.close()
 
 
-def _rewrite(path: Path, db: bytes, edit: Any) -> None:
-    """Apply ``edit(txn, db handle)`` to sub-database ``db`` of a closed store, bypassing coniti."""
-    env = lmdb.open(str(path), max_dbs=16)
-    try:
-        with env.begin(write=True) as txn:
-            edit(txn, env.open_db(db, txn=txn, create=False))
-    finally:
-        env.close()
+_rewrite = rewrite_db
 
 
 def _flip_in_frame(path: Path, seq: int, needle: bytes) -> None:

@@ -47,15 +47,19 @@ json_values = st.one_of(st.none(), st.integers(-5, 5), st.booleans(), st.text(ma
 
 @st.composite
 def records(draw: Any, ns: tuple[str, ...]) -> MemoryRecord:
-    dtype = draw(st.sampled_from(["float16", "float32", "float64"]))
-    vector = np.array(draw(st.lists(st.sampled_from([0.5, -1.0, 2.0]), min_size=1, max_size=3)), dtype)
+    """A record with a float16/32/64 vector or none (event version 3), and sometimes a blob."""
+    dtype = draw(st.sampled_from(["float16", "float32", "float64", None]))
+    vector = None
+    if dtype is not None:
+        vector = np.array(draw(st.lists(st.sampled_from([0.5, -1.0, 2.0]), min_size=1, max_size=3)), dtype)
     return MemoryRecord(
         note=Note(id=draw(ids), text=draw(st.sampled_from(["x", "y", ""])),
                   timestamp=draw(st.sampled_from([0.0, -0.0, 1.0, 2.5])),
                   metadata=draw(st.sampled_from([{}, {"n": 1}, {"n": 1.0}, {"n": True}]))),
         vector=vector,
-        embedding_id=draw(st.sampled_from([None, "emb"])),
+        embedding_id=None if vector is None else draw(st.sampled_from([None, "emb"])),
         namespace=ns,
+        blob=draw(st.sampled_from([None, None, b"", b"\x00\xff", bytes(range(256))])),
     )
 
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Recall on a labelled set: recall@1, recall@5 and MRR per embedder, scoped and unscoped.
+"""Recall on a labelled set: recall@1, recall@5 and MRR per embedder and strategy, scoped and
+unscoped.
 
 Usage (from the repository root)::
 
     .venv/bin/python tools/bench_recall.py                                # local_hash
     .venv/bin/python tools/bench_recall.py --embedders local_hash,minilm --json recall.json
-    .venv/bin/python tools/bench_recall.py --limit-questions 10 --memory log
+    .venv/bin/python tools/bench_recall.py --strategies keyword,hybrid --limit-questions 10 --memory log
 
 The set (``tools/data/recall/``, see its README) holds notes about several people and projects in
 namespaces such as ``("alice", "work")`` and ``("team", "atlas")``, and questions, each with the ids of
@@ -14,7 +15,9 @@ an optional metadata filter (``coniti.filters``) and tags (``paraphrase``:
 little word overlap with the answer; ``literal``: codes, ids and rare names; ``prefix``; ``filter``).
 
 For each embedder the notes go into a fresh ``Container(embedding=name, memory=...)`` through the
-public API, one ``engine.ingest_many`` per namespace. Every question is then asked twice:
+public API, one ``engine.ingest_many`` per namespace. Every question is then asked with each
+strategy of ``--strategies`` (``Query(strategy=...)``: ``semantic``, ``keyword`` and ``hybrid`` by
+default; ``auto`` is ``hybrid`` for these text questions), twice:
 
 * **scoped**: within the question's scope (``engine.ask(query, namespace=...)`` or
   ``prefix=...``), with its filter (``Query(filter=...)``);
@@ -26,7 +29,8 @@ recall@1 and recall@5 are the fractions of questions ranked at most 1 and 5; MRR
 
 Throughput: **embed** is texts/s of one ``embedder.embed`` call over every note text (after the
 ingest, so a model is loaded and warm); **ingest** is notes/s of the ``ingest_many`` calls
-(embedding, admission, structures and the memory write); **ask** is the median ms of a scoped ask.
+(embedding, admission, structures and the memory write); **ask** is the median ms of a scoped ask
+per strategy.
 
 An embedder that is not registered is skipped with a message; one that is registered but fails to
 build (``minilm`` without its model package) is reported and makes the exit status 1.
@@ -56,6 +60,8 @@ from coniti.filters import compile_filter  # noqa: E402
 
 DATA = ROOT / "tools" / "data" / "recall"
 K = 10
+STRATEGIES = ("semantic", "keyword", "hybrid")
+"""The strategies asked by default (``--strategies``)."""
 
 STOPWORDS = frozenset(
     """
@@ -239,10 +245,12 @@ def search(
     namespace: tuple[str, ...] | None,
     prefix: tuple[str, ...] | None,
     filter: dict[str, Any],
+    strategy: str = "auto",
 ) -> list[str]:
     """The ids of the top :data:`K` hits for ``text`` in ``namespace``, or over every namespace under
-    ``prefix``, keeping only notes that match ``filter`` (the engine's own scope and filter)."""
-    query = Query(text=text, k=K, filter=filter or None)
+    ``prefix``, keeping only notes that match ``filter`` (the engine's own scope and filter), ranked
+    by ``strategy``."""
+    query = Query(text=text, k=K, filter=filter or None, strategy=strategy)  # type: ignore[arg-type]
     if prefix is not None:
         return [h.note.id for h in engine.ask(query, prefix=prefix).hits]
     return [h.note.id for h in engine.ask(query, namespace=namespace or ()).hits]
@@ -278,9 +286,15 @@ def slices(questions: Sequence[Question], ranks: Sequence[int | None]) -> dict[s
 
 
 def run_embedder(
-    name: str, recall_set: RecallSet, questions: Sequence[Question], memory: str, workdir: Path
+    name: str,
+    recall_set: RecallSet,
+    questions: Sequence[Question],
+    memory: str,
+    workdir: Path,
+    strategies: Sequence[str] = STRATEGIES,
 ) -> dict[str, Any]:
-    """Ingest the set under embedder ``name``, ask every question scoped and unscoped."""
+    """Ingest the set under embedder ``name``, ask every question scoped and unscoped with each
+    strategy."""
     options: dict[str, Any] = {"path": workdir / name} if memory == "log" else {}
     with Container(memory=memory, embedding=name, **options) as container:
         engine = container.engine
@@ -292,54 +306,68 @@ def run_embedder(
         start = time.perf_counter()
         container.embedder.embed(texts)
         embed_s = time.perf_counter() - start
-        scoped: list[int | None] = []
-        unscoped: list[int | None] = []
-        ask_ms: list[float] = []
-        for q in questions:
-            start = time.perf_counter()
-            ids = search(
-                engine, q.text, None if q.prefix else q.scope, q.scope if q.prefix else None, q.filter
-            )
-            ask_ms.append((time.perf_counter() - start) * 1000.0)
-            scoped.append(rank(ids, q.answer))
-            ids = search(engine, q.text, None, (), {})
-            unscoped.append(rank(ids, q.answer))
+        by_strategy = {
+            strategy: _ask_all(engine, questions, strategy) for strategy in strategies
+        }
         return {
             "spec_id": container.embedder.spec_id,
             "throughput": {
                 "embed_texts_per_s": len(texts) / embed_s,
                 "ingest_notes_per_s": len(texts) / ingest_s,
-                "ask_ms_median": statistics.median(ask_ms) if ask_ms else 0.0,
             },
-            "scoped": slices(questions, scoped),
-            "unscoped": slices(questions, unscoped),
-            "questions": [
-                {"id": q.id, "scoped_rank": s, "unscoped_rank": u}
-                for q, s, u in zip(questions, scoped, unscoped, strict=True)
-            ],
+            "strategies": by_strategy,
         }
+
+
+def _ask_all(engine: ContinuityEngine, questions: Sequence[Question], strategy: str) -> dict[str, Any]:
+    """Every question scoped and unscoped under ``strategy``: slices, ranks and ask latency."""
+    scoped: list[int | None] = []
+    unscoped: list[int | None] = []
+    ask_ms: list[float] = []
+    for q in questions:
+        start = time.perf_counter()
+        ids = search(
+            engine, q.text, None if q.prefix else q.scope, q.scope if q.prefix else None, q.filter,
+            strategy,
+        )
+        ask_ms.append((time.perf_counter() - start) * 1000.0)
+        scoped.append(rank(ids, q.answer))
+        ids = search(engine, q.text, None, (), {}, strategy)
+        unscoped.append(rank(ids, q.answer))
+    return {
+        "ask_ms_median": statistics.median(ask_ms) if ask_ms else 0.0,
+        "scoped": slices(questions, scoped),
+        "unscoped": slices(questions, unscoped),
+        "questions": [
+            {"id": q.id, "scoped_rank": s, "unscoped_rank": u}
+            for q, s, u in zip(questions, scoped, unscoped, strict=True)
+        ],
+    }
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
     """The figures as a plain Markdown table, then the throughput lines."""
     lines = [
-        "| embedder | mode | slice | n | recall@1 | recall@5 | MRR |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| embedder | strategy | mode | slice | n | recall@1 | recall@5 | MRR |",
+        "|---|---|---|---|---:|---:|---:|---:|",
     ]
     for name, result in results.items():
-        for mode in ("scoped", "unscoped"):
-            for label, s in result[mode].items():
-                lines.append(
-                    f"| {name} | {mode} | {label} | {s['n']} | {s['recall@1']:.3f} "
-                    f"| {s['recall@5']:.3f} | {s['mrr']:.3f} |"
-                )
+        for strategy, figures in result["strategies"].items():
+            for mode in ("scoped", "unscoped"):
+                for label, s in figures[mode].items():
+                    lines.append(
+                        f"| {name} | {strategy} | {mode} | {label} | {s['n']} | {s['recall@1']:.3f} "
+                        f"| {s['recall@5']:.3f} | {s['mrr']:.3f} |"
+                    )
     lines.append("")
     for name, result in results.items():
         t = result["throughput"]
+        asks = ", ".join(
+            f"{strategy} {figures['ask_ms_median']:.2f} ms" for strategy, figures in result["strategies"].items()
+        )
         lines.append(
             f"{name} ({result['spec_id']}): embed {t['embed_texts_per_s']:,.0f} texts/s, "
-            f"ingest {t['ingest_notes_per_s']:,.0f} notes/s, scoped ask {t['ask_ms_median']:.2f} ms "
-            "median"
+            f"ingest {t['ingest_notes_per_s']:,.0f} notes/s, scoped ask median: {asks}"
         )
     return "\n".join(lines)
 
@@ -349,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedders", default="local_hash", help="comma-separated names")
     parser.add_argument("--data", type=Path, default=DATA, help="directory of the set")
     parser.add_argument("--memory", choices=("in_memory", "log"), default="in_memory")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES),
+                        help="comma-separated Query.strategy names (default: %(default)s)")  # fmt: skip
     parser.add_argument("--limit-questions", type=int, default=None, metavar="N",
                         help="ask only the first N questions")  # fmt: skip
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write figures here")
@@ -358,6 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--embedders names no embedder")
     if args.limit_questions is not None and args.limit_questions < 1:
         parser.error("--limit-questions must be at least 1")
+    strategies = [n.strip() for n in args.strategies.split(",") if n.strip()]
+    known = ("auto", "semantic", "keyword", "hybrid", "recent")
+    if not strategies or any(n not in known for n in strategies):
+        parser.error(f"--strategies must name some of {', '.join(known)}")
     try:
         recall_set = load_set(args.data)
     except (OSError, SetError) as exc:
@@ -383,7 +417,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"skipping embedder {name!r}: {skipped[name]}", file=sys.stderr)
                 continue
             try:
-                results[name] = run_embedder(name, recall_set, questions, args.memory, Path(tmp))
+                results[name] = run_embedder(
+                    name, recall_set, questions, args.memory, Path(tmp), strategies
+                )
             except Exception as exc:  # a registered embedder that cannot run (missing model, ...)
                 skipped[name] = f"failed: {type(exc).__name__}: {exc}"
                 print(f"embedder {name!r} {skipped[name]}", file=sys.stderr)

@@ -256,8 +256,12 @@ class _Zygote:
             raise CrashTestFailure(f"zygote said {line!r}, expected {prefix}")
         return line
 
-    def run(self, args: dict[str, Any], delay: float) -> list[str]:
-        """Fork a writer, SIGKILL it after ``delay`` seconds, return every line it wrote."""
+    def run(self, args: dict[str, Any], delay: float, from_start: bool = False) -> list[str]:
+        """Fork a writer, SIGKILL it ``delay`` s after it opened the store (or after the fork, with
+        ``from_start``, so that the kill may land in the open), return every line it wrote.
+
+        Timing from the open, not the fork, keeps the kill inside the writer's calls however slow a
+        loaded machine makes the open."""
         assert self.proc.stdin is not None
         self.proc.stdin.write("RUN " + json.dumps(args) + "\n")
         self.proc.stdin.flush()
@@ -269,6 +273,11 @@ class _Zygote:
                 pid = int(line.split()[1])
             else:
                 out.append(line)
+        while not from_start and not any(x.startswith(("OPEN", "ERROR", "EXIT")) for x in out[-1:]):
+            line = self.lines.get(timeout=60)
+            if line.startswith("EXIT "):
+                return out
+            out.append(line)
         time.sleep(delay)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -390,7 +399,7 @@ def run(
                 lines = _spawn_run(args, delay, from_start=early)
             else:
                 delay = rng.uniform(0, 0.01) if early else rng.uniform(0, max_delay)
-                lines = zyg.run(args, delay)  # type: ignore[union-attr]
+                lines = zyg.run(args, delay, from_start=early)  # type: ignore[union-attr]
             where = f"trial {trial} (seed {seed}, delay {delay:.4f}s)"
             errors = [line for line in lines if line.startswith("ERROR")]
             if errors:

@@ -31,12 +31,19 @@ bomb              a gzip of one line repeated and a gzip of one endless line (``
                   records (into a LogBackend, one transaction), in turn: ``refused`` / ``loaded``,
                   with the child's peak RSS (VmHWM); above 256 MB: ``over-memory!``;
                   ``MemoryError`` or a signal: ``crash!``
-bitflip           one random bit of ``data.mdb`` flipped, then every record, the metadata and the
-                  events read: ``detected`` (a coniti error), ``no-effect`` (equal),
-                  ``silent-wrong!`` (different data, no error), ``crash!`` (a signal or a foreign
-                  exception)
-overwrite         the same with 8 random bytes overwritten
+bitflip           ``tools/faultcheck_store.py`` on a store of ``--store-records`` records: one
+                  random bit of ``data.mdb`` flipped, then every read path (get, scan, events,
+                  history, metadata, counts now and as of past points, namespaces, an op-id
+                  replay, a sweep) compared with the intact store's: ``reported`` (a coniti error),
+                  ``refused`` (at open), ``intact`` (equal), ``silent!`` (a different answer, no
+                  error), ``foreign!`` (an error that is not coniti's), ``crash!`` (a signal or a
+                  hang); ``verify flagged`` says how many copies ``verify()`` flagged
+byte              the same with one byte overwritten by another value
 truncate          the same with ``data.mdb`` cut at a random length
+rollback          the same with one bit of LMDB's older meta page set so that it reads as newest
+                  (the last commit vanishes)
+hostile-store     the store directory made group- or world-writable or another user's, or its
+                  ``lock.mdb``/``data.mdb`` replaced by a symlink: ``refused`` at open, or a failure
 ================  ===============================================================================
 
 ``--assert CLASSES`` makes the exit status 1 when any of those classes had a ``!`` outcome (default:
@@ -70,13 +77,17 @@ RSS_BOUND = 256 * 1024 * 1024
 """Peak resident memory a load may reach, whatever the file (bytes)."""
 LOAD_RECORDS = 3000
 DIM = 32
+STORE_CLASSES = {
+    "bitflip": "bitflip", "byte": "byte", "truncate": "truncate", "rollback": "rollback",
+    "hostile-store": "hostile",
+}
+"""This tool's class -> the class of ``tools/faultcheck_store.py`` that runs it."""
 CLASSES = (
     "durability", "kill-load", "sigint-load", "kill-import", "kill-compact", "kill-dump", "hostile",
-    "bomb", "bitflip", "overwrite", "truncate",
+    "bomb", *STORE_CLASSES,
 )
-MY_CLASSES = ("durability", "kill-load", "sigint-load", "kill-import", "kill-compact", "kill-dump",
-              "hostile", "bomb")
-"""The classes whose promises ``tests/test_faultcheck.py`` asserts."""
+STORE_OUTCOMES = {"crash": "crash!", "foreign": "foreign!", "silent": "silent!"}
+"""The failure outcomes of a store class, marked as this tool marks failures."""
 
 
 # -- fixtures: a memory file, a store, a log export --------------------------------------------
@@ -113,6 +124,8 @@ class Work:
         self.bomb_size = bomb_size
         self.big_load = big_load
         self.peaks: dict[str, int] = {}
+        self.store_campaign: tuple[str, str] = ("", "")
+        """The store classes' intact store and the file of its reads (built by the first of them)."""
         self.base = root / "base-store"
         with LogBackend(self.base) as store:
             store.put(PutRequest(records=_records(20, "base", ("base",))))
@@ -194,16 +207,6 @@ def _child(argv: list[str]) -> int:
                 outcome = f"refused: {str(exc)[:120]}"
             peak = _peak_rss()
             sys.stdout.write(json.dumps({"outcome": outcome, "peak": peak}) + "\n")
-        elif kind == "read":
-            try:
-                with LogBackend(args[0]) as store:
-                    state = _state_of(store)
-            except ConitiError as exc:
-                sys.stdout.write(json.dumps({"detected": f"{type(exc).__name__}: {exc}"[:200]}) + "\n")
-                return 0
-            expected = json.loads(Path(args[1]).read_text())
-            verdict = "no-effect" if state == expected else "silent-wrong!"
-            sys.stdout.write(json.dumps({"verdict": verdict}) + "\n")
         else:
             raise SystemExit(f"unknown child {kind}")
     except KeyboardInterrupt:
@@ -500,37 +503,22 @@ def _bomb_trial(rng: random.Random, work: Work, i: int) -> str:
     return f"{kind} ({name})"
 
 
-def _corruption_trial(mode: str) -> Trial:
-    def trial(rng: random.Random, work: Work, i: int) -> str:
-        path = work.root / f"{mode}-{i}"
-        shutil.copytree(work.full, path)
-        data = path / "data.mdb"
-        size = data.stat().st_size
-        with open(data, "r+b") as f:
-            if mode == "bitflip":
-                at = rng.randrange(size)
-                f.seek(at)
-                byte = f.read(1)[0]
-                f.seek(at)
-                f.write(bytes([byte ^ (1 << rng.randrange(8))]))
-            elif mode == "overwrite":
-                at = rng.randrange(max(1, size - 8))
-                f.seek(at)
-                f.write(rng.randbytes(8))
-            else:
-                f.truncate(rng.randrange(size))
-        expected = work.root / "full-state.json"
-        if not expected.exists():
-            expected.write_text(json.dumps(work.full_state))
-        proc = _start("read", str(path), str(expected))
-        out, _ = proc.communicate(timeout=300)
-        shutil.rmtree(path)
-        if proc.returncode != 0:
-            return "crash!"
-        result = json.loads(out.splitlines()[0])
-        return "detected" if "detected" in result else str(result["verdict"])
-
-    return trial
+def _store_class(name: str, trials: int, seed: int, work: Work, records: int) -> tuple[Counter[str], int]:
+    """Run store fault class ``name`` (:data:`STORE_CLASSES`) ``trials`` times on one store of
+    ``records`` records built for all of them; returns the outcomes and how many copies
+    ``verify()`` flagged."""
+    spec = importlib.util.spec_from_file_location("faultcheck_store", TOOLS / "faultcheck_store.py")
+    assert spec is not None and spec.loader is not None
+    store_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(store_check)
+    root = work.root / "store-campaign"
+    if not root.exists():
+        root.mkdir()
+        work.store_campaign = store_check.prepare(str(root), records, DIM)
+    source, truth = work.store_campaign
+    result = store_check.run_class(STORE_CLASSES[name], trials, source, truth, str(root), seed=seed)
+    outcomes = Counter({STORE_OUTCOMES.get(k, k): v for k, v in result["tally"].items()})
+    return outcomes, int(result["verify_flagged"])
 
 
 def _durability(trials: int, seed: int, work: Work) -> Counter[str]:
@@ -554,9 +542,6 @@ TRIALS: dict[str, Trial] = {
     "kill-dump": _dump_trial,
     "hostile": _hostile_trial,
     "bomb": _bomb_trial,
-    "bitflip": _corruption_trial("bitflip"),
-    "overwrite": _corruption_trial("overwrite"),
-    "truncate": _corruption_trial("truncate"),
 }
 
 
@@ -569,9 +554,11 @@ def run(
     bomb_size: int = BOMB_SIZE,
     big_load: int = 100_000,
     counts: dict[str, int] | None = None,
+    store_records: int = 2000,
 ) -> dict[str, Any]:
     """Run ``trials`` trials of each class (``counts`` overrides per class); returns the report:
-    per class the outcome counts and the seconds taken, plus the bombs' peak RSS."""
+    per class the outcome counts and the seconds taken (store classes: also ``verify_flagged``),
+    plus the bombs' peak RSS. The store classes share one store of ``store_records`` records."""
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         work = Work(Path(tmp), bomb_size, big_load)
         report: dict[str, Any] = {"seed": seed, "classes": {}}
@@ -579,13 +566,16 @@ def run(
             n = (counts or {}).get(name, trials)
             started = time.monotonic()
             rng = random.Random(f"{seed}/{name}")
+            extra: dict[str, Any] = {}
             if name == "durability":
                 outcomes = _durability(n, seed, work)
+            elif name in STORE_CLASSES:
+                outcomes, extra["verify_flagged"] = _store_class(name, n, seed, work, store_records)
             else:
                 outcomes = Counter(TRIALS[name](rng, work, i) for i in range(n))
             report["classes"][name] = {
                 "trials": n, "outcomes": dict(sorted(outcomes.items())),
-                "seconds": round(time.monotonic() - started, 1),
+                "seconds": round(time.monotonic() - started, 1), **extra,
             }
         report["bomb_peak_rss_mb"] = {k: round(v / 2**20, 1) for k, v in work.peaks.items()}
     return report
@@ -605,6 +595,8 @@ def _print(report: dict[str, Any]) -> None:
     print(f"faultcheck, seed {report['seed']}")
     for name, entry in report["classes"].items():
         outcomes = ", ".join(f"{k} {v}" for k, v in entry["outcomes"].items())
+        if "verify_flagged" in entry:
+            outcomes += f"; verify flagged {entry['verify_flagged']}"
         print(f"  {name:<13} {entry['trials']:>5} trials {entry['seconds']:>7.1f}s  {outcomes}")
     if report["bomb_peak_rss_mb"]:
         peaks = ", ".join(f"{k} {v} MB" for k, v in report["bomb_peak_rss_mb"].items())
@@ -624,6 +616,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bomb-mib", type=int, default=800, help="decompressed size of the bombs")
     parser.add_argument("--big-load", type=int, default=100_000,
                         help="records of the valid file the bomb class loads into a LogBackend")
+    parser.add_argument("--store-records", type=int, default=2000,
+                        help="records of the store the store classes damage (default 2000)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(args_in)
     classes = [c for c in args.classes.split(",") if c]
@@ -632,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown classes: {', '.join(unknown)} (known: {', '.join(CLASSES)})")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     report = run(classes, args.trials, seed=seed, bomb_size=args.bomb_mib << 20,
-                 big_load=args.big_load)
+                 big_load=args.big_load, store_records=args.store_records)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -14,7 +14,9 @@ Classes (``--classes``, comma list):
 
 Each damaged copy is opened with ``LogBackend(path)`` in a child interpreter and read through every
 read path: ``get`` of every id the store ever held, a paged ``scan`` of each namespace, ``events()``
-and ``history(id)`` of every id, then ``verify()``. Each read is compared with the same read of the
+and ``history(id)`` of every id, metadata, ``count`` (whole namespace and a time range, now and as of
+three points), ``namespaces()`` (now and as of a point), the replay of a recorded op id, and a
+``sweep`` of its expired records (a write, made last), then ``verify()``. Each read is compared with the same read of the
 intact store. A copy's outcome is the worst of:
 
 * ``crash``   the child died (a signal such as SIGBUS or SIGSEGV) or hung;
@@ -54,6 +56,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve()
 NAMESPACES: list[tuple[str, ...]] = [(), ("team", "a")]
+EXPIRING: tuple[str, ...] = ("ttl",)
+"""The namespace of :func:`build_store`'s expiring records (some expired, not swept)."""
+OP_ID = "faultcheck-op"
+TIME_RANGES: list[tuple[float | None, float | None]] = [(None, None), (20000.0, 90000.0)]
 OUTCOMES = ("crash", "foreign", "silent", "refused", "reported", "intact")
 TRIAL_TIMEOUT = 60.0
 
@@ -94,18 +100,33 @@ def build_store(path: str, n: int = 2000, dim: int = 32, seed: int = 7) -> None:
         store.put(PutRequest(records=[record(i, (), 2) for i in gone[::2]]))
         for k in range(5):
             store.set_meta(MetaSetRequest(key=f"k{k}", value={"k": k, "s": "v" * k}))
+        expiring = [
+            record(f"x{i:03d}", EXPIRING, 1).model_copy(update={"expires_at": 1.0 if i % 2 else 4.0e9})
+            for i in range(40)
+        ]
+        store.put(PutRequest(records=expiring))
+        store.write(_op_request())
         store.put(PutRequest(records=[record("last-commit", (), 1)]))
+
+
+def _op_request() -> Any:
+    """The write request :func:`build_store` records under :data:`OP_ID` (a retry replays it)."""
+    from coniti.memory import DeleteOp, WriteRequest
+
+    return WriteRequest(ops=[DeleteOp(id="x038")], namespace=EXPIRING, op_id=OP_ID)
 
 
 def _owner(rid: str) -> tuple[str, ...]:
     """The namespace :func:`build_store` put ``rid`` in."""
     if rid == "last-commit":
         return ()
+    if rid.startswith("x"):
+        return EXPIRING
     return NAMESPACES[(int(rid[1:]) // 200) % len(NAMESPACES)]
 
 
 def _all_ids(n: int) -> list[str]:
-    return [f"r{i:05d}" for i in range(n - 1)] + ["last-commit"]
+    return [f"r{i:05d}" for i in range(n - 1)] + ["last-commit"] + [f"x{i:03d}" for i in range(40)]
 
 
 # -- observing a store (runs in the child) -----------------------------------------------------
@@ -135,7 +156,7 @@ def observe(path: str, ids: list[str], with_verify: bool = True) -> dict[str, An
     """Every read of the store at ``path``: per read kind a list of items, or an error dict."""
     owners = [_owner(i) for i in ids]
     from coniti.impl.log import LogBackend
-    from coniti.memory import GetRequest, MetaGetRequest, ScanRequest
+    from coniti.memory import CountRequest, GetRequest, MetaGetRequest, ScanRequest, TimeRange
 
     out: dict[str, Any] = {}
     try:
@@ -147,7 +168,7 @@ def observe(path: str, ids: list[str], with_verify: bool = True) -> dict[str, An
 
     def get() -> list[Any]:
         items: list[Any] = []
-        for ns in NAMESPACES:
+        for ns in [*NAMESPACES, EXPIRING]:
             for i in range(0, len(ids), 250):
                 res = store.get(GetRequest(ids=ids[i : i + 250], namespace=ns))
                 items += [_rec(r) for r in res.records]
@@ -156,7 +177,7 @@ def observe(path: str, ids: list[str], with_verify: bool = True) -> dict[str, An
 
     def scan() -> list[Any]:
         items: list[Any] = []
-        for ns in NAMESPACES:
+        for ns in [*NAMESPACES, EXPIRING]:
             cursor = None
             while True:
                 page = store.scan(ScanRequest(namespace=ns, limit=300, cursor=cursor))
@@ -177,7 +198,30 @@ def observe(path: str, ids: list[str], with_verify: bool = True) -> dict[str, An
         return [json.dumps(store.get_meta(MetaGetRequest(key=f"k{k}", namespace=())).value)
                 for k in range(6)]
 
-    reads = {"get": get, "scan": scan, "events": events, "history": history, "meta": meta}
+    def count() -> list[Any]:
+        head = store.head
+        items: list[Any] = []
+        for point in (None, head // 3, head // 2, head - 1):
+            reader = store if point is None else store.at(point)
+            for ns in [*NAMESPACES, EXPIRING]:
+                for lo, hi in TIME_RANGES:
+                    span = None if lo is None else TimeRange(start=lo, end=hi)
+                    items.append((point, ns, lo, reader.count(CountRequest(namespace=ns, time_range=span)).count))
+        return items
+
+    def namespaces() -> list[Any]:
+        return [store.namespaces(), store.at(store.head // 2).namespaces(), sorted(store._log.namespaces())]
+
+    def op_replay() -> list[Any]:
+        return [store.write(_op_request()).to_dict()]
+
+    def sweep() -> list[Any]:
+        # A write (made last, on the copy): what it deleted is judged. Reads after a write to a
+        # damaged store are not: LMDB may insert into a damaged B-tree where no read can tell.
+        return [store.sweep().deleted]
+
+    reads = {"get": get, "scan": scan, "events": events, "history": history, "meta": meta,
+             "count": count, "namespaces": namespaces, "op_replay": op_replay, "sweep": sweep}
     for name, fn in reads.items():
         try:
             out[name] = fn()
@@ -379,7 +423,10 @@ def prepare(work: str, n: int, dim: int) -> tuple[str, str]:
     source = os.path.join(work, "source")
     build_store(source, n=n, dim=dim)
     ids = _all_ids(n)
-    truth = observe(source, ids, with_verify=False)
+    reference = os.path.join(work, "reference")  # observing writes (sweep): a copy, not the source
+    shutil.copytree(source, reference)
+    truth = observe(reference, ids, with_verify=False)
+    shutil.rmtree(reference)
     bad = {k: v for k, v in truth.items() if isinstance(v, dict)}
     if bad:
         raise SystemExit(f"the intact store does not read cleanly: {bad}")

@@ -15,7 +15,7 @@ A case that already exists is never touched: golden logs are written once, by th
 defines their format, and kept forever (``tests/test_log_golden.py`` replays every one). Exit status
 1 when every case already exists.
 
-Usage: ``tools/golden.py [--root log/golden]``.
+Usage: ``tools/golden.py [--root log/golden] [--case NAME ...]`` (only the named cases).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from coniti.memory import (
     CountRequest,
     DeleteOp,
     DeleteRequest,
+    FeedbackRequest,
     MemoryBackend,
     MemoryRecord,
     MetaGetRequest,
@@ -56,16 +57,19 @@ Namespace = tuple[str, ...]
 
 def rec(rid: str, ts: float, ns: Namespace = (), *, dtype: str = "float32", dim: int = 4,
         text: str | None = None, metadata: dict[str, Any] | None = None,
-        embedding_id: str | None = "emb-golden") -> MemoryRecord:
-    """A record with a vector derived from its id (deterministic across runs and machines)."""
+        embedding_id: str | None = "emb-golden", vectorless: bool = False,
+        blob: bytes | None = None) -> MemoryRecord:
+    """A record with a vector derived from its id (deterministic across runs and machines), or
+    without one (``vectorless``: no embedding id either), and an optional blob."""
     seed = sum(rid.encode("utf-8", "surrogatepass")) + len(rid)
     vector = np.random.default_rng(seed).standard_normal(dim).astype(dtype)
     return MemoryRecord(
         note=Note(id=rid, text=text if text is not None else f"note {rid[:24]}", timestamp=ts,
                   metadata=metadata or {}),
-        vector=vector,
-        embedding_id=embedding_id,
+        vector=None if vectorless else vector,
+        embedding_id=None if vectorless else embedding_id,
         namespace=ns,
+        blob=blob,
     )
 
 
@@ -140,6 +144,67 @@ def _expiry(store: LogBackend) -> None:
     store.sweep()
 
 
+ALL_BYTES = bytes(range(256))
+"""Every byte value once: a blob that no text encoding would carry."""
+
+
+def _payloads(store: LogBackend) -> None:
+    """Version 3: puts without a vector, blobs (empty, every byte value, with and without a
+    vector), an upsert and patches that replace, add and remove a blob, a text patch of a record
+    without a vector, a delete, and an erasure of a record with a blob."""
+    store.put(PutRequest(records=[
+        rec("plain", 1.0, vectorless=True, metadata={"kind": "no vector"}),
+        rec("bytes", 2.0, vectorless=True, blob=ALL_BYTES),
+        rec("empty", 3.0, vectorless=True, blob=b""),
+        rec("both", 4.0, dtype="float64", blob=b"\x00checkpoint\xff" * 3),
+        rec("usual", 5.0),
+    ]))
+    with store.audit(actor="saver", reason="checkpoint"):
+        store.write(WriteRequest(ops=[UpsertOp(record=rec("bytes", 2.0, vectorless=True, blob=b"v2"))]))
+        store.write(WriteRequest(ops=[PatchOp(id="plain", text="plain, edited", blob=b"added")],
+                                 op_id="blob-op"))
+        store.write(WriteRequest(ops=[PatchOp(id="both", clear_blob=True)]))
+    store.delete(DeleteRequest(ids=["empty"]))
+    store.erase(["bytes"], reason="right to erasure")
+    store.put(PutRequest(records=[rec("bytes", 6.0, vectorless=True, blob=b"after erasure")]))
+
+
+def _feedback(store: LogBackend) -> None:
+    """Version 3: feedback events (with and without a reason, a negative weight, in a namespace),
+    feedback on a record that is then deleted, and on a record that is then erased."""
+    store.put(PutRequest(records=[rec("g1", 1.0, text="invoice INV-7"), rec("g2", 2.0), rec("g3", 3.0)]))
+    store.put(PutRequest(records=[rec("g1", 1.0, ("team",))]))
+    store.feedback(FeedbackRequest(id="g1", weight=1.0))
+    with store.audit(actor="alice", reason="helpful"):
+        store.feedback(FeedbackRequest(id="g1", weight=0.5))
+    store.feedback(FeedbackRequest(id="g2", weight=-2.0, reason="wrong answer"))
+    store.feedback(FeedbackRequest(id="g1", weight=3, namespace=("team",)))
+    store.feedback(FeedbackRequest(id="g3", weight=1.0))
+    store.delete(DeleteRequest(ids=["g3"]))
+    store.erase(["g2"], reason="privacy request")
+
+
+def _erase(store: LogBackend) -> None:
+    """Version 3: erasure of a record (every version), of a metadata key's values (an erase event
+    naming ``mk``), a key set again after its erasure, and a whole namespace (its records and
+    keys, one receipt each), with other namespaces untouched."""
+    store.put(PutRequest(records=[rec("p", 1.0, text="phone 555-0100"), rec("keep", 2.0)]))
+    store.set_meta(MetaSetRequest(key="address", value="1 Main St"))
+    store.write(WriteRequest(ops=[UpsertOp(record=rec("p", 1.5, text="phone 555-0199"))]))
+    store.set_meta(MetaSetRequest(key="address", value={"street": "2 Side St"}))
+    store.set_meta(MetaSetRequest(key="embedding_id", value="emb-golden"))
+    with store.audit(actor="dpo"):
+        store.erase(["p"], reason="erasure request 1")
+        store.erase_meta(["address"], reason="erasure request 2")
+    store.set_meta(MetaSetRequest(key="address", value="after erasure"))
+    store.put(PutRequest(records=[rec("t1", 1.0, ("tenant",)), rec("t2", 2.0, ("tenant",))]))
+    store.set_meta(MetaSetRequest(key="plan", value="gold", namespace=("tenant",)))
+    store.delete(DeleteRequest(ids=["t1"], namespace=("tenant",)))
+    with store.audit(actor="dpo"):
+        store.erase_namespace(("tenant",), reason="tenant left")
+    store.put(PutRequest(records=[rec("t3", 3.0, ("tenant",))]))
+
+
 CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]] = {
     "basic": (_basic, [()], ["embedding_id", "absent"]),
     "namespaces_and_long_keys": (
@@ -150,6 +215,9 @@ CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]
     "history": (_history, [()], ["v"]),
     "write_model": (_write_model, [(), ("other",)], ["embedding_id"]),
     "expiry": (_expiry, [()], ["embedding_id"]),
+    "payloads": (_payloads, [()], ["embedding_id"]),
+    "feedback": (_feedback, [(), ("team",)], ["embedding_id"]),
+    "erase": (_erase, [(), ("tenant",)], ["address", "embedding_id", "plan"]),
 }
 """Case name -> (script, namespaces to record, metadata keys to record)."""
 
@@ -169,14 +237,19 @@ def state_of(backend: MemoryBackend, namespaces: Sequence[Namespace], keys: Sequ
                 "text": r.note.text,
                 "metadata": r.note.metadata,
                 "embedding_id": r.embedding_id,
-                "vector": vector_json(r.vector),
+                "vector": None if r.vector is None else vector_json(r.vector),
                 **({} if r.expires_at is None else {"expires_at": r.expires_at}),
+                **({} if r.blob is None else {"blob": r.blob.hex()}),
             }
             for r in backend.iter_all(namespace=ns, page_size=2)
         ]
         meta = {k: backend.get_meta(MetaGetRequest(key=k, namespace=ns)).value for k in keys}
         count = backend.count(CountRequest(namespace=ns)).count
-        out.append({"namespace": list(ns), "count": count, "records": records, "meta": meta})
+        entry = {"namespace": list(ns), "count": count, "records": records, "meta": meta}
+        weights = backend.feedback_weights(ns) if backend.supports_feedback else {}
+        if weights:  # event version 3; absent where there is none, as in the earlier sets
+            entry["feedback"] = weights
+        out.append(entry)
     return out
 
 
@@ -204,10 +277,12 @@ def write_case(directory: Path, name: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="golden root (default: log/golden)")
+    parser.add_argument("--case", action="append", choices=sorted(CASES), default=None,
+                        help="write only this case (repeatable; default: every case)")
     args = parser.parse_args(argv)
     target = args.root / f"v{EVENT_VERSION}"
     written = 0
-    for name in CASES:
+    for name in args.case or CASES:
         directory = target / name
         if directory.exists():
             print(f"golden: {directory} exists; golden logs are never overwritten, left untouched")

@@ -42,9 +42,11 @@ COMMANDS: dict[str, str] = {
     "compact": "care_cmds:compact",
     "erase": "care_cmds:erase",
     "demo": "demo_cmd:demo",
+    "mcp": "mcp_cmd:mcp",
     "set": "write_cmds:set_cmd",
     "update": "write_cmds:update",
     "sweep": "write_cmds:sweep",
+    "improve": "feedback_cmds:improve",
 }
 """Command name -> ``module:attribute`` in :mod:`coniti.cli`, the click command of that name."""
 

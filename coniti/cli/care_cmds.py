@@ -118,26 +118,45 @@ def compact() -> None:
 
 
 @click.command()
-@click.argument("ids", nargs=-1, required=True, metavar="ID...")
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("--meta", "keys", multiple=True, metavar="KEY",
+              help="Erase every value of metadata KEY instead (repeatable).")
+@click.option("--whole-namespace", is_flag=True,
+              help="Erase every record and every metadata key of the namespace.")
 @ns_option("Namespace of the records.")
 @common_options
-def erase(ids: tuple[str, ...], namespace: tuple[str, ...]) -> None:
+def erase(ids: tuple[str, ...], keys: tuple[str, ...], whole_namespace: bool, namespace: tuple[str, ...]) -> None:
     """Erase the content of every version of records ID... from the whole history (for privacy
-    requests); --reason is required and kept in the erase event. Exit 1 if an id was never there.
+    requests); with --meta KEY the values of metadata keys, with --whole-namespace every record and
+    key of the namespace. --reason is required and kept in each erase event (the receipt). Exit 1 if
+    an id or key was never there.
 
     The hash chain still verifies. Run 'coniti compact' afterwards to drop the freed bytes.
     """
     s = settings()
     if not s.reason:
         raise click.UsageError("erase needs --reason: it is kept in the erase event")
+    if whole_namespace and (ids or keys):
+        raise click.UsageError("--whole-namespace erases everything in the namespace: give no ID or --meta with it")
+    if ids and keys:
+        raise click.UsageError("give record IDs or --meta keys, not both (run erase once for each)")
+    if not (ids or keys or whole_namespace):
+        raise click.UsageError("erase needs record IDs, --meta KEY or --whole-namespace")
     with s.open_store("write") as store:
-        result = store.erase(list(ids), namespace=namespace, reason=s.reason)
+        if whole_namespace:
+            result = store.erase_namespace(namespace, reason=s.reason)
+        elif keys:
+            result = store.erase_meta(list(keys), namespace=namespace, reason=s.reason)
+        else:
+            result = store.erase(list(ids), namespace=namespace, reason=s.reason)
     if s.json:
         s.out.json(result.to_dict())
     else:
-        for note_id, seq in zip(result.erased, result.receipts, strict=True):
-            s.out.line(f"erased {note_id} (receipt: event {seq})")
-    if result.missing:
-        raise CliError(
-            f"never in {format_namespace(namespace)}: {', '.join(result.missing)}"
-        )
+        names = [*result.erased, *(f"metadata key {key}" for key in result.erased_keys)]
+        for name, seq in zip(names, result.receipts, strict=True):
+            s.out.line(f"erased {name} (receipt: event {seq})")
+        if whole_namespace and not names:
+            s.out.line(f"nothing left to erase in {format_namespace(namespace)}")
+    missing = [*result.missing, *(f"metadata key {key}" for key in result.missing_keys)]
+    if missing:
+        raise CliError(f"never in {format_namespace(namespace)}: {', '.join(missing)}")

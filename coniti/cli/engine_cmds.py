@@ -81,6 +81,13 @@ def add(
               help="Only notes whose metadata match this filter, e.g. '{\"kind\": \"fact\"}'.")
 @click.option("--min-score", "min_score", type=float, default=None,
               help="Drop notes scoring below this.")
+@click.option("--strategy", "strategy", default="auto", show_default=True,
+              type=click.Choice(["auto", "semantic", "keyword", "hybrid", "recent"]),
+              help="How to rank: auto is hybrid for text, recent for a time range alone.")
+@click.option("--mmr", "mmr", type=click.FloatRange(0.0, 1.0), default=None, metavar="LAMBDA",
+              help="Re-rank for diversity by maximal marginal relevance (1: relevance only).")
+@click.option("--signals", "show_signals", is_flag=True,
+              help="Show each hit's signals (semantic, keyword, feedback, fused ranks).")
 @click.option("--context", "as_context", is_flag=True,
               help="Print the answer as a prompt-ready context block.")
 @click.option("--budget", "budget", type=click.IntRange(1), default=1000, show_default=True,
@@ -95,6 +102,9 @@ def ask(
     k: int,
     where: dict[str, Any] | None,
     min_score: float | None,
+    strategy: str,
+    mmr: float | None,
+    show_signals: bool,
     as_context: bool,
     budget: int,
     start: float | None,
@@ -107,7 +117,10 @@ def ask(
     s = settings()
     if prefix is not None and namespace:
         raise click.UsageError("give --ns or --prefix, not both")
-    query = Query(text=text, time_range=time_range(start, end), k=k, filter=where, min_score=min_score)
+    query = Query(
+        text=text, time_range=time_range(start, end), k=k, filter=where, min_score=min_score,
+        strategy=cast(Any, strategy), mmr=mmr,
+    )
     with s.open_store() as store, s.open_engine(store) as engine:
         if as_of is not None:
             engine = at_point(engine, as_of)
@@ -131,6 +144,12 @@ def ask(
     if s.json:
         s.out.json({"query": text, **where_json, "hits": [_hit_json(h) for h in hits]})
         return
+    if show_signals:
+        s.out.table(
+            ["rank", "id", "score", "semantic", "keyword", "feedback", "ranks"],
+            ([str(i), h.note.id, f"{h.score:.4f}", *_signal_cells(h)] for i, h in enumerate(hits, 1)),
+        )
+        return
     columns = ["score", "time (UTC)", "id", "text"]
     rows = ([f"{h.score:.3f}", format_time(h.note.timestamp), h.note.id, h.note.text] for h in hits)
     if prefix is not None:
@@ -143,8 +162,21 @@ def ask(
     s.out.table(columns, rows, wrap=["text"])
 
 
+def _signal_cells(hit: Hit) -> list[str]:
+    sig = hit.signals
+    if sig is None:
+        return ["", "", "", ""]
+
+    def num(value: float | None) -> str:
+        return "" if value is None else f"{value:.3f}"
+
+    ranks = " ".join(f"{name}={rank}" for name, rank in sig.ranks.items())
+    return [num(sig.semantic), num(sig.keyword), num(sig.feedback), ranks]
+
+
 def _hit_json(hit: Hit) -> dict[str, Any]:
-    return {"score": hit.score, "namespace": list(hit.namespace), **_note_json(hit.note)}
+    signals = None if hit.signals is None else hit.signals.to_dict()
+    return {"score": hit.score, "namespace": list(hit.namespace), **_note_json(hit.note), "signals": signals}
 
 
 def _note_json(note: Note) -> dict[str, Any]:

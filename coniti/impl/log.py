@@ -44,6 +44,8 @@ from coniti.cursor import CursorCodec
 from coniti.errors import (
     ContractError,
     ReadOnlyError,
+    RecordNotFound,
+    namespace_text,
 )
 from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
@@ -64,6 +66,8 @@ from coniti.memory import (
     CountResult,
     DeleteRequest,
     DeleteResult,
+    FeedbackRequest,
+    FeedbackResult,
     GetRequest,
     GetResult,
     MemoryBackend,
@@ -106,12 +110,41 @@ _clear_result = ClearResult.constructor()
 _erase_result = EraseResult.constructor()
 
 
+def _erasure(
+    *,
+    erased: list[str] | None = None,
+    missing: list[str] | None = None,
+    erased_keys: list[str] | None = None,
+    missing_keys: list[str] | None = None,
+    receipts: list[int],
+) -> EraseResult:
+    """The :class:`EraseResult` of what the log erased (absent lists are empty)."""
+    return _erase_result({
+        "erased": erased or [], "missing": missing or [], "receipts": receipts,
+        "erased_keys": erased_keys or [], "missing_keys": missing_keys or [],
+    })
+
+
+def _check_names(names: Sequence[str], field: str, what: str) -> None:
+    """``names`` must be a list of non-empty strings (:class:`ContractError` naming ``field``)."""
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise ContractError(f"{field} must be a list of {what}, got {type(names).__name__}")
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise ContractError(f"{field}[{i}] must be a non-empty string, got {name!r}")
+
+
+def _check_reason(reason: str) -> None:
+    if not isinstance(reason, str) or not reason.strip():
+        raise ContractError("reason must be a non-empty string: an erasure is always explained")
+
+
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
     """The record of a row the store wrote (once per record a read returns); its version is the
     seq of the put that wrote it."""
-    text, metadata, embedding_id, vector = row[2]
+    text, metadata, embedding_id, vector, blob = row[2]
     return _memory_record(
-        _note(row[0], text, row[1], metadata), vector, embedding_id, namespace, row[3], row[4]
+        _note(row[0], text, row[1], metadata), vector, embedding_id, namespace, row[3], row[4], blob
     )
 
 
@@ -119,7 +152,7 @@ def _put_item(r: MemoryRecord) -> PutItem:
     note = r.note
     return PutItem(
         r.namespace, note.id, note.text, note.timestamp, note.metadata, r.embedding_id, r.vector,
-        r.expires_at,
+        r.expires_at, r.blob,
     )
 
 
@@ -326,6 +359,11 @@ class _Reads:
             {"value": self._log.get_meta(request.namespace, request.key, self._as_of)}
         )
 
+    def feedback_weights(self, namespace: Sequence[str] = ()) -> dict[str, float]:
+        """See :meth:`MemoryBackend.feedback_weights`: an index walk of ``fbk`` (a view: as of
+        its point)."""
+        return self._log.feedback_weights(as_namespace(namespace), self._as_of)
+
 
 class LogBackend(_Reads, MemoryBackend):
     """A :class:`MemoryBackend` on the event log in directory ``path`` (created 0700 if missing).
@@ -346,6 +384,7 @@ class LogBackend(_Reads, MemoryBackend):
     supports_put_batches: ClassVar[bool] = True
     supports_write: ClassVar[bool] = True
     supports_derived_state: ClassVar[bool] = True
+    supports_feedback: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -529,6 +568,21 @@ class LogBackend(_Reads, MemoryBackend):
         n = self._log.clear(request.namespace, actor=actor, reason=reason)
         return _clear_result({"deleted": n})
 
+    def feedback(self, request: FeedbackRequest) -> FeedbackResult:
+        """One ``feedback`` event (kind of event version 3), stamped with the request's reason
+        (else the :meth:`audit` one) and the current actor."""
+        request = require(request, FeedbackRequest)
+        actor, reason = self._stamp()
+        ns = request.namespace
+        seq = self._log.feedback(
+            ns, request.id, request.weight, actor=actor,
+            reason=request.reason if request.reason is not None else reason,
+        )
+        if seq is None:
+            raise RecordNotFound(f"record {request.id!r} is not live in namespace {namespace_text(ns)}")
+        total = self._log.feedback_weights(ns, seq).get(request.id, 0.0)
+        return FeedbackResult(id=request.id, weight=total, seq=seq)
+
     # -- time travel, maintenance -------------------------------------------------------------
 
     def at(self, seq: int | None = None, *, time: float | datetime | None = None) -> LogView:
@@ -628,7 +682,7 @@ class LogBackend(_Reads, MemoryBackend):
     def erase(
         self, ids: Sequence[str], *, namespace: Sequence[str] = (), reason: str
     ) -> EraseResult:
-        """Erase the text, vector and metadata of every version of records ``ids`` of ``namespace``
+        """Erase the text, vector, metadata and blob of every version of records ``ids`` of ``namespace``
         from the log and from every read: current reads, views of any point, ``history``,
         ``events``, ``dump`` and ``export_log``. Each put event keeps its envelope (id, timestamp,
         who, when) and its payload digest, so the hash chain and ``verify()`` stay clean; one
@@ -638,17 +692,46 @@ class LogBackend(_Reads, MemoryBackend):
 
         The freed bytes can stay in the data file until :meth:`compact`.
         """
-        if isinstance(ids, str) or not isinstance(ids, Sequence):
-            raise ContractError(f"ids must be a list of record ids, got {type(ids).__name__}")
-        for i, rid in enumerate(ids):
-            if not isinstance(rid, str) or not rid:
-                raise ContractError(f"ids[{i}] must be a non-empty string, got {rid!r}")
-        if not isinstance(reason, str) or not reason.strip():
-            raise ContractError("reason must be a non-empty string: an erasure is always explained")
+        _check_names(ids, "ids", "record ids")
+        _check_reason(reason)
         ns = as_namespace(namespace)
         actor, _ = self._stamp()
         erased, missing, receipts = self._log.erase(ns, unique_ids(ids), actor=actor, reason=reason)
-        return _erase_result({"erased": erased, "missing": missing, "receipts": receipts})
+        return _erasure(erased=erased, missing=missing, receipts=receipts)
+
+    def erase_meta(
+        self, keys: Sequence[str], *, namespace: Sequence[str] = (), reason: str
+    ) -> EraseResult:
+        """Erase every value metadata keys ``keys`` of ``namespace`` ever had, from the log and from
+        every read: ``get_meta`` gives None for them now and in views of any point, ``events`` and
+        ``history`` show their meta events as erased, and ``export_log`` carries no value. Each meta
+        event keeps its envelope (key, who, when) and its payload digest, so the hash chain and
+        ``verify()`` stay clean; one ``erase`` event per key (naming it), stamped with ``reason``
+        (required) and the current actor, is the receipt. All keys in one transaction; keys the
+        namespace never held are reported in ``missing_keys`` and get no event. A key set again
+        afterwards holds its new value. The freed bytes can stay in the data file until
+        :meth:`compact`."""
+        _check_names(keys, "keys", "metadata keys")
+        _check_reason(reason)
+        ns = as_namespace(namespace)
+        actor, _ = self._stamp()
+        erased, missing, receipts = self._log.erase_meta(ns, unique_ids(keys), actor=actor, reason=reason)
+        return _erasure(erased_keys=erased, missing_keys=missing, receipts=receipts)
+
+    def erase_namespace(self, namespace: Sequence[str], *, reason: str) -> EraseResult:
+        """Erase a whole namespace: every record (every version, as :meth:`erase`) and every
+        metadata key (every value, as :meth:`erase_meta`) that still holds content, in one
+        transaction, with one ``erase`` receipt per record and per key, stamped with ``reason``
+        (required) and the current actor. Afterwards the namespace reads as empty now and at every
+        point, and :meth:`compact` removes the freed bytes. What stays is what the hash chain
+        needs: ids, keys, the namespace's name, timestamps, who and when, and the op ids of write
+        requests with their results (ids and versions, no content). Ids and keys already fully
+        erased get no second receipt; a namespace never used appends nothing."""
+        _check_reason(reason)
+        ns = as_namespace(namespace)
+        actor, _ = self._stamp()
+        erased, keys, receipts = self._log.erase_namespace(ns, actor=actor, reason=reason)
+        return _erasure(erased=erased, erased_keys=keys, receipts=receipts)
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the store's data file without free pages, so that no byte of erased content
@@ -701,6 +784,8 @@ class LogView(_Reads, MemoryBackend):
 
     kind: ClassVar[str] = "log_view"
     read_only = True
+    supports_feedback: ClassVar[bool] = True
+    """Feedback weights read as of the view's point; :meth:`feedback` refuses, as every write."""
 
     def __init__(self, store: LogBackend, seq: int) -> None:
         self._store = store
@@ -743,4 +828,8 @@ class LogView(_Reads, MemoryBackend):
 
     def clear(self, request: ClearRequest) -> ClearResult:
         require(request, ClearRequest)
+        self._refuse()
+
+    def feedback(self, request: FeedbackRequest) -> FeedbackResult:
+        require(request, FeedbackRequest)
         self._refuse()

@@ -6,15 +6,19 @@ lock, so an instance is safe to share between threads. Records are deep-copied i
 
 A record's version is the value of the instance's change counter when it was written (also its
 write order). The counter advances once per change, as a log's sequence numbers do: per record
-written, per id deleted (also by a sweep), per metadata write, per clear and per op id recorded, so
+written, per id deleted (also by a sweep), per metadata write, per clear, per op id recorded and per
+feedback, so
 both built-in backends give the same versions for the same calls (``put_with_meta`` aside). Op ids of :meth:`~InMemoryBackend.write` are kept for the life of the instance. Expired
 records (``expires_at <= clock()``) are hidden from get, scan and count until :meth:`sweep` deletes
 them; ``put`` still refuses their ids and ``delete`` removes them, as for any record the store holds.
+Feedback weights (:meth:`~InMemoryBackend.feedback`) are kept per namespace and id, as a log's
+``feedback`` events are: they outlive a delete or clear of the record.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import secrets
 import threading
 import time
@@ -25,7 +29,7 @@ from typing import Any, ClassVar
 from coniti.actor import TimeRange
 from coniti.contracts import check_json_value
 from coniti.cursor import CursorCodec
-from coniti.errors import DuplicateRecord, namespace_text
+from coniti.errors import DuplicateRecord, RecordNotFound, namespace_text
 from coniti.filters import MetadataFilter, Predicate, compile_filter
 from coniti.memory import (
     ClearRequest,
@@ -34,6 +38,8 @@ from coniti.memory import (
     CountResult,
     DeleteRequest,
     DeleteResult,
+    FeedbackRequest,
+    FeedbackResult,
     GetRequest,
     GetResult,
     MemoryBackend,
@@ -127,6 +133,7 @@ class InMemoryBackend(MemoryBackend):
     supports_put_with_meta: ClassVar[bool] = True
     supports_put_batches: ClassVar[bool] = True
     supports_write: ClassVar[bool] = True
+    supports_feedback: ClassVar[bool] = True
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         """``clock``: epoch seconds now, against which ``expires_at`` is compared."""
@@ -136,6 +143,7 @@ class InMemoryBackend(MemoryBackend):
         self._cursors = CursorCodec(secrets.token_bytes(16))
         self._clock = clock
         self._op_ids: dict[tuple[tuple[str, ...], str], tuple[str, WriteResult]] = {}
+        self._feedback: dict[tuple[str, ...], dict[str, list[float]]] = {}
 
     @staticmethod
     def _visible(record: MemoryRecord, now: float) -> bool:
@@ -369,6 +377,25 @@ class InMemoryBackend(MemoryBackend):
             space.meta[request.key] = check_json_value(request.value, request.key)
             self._order += 1
         return MetaResult(value=request.value)
+
+    def feedback(self, request: FeedbackRequest) -> FeedbackResult:
+        request = require(request, FeedbackRequest)
+        ns = request.namespace
+        with self._lock:
+            space = self._space(ns)
+            key = None if space is None else space.by_id.get(request.id)
+            if space is None or key is None or not self._visible(space.by_key[key], self._clock()):
+                raise RecordNotFound(f"record {request.id!r} is not live in namespace {namespace_text(ns)}")
+            weights = self._feedback.setdefault(ns, {}).setdefault(request.id, [])
+            weights.append(float(request.weight))
+            self._order += 1
+            return FeedbackResult(id=request.id, weight=math.fsum(weights), seq=None)
+
+    def feedback_weights(self, namespace: Sequence[str] = ()) -> dict[str, float]:
+        ns = as_namespace(namespace)
+        with self._lock:
+            held = self._feedback.get(ns, {})
+            return {i: math.fsum(w) for i, w in sorted(held.items())}
 
     def clear(self, request: ClearRequest) -> ClearResult:
         request = require(request, ClearRequest)

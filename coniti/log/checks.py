@@ -250,7 +250,7 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
             if txn is None:
                 return VerifyReport(0, 0, "", problems.result())
             dbs = store.dbs
-            p = Projections(txn, Dbs(dbs))
+            p = Projections(txn, Dbs(dbs, legacy=store.layout < LAYOUT_VERSION))
             head = p.head()
             size = os.path.getsize(os.path.join(store.path, "data.mdb"))
             scratch = _Scratch(size, scratch_dir)

@@ -21,6 +21,7 @@ from coniti.log.codec import (
     CLEAR,
     DELETE,
     ERASE,
+    FEEDBACK,
     META,
     OP,
     PUT,
@@ -29,6 +30,7 @@ from coniti.log.codec import (
     decode_op,
     decode_record,
     encode_event,
+    encode_feedback_payload,
     encode_meta_payload,
     encode_op_payload,
     encode_put_payload,
@@ -42,7 +44,7 @@ from coniti.log.feed import read_events
 from coniti.log.group import GroupCommit
 from coniti.log.keys import Namespace, is_hashed, name_key, ns_bytes, ts_key
 from coniti.log.projections import Dbs, Head, Projections, Row
-from coniti.log.store import DEFAULT_MAP_SIZE, Store
+from coniti.log.store import DEFAULT_MAP_SIZE, LAYOUT_VERSION, Store
 
 __all__ = ["Change", "EventLog", "PutItem", "Row", "WriteView"]
 
@@ -51,7 +53,8 @@ T = TypeVar("T")
 
 
 class PutItem(NamedTuple):
-    """One record to put, as plain values (already validated by the caller)."""
+    """One record to put, as plain values (already validated by the caller): ``vector`` None for a
+    record without one, ``blob`` its binary payload (None: none)."""
 
     namespace: Namespace
     id: str
@@ -59,8 +62,9 @@ class PutItem(NamedTuple):
     timestamp: float
     metadata: dict[str, Any]
     embedding_id: str | None
-    vector: np.ndarray
+    vector: np.ndarray | None
     expires_at: float | None = None
+    blob: bytes | None = None
 
 
 class Change(NamedTuple):
@@ -134,7 +138,7 @@ def _prepare(items: Sequence[PutItem]) -> tuple[dict[Namespace, bytes], list[_Pr
         if ns not in canon:
             canon[ns] = ns_bytes(ns)
         ts = float(item.timestamp)
-        payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
+        payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob)
         prepared.append((item, name_key(item.id), ts, ts_key(ts), payload, payload_digest(payload)))
     return canon, prepared
 
@@ -158,6 +162,150 @@ def _append_meta(
     p.append(head.seq + 1, frame)
     p.meta(head.seq + 1, meta_nsid, name_key(key))
     return Head(head.seq + 1, at, h)
+
+
+_Versions = list[tuple[int, int, bytes]]
+"""The versions of one record to erase: ``(put seq, end seq or 0, timestamp key)``, oldest first."""
+
+
+_Held = tuple[list[tuple[str, bytes, Any]], list[str]]
+"""What :func:`_held_records` and :func:`_held_keys` give, their third fields told apart by the caller."""
+
+
+def _held_records(
+    p: Projections, nsid: bytes, ids: Iterable[str]
+) -> tuple[list[tuple[str, bytes, _Versions]], list[str]]:
+    """``(found, missing)``: for each id the namespace ever held, ``(id, id key, versions)``; the
+    ids it never held (a hashed key shared with another id does not count)."""
+    found: list[tuple[str, bytes, _Versions]] = []
+    missing: list[str] = []
+    for record_id in ids:
+        idk = name_key(record_id)
+        versions = []
+        for put_seq, end_seq in p.versions(nsid, idk):
+            env = decode_envelope(p.frame(put_seq), put_seq)
+            if env.id == record_id:
+                assert env.timestamp is not None
+                versions.append((put_seq, end_seq, ts_key(env.timestamp)))
+        if versions:
+            found.append((record_id, idk, versions))
+        else:
+            missing.append(record_id)
+    return found, missing
+
+
+def _held_keys(
+    p: Projections, nsid: bytes, keys: Iterable[str]
+) -> tuple[list[tuple[str, bytes, list[int]]], list[str]]:
+    """``(found, missing)``: for each metadata key the namespace ever held, ``(key, name key, seqs
+    of its meta and erase events)``; the keys it never held. Each event the ``meta`` index names
+    must be a write or erasure of a key of that name key, else :class:`StoreCorrupted`."""
+    found: list[tuple[str, bytes, list[int]]] = []
+    missing: list[str] = []
+    for key in keys:
+        mk = name_key(key)
+        seqs = []
+        for seq in p.meta_events(nsid, mk):
+            env = decode_envelope(p.frame(seq), seq)
+            if env.kind not in (META, ERASE) or env.key is None or name_key(env.key) != mk:
+                raise StoreCorrupted(
+                    f"metadata key {key!r}: its index names event {seq}, which is not a write of it"
+                )
+            if env.key == key:
+                seqs.append(seq)
+        if seqs:
+            found.append((key, mk, seqs))
+        else:
+            missing.append(key)
+    return found, missing
+
+
+def _names_in(p: Projections, nsid: bytes, of_meta: bool) -> list[str]:
+    """Every record id (``of_meta``: metadata key) the namespace ever held, in key order, read from
+    the envelopes of the events its ``ver`` (``meta``) entries name."""
+    names: dict[str, None] = {}
+    for _, seq in p.name_keys(nsid, of_meta):
+        env = decode_envelope(p.frame(seq), seq)
+        name = env.key if of_meta else env.id
+        if name is None:
+            raise StoreCorrupted(f"event {seq} is named by an index of namespace {namespace_text(env.namespace)} it does not fit")
+        names[name] = None
+    return list(names)
+
+
+def _erased_later(p: Projections, nsid: bytes, mk: bytes, key: str, seq: int) -> bool:
+    """Whether an erase event of metadata key ``key`` follows its meta event ``seq`` (what a meta
+    frame without its payload needs to be read as erased rather than damaged)."""
+    for later in p.meta_events(nsid, mk):
+        if later <= seq:
+            return False
+        env = decode_envelope(p.frame(later), later)
+        if env.kind == ERASE and env.key == key:
+            return True
+    return False
+
+
+def _holds_value(frame: bytes) -> bool:
+    """Whether ``frame`` is a meta event whose value is not erased (an erase event holds none)."""
+    return not is_erased(frame) and decode_envelope(frame).kind == META
+
+
+class _Receipts:
+    """The erasures of one write transaction in one namespace: rewrites frames without their
+    payload, brings the projections to the fold of the rewritten log, and appends one ``erase``
+    event per record or key (``seqs``), all at one recorded time; :meth:`commit` sets the head."""
+
+    def __init__(
+        self, p: Projections, namespace: Namespace, nsid: bytes, actor: str | None, reason: str | None
+    ) -> None:
+        self._p = p
+        self._namespace = namespace
+        self._nsid = nsid
+        self._actor = actor
+        self._reason = reason
+        head = p.head()
+        self._at = head.next_at()
+        self._seq, self._hash = head.seq, head.hash
+        self.seqs: list[int] = []
+
+    def _append(self, *, id: str | None = None, key: str | None = None) -> int:
+        self._seq += 1
+        frame, self._hash = encode_event(
+            self._seq, self._at, ERASE, self._namespace, self._hash, id=id, key=key,
+            actor=self._actor, reason=self._reason,
+        )
+        self._p.append(self._seq, frame)
+        self.seqs.append(self._seq)
+        return self._seq
+
+    def erase_record(self, record_id: str, idk: bytes, versions: _Versions) -> None:
+        """Erase every version of a record and append its receipt (which ends it if live)."""
+        p, nsid = self._p, self._nsid
+        for put_seq, end_seq, tsk in versions:
+            frame = p.frame(put_seq)
+            if not is_erased(frame):
+                p.replace_frame(put_seq, erase_payload(frame))
+            p.unindex_version(nsid, put_seq, end_seq, tsk)
+        for fb_seq in p.feedback_seqs(nsid, idk):  # the weights given to it go with it (FORMAT §14)
+            frame = p.frame(fb_seq)
+            if not is_erased(frame) and decode_envelope(frame, fb_seq).id == record_id:
+                p.replace_frame(fb_seq, erase_payload(frame))
+        seq = self._append(id=record_id)
+        p.delete(seq, nsid, idk)
+        p.erasure(seq, nsid, idk)
+
+    def erase_key(self, key: str, mk: bytes, seqs: list[int]) -> None:
+        """Erase every value of a metadata key (its meta events ``seqs``) and append its receipt."""
+        p = self._p
+        for seq in seqs:
+            frame = p.frame(seq)
+            if not is_erased(frame):
+                p.replace_frame(seq, erase_payload(frame))
+        p.meta(self._append(key=key), self._nsid, mk)
+
+    def commit(self) -> None:
+        if self.seqs:
+            self._p.set_head(Head(self._seq, self._at, self._hash))
 
 
 class EventLog:
@@ -190,7 +338,7 @@ class EventLog:
         self.group = GroupCommit(self.store) if group_commit and not read_only else None
         self._merge_puts = self._put_calls  # one bound method: the group merges calls naming it
         self._commit = self.store.write if self.group is None else self.group.run
-        self._dbs = Dbs(self.store.dbs)
+        self._dbs = Dbs(self.store.dbs, legacy=self.store.layout < LAYOUT_VERSION)
         self._nsids: dict[Namespace, bytes] = {}
 
     @property
@@ -482,6 +630,49 @@ class EventLog:
 
         self._nsids[namespace] = self._commit(write)
 
+    def feedback(
+        self,
+        namespace: Namespace,
+        record_id: str,
+        weight: float,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> int | None:
+        """Append one feedback event giving ``weight`` to the live record ``record_id``; returns
+        its sequence number, or None (nothing appended) when the record is not live."""
+        canonical = ns_bytes(namespace)
+        payload = encode_feedback_payload(weight)
+        idk = name_key(record_id)
+
+        def write(txn: Any) -> int | None:
+            p = Projections(txn, self._dbs)
+            nsid = p.nsid(canonical)
+            if nsid is None:
+                return None
+            live = p.live_seq(nsid, idk)
+            if live is None or (is_hashed(idk) and not self._live_id_matches(p, live, record_id)):
+                return None
+            head = p.head()
+            at = head.next_at()
+            seq = head.seq + 1
+            frame, h = encode_event(
+                seq, at, FEEDBACK, namespace, head.hash, payload, id=record_id, actor=actor, reason=reason
+            )
+            p.append(seq, frame)
+            p.feedback(seq, nsid, idk)
+            p.set_head(Head(seq, at, h))
+            return seq
+
+        return self.store.write(write)
+
+    def feedback_weights(self, namespace: Namespace, as_of: int | None = None) -> dict[str, float]:
+        """Record id -> the sum of its feedback weights (as of event ``as_of``); erased ones left out."""
+        with self.store.read() as txn:
+            p = Projections(txn, self._dbs)
+            nsid = self._nsid(p, namespace)
+            return {} if nsid is None else p.feedback_weights(namespace, nsid, as_of)
+
     def clear(
         self, namespace: Namespace, *, actor: str | None = None, reason: str | None = None
     ) -> int:
@@ -518,49 +709,78 @@ class EventLog:
         drop the versions from every read, and one ``erase`` event per id is appended as the
         receipt (ending the record if it is live). One transaction. Returns ``(erased, missing,
         receipt sequence numbers)``; ids the namespace never held are missing and get no event."""
+        return self._erase_each(namespace, ids, False, actor, reason)
+
+    def erase_meta(
+        self,
+        namespace: Namespace,
+        keys: Sequence[str],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> tuple[list[str], list[str], list[int]]:
+        """Erase every value metadata key of ``keys`` (no repeats) ever had in ``namespace``: each
+        of its meta frames loses its payload (envelope and digest stay, so the chain holds), every
+        read of the key, now or as of any point, gives None, and one ``erase`` event naming the key
+        (``mk``) is appended per key as the receipt. One transaction. Returns ``(erased, missing,
+        receipt sequence numbers)``; keys the namespace never held are missing and get no event."""
+        return self._erase_each(namespace, keys, True, actor, reason)
+
+    def _erase_each(
+        self, namespace: Namespace, names: Sequence[str], of_meta: bool, actor: str | None, reason: str | None
+    ) -> tuple[list[str], list[str], list[int]]:
+        """:meth:`erase` (record ids ``names``) or, ``of_meta``, :meth:`erase_meta` (keys)."""
         canonical = ns_bytes(namespace)
 
         def write(txn: Any) -> tuple[list[str], list[str], list[int]]:
             p = Projections(txn, self._dbs)
             nsid = p.nsid(canonical)
             if nsid is None:
-                return [], list(ids), []
-            found: list[tuple[str, bytes, list[tuple[int, int, bytes]]]] = []
-            missing: list[str] = []
-            for record_id in ids:
-                idk = name_key(record_id)
-                versions = []
-                for put_seq, end_seq in p.versions(nsid, idk):
-                    env = decode_envelope(p.frame(put_seq), put_seq)
-                    if env.id == record_id:
-                        assert env.timestamp is not None
-                        versions.append((put_seq, end_seq, ts_key(env.timestamp)))
-                if versions:
-                    found.append((record_id, idk, versions))
-                else:
-                    missing.append(record_id)
-            if not found:
-                return [], missing, []
-            head = p.head()
-            at = head.next_at()
-            seq, h = head.seq, head.hash
-            receipts: list[int] = []
-            for record_id, idk, versions in found:
-                for put_seq, end_seq, tsk in versions:
-                    frame = p.frame(put_seq)
-                    if not is_erased(frame):
-                        p.replace_frame(put_seq, erase_payload(frame))
-                    p.unindex_version(nsid, put_seq, end_seq, tsk)
-                seq += 1
-                frame, h = encode_event(
-                    seq, at, ERASE, namespace, h, id=record_id, actor=actor, reason=reason
-                )
-                p.append(seq, frame)
-                p.delete(seq, nsid, idk)
-                p.erasure(seq, nsid, idk)
-                receipts.append(seq)
-            p.set_head(Head(seq, at, h))
-            return [record_id for record_id, _, _ in found], missing, receipts
+                return [], list(names), []
+            receipts = _Receipts(p, namespace, nsid, actor, reason)
+            held = _held_keys if of_meta else _held_records
+            found, missing = cast(_Held, held(p, nsid, names))
+            erase_one: Callable[[str, bytes, Any], None] = (
+                receipts.erase_key if of_meta else receipts.erase_record
+            )
+            for name, key, entries in found:
+                erase_one(name, key, entries)
+            receipts.commit()
+            return [name for name, _, _ in found], missing, receipts.seqs
+
+        return self.store.write(write)
+
+    def erase_namespace(
+        self, namespace: Namespace, *, actor: str | None = None, reason: str | None = None
+    ) -> tuple[list[str], list[str], list[int]]:
+        """Erase every record and every metadata key of ``namespace`` that still holds content (a
+        version or value not erased yet), as :meth:`erase` and :meth:`erase_meta` do, in one
+        transaction: one receipt per record, then one per key. Returns ``(record ids, metadata keys,
+        receipt sequence numbers)``, ids and keys in key order; a namespace with nothing left to
+        erase (or never used) appends nothing. Identifiers stay (the ids, keys and namespace in the
+        envelopes, the op receipts of write requests): the chain needs them; content goes."""
+        canonical = ns_bytes(namespace)
+
+        def write(txn: Any) -> tuple[list[str], list[str], list[int]]:
+            p = Projections(txn, self._dbs)
+            nsid = p.nsid(canonical)
+            if nsid is None:
+                return [], [], []
+            records = [
+                r for r in _held_records(p, nsid, _names_in(p, nsid, False))[0]
+                if any(not is_erased(p.frame(put_seq)) for put_seq, _, _ in r[2])
+            ]
+            keys = [
+                k for k in _held_keys(p, nsid, _names_in(p, nsid, True))[0]
+                if any(_holds_value(p.frame(seq)) for seq in k[2])
+            ]
+            receipts = _Receipts(p, namespace, nsid, actor, reason)
+            for record_id, idk, versions in records:
+                receipts.erase_record(record_id, idk, versions)
+            for key, mk, seqs in keys:
+                receipts.erase_key(key, mk, seqs)
+            receipts.commit()
+            return [r[0] for r in records], [k[0] for k in keys], receipts.seqs
 
         return self.store.write(write)
 
@@ -593,7 +813,7 @@ class EventLog:
                     item = change.item
                     assert item is not None
                     ts = float(item.timestamp)
-                    payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
+                    payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob)
                     frame, h = encode_event(
                         seq, at, PUT, namespace, h, payload, id=item.id, timestamp=ts, actor=actor,
                         reason=reason, replaces=change.replaces, expires_at=item.expires_at,
@@ -665,7 +885,7 @@ class EventLog:
         return self.store.compact(reopened=self._reload_dbs)
 
     def _reload_dbs(self) -> None:
-        self._dbs = Dbs(self.store.dbs)
+        self._dbs = Dbs(self.store.dbs, legacy=self.store.layout < LAYOUT_VERSION)
 
     def import_frames(
         self, frames: Iterable[bytes], check: Callable[[LogEvent], None] | None = None
@@ -779,12 +999,17 @@ class EventLog:
             seq = p.meta_seq(nsid, mk, as_of)
             if seq is None:
                 return None
-            env, value, _ = read_meta(p.frame(seq), seq)
+            env, value, erased = read_meta(p.frame(seq), seq)
             stored_key = env.get("mk")
             if not isinstance(stored_key, str) or env.get("n") != list(namespace) or name_key(stored_key) != mk:
                 raise StoreCorrupted(
-                    f"metadata key {key!r} of namespace {namespace!r} is damaged: its index names "
-                    f"event {seq}, which is not a write of it"
+                    f"metadata key {key!r} of namespace {namespace_text(namespace)} is damaged: its "
+                    f"index names event {seq}, which is not a write of it"
+                )
+            if erased and env["k"] == META and not _erased_later(p, nsid, mk, key, seq):
+                raise StoreCorrupted(
+                    f"metadata key {key!r} of namespace {namespace_text(namespace)} is damaged: the "
+                    f"value of event {seq} is gone but no erasure of the key follows it"
                 )
             return value if stored_key == key else None
 

@@ -25,7 +25,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from coniti.errors import ContractError, StoreCorrupted
+import numpy as np
+
+from coniti.errors import ContractError, StoreCorrupted, namespace_text
 from coniti.log.chain import Chain
 from coniti.log.codec import (
     CLEAR,
@@ -40,7 +42,7 @@ from coniti.log.codec import (
 )
 from coniti.log.keys import SEQ_LEN, Namespace, name_key, ns_bytes, seq_from_key, seq_key
 from coniti.log.projections import Dbs, Head, Projections
-from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD, Store
+from coniti.log.store import LAYOUT_VERSION, LOG_DB, SYS_DB, SYS_HEAD, Store
 
 __all__ = [
     "MAX_SUBSCRIPTION_NAME",
@@ -190,7 +192,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
     Empty if the record never existed."""
     idk = name_key(record_id)
     with store.read() as txn:
-        p = Projections(txn, Dbs(store.dbs))
+        p = Projections(txn, Dbs(store.dbs, legacy=store.layout < LAYOUT_VERSION))
         nsid = p.nsid(ns_bytes(namespace))
         if nsid is None:
             return []
@@ -206,7 +208,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
                 ok = event.id is not None and name_key(event.id) == idk
             if not ok:
                 raise StoreCorrupted(
-                    f"record {record_id!r} of namespace {namespace!r} is damaged: its index names "
+                    f"record {record_id!r} of namespace {namespace_text(namespace)} is damaged: its index names "
                     f"event {seq}, a {event.kind} event that is not one of it"
                 )
             return None if event.kind != CLEAR and event.id != record_id else event
@@ -220,7 +222,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
                 ended = event_at(end_seq, (DELETE, ERASE, CLEAR, PUT))
                 if ended is not None and ended.kind == PUT and ended.replaces != put_seq:
                     raise StoreCorrupted(
-                        f"record {record_id!r} of namespace {namespace!r} is damaged: its index says "
+                        f"record {record_id!r} of namespace {namespace_text(namespace)} is damaged: its index says "
                         f"event {end_seq} ended version {put_seq}, which that put does not replace"
                     )
                 if ended is not None:
@@ -264,10 +266,17 @@ def _same_content(frame_a: bytes, frame_b: bytes) -> bool:
         ts_a.hex() == ts_b.hex()
         and a.text == b.text
         and a.embedding_id == b.embedding_id
-        and a.vector.dtype == b.vector.dtype
-        and a.vector.tobytes() == b.vector.tobytes()
+        and _same_vector(a.vector, b.vector)
+        and a.blob == b.blob
         and _strict_equal(a.metadata, b.metadata)
     )
+
+
+def _same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Both None, or the same dtype and bytes."""
+    if a is None or b is None:
+        return a is b
+    return a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
 def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str], list[str], list[str]]:
@@ -277,7 +286,7 @@ def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str],
     between)."""
     lo, hi = min(a, b), max(a, b)
     with store.read() as txn:
-        p = Projections(txn, Dbs(store.dbs))
+        p = Projections(txn, Dbs(store.dbs, legacy=store.layout < LAYOUT_VERSION))
         nsid = p.nsid(ns_bytes(namespace))
         if nsid is None or lo == hi:
             return [], [], []

@@ -8,7 +8,8 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
     ver   N I ~S -> end S + T                every version of a record; end 0 = live
     tver  N T S -> end S + I                 every version in (timestamp, write order)
     time  N T S -> I                         live records in (timestamp, write order)
-    meta  N K ~S -> b""                      every metadata write (value in the event at S)
+    meta  N K ~S -> b""                      every metadata write (value in the event at S) and
+                                             every erasure of the key (its erase event at S)
     cnt   N S -> u64 + (T S' or b"")         after each event S that changes N's records: N's live
                                              record count, and the last position in ``time`` of
                                              N (none: empty) which bounds as-of scans
@@ -17,6 +18,7 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
                                              time ``X`` (a timestamp key); end 0 = live; and
           N -> b""                           the marker of a namespace that has had one
     opx   N O -> S                           the op event of each op id ``O`` (a name key)
+    fbk   N I S -> b""                       every feedback event of a record (weight in the event)
 
 The fold is a pure function of the events in order: :meth:`Projections.fold` (used by ``rebuild`` and
 ``verify``) and the write path call the same primitives. As-of reads (``as_of=S``) are index walks:
@@ -35,20 +37,23 @@ point, returns or counts it.
 
 from __future__ import annotations
 
+import math
 import struct
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from itertools import takewhile
 from typing import Any, NamedTuple
 
 import msgpack
 
-from coniti.errors import StoreCorrupted, StoreError
+from coniti.errors import StoreCorrupted, StoreError, namespace_text
 from coniti.log.chain import FoldError
 from coniti.log.codec import (
     CLEAR,
     DELETE,
     ERASE,
+    FEEDBACK,
     META,
     OP,
     PUT,
@@ -58,6 +63,7 @@ from coniti.log.codec import (
     decode_op,
     decode_put_meta,
     read_content,
+    read_feedback,
     read_put,
     recorded_at,
     split_frame,
@@ -124,7 +130,7 @@ def _damaged(
         except ValueError:
             record_id = None
     what = repr(record_id) if record_id is not None else f"put at event {seq}"
-    return StoreCorrupted(f"record {what} of namespace {tuple(names)!r} is damaged: {why}")
+    return StoreCorrupted(f"record {what} of namespace {namespace_text(names)} is damaged: {why}")
 
 
 def _missing(seq: int) -> StoreCorrupted:
@@ -164,25 +170,51 @@ def _cnt_key(nsid: bytes, seq: int) -> bytes:
     return nsid + seq_key(seq)
 
 
-def _cnt_value(count: int, last: bytes) -> bytes:
-    """``cnt`` value: the live record count (u64) and the last position in ``time`` (b"": none)."""
-    return _U64.pack(count) + last
+_CRC = struct.Struct(">I")
+_SEAL = _CRC.size
 
 
-def _cnt_count(value: bytes) -> int:
-    """The count of a ``cnt`` value."""
-    return int(_U64.unpack_from(value)[0])
+def _sealed(key: bytes, body: bytes) -> bytes:
+    """A ``cnt`` or ``exv`` value of layout 3: ``body`` then the CRC-32 of ``key ‖ body``."""
+    return body + _CRC.pack(zlib.crc32(body, zlib.crc32(key)))
 
 
-def _cnt_recount(value: bytes, delta: int) -> bytes:
-    """A ``cnt`` value with its count changed by ``delta`` and its position kept (a layout-1 value
-    stays 8 bytes)."""
-    return _U64.pack(_cnt_count(value) + delta) + value[8:]
+def _unseal(key: bytes, value: bytes, bodies: tuple[int, ...], legacy: bool) -> bytes | None:
+    """The body of the sealed value ``value`` of ``key`` (one of the lengths ``bodies``), or None if
+    its CRC or length is wrong. ``legacy`` (a store of an older layout, read as it is): values of
+    those lengths carry no CRC and are taken as they are."""
+    if legacy and len(value) in bodies:
+        return bytes(value)
+    body = bytes(value[:-_SEAL])
+    if len(body) not in bodies or _CRC.unpack_from(value, len(body))[0] != zlib.crc32(body, zlib.crc32(key)):
+        return None
+    return body
 
 
-def _cnt_last(value: bytes) -> bytes | None:
-    """The last position of a ``cnt`` value (b"": none), or None for an 8-byte value of layout 1."""
-    return None if len(value) == 8 else value[8:]
+_CNT_BODIES = (8, 24)
+"""The lengths of a ``cnt`` body: the count alone (no position, or layout 1), or count and position."""
+
+
+def _cnt_value(key: bytes, count: int, last: bytes) -> bytes:
+    """``cnt`` value of ``key``: the live record count (u64) and the last position in ``time`` (b"":
+    none), sealed (:func:`_sealed`)."""
+    return _sealed(key, _U64.pack(count) + last)
+
+
+def _cnt_count(body: bytes) -> int:
+    """The count of a ``cnt`` body (an unsealed value)."""
+    return int(_U64.unpack_from(body)[0])
+
+
+def _cnt_recount(key: bytes, body: bytes, delta: int) -> bytes:
+    """The ``cnt`` value of ``key`` whose body is ``body``, with its count changed by ``delta`` and
+    its position kept."""
+    return _sealed(key, _U64.pack(_cnt_count(body) + delta) + body[8:])
+
+
+def _cnt_last(body: bytes) -> bytes | None:
+    """The last position of a ``cnt`` body (b"": none), or None for an 8-byte value of layout 1."""
+    return None if len(body) == 8 else body[8:]
 
 
 def _is_entry(key: bytes, prefix: bytes) -> bool:
@@ -269,9 +301,14 @@ class Dbs:
     """The sub-database handles of one environment by name (built once, shared by transactions).
     ``log`` and ``sys`` are None for a scratch environment holding projections only."""
 
-    __slots__ = ("cnt", "erx", "exv", "log", "meta", "ns", "nsn", "opx", "sys", "time", "tver", "ver")
+    __slots__ = (
+        "cnt", "erx", "exv", "fbk", "legacy", "log", "meta", "ns", "nsn", "opx", "sys", "time", "tver",
+        "ver",
+    )
 
-    def __init__(self, dbs: dict[bytes, Any]) -> None:
+    def __init__(self, dbs: dict[bytes, Any], *, legacy: bool = False) -> None:
+        self.legacy = legacy
+        """A store of an older layout opened read-only: its ``cnt`` and ``exv`` values carry no CRC."""
         self.log = dbs.get(LOG_DB)
         self.sys = dbs.get(SYS_DB)
         self.ns = dbs[b"ns"]
@@ -284,6 +321,7 @@ class Dbs:
         self.erx = dbs.get(b"erx")
         self.exv = dbs.get(b"exv")
         self.opx = dbs.get(b"opx")
+        self.fbk = dbs.get(b"fbk")
 
 
 class Projections:
@@ -361,7 +399,10 @@ class Projections:
     def _names(self, nsid: bytes) -> list[str]:
         """The namespace of id ``nsid`` as a list (for error messages; [] if ``nsn`` lacks it)."""
         canonical = self.txn.get(nsid, db=self.d.nsn)
-        return [] if canonical is None else list(msgpack.unpackb(canonical, raw=False))
+        try:
+            return [] if canonical is None else list(msgpack.unpackb(canonical, raw=False))
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            raise StoreCorrupted(f"the namespace table is damaged at id {nsid.hex()}: {exc}") from exc
 
     def intern(self, canonical: bytes) -> bytes:
         """The namespace id of ``canonical``, assigning the next one if it is new."""
@@ -380,9 +421,31 @@ class Projections:
         return nsid
 
     def namespaces(self) -> Iterator[tuple[bytes, Namespace]]:
-        """Every namespace ever used: ``(namespace id, namespace)`` in id order."""
-        for nsid, canonical in self.txn.cursor(db=self.d.nsn):
-            yield bytes(nsid), tuple(msgpack.unpackb(canonical, raw=False))
+        """Every namespace ever used: ``(namespace id, namespace)`` in id order. The table is
+        checked as it is read: ids run 0, 1, 2, ..., each names a list of non-empty strings, and
+        ``ns`` maps it back to its id; else :class:`StoreCorrupted`."""
+        for number, (nsid, canonical) in enumerate(self.txn.cursor(db=self.d.nsn)):
+            try:
+                namespace = msgpack.unpackb(canonical, raw=False)
+            except (ValueError, msgpack.UnpackException) as exc:
+                raise StoreCorrupted(f"the namespace table is damaged at id {number}: {exc}") from exc
+            ok = (
+                nsid == _U32.pack(number) and type(namespace) is list
+                and all(type(part) is str and part for part in namespace)
+                and ns_bytes(namespace) == canonical
+                and self.txn.get(ns_key(bytes(canonical)), db=self.d.ns) == nsid
+            )
+            if not ok:
+                raise StoreCorrupted(f"the namespace table is damaged at id {number} ({bytes(nsid).hex()})")
+            yield bytes(nsid), tuple(namespace)
+
+    def _label(self, nsid: bytes) -> str:
+        """Namespace ``nsid`` for a message (``alice/work``; its id when the table lacks it)."""
+        try:
+            names = self._names(nsid)
+        except StoreCorrupted:
+            names = None
+        return f"id {nsid.hex()}" if names is None else namespace_text(names)
 
     # -- versions ------------------------------------------------------------------------------
 
@@ -448,13 +511,31 @@ class Projections:
     # -- fold primitives (write transaction) ---------------------------------------------------
 
     def _cnt_entry(self, nsid: bytes, as_of: int | None) -> bytes | None:
-        """The value of the last ``cnt`` entry of the namespace (at or before event ``as_of``)."""
+        """The body of the last ``cnt`` entry of the namespace (at or before event ``as_of``), its
+        CRC checked; :class:`StoreCorrupted` naming the namespace if it is damaged."""
         cur = self.txn.cursor(db=self.d.cnt)
         target = _cnt_key(nsid, MAX_SEQ if as_of is None else as_of + 1)
-        found = cur.prev() if cur.set_range(target) else cur.last()
-        if found and cur.key()[:NSID_LEN] == nsid:
-            return bytes(cur.value())
-        return None
+        legacy = self.d.legacy
+        landed = cur.set_range(target)
+        # One damaged key can misdirect LMDB's search; it is then the entry landed on or the one
+        # before it, and both are checked (each value's CRC covers its key).
+        if landed and not legacy and _unseal(cur.key(), cur.value(), _CNT_BODIES, False) is None:
+            raise StoreCorrupted(f"the count index is damaged near namespace {self._label(nsid)}")
+        found = cur.prev() if landed else cur.last()
+        if not found:
+            return None
+        key = cur.key()
+        body = _unseal(key, cur.value(), _CNT_BODIES, legacy)
+        if key >= target or (body is None and key[:NSID_LEN] != nsid):
+            raise StoreCorrupted(f"the count index is damaged near namespace {self._label(nsid)}")
+        if key[:NSID_LEN] != nsid:
+            return None
+        if body is None or len(key) != NSID_LEN + SEQ_LEN:
+            raise StoreCorrupted(
+                f"the record count of namespace {self._label(nsid)} after event "
+                f"{seq_from_key(key[-SEQ_LEN:]) if len(key) >= SEQ_LEN else '?'} is damaged"
+            )
+        return body
 
     def count(self, nsid: bytes, as_of: int | None = None) -> int:
         """Live records in the namespace now (or right after event ``as_of``)."""
@@ -469,7 +550,8 @@ class Projections:
     def _set_count(self, nsid: bytes, seq: int, value: int) -> None:
         """Write ``cnt[N S]``: the count and the last position in ``time`` (as cached)."""
         self._counts[nsid] = value
-        self.txn.put(_cnt_key(nsid, seq), _cnt_value(value, self._time_last(nsid)), db=self.d.cnt)
+        key = _cnt_key(nsid, seq)
+        self.txn.put(key, _cnt_value(key, value, self._time_last(nsid)), db=self.d.cnt)
 
     def _time_last(self, nsid: bytes) -> bytes:
         """The greatest ``T S`` in ``time`` for namespace ``nsid`` now (b"" if none); cached."""
@@ -561,7 +643,8 @@ class Projections:
             if count is None:
                 count = self.count(nsid)
             counts[nsid] = count + 1
-            cnt_put(_cnt_key(nsid, seq), _cnt_value(count + 1, top))
+            ck = _cnt_key(nsid, seq)
+            cnt_put(ck, _cnt_value(ck, count + 1, top))
             seq += 1
 
     def put_erased(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
@@ -602,7 +685,7 @@ class Projections:
                 tail = tsk + xk
                 exv_key = nsid + xk + seq_key(put_seq)
                 if self.txn.get(exv_key, db=self.d.exv) is not None:
-                    self.txn.put(exv_key, end, db=self.d.exv)
+                    self.txn.put(exv_key, _sealed(exv_key, end), db=self.d.exv)
         self.txn.put(key, end + tail, db=self.d.ver)
 
     def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
@@ -668,14 +751,40 @@ class Projections:
             for key, value in cur.iternext(keys=True, values=True):
                 if key >= hi or key[:NSID_LEN] != nsid:
                     break
-                changed.append((bytes(key), _cnt_recount(value, -1)))
+                body = _unseal(key, value, _CNT_BODIES, False)
+                if body is None:
+                    raise StoreCorrupted(f"the record count of namespace {self._label(nsid)} is damaged")
+                changed.append((bytes(key), _cnt_recount(key, body, -1)))
         for key, value in changed:
             txn.put(key, value, db=self.d.cnt)
         self._counts.pop(nsid, None)
 
     def meta(self, seq: int, nsid: bytes, mk: bytes) -> None:
-        """Fold a metadata write (the value stays in the event)."""
+        """Fold a metadata write (the value stays in the event), or the erase event of a key."""
         self.txn.put(_meta_key(nsid, mk, seq), b"", db=self.d.meta)
+
+    def meta_events(self, nsid: bytes, mk: bytes) -> list[int]:
+        """The seqs of every ``meta`` entry of key ``mk`` (its writes and erasures), newest first."""
+        cur = self.txn.cursor(db=self.d.meta)
+        return [seq_from_inv(sk) for sk, _ in _under(cur, nsid + mk)]
+
+    def name_keys(self, nsid: bytes, of_meta: bool) -> list[tuple[bytes, int]]:
+        """``(name key, seq)`` of every entry of the namespace in ``ver`` (its records' versions,
+        ``seq`` the put) or, ``of_meta``, in ``meta`` (its keys' writes and erasures), in key order.
+        :class:`StoreCorrupted` for a key too short to hold a name and a sequence number."""
+        cur = self.txn.cursor(db=self.d.meta if of_meta else self.d.ver)
+        out: list[tuple[bytes, int]] = []
+        if cur.set_range(nsid):
+            for key in cur.iternext(keys=True, values=False):
+                if key[:NSID_LEN] != nsid:
+                    break
+                if len(key) < NSID_LEN + 3 + SEQ_LEN:
+                    raise StoreCorrupted(
+                        f"namespace {self._label(nsid)}: a {'meta' if of_meta else 'ver'} "
+                        "index key is malformed (damaged store)"
+                    )
+                out.append((bytes(key[NSID_LEN:-SEQ_LEN]), seq_from_inv(key[-SEQ_LEN:])))
+        return out
 
     def fold(self, event: LogEvent, prev_at: float | None) -> None:
         """Apply one decoded event (``prev_at``: the recorded time of the one before, None for the
@@ -698,6 +807,10 @@ class Projections:
                 seq, nsid, idk, ts_key(event.timestamp), replaces=event.replaces,
                 expires_at=event.expires_at, erased=event.erased,
             )
+        elif kind == ERASE and event.key is not None:
+            found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
+            if found is not None:
+                self.meta(seq, found, name_key(event.key))
         elif kind in (DELETE, ERASE):
             assert event.id is not None
             found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
@@ -723,6 +836,11 @@ class Projections:
             if self.op_seq(nsid, event.op_id) is not None:
                 raise FoldError(seq, f"event {seq}: op id {event.op_id!r} is already recorded")
             self.op(seq, nsid, event.op_id)
+        elif kind == FEEDBACK:
+            assert event.id is not None
+            nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
+            self._interned[namespace] = nsid
+            self.feedback(seq, nsid, name_key(event.id))
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -884,19 +1002,34 @@ class Projections:
         return self.clock(as_of) if self.expiring(nsid) else None
 
     def hidden(self, nsid: bytes, now: float, as_of: int | None = None) -> set[int]:
-        """Put seqs of the versions visible now (or right after ``as_of``) that expired at ``now``."""
+        """Put seqs of the versions visible now (or right after ``as_of``) that expired at ``now``.
+        Every entry walked is checked (its CRC, ascending keys); :class:`StoreCorrupted` naming the
+        namespace otherwise."""
         out: set[int] = set()
         exv = self.d.exv
         if exv is None:
             return out
         cur = self.txn.cursor(db=exv)
         stop = nsid + ts_key(now) + _PAST_KEY[:SEQ_LEN]
-        if cur.set_range(nsid):
-            for key, end in cur.iternext(keys=True, values=True):
+        legacy = self.d.legacy
+        last = nsid
+        landed = cur.set_range(nsid)
+        if not self._sound_before(cur, nsid, landed, self._genuine_exv):
+            raise StoreCorrupted(f"the expiry index is damaged near namespace {self._label(nsid)}")
+        if landed:
+            for key, value in cur.iternext(keys=True, values=True):
                 if key > stop or key[:NSID_LEN] != nsid:
+                    if not self._genuine_exv(key, value):
+                        raise StoreCorrupted(f"the expiry index of namespace {self._label(nsid)} is damaged")
                     break
                 if len(key) == NSID_LEN:
+                    if value:
+                        raise StoreCorrupted(f"the expiry index of namespace {self._label(nsid)} is damaged")
                     continue  # the namespace's marker
+                end = _unseal(key, value, (SEQ_LEN,), legacy)
+                if end is None or len(key) != NSID_LEN + 8 + SEQ_LEN or key < last:
+                    raise StoreCorrupted(f"the expiry index of namespace {self._label(nsid)} is damaged")
+                last = key
                 put_seq = seq_from_key(key[-SEQ_LEN:])
                 if as_of is None:
                     if end == _LIVE:
@@ -905,10 +1038,31 @@ class Projections:
                     out.add(put_seq)
         return out
 
+    def _genuine_exv(self, key: bytes, value: bytes) -> bool:
+        """Whether ``exv`` entry ``key`` -> ``value`` is a namespace marker or a sealed entry whose
+        CRC holds (always true for a store of an older layout, whose values carry none)."""
+        if len(key) == NSID_LEN:
+            return not value
+        return self.d.legacy or (
+            len(key) == NSID_LEN + 8 + SEQ_LEN and _unseal(key, value, (SEQ_LEN,), False) is not None
+        )
+
     def expired(self, nsid: bytes, now: float) -> list[tuple[int, str]]:
         """Live versions of the namespace expired at ``now``: ``(put seq, record id)``, oldest put
-        first."""
-        return [(put_seq, decode_put_meta(self.frame(put_seq))[0]) for put_seq in sorted(self.hidden(nsid, now))]
+        first. Each must be a put of the namespace that expires by ``now`` and be the live version
+        of its id (:class:`StoreCorrupted` otherwise)."""
+        out = []
+        names = list(self._names(nsid))
+        for put_seq in sorted(self.hidden(nsid, now)):
+            env = decode_envelope(self.frame(put_seq), put_seq)
+            idk = b"" if env.id is None else name_key(env.id)
+            if (
+                env.kind != PUT or list(env.namespace) != names or env.expires_at is None
+                or env.expires_at > now or env.id is None or self.live_seq(nsid, idk) != put_seq
+            ):
+                raise _damaged(names, idk, env.id, put_seq, "its expiry index entry does not fit it")
+            out.append((put_seq, env.id))
+        return out
 
     def exv_put(self, nsid: bytes, seq: int, expires_at: float, idk: bytes, tsk: bytes) -> None:
         """Record the expiry of the live version put at ``seq``: its ``exv`` entry, and the expiry
@@ -916,7 +1070,8 @@ class Projections:
         ends, without reading the log)."""
         xk = ts_key(expires_at)
         self.txn.put(nsid, b"", db=self.d.exv)  # the marker: N holds expiring versions
-        self.txn.put(nsid + xk + seq_key(seq), _LIVE, db=self.d.exv)
+        exv_key = nsid + xk + seq_key(seq)
+        self.txn.put(exv_key, _sealed(exv_key, _LIVE), db=self.d.exv)
         self.txn.put(_ver_key(nsid, idk, seq), _LIVE + tsk + xk, db=self.d.ver)
 
     def _exv_erased(self, nsid: bytes, put_seq: int) -> None:
@@ -945,14 +1100,61 @@ class Projections:
         found = self.txn.get(nsid + ok, db=self.d.opx)
         if found is None:
             return None
-        seq = seq_from_key(bytes(found))
-        if is_hashed(ok) and decode_op(self.frame(seq))[0] != op_id:
-            return None
+        seq = seq_from_key(bytes(found)) if len(found) == SEQ_LEN else 0
+        frame = self.txn.get(seq_key(seq), db=self.d.log) if seq else None
+        try:
+            recorded = None if frame is None else decode_op(bytes(frame))[0]
+        except StoreCorrupted:
+            recorded = None
+        if recorded != op_id:
+            if recorded is not None and is_hashed(ok):
+                return None  # another op id sharing the hashed key
+            raise StoreCorrupted(
+                f"op id {op_id!r} of namespace {self._label(nsid)} is damaged: its index names "
+                f"event {seq}, which is not its receipt"
+            )
         return seq
 
     def op(self, seq: int, nsid: bytes, op_id: str) -> None:
         """Fold an op event."""
         self.txn.put(nsid + name_key(op_id), seq_key(seq), db=self.d.opx)
+
+    # -- feedback --------------------------------------------------------------------------------
+
+    def feedback(self, seq: int, nsid: bytes, idk: bytes) -> None:
+        """Fold a feedback event (``fbk``)."""
+        self.txn.put(nsid + idk + seq_key(seq), b"", db=self.d.fbk)
+
+    def feedback_seqs(self, nsid: bytes, idk: bytes) -> list[int]:
+        """The sequence numbers of the feedback events of one record, oldest first."""
+        if self.d.fbk is None:
+            return []
+        cur = self.txn.cursor(db=self.d.fbk)
+        return [seq_from_key(sk) for sk, _ in _under(cur, nsid + idk)]
+
+    def feedback_weights(self, namespace: Namespace, nsid: bytes, as_of: int | None) -> dict[str, float]:
+        """Record id -> the sum of its feedback weights in events at or before ``as_of`` (None:
+        all), erased events left out; ids in ascending order of their name key. Each event is read
+        and checked (:func:`read_feedback`) to be feedback in ``namespace``."""
+        if self.d.fbk is None:
+            return {}
+        parts: dict[str, list[float]] = {}
+        cur = self.txn.cursor(db=self.d.fbk)
+        limit = MAX_SEQ if as_of is None else as_of
+        entries = iter(cur) if cur.set_range(nsid) else iter(())
+        for key, _ in takewhile(lambda kv: bytes(kv[0][:NSID_LEN]) == nsid, entries):
+            seq = seq_from_key(bytes(key[-SEQ_LEN:]))
+            if seq > limit:
+                continue
+            env, weight = read_feedback(self.frame(seq), seq)
+            if env.get("n") != list(namespace) or not isinstance(env.get("i"), str):
+                raise StoreCorrupted(
+                    f"feedback of namespace {namespace!r} is damaged: its index names event {seq}, "
+                    "which is not feedback in it"
+                )
+            if weight is not None:
+                parts.setdefault(env["i"], []).append(weight)
+        return {i: math.fsum(w) for i, w in parts.items()}
 
     def get_rows(
         self,
@@ -1109,12 +1311,15 @@ class Projections:
         after: tuple[float, int] | None,
         limit: int | None,
         as_of: int,
+        confirm: bool = False,
     ) -> tuple[list[tuple[int, bytes, bytes, bytes]], tuple[float, int] | None]:
         """Records visible right after event ``as_of`` in (timestamp, write order) with ``start <=
         timestamp < end``, strictly after position ``after`` = ``(timestamp, seq)``, at most
         ``limit``, as ``(put seq, timestamp key, record id key, end)`` (``end`` as in ``tver``);
         plus the position of the last one returned when more follow (else None). A walk of
-        ``tver``, stopped by the namespace's scan bound as of that event."""
+        ``tver``, stopped by the namespace's scan bound as of that event. ``confirm``: every entry
+        walked, returned or not, must be confirmed by ``ver`` (for a caller that returns no row
+        of its own to check, such as a count); else :class:`StoreCorrupted`."""
         out: list[tuple[int, bytes, bytes, bytes]] = []
         last_key = b""
         bound = self.last_position(nsid, as_of)
@@ -1139,6 +1344,8 @@ class Projections:
             last = key
             if bound is not None and key[_POSITION] > bound:
                 return out, None
+            if confirm and not self._genuine_tver(key, value):
+                raise StoreCorrupted("the tver index disagrees with the ver index (damaged store)")
             put_seq = seq_from_key(key[_S])
             ended = value[:SEQ_LEN]
             if put_seq > as_of or (ended != _LIVE and seq_from_key(ended) <= as_of):
@@ -1167,19 +1374,25 @@ class Projections:
             if start is None and end is None:
                 return self.count(nsid, as_of) - len(hidden)
             if as_of is not None:
-                entries = self.scan_as_of(nsid, start, end, None, None, as_of)[0]
+                entries = self.scan_as_of(nsid, start, end, None, None, as_of, confirm=True)[0]
                 return sum(1 for seq, *_ in entries if seq not in hidden)
-            walk = self._time_walk(self._names(nsid), nsid, start, end, None)
-            return sum(1 for key, _ in walk if seq_from_key(key[_S]) not in hidden)
+            return sum(1 for key in self._confirmed_time(nsid, start, end) if seq_from_key(key[_S]) not in hidden)
         if start is None and end is None:
             return self.count(nsid, as_of)
         if as_of is not None:
-            return len(self.scan_as_of(nsid, start, end, None, None, as_of)[0])
-        cur = self.txn.cursor(db=self.d.time)
-        if not cur.set_range(_scan_start(nsid, start, None)):
-            return 0
-        keys = cur.iternext(keys=True, values=False)
-        return sum(1 for _ in takewhile(_scan_stop(nsid, end).__gt__, keys))  # the loop runs in C
+            return len(self.scan_as_of(nsid, start, end, None, None, as_of, confirm=True)[0])
+        return sum(1 for _ in self._confirmed_time(nsid, start, end))
+
+    def _confirmed_time(self, nsid: bytes, start: float | None, end: float | None) -> Iterator[bytes]:
+        """The keys of the live entries of ``time`` of the namespace in range, each confirmed by
+        its ``ver`` entry (the walk checked as :meth:`_time_walk` checks it); else
+        :class:`StoreCorrupted` naming the namespace."""
+        names = self._names(nsid)
+        genuine = self._genuine_time_now
+        for key, idk in self._time_walk(names, nsid, start, end, None):
+            if not genuine(key, idk):
+                raise _damaged(names, idk, None, seq_from_key(key[_S]), "the time and ver indexes disagree")
+            yield key
 
     def meta_seq(self, nsid: bytes, mk: bytes, as_of: int | None = None) -> int | None:
         """The seq of the metadata write in effect now (or right after ``as_of``), else None."""

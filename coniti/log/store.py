@@ -94,18 +94,21 @@ DURABILITIES = ("sync", "nosync")
 
 LOG_DB = b"log"
 SYS_DB = b"sys"
-PROJECTION_DBS = (b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"erx", b"exv", b"opx")
+PROJECTION_DBS = (
+    b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"erx", b"exv", b"opx", b"fbk",
+)
 """Sub-databases derived from the log (see ``log/FORMAT.md``); ``rebuild`` recomputes all of them."""
 ALL_DBS = (LOG_DB, SYS_DB, *PROJECTION_DBS)
-LATER_DBS = frozenset({b"erx", b"exv", b"opx"})
+LATER_DBS = frozenset({b"erx", b"exv", b"opx", b"fbk"})
 """Sub-databases added after the first stores were written. A read-only open of a store that lacks
 one does without it (reads stay exact); a writable open creates it, and the store's projections are
 then rebuilt once (:attr:`Store.stale_projections`)."""
 RETIRED_DBS = (b"atix", b"tmax")
 """Projections of layout 1 that layout 2 no longer keeps; ``rebuild`` deletes them."""
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 """The layout version this coniti writes (``sys/format``): which projections a store holds and how
-they are encoded. Layout 1 stores are read as they are and rebuilt into layout 2 by a writable open.
+they are encoded. Older stores are read as they are and rebuilt into the current layout by a
+writable open (layout 3 seals each ``cnt`` and ``exv`` value with a CRC-32, layout 2 has none).
 The encoding of the events themselves is :data:`coniti.log.codec.EVENT_VERSION`."""
 
 SYS_ID = b"id"

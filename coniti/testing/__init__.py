@@ -51,6 +51,8 @@ each is a small class with no ``Test`` prefix, so pytest collects nothing until 
 ``ConcurrencyTests``       threads and ``fork()``, as declared
 ``CapabilityTests``        the backend class's ``supports_*`` declarations agree with its methods
 ``WriteTests``             ``write``: upsert, patch (RFC 7386), delete, expectations, op ids; expiry
+``PayloadTests``           records without a vector and blobs: every read, the memory file, writes, the past
+``FeedbackTests``          ``feedback``: weights summed per id and namespace, live ids only, or refused
 =========================  ======================================================================
 
 Capabilities where backends may differ are class attributes you declare; the suite never detects them:
@@ -90,6 +92,7 @@ from coniti.testing.copies import CopyTests
 from coniti.testing.count import CountTests
 from coniti.testing.cursors import CursorTests
 from coniti.testing.delete import DeleteTests
+from coniti.testing.feedback import FeedbackTests
 from coniti.testing.filters import FilterTests
 from coniti.testing.fixtures import BackendFactory, BackendFixtures
 from coniti.testing.get import GetTests
@@ -100,6 +103,7 @@ from coniti.testing.memfile_load import LoadTests, RollbackTests
 from coniti.testing.memfile_reject import RejectTests
 from coniti.testing.meta import MetaTests
 from coniti.testing.namespaces import NamespaceTests
+from coniti.testing.payloads import PayloadTests
 from coniti.testing.properties import PropertyTests
 from coniti.testing.put import PutTests
 from coniti.testing.requests import RequestTypeTests
@@ -119,6 +123,7 @@ __all__ = [
     "CursorTests",
     "DeleteTests",
     "DumpTests",
+    "FeedbackTests",
     "FilterTests",
     "GetTests",
     "IterAllTests",
@@ -127,6 +132,7 @@ __all__ = [
     "MetaTests",
     "NamespaceListingTests",
     "NamespaceTests",
+    "PayloadTests",
     "PropertyTests",
     "PutTests",
     "RejectTests",
@@ -162,5 +168,7 @@ class MemoryBackendTests(
     ConcurrencyTests,
     CapabilityTests,
     WriteTests,
+    PayloadTests,
+    FeedbackTests,
 ):
     """Every conformance mixin. Subclass it with a ``backend_factory`` fixture (see the module doc)."""

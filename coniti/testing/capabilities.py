@@ -44,7 +44,7 @@ class CapabilityTests(BackendFixtures):
         """Every capability declaration, and ``read_only``, is a bool; a fresh backend is writable."""
         for name in (
             "supports_time_travel", "supports_event_feed", "supports_put_with_meta",
-            "supports_put_batches", "supports_write",
+            "supports_put_batches", "supports_write", "supports_feedback",
         ):
             assert type(getattr(type(backend), name)) is bool, name
         assert backend.read_only is False

@@ -1,0 +1,85 @@
+"""The mcp command: serve the store to MCP clients through :mod:`coniti.integrations.mcp`.
+
+The MCP SDK is imported only when the command runs (``coniti --help`` does not load it). Ctrl-C and
+SIGTERM stop the server cleanly (exit status 0): HTTP sessions end, then the store is closed.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import click
+
+from coniti.cli.context import CliError, common_options, settings
+from coniti.cli.parse import format_namespace
+from coniti.cli.types import NAMESPACE
+
+__all__ = ["mcp"]
+
+
+def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
+    """``HOST:PORT`` as ``(host, port)``; a bad one is a usage error naming ``--http``."""
+    if value is None:
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise click.BadParameter(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:8000)", ctx, param)
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+@click.command()
+@click.option("--http", "http", default=None, metavar="HOST:PORT", callback=_address,
+              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
+@click.option("--prefix", "prefix", type=NAMESPACE, default=None,
+              help="Serve only this namespace and those under it, e.g. alice (default: all).")
+@click.option("--read-only", "read_only", is_flag=True,
+              help="Refuse every write tool (remember, update, forget).")
+@click.option("--allow-erase", "allow_erase", is_flag=True,
+              help="Offer the erase tool: a privacy erasure of every version of notes.")
+@click.option("--embedding", "embedding", default=None, metavar="NAME",
+              help="Embedder of a new store (default: $CONITI_EMBEDDING, else minilm); a store "
+                   "keeps the one it was written with.")  # fmt: skip
+@common_options
+def mcp(
+    http: tuple[str, int] | None,
+    prefix: tuple[str, ...] | None,
+    read_only: bool,
+    allow_erase: bool,
+    embedding: str | None,
+) -> None:
+    """Serve the memory to MCP clients (agents): over stdin/stdout, or streamable HTTP with --http.
+
+    Writes are stamped with --actor, else the client's name, and the reason each call gives (else
+    --reason). Needs the MCP SDK: pip install 'coniti[mcp]'."""
+    s = settings()
+    if read_only and allow_erase:
+        raise click.UsageError("--read-only and --allow-erase contradict each other: give one")
+    try:
+        from coniti.integrations.mcp import create_server
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] in ("mcp", "mcp_types"):
+            raise CliError("coniti mcp needs the MCP SDK: pip install 'coniti[mcp]'") from None
+        raise
+    scope = () if prefix is None else prefix
+    with s.open_store("write" if read_only else "create") as store, s.open_engine(store, embedding) as engine:
+        server = create_server(
+            engine, prefix=scope, read_only=read_only, allow_erase=allow_erase,
+            actor=s.actor_name, reason=s.reason,
+        )  # fmt: skip
+        where = "stdin/stdout" if http is None else f"http://{http[0]}:{http[1]}/mcp"
+        s.out.hint(f"coniti: serving {s.store_path} ({format_namespace(scope)}) over MCP on {where}")
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            if http is None:
+                server.run()
+            else:
+                server.run("streamable-http", host=http[0], port=http[1])
+        except KeyboardInterrupt:
+            s.out.hint("coniti: stopped")
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM ends the server as Ctrl-C does: a clean stop (the store closed, exit status 0)."""
+    raise KeyboardInterrupt

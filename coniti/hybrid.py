@@ -1,0 +1,148 @@
+"""Recall by strategy for one namespace: the ranked candidates a query's strategy gives, with
+their signals (:class:`~coniti.recall.Signals` fields), before notes are read.
+
+``semantic``
+    The engine's :class:`~coniti.strategy.Strategy` answers from the structures (cosine, or time
+    closeness to ``near``).
+``keyword``
+    The namespace's :class:`~coniti.keyword.KeywordIndex` answers by BM25 (over several
+    namespaces, with the statistics of their union: a :class:`~coniti.keyword.Corpus`).
+``recent``
+    The first structure's time-only search: newest first, score 0.0.
+``hybrid``
+    :func:`fuse_hits`: the semantic and keyword hits, :func:`depth` of each over every namespace
+    asked (filters applied; keyword hits below :attr:`Fusion.keyword_floor
+    <coniti.fusion.Fusion.keyword_floor>` of the query's BM25 ceiling left out), fused by :func:`coniti.fusion.fuse` with the query's
+    :class:`~coniti.fusion.Fusion` (a ``recency`` weight adds the candidates ranked by timestamp)
+    and the feedback weights of their namespaces; the score is the fused score. Fusing once over
+    all namespaces of a prefix keeps the fused scores comparable.
+
+Candidates come in the total order of :mod:`coniti.fusion` (score, newer, id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from coniti.actor import Query
+from coniti.fusion import Fusion, fuse
+from coniti.keyword import Corpus, KeywordIndex
+from coniti.recall import Hit, trusted_signals
+from coniti.strategy import Strategy, StrategyContext
+
+__all__ = ["Ranked", "candidates", "depth", "fuse_hits"]
+
+_hit = Hit.constructor()
+
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One candidate: its id, its score and the signals known before the note is read."""
+
+    id: str
+    score: float
+    signals: dict[str, Any] = field(default_factory=dict)
+
+
+def depth(k: int) -> int:
+    """How many candidates hybrid asks of each side for ``k`` hits: ``max(4 * k, 50)``."""
+    return max(4 * k, 50)
+
+
+def candidates(
+    query: Query,
+    vector: np.ndarray | None,
+    *,
+    strategy: Strategy,
+    context: StrategyContext,
+    keyword: KeywordIndex,
+    corpus: Corpus | None = None,
+) -> list[Ranked]:
+    """At most ``query.k`` candidates of ``semantic``, ``keyword`` or ``recent`` (module
+    docstring; ``hybrid`` is :func:`fuse_hits` over the first two)."""
+    name = query.resolved_strategy
+    if name == "semantic":
+        hits = strategy.answer(query, vector, context)
+        key = "semantic" if vector is not None else None
+        return [
+            Ranked(h.id, h.score, {"strategy": name, **({key: h.score} if key else {}), "ranks": {"semantic": r}})
+            for r, h in enumerate(hits, start=1)
+        ]
+    if name == "keyword":
+        assert query.text is not None
+        hits = keyword.search(query.text, k=query.k, time_range=query.time_range, corpus=corpus)
+        return [
+            Ranked(h.id, h.score, {"strategy": name, "keyword": h.score, "ranks": {"keyword": r}})
+            for r, h in enumerate(hits, start=1)
+        ]
+    if name == "recent":
+        if not context.structures:
+            return []
+        hits = context.structures[0].search(None, k=query.k, time_range=query.time_range)
+        newest = keyword.timestamp(hits[0].id) if hits else 0.0
+        return [
+            Ranked(h.id, h.score, {
+                "strategy": name, "recency": newest - keyword.timestamp(h.id), "ranks": {"recency": r},
+            })
+            for r, h in enumerate(hits, start=1)
+        ]
+    raise ValueError(f"candidates() answers semantic, keyword or recent, not {name!r}")
+
+
+Key = tuple[str, tuple[str, ...]]
+"""A hit's identity across namespaces: (note id, namespace); ordered by id, then namespace."""
+
+
+def fuse_hits(
+    query: Query,
+    semantic: Sequence[tuple[Hit, np.ndarray]],
+    lexical: Sequence[tuple[Hit, np.ndarray]],
+    feedback: Callable[[tuple[str, ...]], Mapping[str, float]],
+) -> list[tuple[Hit, np.ndarray]]:
+    """Hybrid recall: the semantic and keyword hits (each list in its total order, over every
+    namespace asked, filters applied) fused by :func:`coniti.fusion.fuse` with the query's
+    :class:`~coniti.fusion.Fusion` and each namespace's feedback weights (``feedback(ns)``), as
+    hits scored by the fused score, with their signals merged, in the fusion's total order (an
+    exact tie in score and time: the smaller id, then the smaller namespace). ``query.min_score``
+    applies to the fused score."""
+    fusion = query.fusion or Fusion()
+    found: dict[Key, tuple[Hit, np.ndarray]] = {}
+    for hit, vector in (*semantic, *lexical):
+        found.setdefault((hit.note.id, hit.namespace), (hit, vector))
+    times = {key: hit.note.timestamp for key, (hit, _) in found.items()}
+    rankings: dict[str, list[Key]] = {
+        "semantic": [(h.note.id, h.namespace) for h, _ in semantic],
+        "keyword": [(h.note.id, h.namespace) for h, _ in lexical],
+    }
+    if fusion.recency:
+        rankings["recency"] = sorted(times, key=lambda key: (-times[key], key))
+    weights: dict[Key, float] = {}
+    if fusion.feedback:
+        for ns in sorted({key[1] for key in found}):
+            for id_, w in feedback(ns).items():
+                if (id_, ns) in found:
+                    weights[(id_, ns)] = w
+    fused = fuse(rankings, times, fusion=fusion, feedback=weights)
+    newest = max(times.values(), default=0.0)
+    out = []
+    for key, score, ranks in fused:
+        if query.min_score is not None and score < query.min_score:
+            continue
+        hit, vector = found[key]
+        base = hit.signals
+        signals = trusted_signals({
+            "strategy": "hybrid",
+            "semantic": None if base is None else base.semantic,
+            "keyword": None if base is None else base.keyword,
+            "recency": newest - hit.note.timestamp,
+            "feedback": float(weights.get(key, 0.0)),
+            "ranks": ranks,
+            "fused": score,
+        })
+        out.append((_hit({**hit.__dict__, "score": score, "signals": signals}), vector))
+    return out

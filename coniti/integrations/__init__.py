@@ -1,0 +1,1 @@
+"""Adapters that make coniti a drop-in memory for agent frameworks (optional extras)."""

@@ -1,0 +1,564 @@
+"""The keyword index: BM25 over tokenised note text, derived from memory like the structures.
+
+**Tokenisation** (:func:`tokenize`, the same for notes and queries):
+
+* the text is NFKC-normalised and case-folded (``str.casefold``: ``"Straße"`` matches ``"STRASSE"``);
+* tokens are the maximal runs of word characters (``\\w``: letters, digits, underscore, in every
+  script); everything else separates them, so ``"INV-2024-0042"`` is ``inv``, ``2024``, ``0042``;
+* inside a run, characters of scripts written without spaces (Han, Hiragana, Katakana, Thai, Lao,
+  Khmer, Myanmar: :data:`NO_SPACE`) become overlapping character bigrams (``"苏黎世"`` is ``苏黎``,
+  ``黎世``); a lone such character is its own token. The rest of the run stays one token.
+
+A single-character query in such a script therefore matches only notes holding that character
+alone, not inside a longer run: a documented limit of bigram tokenisation.
+
+**Scoring** (Okapi BM25, the Lucene form): for the distinct query terms ``t`` and a note ``d`` of
+``|d|`` tokens, over the notes visible to the search (``N`` of them, mean length ``avgdl``)::
+
+    idf(t)     = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+    score(d)   = sum_t idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
+
+``k1`` (term-frequency saturation, default 1.2) and ``b`` (length normalisation, default 0.75) are
+the index's options. Only notes holding at least one query term are hits, ordered like structure
+hits: score descending, then timestamp descending, then id ascending (one total order). Scores are
+float64 sums in query-term order, so they reproduce exactly.
+
+**Rows and sequence masking.** Every note is one row carrying ``born`` (the sequence number that
+wrote it) and ``died`` (the one that ended it; :data:`ALIVE` while live). :meth:`KeywordIndex.search`
+with ``as_of=S`` sees the rows with ``born <= S < died``, and ``N``, ``avgdl`` and ``df`` are taken
+over those rows only, so a past search scores as a fresh index of that moment would.
+:meth:`KeywordIndex.remove` ends rows (it does not drop them); :meth:`KeywordIndex.purge` hides
+every row of an id from every point (erasure); :meth:`KeywordIndex.compact` drops rows that ended at
+or before a horizon.
+
+**Several indexes as one corpus.** A search over several namespaces (one index each) scores every
+note with the statistics of their union: :meth:`KeywordIndex.corpus` gives one index's ``N``, total
+length and ``df`` of the query terms, :meth:`Corpus.merge` adds them up, and ``search(...,
+corpus=...)`` scores with the merged figures, so scores are comparable across the namespaces.
+
+**State.** :meth:`KeywordIndex.state` is a dict of numpy arrays and ints (no pickled objects),
+tagged with the sequence number it reflects (:attr:`KeywordIndex.seq`);
+:meth:`KeywordIndex.from_state` rebuilds an equal index and refuses inconsistent arrays. It also
+takes the state with every value as a numpy array (scalars as 0-d arrays), as an on-disk snapshot
+of named arrays gives it back.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import unicodedata
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from coniti.actor import TimeRange
+from coniti.errors import ContractError
+from coniti.structure import StructureHit
+
+__all__ = ["ALIVE", "NO_SPACE", "Corpus", "KeywordIndex", "tokenize"]
+
+ALIVE = 2**63 - 1
+"""The ``died`` value of a live row."""
+
+NO_SPACE = (
+    "\u0e00-\u0e7f"  # Thai
+    "\u0e80-\u0eff"  # Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u3040-\u309f"  # Hiragana
+    "\u30a0-\u30ff"  # Katakana
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\U00020000-\U0003ffff"  # CJK extensions B and later
+)
+"""Character ranges of scripts written without spaces: tokenised as character bigrams."""
+
+_WORD = re.compile(r"\w+")
+_SPLIT = re.compile(f"([{NO_SPACE}]+)")
+_STATE_VERSION = 1
+
+
+def tokenize(text: str) -> list[str]:
+    """The tokens of ``text`` in order (module docstring): NFKC, case-folded, ``\\w`` runs, bigrams
+    for scripts without spaces."""
+    out: list[str] = []
+    for run in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
+        if not _SPLIT.search(run):
+            out.append(run)
+            continue
+        for i, part in enumerate(_SPLIT.split(run)):
+            if not part:
+                continue
+            if i % 2 == 0 or len(part) == 1:  # outside the no-space ranges, or a lone character
+                out.append(part)
+            else:
+                out.extend(part[j : j + 2] for j in range(len(part) - 1))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """The BM25 statistics of a set of notes for some terms: ``n`` notes, ``length`` tokens in
+    all, ``df[term]`` notes holding the term."""
+
+    n: int
+    length: int
+    df: dict[str, int]
+
+    @staticmethod
+    def merge(parts: Iterable[Corpus]) -> Corpus:
+        """The statistics of the union of disjoint note sets."""
+        n = length = 0
+        df: dict[str, int] = {}
+        for part in parts:
+            n += part.n
+            length += part.length
+            for term, count in part.df.items():
+                df[term] = df.get(term, 0) + count
+        return Corpus(n, length, df)
+
+
+def _check_param(name: str, value: Any, low: float, high: float | None) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ContractError(f"{name} must be a finite number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ContractError(f"{name} must be {bound}, got {value!r}")
+    return float(value)
+
+
+class KeywordIndex:
+    """BM25 postings over note rows with born/died sequence numbers (module docstring).
+
+    Not thread-safe: the engine serialises access, as it does for structures.
+    """
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1 = _check_param("k1", k1, 0.0, None)
+        self.b = _check_param("b", b, 0.0, 1.0)
+        self.seq = 0
+        """The sequence number this index reflects (the caller advances it; see :meth:`state`)."""
+        self._ids: list[str] = []
+        self._born = array("q")
+        self._died = array("q")
+        self._length = array("l")
+        self._time = array("d")
+        self._expires = array("d")
+        """Each row's expiry (epoch seconds; inf: none): an expired row counts for nothing, as
+        memory hides an expired record from every read."""
+        self._row_of: dict[str, int] = {}
+        self._postings: dict[str, tuple[array[int], array[int]]] = {}
+        self._live = 0
+
+    @property
+    def options(self) -> dict[str, float]:
+        """The constructor options (``KeywordIndex(**index.options)`` is an empty twin)."""
+        return {"k1": self.k1, "b": self.b}
+
+    def spawn(self) -> KeywordIndex:
+        """A new, empty index with the same options."""
+        return KeywordIndex(**self.options)
+
+    def __len__(self) -> int:
+        """The live rows."""
+        return self._live
+
+    def __contains__(self, id_: object) -> bool:
+        return isinstance(id_, str) and id_ in self._row_of
+
+    def timestamp(self, id_: str) -> float:
+        """The timestamp of the live row of ``id_`` (KeyError if none)."""
+        return self._time[self._row_of[id_]]
+
+    @property
+    def rows(self) -> int:
+        """Every row held, live or ended (not yet compacted)."""
+        return len(self._ids)
+
+    # -- updates -------------------------------------------------------------------------------
+
+    def add(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        timestamps: Sequence[float],
+        born: Sequence[int] | int = 0,
+        expires: Sequence[float | None] | None = None,
+    ) -> None:
+        """Add live rows: ``ids[i]`` with ``texts[i]`` at ``timestamps[i]``, written by sequence
+        number ``born[i]`` (one int: the same for all). All or nothing: raises
+        :class:`ContractError` for an id already live here or repeated, or mismatched lengths."""
+        n = len(ids)
+        births = [born] * n if isinstance(born, int) else list(born)
+        ends = [math.inf if x is None else float(x) for x in (expires or [None] * n)]
+        if len(texts) != n or len(timestamps) != n or len(births) != n or len(ends) != n:
+            raise ContractError(
+                f"ids, texts, timestamps and born must have one entry per note ({n} ids)"
+            )
+        seen: set[str] = set()
+        for id_ in ids:
+            if id_ in self._row_of or id_ in seen:
+                raise ContractError(f"id {id_!r} is already in the keyword index")
+            seen.add(id_)
+        for id_, text, ts, seq, end in zip(ids, texts, timestamps, births, ends, strict=True):
+            row = len(self._ids)
+            counts = Counter(tokenize(text))
+            self._ids.append(id_)
+            self._born.append(int(seq))
+            self._died.append(ALIVE)
+            self._length.append(sum(counts.values()))
+            self._time.append(float(ts))
+            self._expires.append(end)
+            self._row_of[id_] = row
+            for term, tf in counts.items():
+                posting = self._postings.get(term)
+                if posting is None:
+                    posting = self._postings[term] = (array("l"), array("l"))
+                posting[0].append(row)
+                posting[1].append(tf)
+        self._live += n
+
+    def remove(self, ids: Iterable[str], died: int = ALIVE - 1) -> int:
+        """End the live rows of ``ids`` at sequence number ``died`` (unknown ids are ignored; the
+        default ends them for every search but as-of ones before it); returns how many ended.
+
+        Ended rows stay for as-of searches until :meth:`compact` drops them."""
+        ended = 0
+        for id_ in dict.fromkeys(ids):
+            row = self._row_of.pop(id_, None) if isinstance(id_, str) else None
+            if row is not None:
+                self._died[row] = int(died)
+                ended += 1
+        self._live -= ended
+        return ended
+
+    def purge(self, ids: Iterable[str]) -> int:
+        """Make every row of ``ids`` (live or ended) invisible to every search, now and as of any
+        point (an erasure): they end before they begin and the next :meth:`compact` drops them.
+        Returns how many rows were purged. O(rows held)."""
+        wanted = {i for i in ids if isinstance(i, str)}
+        purged = 0
+        for row, id_ in enumerate(self._ids):
+            if id_ in wanted and not (self._born[row] == 0 and self._died[row] == 0):
+                if self._died[row] == ALIVE:
+                    self._live -= 1
+                    self._row_of.pop(id_, None)
+                self._born[row] = 0
+                self._died[row] = 0
+                purged += 1
+        return purged
+
+    def compact(self, horizon: int | None = None) -> int:
+        """Drop the rows that ended at or before ``horizon`` (None: every ended row); returns how
+        many. As-of searches before ``horizon`` are then no longer exact."""
+        limit = ALIVE - 1 if horizon is None else horizon
+        keep = [r for r in range(len(self._ids)) if self._died[r] > limit]
+        dropped = len(self._ids) - len(keep)
+        if not dropped:
+            return 0
+        remap = np.full(len(self._ids), -1, dtype=np.int64)
+        remap[keep] = np.arange(len(keep))
+        self._ids = [self._ids[r] for r in keep]
+        self._born = array("q", (self._born[r] for r in keep))
+        self._died = array("q", (self._died[r] for r in keep))
+        self._length = array("l", (self._length[r] for r in keep))
+        self._time = array("d", (self._time[r] for r in keep))
+        self._expires = array("d", (self._expires[r] for r in keep))
+        self._row_of = {self._ids[r]: r for r in range(len(self._ids)) if self._died[r] == ALIVE}
+        postings: dict[str, tuple[array[int], array[int]]] = {}
+        for term, (rows, tfs) in self._postings.items():
+            old = np.frombuffer(rows, dtype=np.int_) if rows else np.empty(0, dtype=np.int_)
+            new = remap[old]
+            kept = new >= 0
+            if kept.any():
+                postings[term] = (
+                    array("l", new[kept].astype(np.int_).tobytes()),
+                    array("l", np.frombuffer(tfs, dtype=np.int_)[kept].tobytes()),
+                )
+        self._postings = postings
+        return dropped
+
+    def clear(self) -> None:
+        """Drop every row (``seq`` is kept)."""
+        seq = self.seq
+        self.__init__(k1=self.k1, b=self.b)  # type: ignore[misc]
+        self.seq = seq
+
+    # -- search --------------------------------------------------------------------------------
+
+    def _clock(self) -> float:
+        """The time expiry is judged by: now (a past view: the recorded time of its point)."""
+        return time.time()
+
+    def _mask(self, as_of: int | None) -> np.ndarray:
+        died = np.frombuffer(self._died, dtype=np.int64) if self._ids else np.empty(0, np.int64)
+        if as_of is None:
+            visible: np.ndarray = died == ALIVE
+        else:
+            born = np.frombuffer(self._born, dtype=np.int64)
+            visible = (born <= as_of) & (died > as_of)
+        if self._ids:  # an expired row counts for nothing, as memory hides it (FORMAT §11.4)
+            visible &= np.frombuffer(self._expires, dtype=np.float64) > self._clock()
+        return visible
+
+    def corpus(self, text: str, *, as_of: int | None = None) -> Corpus:
+        """This index's statistics for the terms of ``text`` (rows visible now, or as of ``as_of``)."""
+        visible = self._mask(as_of)
+        lengths = np.frombuffer(self._length, dtype=np.int_) if self._ids else np.empty(0, np.int_)
+        df = {}
+        for term in dict.fromkeys(tokenize(text)):
+            posting = self._postings.get(term)
+            if posting is not None:
+                df[term] = int(visible[np.frombuffer(posting[0], dtype=np.int_)].sum())
+        return Corpus(int(visible.sum()), int(lengths[visible].sum()), df)
+
+    def ceiling(self, text: str, *, as_of: int | None = None, corpus: Corpus | None = None) -> float:
+        """The BM25 ceiling of ``text``: ``sum_t idf(t) * (k1 + 1)`` over its distinct terms, the
+        bound a note's score approaches as it repeats every term; a term no visible note holds
+        counts with the idf of ``df = 0``. Statistics from ``corpus`` when given."""
+        terms = list(dict.fromkeys(tokenize(text)))
+        stats = self.corpus(text, as_of=as_of) if corpus is None else corpus
+        n = stats.n
+        return math.fsum(
+            math.log(1.0 + (n - stats.df.get(t, 0) + 0.5) / (stats.df.get(t, 0) + 0.5)) * (self.k1 + 1.0)
+            for t in terms
+        )
+
+    def _scores(
+        self, terms: list[str], as_of: int | None, only: np.ndarray | None, corpus: Corpus | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Dense BM25 scores per row and the mask of rows matching at least one term."""
+        n_rows = len(self._ids)
+        visible = self._mask(as_of)
+        scores = np.zeros(n_rows, dtype=np.float64)
+        matched = np.zeros(n_rows, dtype=bool)
+        own = int(visible.sum())
+        if not own or not terms:
+            return scores, matched
+        lengths = np.frombuffer(self._length, dtype=np.int_).astype(np.float64)
+        if corpus is None:
+            n_visible, avgdl = own, float(lengths[visible].sum()) / own
+        else:
+            n_visible, avgdl = corpus.n, corpus.length / corpus.n if corpus.n else 0.0
+        norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl) if avgdl > 0 else np.full(n_rows, self.k1 * (1.0 - self.b))
+        for term in terms:
+            posting = self._postings.get(term)
+            if posting is None:
+                continue
+            rows = np.frombuffer(posting[0], dtype=np.int_)
+            tfs = np.frombuffer(posting[1], dtype=np.int_).astype(np.float64)
+            keep = visible[rows]
+            df = int(keep.sum())
+            if not df:
+                continue
+            rows, tfs = rows[keep], tfs[keep]
+            if corpus is not None:
+                df = corpus.df.get(term, df)
+            idf = math.log(1.0 + (n_visible - df + 0.5) / (df + 0.5))
+            scores[rows] += idf * tfs * (self.k1 + 1.0) / (tfs + norm[rows])
+            matched[rows] = True
+        if only is not None:
+            matched &= only
+        return scores, matched
+
+    def search(
+        self,
+        text: str,
+        *,
+        k: int,
+        time_range: TimeRange | None = None,
+        as_of: int | None = None,
+        corpus: Corpus | None = None,
+    ) -> list[StructureHit]:
+        """The ``k`` best rows for ``text`` by BM25 (module docstring), among the rows live now
+        (or as of sequence number ``as_of``) whose timestamp is in ``time_range``; scored with
+        ``corpus``'s statistics when given (it must include this index's)."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ContractError(f"k must be a positive integer, got {k!r}")
+        terms = list(dict.fromkeys(tokenize(text)))
+        only = None
+        if time_range is not None and len(self._ids):
+            times = np.frombuffer(self._time, dtype=np.float64)
+            start = -math.inf if time_range.start is None else time_range.start
+            end = math.inf if time_range.end is None else time_range.end
+            only = (times >= start) & (times < end)
+        scores, matched = self._scores(terms, as_of, only, corpus)
+        rows = np.flatnonzero(matched)
+        if not len(rows):
+            return []
+        times = np.frombuffer(self._time, dtype=np.float64)
+        ids = self._ids
+        picked = rows
+        if len(rows) > k:  # keep every row tied with the k-th score, then break ties exactly
+            found = scores[rows]
+            cut = found[np.argpartition(-found, k - 1)[k - 1]]
+            picked = rows[found >= cut]
+        order = sorted(picked.tolist(), key=lambda r: (-scores[r], -times[r], ids[r]))
+        return [StructureHit(ids[r], float(scores[r])) for r in order[:k]]
+
+    def score(
+        self, text: str, ids: Iterable[str], *, as_of: int | None = None, corpus: Corpus | None = None
+    ) -> dict[str, float]:
+        """The BM25 score of each of ``ids`` that is live (0.0 when it holds no query term); ids
+        not in the index are left out."""
+        terms = list(dict.fromkeys(tokenize(text)))
+        scores, _ = self._scores(terms, as_of, None, corpus)
+        return {i: float(scores[self._row_of[i]]) for i in ids if i in self._row_of}
+
+    def at(self, seq: int, *, clock: float | None = None) -> KeywordIndex:
+        """A read-only view of this index as of sequence number ``seq``, judging expiry at
+        ``clock`` (the recorded time of event ``seq``; None: now): it shares this index's
+        rows (rows added later are born after ``seq``; an erasure purges them in place, so it shows
+        in the view too) and every search, score and statistic masks by ``born <= seq < died``.
+        O(1) to make; the first :meth:`score`, :meth:`timestamp` or ``len`` costs O(rows)."""
+        return _AsOf(self, seq, clock)
+
+    def rows_state(self) -> set[tuple[str, int, int, float, int]]:
+        """Every row that counts as of some point, as ``(id, born, died, time, length)`` (purged
+        rows left out): what a fresh build must equal (an engine's ``verify``)."""
+        return {
+            (id_, int(born), int(died), float(t), int(n))
+            for id_, born, died, t, n in zip(self._ids, self._born, self._died, self._time, self._length, strict=True)
+            if not (born == 0 and died == 0)
+        }
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """The index as plain arrays and ints, tagged with :attr:`seq` (module docstring)."""
+        terms = sorted(self._postings)
+        encoded = [t.encode("utf-8") for t in terms]
+        offsets = np.cumsum([0, *(len(t) for t in encoded)], dtype=np.int64)
+        rows = [np.frombuffer(self._postings[t][0], dtype=np.int_) for t in terms]
+        tfs = [np.frombuffer(self._postings[t][1], dtype=np.int_) for t in terms]
+        ids = [i.encode("utf-8", "surrogatepass") for i in self._ids]
+        return {
+            "version": _STATE_VERSION,
+            "seq": self.seq,
+            "k1": self.k1,
+            "b": self.b,
+            "ids": np.frombuffer(b"".join(ids), dtype=np.uint8).copy(),
+            "id_offsets": np.cumsum([0, *(len(i) for i in ids)], dtype=np.int64),
+            "born": np.frombuffer(self._born, dtype=np.int64).copy(),
+            "died": np.frombuffer(self._died, dtype=np.int64).copy(),
+            "length": np.frombuffer(self._length, dtype=np.int_).astype(np.int64),
+            "time": np.frombuffer(self._time, dtype=np.float64).copy(),
+            "expires": np.frombuffer(self._expires, dtype=np.float64).copy(),
+            "terms": np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(),
+            "term_offsets": offsets,
+            "posting_offsets": np.cumsum([0, *(len(r) for r in rows)], dtype=np.int64),
+            "posting_rows": np.concatenate(rows).astype(np.int64) if rows else np.empty(0, np.int64),
+            "posting_tfs": np.concatenate(tfs).astype(np.int64) if tfs else np.empty(0, np.int64),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> KeywordIndex:
+        """The index :meth:`state` described; raises :class:`ContractError` naming the field when
+        the state is not one this version wrote or its arrays disagree."""
+        try:
+            version = int(np.asarray(state["version"]))
+            if version != _STATE_VERSION:
+                raise ContractError(f"keyword index state version {version} is not {_STATE_VERSION}")
+            index = cls(k1=float(np.asarray(state["k1"])), b=float(np.asarray(state["b"])))
+            index.seq = int(np.asarray(state["seq"]))
+            id_bytes = np.asarray(state["ids"], dtype=np.uint8).tobytes()
+            id_off = np.asarray(state["id_offsets"], dtype=np.int64)
+            born = np.asarray(state["born"], dtype=np.int64)
+            died = np.asarray(state["died"], dtype=np.int64)
+            length = np.asarray(state["length"], dtype=np.int64)
+            times = np.asarray(state["time"], dtype=np.float64)
+            n = len(id_off) - 1
+            if n < 0 or any(len(a) != n for a in (born, died, length, times)) or id_off[-1] != len(id_bytes):
+                raise ContractError("keyword index state: ids, born, died, length and time disagree")
+            term_bytes = np.asarray(state["terms"], dtype=np.uint8).tobytes()
+            term_off = np.asarray(state["term_offsets"], dtype=np.int64)
+            post_off = np.asarray(state["posting_offsets"], dtype=np.int64)
+            post_rows = np.asarray(state["posting_rows"], dtype=np.int64)
+            post_tfs = np.asarray(state["posting_tfs"], dtype=np.int64)
+            if (
+                len(term_off) != len(post_off)
+                or term_off[-1] != len(term_bytes)
+                or post_off[-1] != len(post_rows)
+                or len(post_rows) != len(post_tfs)
+                or (len(post_rows) and (post_rows.min() < 0 or post_rows.max() >= n))
+            ):
+                raise ContractError("keyword index state: terms and postings disagree")
+        except KeyError as exc:
+            raise ContractError(f"keyword index state lacks {exc.args[0]!r}") from None
+        index._ids = [
+            id_bytes[id_off[r] : id_off[r + 1]].decode("utf-8", "surrogatepass") for r in range(n)
+        ]
+        index._born = array("q", born.tobytes())
+        index._died = array("q", died.tobytes())
+        index._length = array("l", length.astype(np.int_).tobytes())
+        index._time = array("d", times.tobytes())
+        expires = np.asarray(state.get("expires", np.full(n, math.inf)), dtype=np.float64)
+        if len(expires) != n:
+            raise ContractError("keyword index state: expires and ids disagree")
+        index._expires = array("d", expires.tobytes())
+        index._row_of = {index._ids[r]: r for r in range(n) if died[r] == ALIVE}
+        index._live = len(index._row_of)
+        for t in range(len(term_off) - 1):
+            term = term_bytes[term_off[t] : term_off[t + 1]].decode("utf-8")
+            a, z = post_off[t], post_off[t + 1]
+            index._postings[term] = (
+                array("l", post_rows[a:z].astype(np.int_).tobytes()),
+                array("l", post_tfs[a:z].astype(np.int_).tobytes()),
+            )
+        return index
+
+
+class _AsOf(KeywordIndex):
+    """:meth:`KeywordIndex.at`: the rows of a live index as of one sequence number, read-only."""
+
+    def __init__(self, base: KeywordIndex, seq: int, clock: float | None) -> None:
+        self.__dict__.update(base.__dict__)  # shares the rows, does not copy them
+        self._as_of = int(seq)
+        self._at = clock
+        self.seq = self._as_of
+        self._visible_rows: dict[str, int] | None = None
+
+    def _clock(self) -> float:
+        return time.time() if self._at is None else self._at
+
+    def _mask(self, as_of: int | None) -> np.ndarray:
+        return super()._mask(self._as_of if as_of is None else min(as_of, self._as_of))
+
+    def _visible(self) -> dict[str, int]:
+        """The row of each id live as of the view's seq (expired or not: a row's facts)."""
+        if self._visible_rows is None:
+            born = np.frombuffer(self._born, dtype=np.int64) if self._ids else np.empty(0, np.int64)
+            died = np.frombuffer(self._died, dtype=np.int64) if self._ids else np.empty(0, np.int64)
+            rows = np.flatnonzero((born <= self._as_of) & (died > self._as_of))
+            self._visible_rows = {self._ids[r]: int(r) for r in rows.tolist()}
+        return self._visible_rows
+
+    def __len__(self) -> int:
+        return len(self._visible())
+
+    def __contains__(self, id_: object) -> bool:
+        return isinstance(id_, str) and id_ in self._visible()
+
+    def timestamp(self, id_: str) -> float:
+        return self._time[self._visible()[id_]]
+
+    def score(
+        self, text: str, ids: Iterable[str], *, as_of: int | None = None, corpus: Corpus | None = None
+    ) -> dict[str, float]:
+        terms = list(dict.fromkeys(tokenize(text)))
+        scores, _ = self._scores(terms, as_of, None, corpus)
+        rows = self._visible()
+        return {i: float(scores[rows[i]]) for i in ids if i in rows}
+
+    def _refuse(self, *_: Any, **__: Any) -> Any:
+        raise ContractError(f"the keyword index as of seq {self._as_of} is read-only")
+
+    add = remove = purge = compact = clear = _refuse

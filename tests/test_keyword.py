@@ -1,0 +1,283 @@
+"""The keyword index (coniti/keyword.py): tokenisation, BM25 against hand-computed scores, sequence
+masking, compaction and the serialisable state."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coniti.actor import TimeRange
+from coniti.errors import ContractError
+from coniti.keyword import ALIVE, KeywordIndex, tokenize
+
+
+def _three() -> KeywordIndex:
+    index = KeywordIndex()
+    index.add(
+        ["d1", "d2", "d3"],
+        ["apple banana apple", "banana cherry", "cherry date elder fig"],
+        [1.0, 2.0, 3.0],
+        [1, 2, 3],
+    )
+    return index
+
+
+# -- tokenisation ------------------------------------------------------------------------------
+
+
+def test_tokens_are_case_folded_word_runs() -> None:
+    """Tokens are the \\w runs of the text, case-folded; punctuation separates them."""
+    assert tokenize("Invoice INV-2024-0042, paid!") == ["invoice", "inv", "2024", "0042", "paid"]
+
+
+def test_case_folding_is_unicode_aware() -> None:
+    """casefold, not lower: 'Straße' and 'STRASSE' give the same token."""
+    assert tokenize("Straße") == tokenize("STRASSE") == ["strasse"]
+
+
+def test_nfkc_normalisation_joins_compatibility_forms() -> None:
+    """Full-width letters and digits tokenise like their ASCII forms."""
+    assert tokenize("ＡＢＣ１２３") == ["abc123"]
+
+
+def test_cjk_runs_become_character_bigrams() -> None:
+    """A run of Han characters becomes its overlapping bigrams."""
+    assert tokenize("我在苏黎世") == ["我在", "在苏", "苏黎", "黎世"]
+
+
+def test_a_lone_cjk_character_is_its_own_token() -> None:
+    """A one-character run of a no-space script is one token."""
+    assert tokenize("日") == ["日"]
+
+
+def test_mixed_runs_split_at_the_script_boundary() -> None:
+    """Latin letters glued to Han characters stay one token; the Han part becomes bigrams."""
+    assert tokenize("coniti数据库") == ["coniti", "数据", "据库"]
+
+
+def test_japanese_kana_are_bigrams_too() -> None:
+    """Hiragana and Katakana are scripts without spaces as well."""
+    assert tokenize("カタカナ") == ["カタ", "タカ", "カナ"]
+
+
+# -- BM25, by hand -----------------------------------------------------------------------------
+
+
+def test_bm25_single_term_matches_the_hand_computed_score() -> None:
+    """'apple' on three notes (lengths 3, 2, 4; avgdl 3): only d1 (tf 2) holds it, df 1, so
+    idf = ln(1 + 2.5/1.5) = ln(8/3) and the score is idf * 2 * 2.2 / (2 + 1.2) = 1.34864..."""
+    hits = _three().search("apple", k=5)
+    assert [h.id for h in hits] == ["d1"]
+    assert hits[0].score == pytest.approx(math.log(8 / 3) * 4.4 / 3.2, rel=1e-12)
+    assert hits[0].score == pytest.approx(1.3486403, abs=1e-7)
+
+
+def test_bm25_two_terms_match_the_hand_computed_scores() -> None:
+    """'banana cherry': each term has df 2, idf = ln(1 + 1.5/2.5) = ln 1.6. d2 (length 2, both
+    terms once) scores 2 * ln1.6 * 2.2 / (1 + 0.9); d1 (length 3, banana) ln1.6 * 2.2 / 2.2; d3
+    (length 4, cherry) ln1.6 * 2.2 / 2.5."""
+    hits = _three().search("banana cherry", k=5)
+    idf = math.log(1.6)
+    assert [h.id for h in hits] == ["d2", "d1", "d3"]
+    assert [h.score for h in hits] == pytest.approx(
+        [2 * idf * 2.2 / 1.9, idf * 1.0, idf * 2.2 / 2.5], rel=1e-12
+    )
+    assert [round(h.score, 6) for h in hits] == [1.088429, 0.470004, 0.413603]
+
+
+def test_k1_and_b_change_the_score_as_the_formula_says() -> None:
+    """With b = 0 length does not matter and with k1 = 0 term frequency does not: 'apple' on d1
+    then scores exactly idf."""
+    index = KeywordIndex(k1=0.0, b=0.0)
+    index.add(["d1", "d2", "d3"], ["apple banana apple", "banana cherry", "cherry date"], [1, 2, 3])
+    assert index.search("apple", k=1)[0].score == pytest.approx(math.log(8 / 3), rel=1e-12)
+
+
+def test_repeated_query_terms_count_once() -> None:
+    """'apple apple' scores like 'apple': the distinct query terms are summed."""
+    index = _three()
+    assert index.search("apple apple", k=1) == index.search("apple", k=1)
+
+
+def test_cjk_query_finds_the_note_holding_it() -> None:
+    """'苏黎世' scores above zero on a note containing it (the bigrams match)."""
+    index = KeywordIndex()
+    index.add(["z", "o"], ["我们下周在苏黎世见面", "meeting in Berlin"], [1.0, 2.0])
+    hits = index.search("苏黎世", k=5)
+    assert [h.id for h in hits] == ["z"] and hits[0].score > 0
+
+
+def test_notes_without_a_query_term_are_not_hits() -> None:
+    """Only notes that hold at least one query term are returned."""
+    assert _three().search("zebra", k=5) == []
+
+
+def test_ties_are_broken_by_newer_timestamp_then_id() -> None:
+    """Equal scores: the newer note first, then the smaller id."""
+    index = KeywordIndex()
+    index.add(["b", "a", "c"], ["same words", "same words", "same words"], [1.0, 1.0, 2.0])
+    assert [h.id for h in index.search("same", k=3)] == ["c", "a", "b"]
+
+
+def test_time_range_limits_the_hits() -> None:
+    """Only notes with start <= timestamp < end are hits."""
+    hits = _three().search("banana cherry", k=5, time_range=TimeRange(start=2.0, end=3.0))
+    assert [h.id for h in hits] == ["d2"]
+
+
+def test_bad_k1_or_b_is_refused_naming_it() -> None:
+    """k1 must be a finite number >= 0 and b in [0, 1]."""
+    with pytest.raises(ContractError, match="k1"):
+        KeywordIndex(k1=-1)
+    with pytest.raises(ContractError, match="b must be"):
+        KeywordIndex(b=1.5)
+
+
+def test_adding_a_live_id_again_is_refused_and_changes_nothing() -> None:
+    """add is all or nothing: an id already live raises and no row of the batch is added."""
+    index = _three()
+    with pytest.raises(ContractError, match="d1"):
+        index.add(["new", "d1"], ["x", "y"], [1.0, 1.0])
+    assert len(index) == 3 and "new" not in index
+
+
+# -- sequence masking -----------------------------------------------------------------------------
+
+
+def test_as_of_search_sees_only_rows_live_then() -> None:
+    """A row born at 2 and ended at 5 is visible as of 2..4 and not at 1 or 5."""
+    index = _three()
+    index.remove(["d2"], died=5)
+    assert [h.id for h in index.search("banana", k=5)] == ["d1"]
+    assert {h.id for h in index.search("banana", k=5, as_of=4)} == {"d1", "d2"}
+    assert {h.id for h in index.search("banana", k=5, as_of=1)} == {"d1"}
+    assert [h.id for h in index.search("banana", k=5, as_of=5)] == ["d1"]
+
+
+def test_as_of_scores_equal_a_fresh_index_of_that_moment() -> None:
+    """N, avgdl and df are taken over the rows visible as of S: the past search scores exactly
+    as an index holding only those rows."""
+    index = _three()
+    index.remove(["d3"], died=9)
+    index.add(["d4"], ["cherry cherry"], [4.0], [10])
+    fresh = KeywordIndex()
+    fresh.add(["d1", "d2", "d3"], ["apple banana apple", "banana cherry", "cherry date elder fig"], [1, 2, 3])
+    assert index.search("cherry banana", k=5, as_of=8) == fresh.search("cherry banana", k=5)
+
+
+def test_compact_drops_ended_rows_and_keeps_live_results() -> None:
+    """compact() drops ended rows; current searches give the same hits afterwards."""
+    index = _three()
+    index.remove(["d1"], died=4)
+    before = index.search("banana cherry apple", k=5)
+    assert index.compact() == 1
+    assert index.rows == 2
+    assert index.search("banana cherry apple", k=5) == before
+
+
+def test_readding_an_id_after_remove_makes_a_new_row() -> None:
+    """An update is remove + add: the old row stays for as-of searches, the new one is live."""
+    index = _three()
+    index.remove(["d1"], died=4)
+    index.add(["d1"], ["kiwi"], [1.0], [4])
+    assert [h.id for h in index.search("kiwi", k=5)] == ["d1"]
+    assert [h.id for h in index.search("apple", k=5, as_of=3)] == ["d1"]
+    assert index.search("apple", k=5) == []
+
+
+# -- state ----------------------------------------------------------------------------------------
+
+
+def test_state_is_plain_arrays_tagged_with_seq() -> None:
+    """state() holds numpy arrays and numbers only, with the seq it reflects."""
+    index = _three()
+    index.seq = 42
+    state = index.state()
+    assert state["seq"] == 42
+    assert all(isinstance(v, np.ndarray | int | float) for v in state.values())
+    assert list(state["died"]) == [ALIVE] * 3
+
+
+def test_state_round_trip_answers_the_same_now_and_as_of() -> None:
+    """from_state(state()) gives an index with the same hits now and as of an earlier point."""
+    index = _three()
+    index.remove(["d2"], died=7)
+    copy = KeywordIndex.from_state(index.state())
+    for as_of in (None, 2, 6, 7):
+        assert copy.search("banana cherry", k=5, as_of=as_of) == index.search("banana cherry", k=5, as_of=as_of)
+    assert copy.options == index.options and len(copy) == len(index)
+
+
+def test_state_with_disagreeing_arrays_is_refused() -> None:
+    """A state whose postings name a row that does not exist raises ContractError."""
+    state = _three().state()
+    state["posting_rows"] = state["posting_rows"] + 10
+    with pytest.raises(ContractError, match="postings"):
+        KeywordIndex.from_state(state)
+
+
+def test_state_missing_a_field_is_refused_naming_it() -> None:
+    """A state without 'born' raises ContractError naming the field."""
+    state = _three().state()
+    del state["born"]
+    with pytest.raises(ContractError, match="born"):
+        KeywordIndex.from_state(state)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab cd苏黎世", min_size=1, max_size=12), min_size=1, max_size=12),
+    st.text(alphabet="ab cd苏黎世", min_size=1, max_size=6),
+)
+def test_incremental_adds_equal_one_batch(texts: list[str], query: str) -> None:
+    """Adding notes one at a time gives the same hits as one batch add."""
+    ids = [f"n{i}" for i in range(len(texts))]
+    times = [float(i % 3) for i in range(len(texts))]
+    one = KeywordIndex()
+    one.add(ids, texts, times)
+    many = KeywordIndex()
+    for i, text, t in zip(ids, texts, times, strict=True):
+        many.add([i], [text], [t])
+    assert one.search(query, k=20) == many.search(query, k=20)
+
+
+def test_a_merged_corpus_scores_like_one_index_of_the_union() -> None:
+    """Two indexes searched with their merged Corpus give the scores of one index holding both."""
+    from coniti.keyword import Corpus
+
+    a, b, both = KeywordIndex(), KeywordIndex(), KeywordIndex()
+    a.add(["a1"], ["red apples in the orchard"], [1.0])
+    b.add(["b1", "b2"], ["red apples for the pie", "blue boats on the lake"], [2.0, 3.0])
+    both.add(["a1", "b1", "b2"], ["red apples in the orchard", "red apples for the pie", "blue boats on the lake"], [1.0, 2.0, 3.0])
+    query = "red apples orchard"
+    corpus = Corpus.merge([a.corpus(query), b.corpus(query)])
+    merged = sorted([*a.search(query, k=5, corpus=corpus), *b.search(query, k=5, corpus=corpus)], key=lambda h: -h.score)
+    expected = both.search(query, k=5)
+    assert [h.id for h in merged] == [h.id for h in expected]
+    assert [h.score for h in merged] == pytest.approx([h.score for h in expected], rel=1e-12)
+
+
+def test_purge_hides_every_row_of_an_id_at_every_point() -> None:
+    """After purge (an erasure), no search, now or as of any point, finds the id."""
+    index = _three()
+    index.remove(["d1"], died=4)
+    index.add(["d1"], ["apple pie"], [1.0], [4])
+    assert index.purge(["d1"]) == 2
+    for as_of in (None, 1, 3, 4, 9):
+        assert "d1" not in {h.id for h in index.search("apple", k=5, as_of=as_of)}
+    assert "d1" not in index and len(index) == 2
+    index.compact()
+    assert index.rows == 2
+
+
+def test_state_as_arrays_only_round_trips() -> None:
+    """A state whose scalars came back as 0-d arrays (an on-disk snapshot) restores the same index."""
+    index = _three()
+    index.seq = 9
+    arrays = {k: np.asarray(v) for k, v in index.state().items()}
+    copy = KeywordIndex.from_state(arrays)
+    assert copy.seq == 9 and copy.search("banana cherry", k=5) == index.search("banana cherry", k=5)
