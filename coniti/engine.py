@@ -34,7 +34,23 @@ elsewhere it rescans the loaded namespaces. :meth:`ContinuityEngine.at` returns 
 over ``memory.at(seq, time=...)``, for backends that declare ``supports_time_travel``. The engine
 reads capabilities only from these declarations (and ``memory.read_only``), never by probing.
 
-An engine is thread-safe: every public method holds one re-entrant lock.
+**Versioned rows and persisted indexes.** Over a backend with an event feed the structures are a
+fold of the events (:meth:`ContinuityEngine._fold`): every row knows the sequence numbers between
+which it was live (``born``, ``died``); a delete or replacement ends the row and keeps it, an erasure
+drops every row of the id, records without a vector are skipped. So :meth:`ContinuityEngine.at`
+answers from the same rows masked by sequence number (no rebuild), and the rows can be kept on disk:
+over a backend that declares ``supports_derived_state`` (LogBackend), each namespace's structures
+and content index are saved as a snapshot (:mod:`coniti.derived`, ``log/DERIVED.md``) tagged with
+the event they reflect, at :meth:`~ContinuityEngine.close`, :meth:`~ContinuityEngine.persist` and
+after a full build. Opening a namespace restores its snapshot (vectors memory mapped) and folds only
+the events after it; a snapshot that fails a check (another store, another configuration, an event
+hash that differs, a torn or altered file) is ignored and the namespace is rebuilt from the events.
+:meth:`~ContinuityEngine.reindex` rebuilds and rewrites it; :meth:`~ContinuityEngine.verify` proves
+it equals a fresh build. Rows kept for history cost memory: every version ever written stays.
+Elsewhere (InMemoryBackend) structures are built by scan at open and hold live rows only.
+
+An engine is thread-safe: every public method holds one re-entrant lock (an engine from
+:meth:`~ContinuityEngine.at` shares its parent's lock and rows).
 """
 
 from __future__ import annotations
@@ -51,6 +67,7 @@ from typing import Any, Self
 import numpy as np
 import pydantic
 
+from coniti import derived
 from coniti.actor import Note, Query, to_timestamp
 from coniti.contracts import Contract
 from coniti.embedding import Embedder
@@ -62,6 +79,7 @@ from coniti.errors import (
     ReadOnlyError,
     namespace_text,
 )
+from coniti.events import Event
 from coniti.filters import Predicate, compile_filter
 from coniti.fusion import Fusion, mmr
 from coniti.hybrid import Ranked, candidates, depth, fuse_hits
@@ -85,6 +103,7 @@ from coniti.memory import (
     WriteRequest,
     WriteResult,
     as_namespace,
+    derived_home,
     event_feed,
     time_travel,
 )
@@ -93,13 +112,25 @@ from coniti.rerank import Reranker, apply_reranker
 from coniti.strategy import Strategy, StrategyContext
 from coniti.structure import Structure, unit_rows
 
-__all__ = ["Answer", "ContinuityEngine", "Hit", "IngestResult", "Snapshot"]
+__all__ = ["Answer", "ContinuityEngine", "DerivedReport", "Hit", "IngestResult", "Snapshot"]
 # Hit lives in coniti.recall (what recall returns); it is re-exported here, where answers are made.
 
 EMBEDDING_KEY = "embedding_id"
 """The metadata key holding a namespace's embedding spec id."""
 
 _REBUILD_BATCH = 65_536
+
+_PERSIST_AFTER_BUILD = 1_000
+"""A namespace built from scratch with at least this many rows is saved at once (not only at
+close), so the next open restores it."""
+
+_SAVE_AT_CLOSE = 1_000
+"""``close()`` saves a namespace whose snapshot lags by at least this many events (or by a tenth
+of its rows, for small ones): a short session that writes a few notes into a large memory does not
+rewrite its whole snapshot, and the next open folds those few events instead."""
+
+_KEY_FORMAT = 1
+"""The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
 
 
 def pool_size(k: int) -> int:
@@ -138,6 +169,22 @@ class Snapshot(Contract):
     records: list[MemoryRecord]
 
 
+class DerivedReport(Contract):
+    """:meth:`ContinuityEngine.verify` of one namespace: ``ok`` when the structures (and the
+    snapshot on disk, if any) equal a fresh build from memory; ``problems`` says what differs.
+    ``snapshot``: ``"none"`` (nothing persisted here), ``"current"`` (on disk, checked and equal
+    after its catch-up) or the reason it is refused."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    namespace: Namespace = ()
+    seq: int | None = None
+    rows: int
+    ok: bool
+    snapshot: str
+    problems: list[str]
+
+
 _ingest_result = IngestResult.constructor()
 _hit = Hit.constructor()
 _answer = Answer.constructor()
@@ -153,6 +200,10 @@ class _Derived:
     key_of: dict[str, str] = field(default_factory=dict)
     seq: int | None = None
     meta_checked: bool = False
+    changed: int = 0
+    """Events folded since the snapshot on disk was written (or since the build)."""
+    content: dict[str, np.ndarray] | None = None
+    """The snapshot's content part, loaded into ``keys`` on first use (admission, writes)."""
 
 
 class ContinuityEngine:
@@ -199,6 +250,13 @@ class ContinuityEngine:
         self._read_only = read_only or memory.read_only
         self._lock = threading.RLock()
         self._spaces: dict[tuple[str, ...], _Derived] = {}
+        self._source: ContinuityEngine | None = None
+        self._history = event_feed(memory) is not None and all(p.supports_as_of for p in protos)
+        home = derived_home(memory)
+        persistable = self._history and home is not None and all(p.persistent for p in protos)
+        self._derived = (
+            derived.DerivedDir(home.derived_path, home.store_id) if persistable and home else None
+        )
         self._check_meta(())
 
     # -- properties ------------------------------------------------------------------------------
@@ -252,7 +310,7 @@ class ContinuityEngine:
         ns = as_namespace(namespace)
         with self._lock:
             self._refuse_writes()
-            space = self._space(ns)
+            space = self._writable(ns)
             if op_id is not None:
                 replayed = self._replay_ingest(ns, space, batch, op_id)
                 if replayed is not None:
@@ -285,18 +343,22 @@ class ContinuityEngine:
             return
         indexed, vectors = _with_vectors(records)
         ids = [r.note.id for r in indexed]
+        before = self._caught_up(ns, space)
+        claim = self._claim(ns, space)
+        born = None
+        if self._history and before is not None:  # the seqs the put will take if nobody interleaves
+            seqs = before + (claim is not None) + 1 + np.arange(len(records), dtype=np.int64)
+            born = seqs[[i for i, r in enumerate(records) if r.vector is not None]]
         try:
             if indexed:
                 matrix = np.stack(vectors)
                 times = np.array([r.note.timestamp for r in indexed], dtype=np.float64)
                 for structure in space.structures:
-                    structure.add(ids, matrix, times)
+                    structure.add(ids, matrix, times, born=born)
         except BaseException:
             self._recover(ns)
             raise
-        before = self._head()
         try:
-            claim = self._claim(ns, space)
             request = PutRequest(records=records)
             if claim is None:
                 self.memory.put(request)
@@ -309,8 +371,8 @@ class ContinuityEngine:
             raise
         space.meta_checked = True
         self._index(space, [r.note for r in indexed])
-        self._keyword_add(space, indexed, self._head())
-        self._advance(space, before, len(records) + (claim is not None))
+        self._keyword_add(space, indexed, self._head(), born=born)
+        self._settle(ns, space, before, len(records) + (claim is not None), ids)
 
     def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
@@ -611,12 +673,33 @@ class ContinuityEngine:
         ns = as_namespace(namespace)
         with self._lock:
             self._refuse_writes()
-            space = self._space(ns)
-            before = self._head()
+            space = self._writable(ns)
+            before = self._caught_up(ns, space)
             result = self.memory.delete(DeleteRequest(ids=id_list, namespace=ns))
-            self._forget(ns, space, result.deleted)
-            self._advance(space, before, len(result.deleted))
+            if self._history and before is not None:
+                self._ended(ns, space, before, result.deleted)
+            else:
+                self._forget(ns, space, result.deleted)
+                self._advance(space, before, len(result.deleted))
             return result
+
+    def _ended(self, ns: tuple[str, ...], space: _Derived, before: int, deleted: list[str]) -> None:
+        """After a delete of ``deleted`` (one event each, in order): end their rows at those seqs
+        when nobody interleaved, else fold the namespace's events."""
+        if self._head() != before + len(deleted):
+            self._fold_namespace(ns, space)
+            return
+        try:
+            for offset, id_ in enumerate(deleted, before + 1):
+                for structure in space.structures:
+                    structure.remove([id_], seq=offset)
+                space.keyword.remove([id_], died=offset)
+        except BaseException:
+            self._recover(ns)
+            raise
+        self._unindex(space, deleted)
+        space.seq = before + len(deleted)
+        space.changed += len(deleted)
 
     def _forget(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
@@ -664,7 +747,7 @@ class ContinuityEngine:
         with self._lock:
             self._refuse_writes()
             self._require_write()
-            space = self._space(ns)
+            space = self._writable(ns)
             live = self._live(ns, note.id)
             if live is not None and live.note.text == note.text and live.embedding_id == self._spec_id:
                 vector = live.vector
@@ -700,7 +783,7 @@ class ContinuityEngine:
         with self._lock:
             self._refuse_writes()
             self._require_write()
-            space = self._space(ns)
+            space = self._writable(ns)
             vector = None
             if text is not None:
                 live = self._live(ns, id)
@@ -726,8 +809,8 @@ class ContinuityEngine:
     def _apply(self, ns: tuple[str, ...], space: _Derived, request: WriteRequest) -> WriteResult:
         """Write ``request`` to memory (claiming the namespace's embedding id if due), then bring
         the structures in line for the ids it names."""
+        before = self._caught_up(ns, space)
         claim = self._claim(ns, space)
-        before = self._head()
         if claim is not None:
             self.memory.set_meta(claim)
         try:
@@ -738,6 +821,9 @@ class ContinuityEngine:
                     self.memory.set_meta(MetaSetRequest(key=EMBEDDING_KEY, value=None, namespace=ns))
             raise
         space.meta_checked = True
+        if self._history:
+            self._fold_namespace(ns, space)
+            return result
         ids = [op.record.id if isinstance(op, UpsertOp) else op.id for op in request.ops]
         self._reconcile(ns, space, ids)
         if not result.replayed:
@@ -827,7 +913,7 @@ class ContinuityEngine:
             )
         with self._lock:
             self._refuse_writes()
-            space = self._space(ns)
+            space = self._writable(ns)
             for record in records:
                 if record.id in space.structures[0]:
                     raise DuplicateRecord(
@@ -847,11 +933,15 @@ class ContinuityEngine:
         :class:`EmbeddingMismatch` if another writer set a different embedding id.
         """
         with self._lock:
+            if self._source is not None:
+                return 0  # a view as of an event never changes
             feed = event_feed(self.memory)
             if feed is None:
                 for ns in list(self._spaces):
                     self._reindex(ns)
                 return 0
+            if self._history:
+                return self._fold_all(feed)
             return self._catch_up(feed)
 
     def _head(self) -> int | None:
@@ -938,7 +1028,9 @@ class ContinuityEngine:
         """A read-only engine answering from memory as it was after event ``seq`` (or at ``time``).
 
         Needs a backend that declares ``supports_time_travel`` (e.g. LogBackend); others raise
-        :class:`NotSupported`. The new engine has fresh structures, filled from the past view.
+        :class:`NotSupported`. Over an event feed the new engine reads this engine's versioned rows
+        masked by ``seq`` (no rebuild; it shares this engine's lock, and this engine catches up first
+        when it has not yet seen ``seq``); otherwise it has fresh structures filled from the view.
         """
         past = time_travel(self.memory)
         if past is None:
@@ -947,25 +1039,38 @@ class ContinuityEngine:
                 f"{self.memory.kind!r} has none"
             )
         view = past.at(seq, time=time)
-        return ContinuityEngine(
-            view,
-            self.embedder,
-            [s.spawn() for s in self._prototypes],
-            self.strategy,
-            read_only=True,
-            keyword=self._keyword.spawn(),
-            reranker=self.reranker,
+        if not self._history or view.as_of is None:
+            return ContinuityEngine(
+                view, self.embedder, [s.spawn() for s in self._prototypes], self.strategy,
+                read_only=True, keyword=self._keyword.spawn(), reranker=self.reranker,
+            )
+        engine = ContinuityEngine(
+            view, self.embedder, self._prototypes, self.strategy, read_only=True,
+            keyword=self._keyword, reranker=self.reranker,
         )
+        engine._source = self
+        engine._lock = self._lock
+        engine._history = False
+        engine._derived = None
+        return engine
 
     # -- loading and reindexing ---------------------------------------------------------------
 
     def reindex(self, namespace: Sequence[str] = ()) -> None:
         """Refill the structures and content index of ``namespace`` from memory now (memory itself is
         not touched; compare :meth:`LogBackend.rebuild <coniti.impl.log.LogBackend.rebuild>`, which
-        refolds a store's projections)."""
+        refolds a store's projections). Over an event feed this is the rebuild of the derived
+        state: a fold of every event, whose snapshot replaces the one on disk."""
         ns = as_namespace(namespace)
         with self._lock:
-            if ns in self._spaces:
+            if self._history and self._source is None:
+                self._spaces.pop(ns, None)
+                self._check_meta(ns)
+                space = self._event_build(ns)
+                self._spaces[ns] = space
+                with contextlib.suppress(OSError):
+                    self._save(ns, space)
+            elif ns in self._spaces:
                 self._reindex(ns)
             else:
                 self._space(ns)
@@ -980,7 +1085,10 @@ class ContinuityEngine:
 
     def _reindex(self, ns: tuple[str, ...]) -> None:
         self._spaces.pop(ns, None)
-        self._spaces[ns] = self._load(ns)
+        if self._history and self._source is None:
+            self._spaces[ns] = self._event_build(ns)
+        else:
+            self._spaces[ns] = self._load(ns)
 
     def _recover(self, ns: tuple[str, ...]) -> None:
         """After a failure: reindex ``ns`` from memory, or, if that fails too, unload it (the next
@@ -991,6 +1099,22 @@ class ContinuityEngine:
             self._spaces.pop(ns, None)
 
     def _load(self, ns: tuple[str, ...]) -> _Derived:
+        """The derived state of ``ns``: a past engine's view of its parent's rows; else the
+        snapshot caught up from the events, or a fold of every event of ``ns`` (saved when large);
+        without an event feed, one scan of memory."""
+        if self._source is not None:
+            return self._load_past(ns)
+        if not self._history:
+            return self._scan_build(ns)
+        space = self._restore(ns)
+        if space is None:
+            space = self._event_build(ns)
+            if len(space.structures[0]) >= _PERSIST_AFTER_BUILD:
+                with contextlib.suppress(OSError):  # derived state is optional
+                    self._save(ns, space)
+        return space
+
+    def _scan_build(self, ns: tuple[str, ...]) -> _Derived:
         """Fresh structures and content index for ``ns``, filled by one scan of memory."""
         space = _Derived(structures=[p.spawn() for p in self._prototypes], keyword=self._keyword.spawn())
         space.seq = self._head()
@@ -1003,26 +1127,267 @@ class ContinuityEngine:
                 continue
             ids = [r.note.id for r in chunk]
             matrix = np.stack(vectors)
-            if matrix.shape[1] != self.embedder.dim:
-                raise EmbeddingMismatch(
-                    f"namespace {namespace_text(ns)} holds vectors of length {matrix.shape[1]}; "
-                    f"{self._spec_id!r} gives {self.embedder.dim}"
-                )
+            self._check_dim(ns, matrix)
             times = np.array([r.note.timestamp for r in chunk], dtype=np.float64)
+            born = np.array([r.version or 0 for r in chunk], dtype=np.int64)
             for structure in space.structures:
-                structure.add(ids, matrix, times)
+                structure.add(ids, matrix, times, born=born)
             self._index(space, [r.note for r in chunk])
             self._keyword_add(space, chunk, None)
         space.keyword.seq = space.seq or 0
         return space
 
-    def _keyword_add(self, space: _Derived, records: Sequence[MemoryRecord], head: int | None) -> None:
-        """Add ``records`` to the keyword index, born at their version (else ``head``, else 0)."""
+    def _check_dim(self, ns: tuple[str, ...], matrix: np.ndarray) -> None:
+        if matrix.shape[1] != self.embedder.dim:
+            raise EmbeddingMismatch(
+                f"namespace {namespace_text(ns)} holds vectors of length {matrix.shape[1]}; "
+                f"{self._spec_id!r} gives {self.embedder.dim}"
+            )
+
+    def _event_build(self, ns: tuple[str, ...]) -> _Derived:
+        """Fresh structures and content index for ``ns``: a fold of every event of ``ns``."""
+        space = _Derived(
+            structures=[p.spawn() for p in self._prototypes], keyword=self._keyword.spawn(), seq=0
+        )
+        self._fold_namespace(ns, space)
+        space.changed = max(space.changed, 1)  # nothing on disk reflects it yet
+        return space
+
+    def _load_past(self, ns: tuple[str, ...]) -> _Derived:
+        """A past engine's state of ``ns``: its parent's rows masked by the view's seq."""
+        source = self._source
+        seq = self.memory.as_of
+        assert source is not None and seq is not None
+        parent = source._space(ns)
+        if (parent.seq or 0) < seq:
+            source._fold_namespace(ns, parent)
+        feed = event_feed(source.memory)
+        clock = 0.0
+        if feed is not None and seq > 0:
+            clock = next(iter(feed.events(after=seq - 1, until=seq))).at
+        return _Derived(
+            structures=[s.at(seq) for s in parent.structures],
+            keyword=parent.keyword.at(seq, clock=clock), seq=seq, meta_checked=True,
+        )
+
+    # -- the fold of events (backends with an event feed) -----------------------------------------
+
+    def _writable(self, ns: tuple[str, ...]) -> _Derived:
+        """The state of ``ns`` for a write: loaded, and caught up with what others wrote to it, so
+        admission sees it and the write's events follow the rows' seq directly."""
+        space = self._space(ns)
+        self._caught_up(ns, space)
+        return space
+
+    def _caught_up(self, ns: tuple[str, ...], space: _Derived) -> int | None:
+        """Before a write: fold what others wrote to ``ns`` since the rows last saw it, so the
+        write's own events follow directly; returns the head (None without an event feed)."""
+        head = self._head()
+        if self._history and head is not None and (space.seq or 0) < head:
+            self._fold_namespace(ns, space)
+        return head
+
+    def _settle(
+        self, ns: tuple[str, ...], space: _Derived, before: int | None, written: int, ids: list[str]
+    ) -> None:
+        """After a put of ``ids`` whose rows were added with the seqs the put would take: keep
+        them when the head moved by exactly ``written``, else drop them and fold the events."""
+        if not self._history or before is None:
+            self._advance(space, before, written)
+            return
+        if self._head() == before + written:
+            space.seq = before + written
+            space.changed += written
+            return
+        try:
+            for structure in space.structures:
+                structure.purge(ids)
+            space.keyword.purge(ids)
+            self._unindex(space, ids)
+            self._fold_namespace(ns, space)
+        except BaseException:
+            self._recover(ns)
+            raise
+
+    def _fold_namespace(self, ns: tuple[str, ...], space: _Derived) -> int:
+        """Fold the events of ``ns`` after ``space.seq`` up to the head; returns how many."""
+        feed = event_feed(self.memory)
+        assert feed is not None
+        head = feed.head
+        folder = _Folder(self, ns, space)
+        count = 0
+        try:
+            for event in feed.events(after=space.seq or 0, until=head, namespace=ns):
+                folder.event(event)
+                count += 1
+            folder.flush()
+        except BaseException:
+            self._recover(ns)
+            raise
+        space.seq = space.keyword.seq = max(space.seq or 0, head)
+        space.changed += count
+        return count
+
+    def _fold_all(self, feed: EventFeed) -> int:
+        """Fold, in one pass, the events after the oldest loaded namespace's seq into every
+        loaded namespace; returns the number of events read."""
+        if not self._spaces:
+            return 0
+        head = feed.head
+        after = min(space.seq or 0 for space in self._spaces.values())
+        if after >= head:
+            return 0
+        folders = {ns: _Folder(self, ns, space) for ns, space in self._spaces.items()}
+        count = 0
+        try:
+            for event in feed.events(after=after, until=head):
+                count += 1
+                folder = folders.get(tuple(event.namespace))
+                if folder is not None and event.seq > (folder.space.seq or 0):
+                    folder.event(event)
+                    folder.space.changed += 1
+            for folder in folders.values():
+                folder.flush()
+        except BaseException:
+            for ns in folders:
+                self._recover(ns)
+            raise
+        for space in self._spaces.values():
+            space.seq = space.keyword.seq = max(space.seq or 0, head)
+        return count
+
+    # -- derived state on disk ----------------------------------------------------------------
+
+    def _snapshot_key(self) -> dict[str, Any]:
+        return {
+            "engine": _KEY_FORMAT,
+            "embedding": self._spec_id,
+            "structures": [[p.name, p.options] for p in self._prototypes],
+            "strategy": [self.strategy.name, self.strategy.options],
+            "keyword": self._keyword.options,
+        }
+
+    def _restore(self, ns: tuple[str, ...]) -> _Derived | None:
+        """The snapshot of ``ns`` restored and caught up, or None when there is none usable."""
+        try:
+            loaded = self._loaded_snapshot(ns)
+        except derived.StaleSnapshot:
+            return None
+        space = _Derived(structures=[p.spawn() for p in self._prototypes], seq=loaded.seq)
+        try:
+            for i, structure in enumerate(space.structures):
+                structure.restore_derived_state(loaded.parts[f"structure.{i}"])
+            space.keyword = KeywordIndex.from_state(loaded.parts["keyword"])
+            if space.keyword.seq != loaded.seq or space.keyword.options != self._keyword.options:
+                return None
+            content = loaded.parts.get("content")
+            if content is not None and not {"id_bytes", "id_ends", "key_bytes", "key_ends"} <= set(content):
+                return None
+            space.content = content
+        except (KeyError, ContractError, ValueError):
+            return None
+        space.meta_checked = True
+        self._fold_namespace(ns, space)
+        return space
+
+    def _loaded_snapshot(self, ns: tuple[str, ...]) -> derived.Loaded:
+        home = derived_home(self.memory)
+        if self._derived is None or home is None:
+            raise derived.StaleSnapshot("this engine keeps no derived state on disk")
+        return self._derived.load(
+            derived.snapshot_name(ns, self._snapshot_key()), key=self._snapshot_key(),
+            head=self._head() or 0, hash_at=home.event_hash,
+        )
+
+    def _save(self, ns: tuple[str, ...], space: _Derived) -> bool:
+        """Write the snapshot of ``ns`` (tagged with ``space.seq``); False when nothing is kept."""
+        home = derived_home(self.memory)
+        if self._derived is None or home is None or space.seq is None:
+            return False
+        parts: dict[str, dict[str, np.ndarray]] = {
+            f"structure.{i}": s.derived_state() for i, s in enumerate(space.structures)
+        }
+        pairs = sorted(self._content(space).items())
+        id_bytes, id_ends = derived.pack_strings([i for i, _ in pairs])
+        key_bytes, key_ends = derived.pack_strings([k for _, k in pairs])
+        parts["content"] = {
+            "id_bytes": id_bytes, "id_ends": id_ends, "key_bytes": key_bytes, "key_ends": key_ends,
+        }
+        space.keyword.seq = space.seq
+        parts["keyword"] = {k: np.asarray(v) for k, v in space.keyword.state().items()}
+        self._derived.save(
+            derived.snapshot_name(ns, self._snapshot_key()), seq=space.seq,
+            seq_hash=home.event_hash(space.seq), key=self._snapshot_key(), parts=parts,
+        )
+        space.changed = 0
+        return True
+
+    def persist(self) -> int:
+        """Save the snapshot of every loaded namespace that changed since its last one (backends
+        that declare ``supports_derived_state``); returns how many were written. :meth:`close`
+        calls it. Raises what the file system raises (``OSError``); the old snapshot then stays."""
+        return self._persist(1)
+
+    def _persist(self, least: int) -> int:
+        with self._lock:
+            self.refresh()
+            written = 0
+            for ns, space in self._spaces.items():
+                due = min(least, max(1, len(space.structures[0]) // 10))
+                if space.changed >= due and self._save(ns, space):
+                    written += 1
+            return written
+
+    def verify(self, namespace: Sequence[str] = ()) -> DerivedReport:
+        """Prove the derived state of ``namespace`` equals a fresh build from memory: after a
+        :meth:`refresh`, the rows (id, version, end, time, vector bits) and the content index of
+        the loaded structures, and of the snapshot on disk once restored and caught up, are
+        compared with a fold of every event (or a scan, without an event feed). Reads; writes
+        nothing. O(events of the namespace)."""
+        ns = as_namespace(namespace)
+        with self._lock:
+            self.refresh()
+            space = self._space(ns)
+            fresh = self._event_build(ns) if self._history else self._scan_build(ns)
+            problems = [f"loaded: {p}" for p in _differences(self, space, fresh)]
+            status = "none"
+            if self._derived is not None:
+                try:
+                    self._loaded_snapshot(ns)
+                except derived.StaleSnapshot as exc:
+                    status = str(exc)
+                else:
+                    restored = self._restore(ns)
+                    if restored is None:
+                        status = "refused: its arrays do not fit"
+                        problems.append("snapshot: its arrays do not fit")
+                    else:
+                        status = "current"
+                        problems += [f"snapshot: {p}" for p in _differences(self, restored, fresh)]
+            return DerivedReport.constructor()(
+                {
+                    "namespace": ns, "seq": space.seq, "rows": len(space.structures[0]),
+                    "ok": not problems, "snapshot": status, "problems": problems,
+                }
+            )
+
+
+    def _keyword_add(
+        self,
+        space: _Derived,
+        records: Sequence[MemoryRecord],
+        head: int | None,
+        born: np.ndarray | None = None,
+    ) -> None:
+        """Add ``records`` to the keyword index, born at ``born`` (the seqs their put takes), else
+        at their version, else at ``head``, else 0: as the structures' rows are."""
         space.keyword.add(
             [r.note.id for r in records],
             [r.note.text for r in records],
             [r.note.timestamp for r in records],
-            [r.version if r.version is not None else (head or 0) for r in records],
+            born.tolist() if born is not None
+            else [r.version if r.version is not None else (head or 0) for r in records],
+            expires=[r.expires_at for r in records],
         )
 
     def _check_meta(self, ns: tuple[str, ...]) -> None:
@@ -1045,14 +1410,33 @@ class ContinuityEngine:
 
     def _context(self, ns: tuple[str, ...], space: _Derived) -> StrategyContext:
         first = space.structures[0]
+
+        def stored_with_key(key: str) -> list[str]:
+            self._content(space)
+            return list(space.keys.get(key, ()))
+
         return StrategyContext(
             namespace=ns,
             structures=tuple(space.structures),
-            stored_with_key=lambda key: list(space.keys.get(key, ())),
+            stored_with_key=stored_with_key,
             is_stored=first.__contains__,
         )
 
+    def _content(self, space: _Derived) -> dict[str, str]:
+        """The content index (id -> key), loaded from the snapshot's pairs on first use."""
+        if space.content is not None:
+            part, space.content = space.content, None
+            ids = derived.unpack_strings(part["id_bytes"], part["id_ends"])
+            keys = derived.unpack_strings(part["key_bytes"], part["key_ends"])
+            if len(ids) != len(keys):
+                raise ContractError("the snapshot's content index does not fit together")
+            for id_, key in zip(ids, keys, strict=True):
+                space.keys.setdefault(key, []).append(id_)
+                space.key_of[id_] = key
+        return space.key_of
+
     def _index(self, space: _Derived, notes: Iterable[Note]) -> None:
+        self._content(space)
         key_of = self.strategy.content_key
         for note in notes:
             key = key_of(note)
@@ -1061,6 +1445,7 @@ class ContinuityEngine:
                 space.key_of[note.id] = key
 
     def _unindex(self, space: _Derived, ids: Iterable[str]) -> None:
+        self._content(space)
         for id_ in ids:
             key = space.key_of.pop(id_, None)
             if key is None:
@@ -1084,8 +1469,14 @@ class ContinuityEngine:
         self.close()
 
     def close(self) -> None:
-        """Drop the derived state. The memory backend is not closed (its owner closes it)."""
+        """Save the snapshots that lag by at least 1,000 events or a tenth of their rows (as
+        :meth:`persist` does, where derived state is kept; a failure to save is ignored: the next
+        open rebuilds or catches up), then drop the derived state. The memory backend is not closed
+        (its owner closes it)."""
         with self._lock:
+            if self._derived is not None and not self.memory.read_only:
+                with contextlib.suppress(Exception):  # derived state is optional; memory is intact
+                    self._persist(_SAVE_AT_CLOSE)
             self._spaces.clear()
 
     # -- async twins: the sync call on a worker thread (the engine's lock serialises them) ---------
@@ -1178,6 +1569,129 @@ class ContinuityEngine:
             metadata_patch=metadata_patch, namespace=namespace, expected_version=expected_version,
             op_id=op_id,
         )
+
+
+class _Folder:
+    """Folds the events of one namespace into its derived state, in sequence order: a put ends the
+    id's live row (a replacement) and adds the new one (consecutive puts are added as one batch),
+    a delete ends the live row, a clear ends every live row, an erase drops every row of the id,
+    a metadata write of the embedding id is checked. Puts whose content was erased, and records
+    without a vector, add no row."""
+
+    def __init__(self, engine: ContinuityEngine, ns: tuple[str, ...], space: _Derived) -> None:
+        self.engine = engine
+        self.ns = ns
+        self.space = space
+        self._reset()
+
+    def _reset(self) -> None:
+        self.ids: list[str] = []
+        self.vectors: list[np.ndarray] = []
+        self.times: list[float] = []
+        self.born: list[int] = []
+        self.notes: list[Note] = []
+        self.expires: list[float | None] = []
+        self.pending: set[str] = set()
+
+    def event(self, event: Event) -> None:
+        engine, space = self.engine, self.space
+        kind = event.kind
+        if kind == "meta":
+            if event.key == EMBEDDING_KEY and event.value is not None:
+                engine._refuse_mismatch(event.value, self.ns)
+            return
+        if kind in ("op", "feedback"):  # feedback changes no record (hybrid reads weights at ask)
+            return
+        if kind == "clear":
+            self.flush()
+            live = space.structures[0].live_ids()
+            for structure in space.structures:
+                structure.remove(live, seq=event.seq)
+            space.keyword.remove(live, died=event.seq)
+            engine._unindex(space, live)
+            return
+        id_ = event.id
+        if id_ is None:
+            return
+        if id_ in self.pending:
+            self.flush()
+        if kind == "erase":
+            for structure in space.structures:
+                structure.purge([id_])
+            space.keyword.purge([id_])
+            engine._unindex(space, [id_])
+            return
+        if id_ in space.structures[0]:  # a delete, or a put that replaces the live version
+            for structure in space.structures:
+                structure.remove([id_], seq=event.seq)
+            space.keyword.remove([id_], died=event.seq)
+            engine._unindex(space, [id_])
+        record = event.record
+        if kind != "put" or record is None or record.vector is None:
+            return
+        if record.embedding_id is not None and record.embedding_id != engine._spec_id:
+            engine._refuse_mismatch(record.embedding_id, self.ns, what=f"record {id_!r}")
+        self.ids.append(id_)
+        self.vectors.append(record.vector)
+        self.times.append(record.note.timestamp)
+        self.born.append(event.seq)
+        self.notes.append(record.note)
+        self.expires.append(record.expires_at)
+        self.pending.add(id_)
+        if len(self.ids) >= _REBUILD_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.ids:
+            return
+        matrix = np.stack(self.vectors)
+        self.engine._check_dim(self.ns, matrix)
+        times = np.array(self.times, dtype=np.float64)
+        born = np.array(self.born, dtype=np.int64)
+        for structure in self.space.structures:
+            structure.add(self.ids, matrix, times, born=born)
+        self.space.keyword.add(
+            self.ids, [n.text for n in self.notes], self.times, self.born, expires=self.expires
+        )
+        self.engine._index(self.space, self.notes)
+        self._reset()
+
+
+def _rows(structure: Structure) -> dict[tuple[str, int], tuple[float, int, bytes]]:
+    """Every row of a structure as ``(id, born) -> (time, died, vector bits)``."""
+    state = structure.derived_state()
+    ids = derived.unpack_strings(state["id_bytes"], state["id_ends"])
+    return {
+        (id_, int(born)): (float(t), int(died), vector.tobytes())
+        for id_, born, t, died, vector in zip(
+            ids, state["born"].tolist(), state["times"].tolist(), state["died"].tolist(),
+            state["vecs"], strict=True,
+        )
+    }
+
+
+def _differences(engine: ContinuityEngine, a: _Derived, b: _Derived) -> list[str]:
+    """What differs between two derived states of one namespace (empty: equal)."""
+    out: list[str] = []
+    for i, (left, right) in enumerate(zip(a.structures, b.structures, strict=True)):
+        rows_a, rows_b = _rows(left), _rows(right)
+        if rows_a != rows_b:
+            extra = sorted(set(rows_a) - set(rows_b))[:3]
+            missing = sorted(set(rows_b) - set(rows_a))[:3]
+            changed = sorted(k for k in set(rows_a) & set(rows_b) if rows_a[k] != rows_b[k])[:3]
+            out.append(
+                f"structure {i} ({left.name}): rows not in a fresh build {extra}, rows missing "
+                f"{missing}, rows that differ {changed}"
+            )
+    if engine._content(a) != engine._content(b):
+        out.append("the content index differs from a fresh build")
+    words_a, words_b = a.keyword.rows_state(), b.keyword.rows_state()
+    if words_a != words_b:
+        out.append(
+            f"keyword index: rows not in a fresh build {sorted(words_a - words_b)[:3]}, rows missing "
+            f"{sorted(words_b - words_a)[:3]}"
+        )
+    return out
 
 
 def _expect(id: str, expected: int | None | EllipsisType) -> dict[str, int | None]:

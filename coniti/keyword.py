@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 import unicodedata
 from array import array
 from collections import Counter
@@ -150,6 +151,9 @@ class KeywordIndex:
         self._died = array("q")
         self._length = array("l")
         self._time = array("d")
+        self._expires = array("d")
+        """Each row's expiry (epoch seconds; inf: none): an expired row counts for nothing, as
+        memory hides an expired record from every read."""
         self._row_of: dict[str, int] = {}
         self._postings: dict[str, tuple[array[int], array[int]]] = {}
         self._live = 0
@@ -187,13 +191,15 @@ class KeywordIndex:
         texts: Sequence[str],
         timestamps: Sequence[float],
         born: Sequence[int] | int = 0,
+        expires: Sequence[float | None] | None = None,
     ) -> None:
         """Add live rows: ``ids[i]`` with ``texts[i]`` at ``timestamps[i]``, written by sequence
         number ``born[i]`` (one int: the same for all). All or nothing: raises
         :class:`ContractError` for an id already live here or repeated, or mismatched lengths."""
         n = len(ids)
         births = [born] * n if isinstance(born, int) else list(born)
-        if len(texts) != n or len(timestamps) != n or len(births) != n:
+        ends = [math.inf if x is None else float(x) for x in (expires or [None] * n)]
+        if len(texts) != n or len(timestamps) != n or len(births) != n or len(ends) != n:
             raise ContractError(
                 f"ids, texts, timestamps and born must have one entry per note ({n} ids)"
             )
@@ -202,7 +208,7 @@ class KeywordIndex:
             if id_ in self._row_of or id_ in seen:
                 raise ContractError(f"id {id_!r} is already in the keyword index")
             seen.add(id_)
-        for id_, text, ts, seq in zip(ids, texts, timestamps, births, strict=True):
+        for id_, text, ts, seq, end in zip(ids, texts, timestamps, births, ends, strict=True):
             row = len(self._ids)
             counts = Counter(tokenize(text))
             self._ids.append(id_)
@@ -210,6 +216,7 @@ class KeywordIndex:
             self._died.append(ALIVE)
             self._length.append(sum(counts.values()))
             self._time.append(float(ts))
+            self._expires.append(end)
             self._row_of[id_] = row
             for term, tf in counts.items():
                 posting = self._postings.get(term)
@@ -264,6 +271,7 @@ class KeywordIndex:
         self._died = array("q", (self._died[r] for r in keep))
         self._length = array("l", (self._length[r] for r in keep))
         self._time = array("d", (self._time[r] for r in keep))
+        self._expires = array("d", (self._expires[r] for r in keep))
         self._row_of = {self._ids[r]: r for r in range(len(self._ids)) if self._died[r] == ALIVE}
         postings: dict[str, tuple[array[int], array[int]]] = {}
         for term, (rows, tfs) in self._postings.items():
@@ -286,13 +294,19 @@ class KeywordIndex:
 
     # -- search --------------------------------------------------------------------------------
 
+    def _clock(self) -> float:
+        """The time expiry is judged by: now (a past view: the recorded time of its point)."""
+        return time.time()
+
     def _mask(self, as_of: int | None) -> np.ndarray:
         died = np.frombuffer(self._died, dtype=np.int64) if self._ids else np.empty(0, np.int64)
         if as_of is None:
-            live: np.ndarray = died == ALIVE
-            return live
-        born = np.frombuffer(self._born, dtype=np.int64)
-        visible: np.ndarray = (born <= as_of) & (died > as_of)
+            visible: np.ndarray = died == ALIVE
+        else:
+            born = np.frombuffer(self._born, dtype=np.int64)
+            visible = (born <= as_of) & (died > as_of)
+        if self._ids:  # an expired row counts for nothing, as memory hides it (FORMAT §11.4)
+            visible &= np.frombuffer(self._expires, dtype=np.float64) > self._clock()
         return visible
 
     def corpus(self, text: str, *, as_of: int | None = None) -> Corpus:
@@ -399,6 +413,23 @@ class KeywordIndex:
         scores, _ = self._scores(terms, as_of, None, corpus)
         return {i: float(scores[self._row_of[i]]) for i in ids if i in self._row_of}
 
+    def at(self, seq: int, *, clock: float | None = None) -> KeywordIndex:
+        """A read-only view of this index as of sequence number ``seq``, judging expiry at
+        ``clock`` (the recorded time of event ``seq``; None: now): it shares this index's
+        rows (rows added later are born after ``seq``; an erasure purges them in place, so it shows
+        in the view too) and every search, score and statistic masks by ``born <= seq < died``.
+        O(1) to make; the first :meth:`score`, :meth:`timestamp` or ``len`` costs O(rows)."""
+        return _AsOf(self, seq, clock)
+
+    def rows_state(self) -> set[tuple[str, int, int, float, int]]:
+        """Every row that counts as of some point, as ``(id, born, died, time, length)`` (purged
+        rows left out): what a fresh build must equal (an engine's ``verify``)."""
+        return {
+            (id_, int(born), int(died), float(t), int(n))
+            for id_, born, died, t, n in zip(self._ids, self._born, self._died, self._time, self._length, strict=True)
+            if not (born == 0 and died == 0)
+        }
+
     # -- state ----------------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
@@ -420,6 +451,7 @@ class KeywordIndex:
             "died": np.frombuffer(self._died, dtype=np.int64).copy(),
             "length": np.frombuffer(self._length, dtype=np.int_).astype(np.int64),
             "time": np.frombuffer(self._time, dtype=np.float64).copy(),
+            "expires": np.frombuffer(self._expires, dtype=np.float64).copy(),
             "terms": np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(),
             "term_offsets": offsets,
             "posting_offsets": np.cumsum([0, *(len(r) for r in rows)], dtype=np.int64),
@@ -468,6 +500,10 @@ class KeywordIndex:
         index._died = array("q", died.tobytes())
         index._length = array("l", length.astype(np.int_).tobytes())
         index._time = array("d", times.tobytes())
+        expires = np.asarray(state.get("expires", np.full(n, math.inf)), dtype=np.float64)
+        if len(expires) != n:
+            raise ContractError("keyword index state: expires and ids disagree")
+        index._expires = array("d", expires.tobytes())
         index._row_of = {index._ids[r]: r for r in range(n) if died[r] == ALIVE}
         index._live = len(index._row_of)
         for t in range(len(term_off) - 1):
@@ -478,3 +514,51 @@ class KeywordIndex:
                 array("l", post_tfs[a:z].astype(np.int_).tobytes()),
             )
         return index
+
+
+class _AsOf(KeywordIndex):
+    """:meth:`KeywordIndex.at`: the rows of a live index as of one sequence number, read-only."""
+
+    def __init__(self, base: KeywordIndex, seq: int, clock: float | None) -> None:
+        self.__dict__.update(base.__dict__)  # shares the rows, does not copy them
+        self._as_of = int(seq)
+        self._at = clock
+        self.seq = self._as_of
+        self._visible_rows: dict[str, int] | None = None
+
+    def _clock(self) -> float:
+        return time.time() if self._at is None else self._at
+
+    def _mask(self, as_of: int | None) -> np.ndarray:
+        return super()._mask(self._as_of if as_of is None else min(as_of, self._as_of))
+
+    def _visible(self) -> dict[str, int]:
+        """The row of each id live as of the view's seq (expired or not: a row's facts)."""
+        if self._visible_rows is None:
+            born = np.frombuffer(self._born, dtype=np.int64) if self._ids else np.empty(0, np.int64)
+            died = np.frombuffer(self._died, dtype=np.int64) if self._ids else np.empty(0, np.int64)
+            rows = np.flatnonzero((born <= self._as_of) & (died > self._as_of))
+            self._visible_rows = {self._ids[r]: int(r) for r in rows.tolist()}
+        return self._visible_rows
+
+    def __len__(self) -> int:
+        return len(self._visible())
+
+    def __contains__(self, id_: object) -> bool:
+        return isinstance(id_, str) and id_ in self._visible()
+
+    def timestamp(self, id_: str) -> float:
+        return self._time[self._visible()[id_]]
+
+    def score(
+        self, text: str, ids: Iterable[str], *, as_of: int | None = None, corpus: Corpus | None = None
+    ) -> dict[str, float]:
+        terms = list(dict.fromkeys(tokenize(text)))
+        scores, _ = self._scores(terms, as_of, None, corpus)
+        rows = self._visible()
+        return {i: float(scores[rows[i]]) for i in ids if i in rows}
+
+    def _refuse(self, *_: Any, **__: Any) -> Any:
+        raise ContractError(f"the keyword index as of seq {self._as_of} is read-only")
+
+    add = remove = purge = compact = clear = _refuse

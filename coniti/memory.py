@@ -80,6 +80,7 @@ __all__ = [
     "DeleteOp",
     "DeleteRequest",
     "DeleteResult",
+    "DerivedHome",
     "DuplicateRecord",
     "EventFeed",
     "FeedbackRequest",
@@ -111,6 +112,7 @@ __all__ = [
     "WriteResult",
     "as_namespace",
     "closest_namespaces",
+    "derived_home",
     "event_feed",
     "namespace_listing",
     "require",
@@ -950,6 +952,11 @@ class MemoryBackend(ABC):
     """:meth:`write` (upsert, patch, delete, compare-and-set, op ids) and expiry (``expires_at``
     hidden from reads once passed, :meth:`sweep`) are implemented."""
 
+    supports_derived_state: ClassVar[bool] = False
+    """The backend is a :class:`DerivedHome`: it names a directory beside the store where derived
+    state (the engine's indexes) may be kept, and the store's identity that such state is checked
+    against. Read it with :func:`derived_home`."""
+
     # -- the abstract core -------------------------------------------------------------------
 
     @abstractmethod
@@ -1228,6 +1235,31 @@ class EventFeed(Protocol):
     ) -> Iterator[Event]:
         """Events with ``after < seq <= until``, of ``namespace`` only when given."""
         ...
+
+
+class DerivedHome(Protocol):
+    """A backend that declares ``supports_derived_state``: where derived state may live, and what
+    identifies the store it was derived from."""
+
+    @property
+    def derived_path(self) -> str:
+        """A directory (it may not exist yet) that belongs to this store and moves with it."""
+        ...
+
+    @property
+    def store_id(self) -> str:
+        """The store's id: the same for every handle, different for another store."""
+        ...
+
+    def event_hash(self, seq: int) -> str:
+        """The hash (hex) of event ``seq`` (64 zeros for 0): a store rebuilt or swapped under the
+        same sequence numbers has other hashes."""
+        ...
+
+
+def derived_home(backend: MemoryBackend) -> DerivedHome | None:
+    """``backend`` typed as a :class:`DerivedHome` if its class declares ``supports_derived_state``."""
+    return cast(DerivedHome, backend) if backend.supports_derived_state else None
 
 
 def time_travel(backend: MemoryBackend) -> TimeTravel | None:

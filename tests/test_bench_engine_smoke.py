@@ -30,3 +30,20 @@ def test_structure_part_prints_every_table(tmp_path: Path) -> None:
         assert f"| {structure} | this |" in out
     assert "| full | 16 |" in out and "| 10pct | 16 |" in out
     assert list(tmp_path.glob("coniti-bench-local_hash-400-7*.npy"))
+
+
+def test_engine_part_prints_the_persisted_tables(tmp_path: Path) -> None:
+    """The engine part runs end to end at N=300: ingest, save, open in a child, asks now and as of
+    start/middle/head beside numpy brute force, for flat and segment_tree."""
+    proc = subprocess.run(
+        [
+            sys.executable, str(BENCH), "--part", "engine", "--n", "300", "--queries", "2",
+            "--rounds", "1", "--structures", "flat,segment_tree",
+        ],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "| structure | ingest notes/s | save s | open to first answer s |" in out
+    for structure in ("flat", "segment_tree"):
+        assert f"| 1pct | {structure} |" in out and f"| full | {structure} |" in out

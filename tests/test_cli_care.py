@@ -70,8 +70,9 @@ def test_compact_drops_erased_bytes(cli: Cli) -> None:
     cli.ok("erase", "s", "--ns", "alice", "--reason", "privacy request")
     doc = cli.ok("compact", "--json").json()
     assert doc["bytes_after"] > 0
-    for path in cli.store.iterdir():
-        assert b"secret-token-4242" not in path.read_bytes(), path
+    for path in cli.store.rglob("*"):
+        if path.is_file():
+            assert b"secret-token-4242" not in path.read_bytes(), path
     assert cli.ok("verify", "--json").json()["problems"] == []
 
 

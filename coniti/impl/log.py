@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import shutil
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import IO, Any, ClassVar, NoReturn
@@ -382,6 +383,7 @@ class LogBackend(_Reads, MemoryBackend):
     supports_put_with_meta: ClassVar[bool] = True
     supports_put_batches: ClassVar[bool] = True
     supports_write: ClassVar[bool] = True
+    supports_derived_state: ClassVar[bool] = True
     supports_feedback: ClassVar[bool] = True
 
     def __init__(
@@ -436,6 +438,21 @@ class LogBackend(_Reads, MemoryBackend):
     def head_hash(self) -> str:
         """Hash (hex) of the last event, the head of the hash chain (64 zeros when empty)."""
         return self._log.head().hash.hex()
+
+    @property
+    def derived_path(self) -> str:
+        """``derived/`` inside the store directory: where engines keep their index snapshots
+        (``coniti.derived``); never read by the store itself, safe to delete."""
+        return os.path.join(self.path, "derived")
+
+    def event_hash(self, seq: int) -> str:
+        """The hash (hex) of event ``seq`` (64 zeros for 0). Raises :class:`ContractError` for a
+        seq beyond the head."""
+        if seq == 0:
+            return "0" * 64
+        for event in self.events(after=seq - 1, until=seq):
+            return event.hash
+        raise ContractError(f"seq must be between 0 and the head ({self.head}), got {seq}")
 
     def close(self) -> None:
         """Release this handle (the environment closes with the last handle). Idempotent."""
@@ -723,8 +740,12 @@ class LogBackend(_Reads, MemoryBackend):
         Needs the store alone: raises :class:`StoreBusy` if another process has it open or another
         handle of this process does (views of this handle are fine). Other processes that open the
         store meanwhile wait. Crash-safe: the compacted copy is flushed, then renamed over the file.
+        The derived state in :attr:`derived_path` (which may still hold erased versions' vectors) is
+        removed too; engines rebuild it at their next open.
         """
-        return self._log.compact()
+        sizes = self._log.compact()
+        shutil.rmtree(self.derived_path, ignore_errors=True)
+        return sizes
 
     # -- the log export (coniti/log/logfile.py) ------------------------------------------------
 

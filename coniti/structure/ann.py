@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from coniti.derived import pack_strings, unpack_strings
 from coniti.errors import ContractError, StructureError
 from coniti.structure.flat import SortedRowsStructure
 from coniti.structure.scoring import StructureHit, exact_scores, top_by_key
@@ -111,22 +112,36 @@ class AnnStructure(SortedRowsStructure):
             expansion_search=self._expansion_search,
         )
 
-    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
+    persistent: ClassVar[bool] = True
+    """The rows and the graph persist: :meth:`derived_state` adds ``graph`` (usearch's bytes as
+    ``uint8``) and ``graph_id_bytes``/``graph_id_ends`` (the id of each graph key, ``""`` for a
+    removed one) to the rows' arrays; restoring loads the graph into memory (a copy)."""
+
+    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
         index = self._index if self._index is not None else self._new_index(unit.shape[1])
         first = len(self._key_ids)
         keys = np.arange(first, first + len(ids), dtype=np.uint64)
         index.add(keys, unit, threads=self._threads)
-        super()._add(ids, unit, times)
+        super()._add(ids, unit, times, born)
         self._index = index
         self._key_ids.extend(ids)
         self._keys.update(zip(ids, range(first, first + len(ids)), strict=True))
 
-    def _remove(self, ids: list[str]) -> None:
+    def _remove(self, ids: list[str], seq: int | None) -> None:
         keys = [self._keys.pop(id_) for id_ in ids]
         self._index.remove(np.array(keys, dtype=np.uint64))
         for key in keys:
             self._key_ids[key] = None
-        super()._remove(ids)
+        super()._remove(ids, seq)
+
+    def _purge(self, ids: set[str]) -> int:
+        live = [i for i in ids if i in self._keys]
+        if live:
+            keys = [self._keys.pop(id_) for id_ in live]
+            self._index.remove(np.array(keys, dtype=np.uint64))
+            for key in keys:
+                self._key_ids[key] = None
+        return super()._purge(ids)
 
     def _clear(self) -> None:
         super()._clear()
@@ -144,8 +159,12 @@ class AnnStructure(SortedRowsStructure):
         return count + int(rows.buffer.in_range(start, end, None).shape[0])
 
     def _search_vector(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        seq: int | None,
     ) -> list[StructureHit]:
+        if seq is not None:  # the graph holds live rows only: as of an event, search exactly
+            self.last_exact = True
+            return self._exact_search(query, k, start, end, exclude, seq)
         count = self._in_range(start, end)
         total = len(self)
         fraction = count / total if total else 0.0
@@ -158,7 +177,7 @@ class AnnStructure(SortedRowsStructure):
         )
         self.last_exact = exact
         if exact:
-            return self._exact_search(query, k, start, end, exclude)
+            return self._exact_search(query, k, start, end, exclude, None)
         self._index.expansion_search = self._expansion_search
         while True:
             hits, qualified = self._graph(query, k, start, end, exclude, min(fetch, total))
@@ -167,7 +186,7 @@ class AnnStructure(SortedRowsStructure):
             fetch *= 2
             if 4 * fetch > count:
                 self.last_exact = True
-                return self._exact_search(query, k, start, end, exclude)
+                return self._exact_search(query, k, start, end, exclude, None)
 
     def _graph(
         self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None, fetch: int
@@ -189,6 +208,29 @@ class AnnStructure(SortedRowsStructure):
         vectors = np.stack([rows.vector(i) for i in picked])
         hits = top_by_key(picked, exact_scores(vectors, query), times[inside].tolist(), k)
         return hits, len(picked)
+
+    def derived_state(self) -> dict[str, np.ndarray]:
+        state = super().derived_state()
+        graph = self.index_state()
+        id_bytes, id_ends = pack_strings(["" if i is None else i for i in graph["ids"]])
+        state["graph"] = np.frombuffer(graph["index"], dtype=np.uint8)
+        state["graph_id_bytes"], state["graph_id_ends"] = id_bytes, id_ends
+        return state
+
+    def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
+        """The rows, then the graph; arrays that do not fit raise :class:`ContractError` and leave
+        the structure empty."""
+        try:
+            graph = np.asarray(state["graph"]).tobytes()
+            keys = unpack_strings(state["graph_id_bytes"], state["graph_id_ends"])
+        except (KeyError, ValueError) as exc:
+            raise ContractError(f"the ann state lacks its graph: {exc}") from None
+        super().restore_derived_state(state)
+        try:
+            self.restore_index_state({"index": graph, "ids": [k or None for k in keys]})
+        except StructureError as exc:  # the rows are restored, the graph is not: start empty
+            self.clear()
+            raise ContractError(str(exc)) from None
 
     # -- the derived graph as bytes -----------------------------------------------------------
 

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from coniti.actor import TimeRange
-from coniti.errors import AnchorNotFound, ContractError
+from coniti.errors import AnchorNotFound, ContractError, NotSupported, ReadOnlyError
 from coniti.registry import Registry
 from coniti.structure.scoring import StructureHit, unit_rows
 
@@ -36,6 +36,14 @@ class Structure(ABC):
 
     name: ClassVar[str]
 
+    supports_as_of: ClassVar[bool] = False
+    """Rows keep the sequence numbers between which they were live: :meth:`remove` with ``seq``
+    keeps them, :meth:`search` answers ``as_of`` an event and :meth:`at` gives a view as of one."""
+
+    persistent: ClassVar[bool] = False
+    """:meth:`derived_state` and :meth:`restore_derived_state` give and take the whole structure as
+    named numpy arrays (what :mod:`coniti.derived` keeps on disk)."""
+
     def __init__(self) -> None:
         self._dim: int | None = None
 
@@ -56,12 +64,18 @@ class Structure(ABC):
     # -- validated public surface ------------------------------------------------------------
 
     def add(
-        self, ids: Sequence[str], vectors: Any, timestamps: Sequence[float] | np.ndarray
+        self,
+        ids: Sequence[str],
+        vectors: Any,
+        timestamps: Sequence[float] | np.ndarray,
+        *,
+        born: Sequence[int] | np.ndarray | None = None,
     ) -> None:
         """Insert a batch: ``ids[i]`` with row ``vectors[i]`` at ``timestamps[i]``; all or nothing.
 
-        Raises :class:`ContractError` (bad input, as :meth:`search` does) for a repeated or already
-        stored id, a wrong shape or dimension, or a non-finite value.
+        ``born[i]``: the sequence number of the event that wrote the row (default 0: live since the
+        start), read by as-of searches. Raises :class:`ContractError` (bad input, as :meth:`search`
+        does) for a repeated or already stored id, a wrong shape or dimension, or a non-finite value.
         """
         id_list = list(ids)
         for i, id_ in enumerate(id_list):
@@ -86,6 +100,9 @@ class Structure(ABC):
             raise ContractError(f"vectors must have shape ({n}, dim), got {matrix.shape}")
         if times.shape != (n,):
             raise ContractError(f"timestamps must have shape ({n},), got {times.shape}")
+        seqs = np.zeros(n, dtype=np.int64) if born is None else np.asarray(born, dtype=np.int64)
+        if seqs.shape != (n,) or (n and int(seqs.min()) < 0):
+            raise ContractError(f"born must hold {n} sequence numbers >= 0")
         if n == 0:
             return
         dim = matrix.shape[1]
@@ -99,15 +116,48 @@ class Structure(ABC):
         if not np.isfinite(times).all():
             bad = int(np.flatnonzero(~np.isfinite(times))[0])
             raise ContractError(f"timestamp of id {id_list[bad]!r} is not finite")
-        self._add(id_list, unit_rows(matrix), times.copy())
+        self._add(id_list, unit_rows(matrix), times.copy(), seqs.copy())
         self._dim = dim
 
-    def remove(self, ids: Iterable[str]) -> int:
-        """Remove the stored ones among ``ids`` (unknown ids are ignored); returns how many."""
+    def remove(self, ids: Iterable[str], *, seq: int | None = None) -> int:
+        """Remove the stored ones among ``ids`` (unknown ids are ignored); returns how many.
+
+        With ``seq`` (structures that declare :attr:`supports_as_of`): the rows end at event ``seq``
+        and stay, for searches as of earlier events. Without it they are gone at every point."""
+        if seq is not None and not self.supports_as_of:
+            raise NotSupported(f"the {self.name} structure keeps no versions")
         present = [i for i in dict.fromkeys(ids) if isinstance(i, str) and i in self]
         if present:
-            self._remove(present)
+            self._remove(present, seq)
         return len(present)
+
+    def purge(self, ids: Iterable[str]) -> int:
+        """Drop every row of ``ids``, live or kept for history (an erasure); returns how many."""
+        wanted = {i for i in ids if isinstance(i, str)}
+        if not self.supports_as_of:
+            return self.remove(wanted)
+        return self._purge(wanted) if wanted else 0
+
+    def at(self, seq: int) -> Structure:
+        """A read-only view answering :meth:`search` as of event ``seq`` (needs
+        :attr:`supports_as_of`). It reads this structure's rows at every call: rows written after
+        ``seq`` are never visible in it, so it stays valid while this structure grows."""
+        if not self.supports_as_of:
+            raise NotSupported(f"the {self.name} structure keeps no versions")
+        return _AsOf(self, seq)
+
+    def live_ids(self) -> list[str]:
+        """The ids stored now (structures with :attr:`supports_as_of`)."""
+        raise NotSupported(f"the {self.name} structure does not list its ids")
+
+    def derived_state(self) -> dict[str, np.ndarray]:
+        """The structure as named arrays (see :attr:`persistent`); views, valid until the next write."""
+        raise NotSupported(f"the {self.name} structure is not persistent")
+
+    def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
+        """Replace everything by a :meth:`derived_state` (arrays may be read-only memory maps).
+        Raises :class:`ContractError` for arrays that do not fit and changes nothing then."""
+        raise NotSupported(f"the {self.name} structure is not persistent")
 
     def clear(self) -> None:
         """Remove everything; the dimension is free again."""
@@ -121,12 +171,16 @@ class Structure(ABC):
         k: int,
         time_range: TimeRange | None = None,
         anchor_id: str | None = None,
+        as_of: int | None = None,
     ) -> list[StructureHit]:
-        """The ``k`` best hits (see the module docstring); fewer when fewer notes qualify.
+        """The ``k`` best hits (see the module docstring); fewer when fewer notes qualify. With
+        ``as_of`` (needs :attr:`supports_as_of`): among the rows visible right after that event.
 
         Raises :class:`ContractError` for a bad ``k``, ``vector`` or ``time_range`` and
-        :class:`AnchorNotFound` for an ``anchor_id`` that is not stored.
+        :class:`AnchorNotFound` for an ``anchor_id`` that is not stored (as of ``as_of``).
         """
+        if as_of is not None and not self.supports_as_of:
+            raise NotSupported(f"the {self.name} structure keeps no versions")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ContractError(f"k must be a positive integer, got {k!r}")
         if time_range is not None and not isinstance(time_range, TimeRange):
@@ -146,20 +200,37 @@ class Structure(ABC):
             query = unit_rows(q[None, :])[0]
         anchor_time = 0.0
         if anchor_id is not None:
-            if anchor_id not in self:
+            found = self._row(anchor_id, as_of)
+            if found is None:
                 raise AnchorNotFound(f"anchor id {anchor_id!r} is not in the structure")
-            anchor_time = self._timestamp(anchor_id)
+            anchor_vector, anchor_time = found
             if query is not None:
-                combined = query.astype(np.float64) + self._vector(anchor_id).astype(np.float64)
+                combined = query.astype(np.float64) + anchor_vector.astype(np.float64)
                 query = unit_rows(combined[None, :])[0]
         start, end = _bounds(time_range)
-        if len(self) == 0 or start >= end:
-            return []
+        if start >= end or (as_of is None and len(self) == 0):
+            return []  # as of an event, the searches find nothing visible on their own (no O(n) count)
         if query is not None:
-            return self._search_vector(query, k, start, end, anchor_id)
+            return self._search_vector(query, k, start, end, anchor_id, as_of)
         if anchor_id is not None:
-            return self._search_around(anchor_time, k, start, end, anchor_id)
-        return self._search_recent(k, start, end)
+            return self._search_around(anchor_time, k, start, end, anchor_id, as_of)
+        return self._search_recent(k, start, end, as_of)
+
+    def _row(self, id_: str, seq: int | None) -> tuple[np.ndarray, float] | None:
+        """``(unit vector, timestamp)`` of the row of ``id_`` visible now (or as of ``seq``)."""
+        if seq is None:
+            return (self._vector(id_), self._timestamp(id_)) if id_ in self else None
+        raise NotSupported(f"the {self.name} structure keeps no versions")
+
+    def _count(self, seq: int | None) -> int:
+        """Rows visible now (or as of ``seq``)."""
+        if seq is None:
+            return len(self)
+        raise NotSupported(f"the {self.name} structure keeps no versions")
+
+    def _purge(self, ids: set[str]) -> int:
+        """Drop every row of ``ids`` (structures with :attr:`supports_as_of`)."""
+        raise NotSupported(f"the {self.name} structure keeps no versions")
 
     # -- what a subclass implements --------------------------------------------------------
 
@@ -172,12 +243,13 @@ class Structure(ABC):
         """True when ``id_`` is stored."""
 
     @abstractmethod
-    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
-        """Insert validated, new ids with unit float32 rows and finite float64 times."""
+    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
+        """Insert validated, new ids with unit float32 rows, finite float64 times and the int64
+        sequence numbers that wrote them."""
 
     @abstractmethod
-    def _remove(self, ids: list[str]) -> None:
-        """Remove ids that are all stored."""
+    def _remove(self, ids: list[str], seq: int | None) -> None:
+        """Remove ids that are all stored: at event ``seq`` (kept for as-of searches), or purged."""
 
     @abstractmethod
     def _clear(self) -> None:
@@ -193,16 +265,109 @@ class Structure(ABC):
 
     @abstractmethod
     def _search_vector(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        seq: int | None,
     ) -> list[StructureHit]:
-        """Top ``k`` by exact cosine score with the unit ``query`` among times in [start, end)."""
+        """Top ``k`` by exact cosine score with the unit ``query`` among times in [start, end)
+        (among rows visible as of ``seq`` when given)."""
 
     @abstractmethod
-    def _search_recent(self, k: int, start: float, end: float) -> list[StructureHit]:
+    def _search_recent(self, k: int, start: float, end: float, seq: int | None) -> list[StructureHit]:
         """The ``k`` newest among times in [start, end), score 0.0."""
 
     @abstractmethod
     def _search_around(
-        self, anchor_time: float, k: int, start: float, end: float, exclude: str
+        self, anchor_time: float, k: int, start: float, end: float, exclude: str, seq: int | None
     ) -> list[StructureHit]:
         """The ``k`` closest in time to ``anchor_time`` among times in [start, end)."""
+
+
+class _AsOf(Structure):
+    """A read-only view of a structure as of event ``seq`` (:meth:`Structure.at`)."""
+
+    supports_as_of: ClassVar[bool] = True
+
+    def __init__(self, source: Structure, seq: int) -> None:
+        super().__init__()
+        self.name = source.name  # type: ignore[misc]  # the view answers for its source
+        self._source = source
+        self._seq = seq
+        self._dim = source.dim
+        self._len: int | None = None
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self._source.options
+
+    def spawn(self) -> Self:
+        raise ReadOnlyError("a structure view as of an event cannot spawn")
+
+    def __len__(self) -> int:
+        """Rows visible as of the view's event, counted once (O(rows)) and kept: later writes to the
+        source never change it, except an erasure, which only makes it an overestimate."""
+        if self._len is None:
+            self._len = self._source._count(self._seq)
+        return self._len
+
+    def __contains__(self, id_: object) -> bool:
+        return isinstance(id_, str) and self._source._row(id_, self._seq) is not None
+
+    def search(
+        self,
+        vector: Any | None,
+        *,
+        k: int,
+        time_range: TimeRange | None = None,
+        anchor_id: str | None = None,
+        as_of: int | None = None,
+    ) -> list[StructureHit]:
+        """:meth:`Structure.search` of the source as of this view's event (``as_of`` must be None
+        or not later than it)."""
+        if as_of is not None and as_of > self._seq:
+            raise ContractError(f"as_of {as_of} is after this view's event {self._seq}")
+        return self._source.search(
+            vector, k=k, time_range=time_range, anchor_id=anchor_id,
+            as_of=self._seq if as_of is None else as_of,
+        )
+
+    def _refuse(self) -> ReadOnlyError:
+        return ReadOnlyError(f"the {self.name} structure as of event {self._seq} is read-only")
+
+    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
+        raise self._refuse()
+
+    def _remove(self, ids: list[str], seq: int | None) -> None:
+        raise self._refuse()
+
+    def _purge(self, ids: set[str]) -> int:
+        raise self._refuse()
+
+    def _clear(self) -> None:
+        raise self._refuse()
+
+    def _vector(self, id_: str) -> np.ndarray:
+        found = self._source._row(id_, self._seq)
+        if found is None:
+            raise KeyError(id_)
+        return found[0]
+
+    def _timestamp(self, id_: str) -> float:
+        found = self._source._row(id_, self._seq)
+        if found is None:
+            raise KeyError(id_)
+        return found[1]
+
+    def _search_vector(
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        seq: int | None,
+    ) -> list[StructureHit]:
+        raise AssertionError("unreachable: search() delegates")  # pragma: no cover
+
+    def _search_recent(self, k: int, start: float, end: float, seq: int | None) -> list[StructureHit]:
+        raise AssertionError("unreachable: search() delegates")  # pragma: no cover
+
+    def _search_around(
+        self, anchor_time: float, k: int, start: float, end: float, exclude: str, seq: int | None
+    ) -> list[StructureHit]:
+        raise AssertionError("unreachable: search() delegates")  # pragma: no cover
+

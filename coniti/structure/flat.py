@@ -16,7 +16,12 @@ __all__ = ["FlatStructure", "SortedRowsStructure"]
 
 class SortedRowsStructure(Structure):
     """A structure over one :class:`SortedRows`: membership, writes and the time-only searches
-    (most recent, closest in time), shared by ``flat`` and ``segment_tree``."""
+    (most recent, closest in time), shared by ``flat``, ``segment_tree`` and ``ann``. Rows are
+    versioned (:attr:`~coniti.structure.Structure.supports_as_of`) and the rows persist as arrays
+    (:meth:`derived_state`: ``vecs``, ``times``, ``born``, ``died``, ``id_bytes``, ``id_ends``)."""
+
+    supports_as_of: ClassVar[bool] = True
+    persistent: ClassVar[bool] = True
 
     def __init__(self, *, buffer_min: int = 1024, buffer_fraction: float = 0.125) -> None:
         super().__init__()
@@ -33,11 +38,32 @@ class SortedRowsStructure(Structure):
     def __contains__(self, id_: object) -> bool:
         return id_ in self._rows
 
-    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
-        self._rows.add(ids, unit, times)
+    def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
+        self._rows.add(ids, unit, times, born)
 
-    def _remove(self, ids: list[str]) -> None:
-        self._rows.remove(ids)
+    def _remove(self, ids: list[str], seq: int | None) -> None:
+        self._rows.remove(ids, seq)
+
+    def _purge(self, ids: set[str]) -> int:
+        return self._rows.purge(ids)
+
+    def _row(self, id_: str, seq: int | None) -> tuple[np.ndarray, float] | None:
+        if seq is None:
+            return (self._rows.vector(id_), self._rows.timestamp(id_)) if id_ in self._rows else None
+        return self._rows.row_at(id_, seq)
+
+    def _count(self, seq: int | None) -> int:
+        return self._rows.count_at(seq)
+
+    def live_ids(self) -> list[str]:
+        return [*self._rows.pos, *self._rows.buffer.pos]
+
+    def derived_state(self) -> dict[str, np.ndarray]:
+        return self._rows.state()
+
+    def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
+        self._rows.restore(state)
+        self._dim = int(state["vecs"].shape[1]) if state["vecs"].shape[0] else None
 
     def _clear(self) -> None:
         self._rows.clear()
@@ -54,33 +80,35 @@ class SortedRowsStructure(Structure):
         self._rows.compact()
 
     def _begin(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        seq: int | None,
     ) -> tuple[Pool, int, int, int | None]:
         """A pool already offered the range's buffered rows; the range's main rows [lo, hi); the
         main row of ``exclude`` (None when it is not a main row)."""
         rows = self._rows
         pool = Pool(k, error_bound(query.shape[0]))
-        rows.score_buffer(pool, start, end, query, exclude)
+        rows.score_buffer(pool, start, end, query, exclude, seq)
         lo, hi = rows.interval(start, end)
-        return pool, lo, hi, rows.pos.get(exclude) if exclude is not None else None
+        return pool, lo, hi, rows.skip_row(exclude, seq)
 
     def _exact_search(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        seq: int | None,
     ) -> list[StructureHit]:
         """Exact top ``k``: the range's slice scored in one product, plus the buffered rows."""
-        pool, lo, hi, skip = self._begin(query, k, start, end, exclude)
-        self._rows.score_slice(pool, lo, hi, query, skip)
+        pool, lo, hi, skip = self._begin(query, k, start, end, exclude, seq)
+        self._rows.score_slice(pool, lo, hi, query, skip, seq)
         return self._rows.finish(pool, query)
 
-    def _search_recent(self, k: int, start: float, end: float) -> list[StructureHit]:
-        ids, times = self._rows.time_candidates(start, end, None, k, None)
+    def _search_recent(self, k: int, start: float, end: float, seq: int | None) -> list[StructureHit]:
+        ids, times = self._rows.time_candidates(start, end, None, k, None, seq)
         chosen = top_with_ties(times, k)
         return top_by_key([ids[i] for i in chosen], [0.0] * len(chosen), times[chosen].tolist(), k)
 
     def _search_around(
-        self, anchor_time: float, k: int, start: float, end: float, exclude: str
+        self, anchor_time: float, k: int, start: float, end: float, exclude: str, seq: int | None
     ) -> list[StructureHit]:
-        ids, times = self._rows.time_candidates(start, end, anchor_time, k, exclude)
+        ids, times = self._rows.time_candidates(start, end, anchor_time, k, exclude, seq)
         closeness = -np.abs(times - anchor_time)
         chosen = top_with_ties(closeness, k)
         return top_by_key(
@@ -95,6 +123,7 @@ class FlatStructure(SortedRowsStructure):
     name: ClassVar[str] = "flat"
 
     def _search_vector(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        seq: int | None,
     ) -> list[StructureHit]:
-        return self._exact_search(query, k, start, end, exclude)
+        return self._exact_search(query, k, start, end, exclude, seq)

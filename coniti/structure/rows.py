@@ -8,13 +8,22 @@ slice. A batch whose rows are all at or after the newest main row (the common ca
 time order, and memory is scanned in time order) is appended in place: amortised O(batch). Other rows
 go to the buffer, which is merged into the main rows (in place, from the back) when it outgrows
 ``max(buffer_min, buffer_fraction * len(main))``; a merge moves only the main rows after the earliest
-insertion point, so its cost is amortised over the buffered rows. Removed main rows are tombstoned
-and compacted away (in place) under the same threshold.
+insertion point, so its cost is amortised over the buffered rows.
+
+**Versioned rows.** Every row carries the sequence numbers between which it was live: ``born`` (the
+event that wrote it) and ``died`` (the event that ended it; :data:`LIVE` while it is live). A row is
+visible as of event ``S`` when ``born <= S < died``; the current rows are those with ``died == LIVE``
+(the ``alive`` mask). A removal *with* a sequence number keeps the row (history); a removal without
+one *purges* it (``died = born``: visible at no point), and purged rows are compacted away (in place)
+under the buffer's threshold. Rows kept for history cost their vector and 25 bytes each: memory
+holds every version ever written, not only the live ones.
 
 The main arrays grow in place by ``ndarray.resize`` (``realloc``: large blocks are remapped, not
 copied), so building from n rows holds one copy of the rows plus ``1/4`` spare capacity, not the two
 copies a grow-and-copy needs. No view of the main arrays outlives a method call (a view would stop the
-resize, which then falls back to a copy).
+resize, which then falls back to a copy). The vectors may be a read-only memory map (see
+:meth:`SortedRows.restore`): new rows then go to the buffer, and the map is copied into memory only
+when a merge or compaction must rewrite the main rows.
 """
 
 from __future__ import annotations
@@ -24,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from coniti.errors import ContractError
+from coniti.derived import pack_strings, unpack_strings
+from coniti.errors import ContractError, StructureError
 from coniti.structure.scoring import (
     StructureHit,
     exact_scores,
@@ -33,7 +43,10 @@ from coniti.structure.scoring import (
     top_by_key,
 )
 
-__all__ = ["Pool", "Rows", "SortedRows", "buffer_options"]
+__all__ = ["LIVE", "Pool", "Rows", "SortedRows", "buffer_options"]
+
+LIVE = np.iinfo(np.int64).max
+"""The ``died`` of a row that is live now."""
 
 NEG_INF = np.float32(-np.inf)
 _CHUNK = 16_384
@@ -60,19 +73,37 @@ def _copy_grown(array: np.ndarray, rows: int) -> np.ndarray:
     return out
 
 
+def visible(born: np.ndarray, died: np.ndarray, seq: int | None) -> np.ndarray:
+    """The rows live now (``seq`` None) or as of event ``seq``."""
+    if seq is None:
+        out: np.ndarray = died == LIVE
+        return out
+    return (born <= seq) & (died > seq)
+
+
 class Rows:
-    """Growable contiguous rows: ids, unit float32 vectors, float64 times; swap-remove."""
+    """Growable contiguous rows: ids, unit float32 vectors, float64 times, born/died; swap-remove.
+
+    ``pos`` maps the id of each live row to its position; dead rows (kept for history) are not in it."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.pos: dict[str, int] = {}
         self.vecs = np.zeros((0, 0), dtype=np.float32)
         self.times = np.zeros(0, dtype=np.float64)
+        self.born = np.zeros(0, dtype=np.int64)
+        self.died = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
+        """Live rows."""
+        return len(self.pos)
+
+    @property
+    def n(self) -> int:
+        """Rows, dead ones included."""
         return len(self.ids)
 
-    def append(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
+    def append(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
         n, m = len(self.ids), len(ids)
         if self.vecs.shape[1] != unit.shape[1]:
             self.vecs = np.zeros((0, unit.shape[1]), dtype=np.float32)
@@ -80,42 +111,67 @@ class Rows:
             cap = max(16, n + m, 2 * self.vecs.shape[0])
             self.vecs = _copy_grown(self.vecs, cap)
             self.times = _copy_grown(self.times, cap)
+            self.born = _copy_grown(self.born, cap)
+            self.died = _copy_grown(self.died, cap)
         self.vecs[n : n + m] = unit
         self.times[n : n + m] = times
+        self.born[n : n + m] = born
+        self.died[n : n + m] = LIVE
         for offset, id_ in enumerate(ids, n):
             self.pos[id_] = offset
         self.ids.extend(ids)
 
-    def remove(self, ids: list[str]) -> None:
-        for id_ in ids:
-            row = self.pos.pop(id_)
+    def kill(self, id_: str, seq: int) -> None:
+        """End the live row of ``id_`` at event ``seq``; the row stays (history)."""
+        self.died[self.pos.pop(id_)] = seq
+
+    def remove_rows(self, rows: list[int]) -> None:
+        """Drop rows by position (highest first, so swaps never move a row still to drop)."""
+        for row in sorted(set(rows), reverse=True):
+            id_ = self.ids[row]
+            if self.pos.get(id_) == row:
+                del self.pos[id_]
             last = len(self.ids) - 1
             if row != last:
                 moved = self.ids[last]
                 self.ids[row] = moved
                 self.vecs[row] = self.vecs[last]
                 self.times[row] = self.times[last]
-                self.pos[moved] = row
+                self.born[row] = self.born[last]
+                self.died[row] = self.died[last]
+                if self.pos.get(moved) == last:
+                    self.pos[moved] = row
             self.ids.pop()
 
     def view(self) -> tuple[np.ndarray, np.ndarray]:
         n = len(self.ids)
         return self.vecs[:n], self.times[:n]
 
-    def in_range(self, start: float, end: float, exclude: str | None) -> np.ndarray:
-        """Positions of rows with ``start <= t < end``, without ``exclude``."""
-        _, times = self.view()
-        mask = (times >= start) & (times < end)
-        if exclude is not None and exclude in self.pos:
-            mask[self.pos[exclude]] = False
+    def in_range(self, start: float, end: float, exclude: str | None, seq: int | None = None) -> np.ndarray:
+        """Positions of rows visible now (or as of ``seq``) with ``start <= t < end``, without
+        ``exclude`` (the id's live row now, or every row of it as of ``seq``)."""
+        n = len(self.ids)
+        if not n:
+            return np.zeros(0, dtype=np.int64)
+        times = self.times[:n]
+        mask = (times >= start) & (times < end) & visible(self.born[:n], self.died[:n], seq)
+        if exclude is not None:
+            if seq is None:
+                if exclude in self.pos:
+                    mask[self.pos[exclude]] = False
+            else:
+                for i, id_ in enumerate(self.ids):
+                    if id_ == exclude:
+                        mask[i] = False
         return np.flatnonzero(mask)
 
 
 class SortedRows:
-    """Time-sorted main rows (tombstones for removals) plus an unsorted :class:`Rows` buffer.
+    """Time-sorted main rows (dead rows stay, masked) plus an unsorted :class:`Rows` buffer.
 
     ``dirty_from`` is the first main row changed (appended, moved or overwritten) since the owner last
-    reset it; the segment tree uses it to refresh only the blocks that changed.
+    reset it; the segment tree uses it to refresh only the blocks that changed. ``dead`` counts main
+    rows that are not live (searches then mask), ``purged`` those visible at no point (compacted).
     """
 
     def __init__(self, buffer_min: int, buffer_fraction: float) -> None:
@@ -125,22 +181,68 @@ class SortedRows:
         self.clear()
 
     def clear(self) -> None:
-        self.ids: list[str] = []
-        self.pos: dict[str, int] = {}
+        self._ids: list[str] | None = []
+        self._pos: dict[str, int] | None = {}
+        self._packed: tuple[np.ndarray, np.ndarray] | None = None
+        self._n_packed = 0
         self.vecs = np.zeros((0, 0), dtype=np.float32)
         self.times = np.zeros(0, dtype=np.float64)
         self.alive = np.zeros(0, dtype=bool)
+        self.born = np.zeros(0, dtype=np.int64)
+        self.died = np.zeros(0, dtype=np.int64)
         self.dead = 0
+        self.purged = 0
         self.buffer = Rows()
         self.dirty_from = 0
+
+    # ``ids`` (per main row) and ``pos`` (id -> main row of its live version) are built from the
+    # packed ids of a restored snapshot only when first needed: a search that only reads the ids of
+    # its hits (``id_at``) never builds them.
+
+    @property
+    def ids(self) -> list[str]:
+        """The id of each main row."""
+        if self._ids is None:
+            self._unpack()
+        assert self._ids is not None
+        return self._ids
+
+    @property
+    def pos(self) -> dict[str, int]:
+        """The main row of each live id."""
+        if self._pos is None:
+            self._unpack()
+        assert self._pos is not None
+        return self._pos
+
+    def _unpack(self) -> None:
+        assert self._packed is not None
+        ids = unpack_strings(*self._packed)
+        live = np.flatnonzero(self.alive[: len(ids)])
+        pos = dict(zip([ids[i] for i in live.tolist()], live.tolist(), strict=True))
+        if len(pos) != live.shape[0] or len(ids) != self._n_packed:
+            raise StructureError("the restored rows hold two live rows of one id")
+        self._pos = pos
+        self._ids = ids
+        self._packed = None
+
+    def id_at(self, row: int) -> str:
+        """The id of main row ``row``."""
+        if self._ids is not None:
+            return self._ids[row]
+        assert self._packed is not None
+        raw, ends = self._packed
+        start = int(ends[row - 1]) if row else 0
+        return raw[start : int(ends[row])].tobytes().decode("utf-8", "surrogatepass")
 
     @property
     def n(self) -> int:
         """Main rows, dead ones included."""
-        return len(self.ids)
+        return len(self._ids) if self._ids is not None else self._n_packed
 
     def __len__(self) -> int:
-        return len(self.ids) - self.dead + len(self.buffer)
+        """Live rows."""
+        return self.n - self.dead + len(self.buffer)
 
     def __contains__(self, id_: object) -> bool:
         return id_ in self.pos or id_ in self.buffer.pos
@@ -148,7 +250,7 @@ class SortedRows:
     def vector(self, id_: str) -> np.ndarray:
         row = self.buffer.pos.get(id_)
         source = self.buffer.vecs if row is not None else self.vecs
-        out: np.ndarray = source[row if row is not None else self.pos[id_]].copy()
+        out: np.ndarray = np.array(source[row if row is not None else self.pos[id_]])
         return out
 
     def timestamp(self, id_: str) -> float:
@@ -160,26 +262,52 @@ class SortedRows:
     def _limit(self) -> float:
         return max(self.buffer_min, self.buffer_fraction * self.n)
 
+    # -- versions ----------------------------------------------------------------------------------
+
+    def count_at(self, seq: int | None) -> int:
+        """Rows live now (``seq`` None) or as of event ``seq``."""
+        if seq is None:
+            return len(self)
+        n, b = self.n, self.buffer.n
+        main = int(np.count_nonzero(visible(self.born[:n], self.died[:n], seq)))
+        return main + int(np.count_nonzero(visible(self.buffer.born[:b], self.buffer.died[:b], seq)))
+
+    def row_at(self, id_: str, seq: int) -> tuple[np.ndarray, float] | None:
+        """``(vector, timestamp)`` of the row of ``id_`` visible as of ``seq``, or None. O(rows):
+        versions are not indexed by id."""
+        for store in (self, self.buffer):
+            for i, x in enumerate(store.ids):
+                if x == id_ and store.born[i] <= seq < store.died[i]:
+                    return np.array(store.vecs[i]), float(store.times[i])
+        return None
+
     # -- writes ----------------------------------------------------------------------------------
 
-    def add(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
-        """Append in place when every row is at or after the newest main row, else buffer them."""
+    def add(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
+        """Append in place when every row is at or after the newest main row (and the main rows are
+        writable), else buffer them."""
         if self.vecs.shape[1] != unit.shape[1]:
             self.vecs = np.zeros((0, unit.shape[1]), dtype=np.float32)
         n = self.n
-        if n == 0 or times.min() >= self.times[n - 1]:
+        if (n == 0 or times.min() >= self.times[n - 1]) and self.vecs.flags.writeable:
             if times.shape[0] > 1 and not (np.diff(times) >= 0).all():
                 order = np.argsort(times, kind="stable")
-                ids, unit, times = [ids[i] for i in order], unit[order], times[order]
-            self._append(ids, unit, times)
+                ids, unit, times, born = [ids[i] for i in order], unit[order], times[order], born[order]
+            self._append(ids, unit, times, born)
             return
-        self.buffer.append(ids, unit, times)
+        self.buffer.append(ids, unit, times, born)
         if len(self.buffer) > self._limit():
             self.merge()
+
+    def _own(self) -> None:
+        """Copy a read-only (mapped) vector matrix into memory before rewriting it."""
+        if not self.vecs.flags.writeable:
+            self.vecs = np.array(self.vecs[: self.n])
 
     def _reserve(self, rows: int) -> None:
         """Room for ``rows`` main rows: grow by at least a quarter, in place (``ndarray.resize``:
         ``realloc``, which remaps large blocks instead of copying them) unless a view is alive."""
+        self._own()
         if rows <= self.vecs.shape[0]:
             return
         cap = max(16, rows, self.vecs.shape[0] + self.vecs.shape[0] // 4)
@@ -196,37 +324,85 @@ class SortedRows:
             self.alive.resize(cap, refcheck=True)
         except ValueError:
             self.alive = _copy_grown(self.alive, cap)
+        try:
+            self.born.resize(cap, refcheck=True)
+        except ValueError:
+            self.born = _copy_grown(self.born, cap)
+        try:
+            self.died.resize(cap, refcheck=True)
+        except ValueError:
+            self.died = _copy_grown(self.died, cap)
 
-    def _append(self, ids: list[str], unit: np.ndarray, times: np.ndarray) -> None:
+    def _append(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
         n, m = self.n, len(ids)
         self._reserve(n + m)
         self.vecs[n : n + m] = unit
         self.times[n : n + m] = times
         self.alive[n : n + m] = True
+        self.born[n : n + m] = born
+        self.died[n : n + m] = LIVE
         self.pos.update(zip(ids, range(n, n + m), strict=True))
         self.ids.extend(ids)
         self.dirty_from = min(self.dirty_from, n)
 
-    def remove(self, ids: list[str]) -> None:
-        """Remove stored ids: buffer rows at once, main rows by tombstone (compacted past the limit)."""
+    def remove(self, ids: list[str], seq: int | None = None) -> None:
+        """End the live rows of stored ``ids``: at event ``seq`` (the rows stay, for as-of reads),
+        or, without ``seq``, purged (visible at no point; compacted past the limit)."""
         for id_ in ids:
             if id_ in self.buffer.pos:
-                self.buffer.remove([id_])
+                if seq is None:
+                    self.buffer.remove_rows([self.buffer.pos[id_]])
+                else:
+                    self.buffer.kill(id_, seq)
+                continue
+            row = self.pos.pop(id_)
+            self.alive[row] = False
+            self.died[row] = self.born[row] if seq is None else seq
+            self.dead += 1
+            self.purged += seq is None
+        self._maybe_compact()
+
+    def purge(self, ids: set[str]) -> int:
+        """Drop every row (live or kept for history) of ``ids``; returns how many. O(rows)."""
+        gone = [i for i, x in enumerate(self.buffer.ids) if x in ids]
+        self.buffer.remove_rows(gone)
+        count = len(gone)
+        for row, id_ in enumerate(self.ids):
+            if id_ in ids and self.died[row] > self.born[row]:
+                if self.alive[row]:
+                    self.alive[row] = False
+                    self.pos.pop(id_, None)
+                    self.dead += 1
+                self.died[row] = self.born[row]
+                self.purged += 1
+                count += 1
+        self._maybe_compact()
+        return count
+
+    def set_born(self, ids: list[str], born: list[int]) -> None:
+        """Correct the ``born`` of the live rows of ``ids``."""
+        for id_, seq in zip(ids, born, strict=True):
+            row = self.buffer.pos.get(id_)
+            if row is not None:
+                self.buffer.born[row] = seq
             else:
-                self.alive[self.pos.pop(id_)] = False
-                self.dead += 1
-        if self.dead > self._limit() or (self.dead and self.dead == self.n):
+                self.born[self.pos[id_]] = seq
+
+    def _maybe_compact(self) -> None:
+        if self.purged > self._limit() or (self.purged and self.purged == self.n):
             self.compact()
 
     def merge(self) -> None:
         """Move the buffer into the main rows, in place from the back; the buffer is emptied."""
-        m = len(self.buffer)
+        m = self.buffer.n
         if not m:
             return
-        b_vecs, b_times = self.buffer.view()
+        buf = self.buffer
+        b_vecs, b_times = buf.view()
         order = np.argsort(b_times, kind="stable")
-        b_ids = [self.buffer.ids[i] for i in order]
+        b_ids = [buf.ids[i] for i in order]
         b_vecs, b_times = b_vecs[order], b_times[order]
+        b_born, b_died = buf.born[:m][order], buf.died[:m][order]
         self.buffer = Rows()
         n = self.n
         ins = np.searchsorted(self.times[:n], b_times, "right")  # after equal main rows
@@ -240,10 +416,15 @@ class SortedRows:
             self.vecs[dest] = self.vecs[a:stop]
             self.times[dest] = self.times[a:stop]
             self.alive[dest] = self.alive[a:stop]
+            self.born[dest] = self.born[a:stop]
+            self.died[dest] = self.died[a:stop]
         at = ins + np.arange(m)
         self.vecs[at] = b_vecs
         self.times[at] = b_times
-        self.alive[at] = True
+        self.alive[at] = b_died == LIVE
+        self.born[at] = b_born
+        self.died[at] = b_died
+        self.dead += int(np.count_nonzero(b_died != LIVE))
         tail = self.ids[first:]
         merged: list[str] = []
         prev = first
@@ -257,26 +438,32 @@ class SortedRows:
         self._reposition(first)
 
     def compact(self) -> None:
-        """Drop tombstoned main rows, in place, keeping time order."""
+        """Drop purged main rows (visible at no point), in place, keeping time order; rows kept
+        for history stay."""
         n = self.n
-        if not self.dead:
+        if not self.purged:
             return
-        first = int(np.argmin(self.alive[:n]))
+        self._own()
+        keep_all = self.died[:n] > self.born[:n]
+        first = int(np.argmin(keep_all))
         write = first
         for a in range(first, n, _CHUNK):
             b = min(n, a + _CHUNK)
-            keep = a + np.flatnonzero(self.alive[a:b])
+            keep = a + np.flatnonzero(keep_all[a:b])
             c = keep.shape[0]
             self.vecs[write : write + c] = self.vecs[keep]
             self.times[write : write + c] = self.times[keep]
+            self.born[write : write + c] = self.born[keep]
+            self.died[write : write + c] = self.died[keep]
             write += c
-        kept = first + np.flatnonzero(self.alive[first:n])
+        kept = first + np.flatnonzero(keep_all[first:n])
         ids = [self.ids[i] for i in kept.tolist()]
         del self.ids[first:]
         self.ids.extend(ids)
-        self.alive[first:write] = True
+        self.alive[first:write] = self.died[first:write] == LIVE
         self.alive[write:n] = False
-        self.dead = 0
+        self.dead = int(np.count_nonzero(~self.alive[:write]))
+        self.purged = 0
         self._reposition(first)
 
     def _reposition(self, first: int) -> None:
@@ -285,7 +472,59 @@ class SortedRows:
         self.pos.update(zip([self.ids[i] for i in live.tolist()], live.tolist(), strict=True))
         self.dirty_from = min(self.dirty_from, first)
 
-    # -- reads -----------------------------------------------------------------------------------
+    # -- the rows as arrays (a snapshot of derived state) ------------------------------------------
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The rows as arrays, buffer merged and purged rows dropped first: ``vecs`` (n x dim
+        float32), ``times``, ``born``, ``died`` and the ids as UTF-8 ``id_bytes`` cut at
+        ``id_ends``. Views of the live arrays: read them before the next write."""
+        self.merge()
+        self.compact()
+        n = self.n
+        id_bytes, id_ends = self._packed if self._packed is not None else pack_strings(self.ids)
+        return {
+            "vecs": self.vecs[:n],
+            "times": self.times[:n],
+            "born": self.born[:n],
+            "died": self.died[:n],
+            "id_bytes": id_bytes,
+            "id_ends": id_ends,
+        }
+
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        """Replace every row by those of :meth:`state` (``vecs`` may be a read-only memory map, kept
+        as is). Raises :class:`ContractError` for arrays that do not fit together."""
+        vecs, times, born, died = state["vecs"], state["times"], state["born"], state["died"]
+        n = times.shape[0]
+        shapes_fit = (
+            vecs.ndim == 2 and vecs.shape[0] == n and born.shape == (n,) and died.shape == (n,)
+            and vecs.dtype == np.float32 and times.dtype == np.float64
+        )
+        if not shapes_fit or (n > 1 and not (np.diff(times) >= 0).all()):
+            raise ContractError("the row arrays do not fit together")
+        raw, ends = state["id_bytes"], state["id_ends"]
+        if (
+            raw.dtype != np.uint8 or ends.shape != (n,) or (n and int(ends[-1]) != raw.shape[0])
+            or (n > 1 and not (np.diff(ends) >= 0).all())
+        ):
+            raise ContractError("the row ids do not fit the rows")
+        alive = died == LIVE
+        live = int(np.count_nonzero(alive))
+        self.clear()
+        self.vecs = vecs
+        self.times = np.array(times)
+        self.born = np.array(born)
+        self.died = np.array(died)
+        self.alive = alive
+        self._ids = None
+        self._pos = None
+        self._packed = (np.array(raw), np.array(ends))
+        self._n_packed = n
+        self.dead = n - live
+        self.purged = int(np.count_nonzero(self.died <= self.born))
+        self.dirty_from = n
+
+    # -- reads (``seq`` None: the live rows; else the rows visible as of event ``seq``) ----------
 
     def interval(self, start: float, end: float) -> tuple[int, int]:
         """The main rows ``[lo, hi)`` with ``start <= t < end``."""
@@ -294,26 +533,48 @@ class SortedRows:
         hi = len(times) if end == math.inf else int(np.searchsorted(times, end, "left"))
         return lo, max(lo, hi)
 
+    def visible(self, a: int, b: int, seq: int | None) -> np.ndarray | None:
+        """The visibility mask of main rows ``[a, b)``, or None when every one of them is live and
+        ``seq`` is None (no mask needed)."""
+        if seq is None:
+            return self.alive[a:b] if self.dead else None
+        return visible(self.born[a:b], self.died[a:b], seq)
+
     def score_slice(
-        self, pool: Pool, lo: int, hi: int, query: np.ndarray, skip: int | None
+        self, pool: Pool, lo: int, hi: int, query: np.ndarray, skip: int | None,
+        seq: int | None = None,
     ) -> None:
-        """Offer main rows ``[lo, hi)`` to ``pool`` (dead rows and ``skip`` never qualify)."""
+        """Offer main rows ``[lo, hi)`` to ``pool`` (rows not visible and ``skip`` never qualify)."""
         if lo >= hi:
             return
         approx = fast_scores(self.vecs[lo:hi], query)
-        if self.dead:
-            approx[~self.alive[lo:hi]] = NEG_INF
+        mask = self.visible(lo, hi, seq)
+        if mask is not None:
+            approx[~mask] = NEG_INF
         if skip is not None and lo <= skip < hi:
             approx[skip - lo] = NEG_INF
         pool.offer(1, np.arange(lo, hi), approx)
 
     def score_buffer(
-        self, pool: Pool, start: float, end: float, query: np.ndarray, exclude: str | None
+        self, pool: Pool, start: float, end: float, query: np.ndarray, exclude: str | None,
+        seq: int | None = None,
     ) -> None:
-        """Offer the buffered rows with ``start <= t < end`` (without ``exclude``) to ``pool``."""
-        rows = self.buffer.in_range(start, end, exclude)
+        """Offer the visible buffered rows with ``start <= t < end`` (without ``exclude``) to ``pool``."""
+        rows = self.buffer.in_range(start, end, exclude, seq)
         if rows.shape[0]:
             pool.offer(0, rows, fast_scores(self.buffer.vecs[rows], query))
+
+    def skip_row(self, exclude: str | None, seq: int | None) -> int | None:
+        """The main row of ``exclude`` that a search must skip: its live row now, its visible row
+        as of ``seq`` (None when it has none among the main rows)."""
+        if exclude is None:
+            return None
+        if seq is None:
+            return self.pos.get(exclude)
+        for i, x in enumerate(self.ids):
+            if x == exclude and self.born[i] <= seq < self.died[i]:
+                return i
+        return None
 
     def finish(self, pool: Pool, query: np.ndarray) -> list[StructureHit]:
         """The exact top ``pool.k`` among the pool's candidates."""
@@ -334,13 +595,21 @@ class SortedRows:
             vectors[~from_buffer] = self.vecs[m_rows]
             times[~from_buffer] = self.times[m_rows]
         ids = [
-            self.buffer.ids[row] if is_buffer else self.ids[row]
+            self.buffer.ids[row] if is_buffer else self.id_at(row)
             for row, is_buffer in zip(rows.tolist(), from_buffer.tolist(), strict=True)
         ]
         return top_by_key(ids, exact_scores(vectors, query), times.tolist(), pool.k)
 
-    def _alive_run(self, start: int, stop: int, k: int, forward: bool) -> np.ndarray:
-        """Up to ``k`` live rows walking from ``start`` towards ``stop``, plus rows tied in time."""
+    def _run(
+        self, start: int, stop: int, k: int, forward: bool, seq: int | None, skip: int | None
+    ) -> np.ndarray:
+        """Up to ``k`` visible rows walking from ``start`` towards ``stop``, plus rows tied in time."""
+
+        def shown(a: int, b: int) -> np.ndarray:
+            mask = self.visible(a, b, seq)
+            rows = np.arange(a, b) if mask is None else a + np.flatnonzero(mask)
+            return rows if skip is None or not a <= skip < b else rows[rows != skip]
+
         found: list[np.ndarray] = []
         total = 0
         span = max(2 * k, 64)
@@ -352,7 +621,7 @@ class SortedRows:
             else:
                 a, b = max(stop, cursor - span), cursor
                 cursor = a
-            live = a + np.flatnonzero(self.alive[a:b])
+            live = shown(a, b)
             found.append(live if forward else live[::-1])
             total += live.shape[0]
             span *= 2
@@ -365,39 +634,31 @@ class SortedRows:
         edge = times[rows[k - 1]]
         if forward:
             limit = min(stop, int(np.searchsorted(times, edge, "right")))
-            extra = rows[k - 1] + 1 + np.flatnonzero(self.alive[rows[k - 1] + 1 : limit])
+            extra = shown(int(rows[k - 1]) + 1, limit) if limit > rows[k - 1] + 1 else rows[:0]
         else:
             limit = max(stop, int(np.searchsorted(times, edge, "left")))
-            extra = limit + np.flatnonzero(self.alive[limit : rows[k - 1]])
+            extra = shown(limit, int(rows[k - 1])) if rows[k - 1] > limit else rows[:0]
         return np.concatenate((rows[:k], extra))
 
     def time_candidates(
-        self, start: float, end: float, anchor_time: float | None, k: int, exclude: str | None
+        self, start: float, end: float, anchor_time: float | None, k: int, exclude: str | None,
+        seq: int | None = None,
     ) -> tuple[list[str], np.ndarray]:
-        """Ids and times of every row that can be among the k best by recency (``anchor_time``
-        None) or by closeness in time to ``anchor_time``."""
-        buffer_rows = self.buffer.in_range(start, end, exclude)
+        """Ids and times of every visible row that can be among the k best by recency
+        (``anchor_time`` None) or by closeness in time to ``anchor_time``."""
+        buffer_rows = self.buffer.in_range(start, end, exclude, seq)
         ids = [self.buffer.ids[i] for i in buffer_rows]
         times = [self.buffer.times[buffer_rows]]
         lo, hi = self.interval(start, end)
-        skip = self.pos.get(exclude) if exclude is not None else None
-        if skip is not None:
-            self.alive[skip] = False
-        try:
-            if anchor_time is None:
-                rows = self._alive_run(hi, lo, k, forward=False)
-            else:
-                split = int(np.clip(np.searchsorted(self.times[: self.n], anchor_time), lo, hi))
-                rows = np.concatenate(
-                    (
-                        self._alive_run(split, hi, k, forward=True),
-                        self._alive_run(split, lo, k, forward=False),
-                    )
-                )
-        finally:
-            if skip is not None:
-                self.alive[skip] = True
-        ids.extend(self.ids[i] for i in rows.tolist())
+        skip = self.skip_row(exclude, seq)
+        if anchor_time is None:
+            rows = self._run(hi, lo, k, False, seq, skip)
+        else:
+            split = int(np.clip(np.searchsorted(self.times[: self.n], anchor_time), lo, hi))
+            rows = np.concatenate(
+                (self._run(split, hi, k, True, seq, skip), self._run(split, lo, k, False, seq, skip))
+            )
+        ids.extend(self.id_at(i) for i in rows.tolist())
         times.append(self.times[rows])
         return ids, np.concatenate(times)
 

@@ -178,6 +178,31 @@ class SegmentTreeStructure(SortedRowsStructure):
         super()._clear()
         self._nodes = _Nodes(self._leaf_size)
 
+    _NODE_ARRAYS = ("lo", "hi", "center", "radius", "counts", "exact_center")
+
+    def derived_state(self) -> dict[str, np.ndarray]:
+        """The rows' arrays plus the tree's (``node_*``; ``node_width`` holds the width)."""
+        state = super().derived_state()
+        tree = self._synced()
+        state.update({f"node_{name}": getattr(tree, name) for name in self._NODE_ARRAYS})
+        state["node_width"] = np.array([tree.width], dtype=np.int64)
+        return state
+
+    def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
+        nodes = _Nodes(self._leaf_size)
+        width = state.get("node_width")
+        if width is None or width.shape != (1,) or any(f"node_{n}" not in state for n in self._NODE_ARRAYS):
+            raise ContractError("the segment tree state lacks its node arrays")
+        nodes.width = int(width[0])
+        for name in self._NODE_ARRAYS:
+            setattr(nodes, name, np.array(state[f"node_{name}"]))
+        n = state["times"].shape[0]
+        blocks = max(1, -(-n // self._leaf_size))
+        if nodes.lo.shape != (2 * nodes.width,) or nodes.width < blocks:
+            raise ContractError("the segment tree's nodes do not fit its rows")
+        super().restore_derived_state(state)
+        self._nodes = nodes
+
     def _synced(self) -> _Nodes:
         """The node statistics, refreshed for the rows changed since the last search."""
         rows = self._rows
@@ -187,23 +212,27 @@ class SegmentTreeStructure(SortedRowsStructure):
         return self._nodes
 
     def _search_vector(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None
+        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        seq: int | None,
     ) -> list[StructureHit]:
-        pool, lo, hi, skip = self._begin(query, k, start, end, exclude)
+        pool, lo, hi, skip = self._begin(query, k, start, end, exclude, seq)
         if hi - lo <= self._direct_rows:
-            self._rows.score_slice(pool, lo, hi, query, skip)
+            self._rows.score_slice(pool, lo, hi, query, skip, seq)
         else:
-            self._best_first(self._synced(), pool, lo, hi, query, skip)
+            self._best_first(self._synced(), pool, lo, hi, query, skip, seq)
         self.rows_scored = pool.scored
         return self._rows.finish(pool, query)
 
     def _best_first(
-        self, tree: _Nodes, pool: Pool, lo: int, hi: int, query: np.ndarray, skip: int | None
+        self, tree: _Nodes, pool: Pool, lo: int, hi: int, query: np.ndarray, skip: int | None,
+        seq: int | None,
     ) -> None:
+        """Nodes in order of their bound; a node's bound covers all its rows, dead ones too, so it
+        bounds the visible rows as of any event."""
         rows = self._rows
         pieces, nodes = tree.cover(lo, hi)
         for a, b in pieces:
-            rows.score_slice(pool, a, b, query, skip)
+            rows.score_slice(pool, a, b, query, skip, seq)
         slack = 3.0 * pool.eps + 1e-6
         heap: list[tuple[float, int]] = []
 
@@ -221,9 +250,9 @@ class SegmentTreeStructure(SortedRowsStructure):
                 break
             a, b = int(tree.lo[node]), int(tree.hi[node])
             if b - a <= self._direct_rows or node >= tree.width:
-                rows.score_slice(pool, a, b, query, skip)
+                rows.score_slice(pool, a, b, query, skip, seq)
                 if _sweep_pays(tree, heap, pool.threshold(), hi - lo):
-                    self._sweep(tree, pool, heap, query, skip)
+                    self._sweep(tree, pool, heap, query, skip, seq)
                     return
             else:
                 children = [c for c in (2 * node, 2 * node + 1) if tree.hi[c] > tree.lo[c]]
@@ -237,6 +266,7 @@ class SegmentTreeStructure(SortedRowsStructure):
         heap: list[tuple[float, int]],
         query: np.ndarray,
         skip: int | None,
+        seq: int | None,
     ) -> None:
         """Score every node left in ``heap`` that can still qualify, as few contiguous slices."""
         threshold = pool.threshold()
@@ -248,7 +278,7 @@ class SegmentTreeStructure(SortedRowsStructure):
             else:
                 merged.append([a, b])
         for a, b in merged:
-            self._rows.score_slice(pool, a, b, query, skip)
+            self._rows.score_slice(pool, a, b, query, skip, seq)
 
 
 def _sweep_pays(tree: _Nodes, heap: list[tuple[float, int]], threshold: float, rows: int) -> bool:

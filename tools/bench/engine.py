@@ -26,7 +26,10 @@ Figures are medians over the queries of a round; the table shows the median over
 ``bench_phases()`` gives the same figures to ``tools/bench.py`` (phase ``engine``). Times are wall
 clock on a shared machine: compare rows of one run, not runs of different days.
 
-``--part structures`` measures the structures alone (search against numpy brute force on the same
+``--part engine`` also measures the persisted engine over a LogBackend (open to first answer in a
+fresh process, peak RSS, asks now and through ``engine.at(seq)`` at start/middle/head against numpy
+brute force): see ``bench/persisted.py``; ``--part persisted`` runs that alone (for N=1,000,000), and ``--part restore`` measures the
+snapshot open path alone on the cached matrix (see ``bench/persisted.py``, ``RESTORE_DOC``). ``--part structures`` measures the structures alone (search against numpy brute force on the same
 slice, build time and peak memory in a child process, adds in and out of time order, ANN recall):
 see ``STRUCTURE_DOC`` below. ``--part all`` (the default) runs both parts.
 """
@@ -47,6 +50,7 @@ from typing import Any
 from coniti import Container, ContinuityEngine, Note, Query, TimeRange
 
 from .common import Figures, fmt, spread, summary_line, workdir
+from .persisted import persisted_table, restore_table, run_persisted, run_restore
 
 __all__ = ["bench_phases", "main", "run"]
 
@@ -248,10 +252,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--quick", action="store_true", help="small counts, under a minute")
     p.add_argument(
-        "--part", default="all", choices=("all", "engine", "structures"),
+        "--part", default="all", choices=("all", "engine", "persisted", "restore", "structures"),
         help="engine (ingest, ask) and/or structures alone (search vs brute force, build, ANN)",
     )  # fmt: skip
-    p.add_argument("--structures", default="flat,segment_tree,ann", help="for --part structures")
+    p.add_argument(
+        "--structures", default="flat,segment_tree,ann",
+        help="for --part structures, and the persisted engine (flat, segment_tree)",
+    )  # fmt: skip
     p.add_argument("--vectors", default="local_hash", help="embedder for --part structures")
     p.add_argument("--ef", default="16,32,64,128", help="ann expansion_search values")
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()), help="matrix cache dir")
@@ -283,6 +290,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{math.ceil(time.perf_counter() - started)} s"
         )
         print(table(results))
+    if args.part in ("all", "engine", "persisted"):
+        persisted = run_persisted(n, [s for s in STRUCTURES if s in names], queries, args.seed)
+        print(persisted_table(persisted))
+        print(f"({math.ceil(time.perf_counter() - started)} s)")
+    if args.part == "restore":
+        print(restore_table(run_restore(n, args.seed, args.vectors, args.cache)))
     if args.part in ("all", "structures"):
         figures = run_structures(
             n, names, args.vectors, queries, args.seed, efs, args.cache, args.baseline_code,

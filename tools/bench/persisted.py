@@ -1,0 +1,238 @@
+"""The persisted engine over a LogBackend (part of ``--part engine``): open, first answer, as-of asks.
+
+Per structure (``flat``, ``segment_tree``), on the N notes of :func:`~bench.engine.corpus`:
+
+* **ingest**: notes/s through ``engine.ingest_many`` in batches of 500 into a new LogBackend
+  (``durability="nosync"``, to keep the run short), then 2% of the notes removed (rows kept for
+  history) and ``close()`` (the snapshot written: **save** in s);
+* **open to first answer**: a fresh child process imports coniti (**imports s**), then opens the store
+  and an engine and asks one question (**open s**: from after the imports to the answer), the whole
+  child from the parent's spawn (**with python s**, interpreter start and imports included), the
+  child's peak RSS (``VmHWM``: mapped snapshot pages included; ``ru_maxrss`` would carry the forking
+  parent's) and its anonymous RSS at the end (``RssAnon``: what is not a mapped file);
+* **asks**: in the parent, an engine opened the same way; per window (full, 10%, 1%) and query the
+  ask latency now and through ``engine.at(seq)`` at the start (after 10% of the notes), the middle
+  and the head, the structure's search alone, and numpy brute force (one float32 product and an
+  argpartition) on the time slice of the same row matrix. Medians over the queries; the ratio column
+  is the worst as-of median over the current one.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from coniti import Container, Query
+from coniti.impl.log import LogBackend
+
+from .common import ROOT, fmt
+
+__all__ = ["persisted_table", "restore_table", "run_persisted", "run_restore"]
+
+CHILD = """
+import time, json, sys
+t_import = time.perf_counter()
+from coniti import Container
+import coniti.impl.log
+t0 = time.perf_counter()
+c = Container(memory="log", path={path!r}, structure={structure!r})
+hits = c.engine.ask({question!r}).hits
+t1 = time.perf_counter()
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+rss = int(status["VmHWM"].split()[0]) / 1024
+anon = int(status["RssAnon"].split()[0]) / 1024
+print(json.dumps({{"open": t1 - t0, "imports": t0 - t_import, "rss_mb": rss, "anon_mb": anon, "hits": len(hits)}}))
+"""
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000.0
+
+
+def _timed(fn: Any) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def run_persisted(
+    n: int, structures: list[str], queries: int, seed: int, scratch: Path | None = None
+) -> dict[str, Any]:
+    """Figures per structure (see the module docstring)."""
+    import numpy as np
+
+    from .engine import BATCH, _brute, corpus, questions, windows
+
+    notes = corpus(n, seed)
+    texts = questions(notes, queries, seed)
+    ranges = windows(notes, queries, seed)
+    out: dict[str, Any] = {"n": n, "structures": {}}
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="coniti-bench-persist-") as tmp:
+        for structure in structures:
+            path = Path(tmp) / structure
+            figures: dict[str, Any] = {}
+            store = LogBackend(path, durability="nosync")
+            container = Container(memory=store, structure=structure)
+            engine = container.engine
+            marks: dict[str, int] = {}
+            start = time.perf_counter()
+            for i in range(0, n, BATCH):
+                engine.ingest_many(notes[i : i + BATCH])
+                if "start" not in marks and i + BATCH >= n // 10:
+                    marks["start"] = store.head
+                if "middle" not in marks and i + BATCH >= n // 2:
+                    marks["middle"] = store.head
+            figures["ingest"] = n / (time.perf_counter() - start)
+            rng = random.Random(seed)
+            gone = [notes[i].id for i in rng.sample(range(n), n // 50)]
+            for i in range(0, len(gone), BATCH):
+                engine.remove(gone[i : i + BATCH])
+            marks["head"] = store.head
+            figures["save"] = _timed(engine.close)
+            store.close()
+            code = CHILD.format(path=str(path), structure=structure, question=texts[0])
+            spawn = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=3600
+            )
+            figures["with_python"] = time.perf_counter() - spawn
+            if proc.returncode != 0:
+                raise SystemExit(f"open child failed:\n{proc.stderr[-2000:]}")
+            child = json.loads(proc.stdout.strip().splitlines()[-1])
+            figures["open"], figures["rss_mb"] = child["open"], child["rss_mb"]
+            figures["imports"], figures["anon_mb"] = child["imports"], child["anon_mb"]
+            store = LogBackend(path, durability="nosync")
+            container = Container(memory=store, structure=structure)
+            engine = container.engine
+            engine.ask(texts[0])
+            views = {name: engine.at(seq) for name, seq in marks.items()}
+            struct = engine.structures()[0]
+            rows = struct.derived_state()
+            vecs, times = np.asarray(rows["vecs"]), np.asarray(rows["times"])
+            table: dict[str, dict[str, float]] = {}
+            for window, spans in ranges.items():
+                samples: dict[str, list[float]] = {}
+                for text, span in zip(texts, spans, strict=True):
+                    query = Query(text=text, time_range=span)
+                    vector = container.embedder.embed([text])[0]
+                    unit = vector / max(float(np.linalg.norm(vector)), 1e-30)
+                    samples.setdefault("ask", []).append(_timed(lambda q=query, e=engine: e.ask(q)))
+                    for name, view in views.items():
+                        samples.setdefault(name, []).append(_timed(lambda q=query, v=view: v.ask(q)))
+                    samples.setdefault("search", []).append(
+                        _timed(lambda s=span, v=vector, t=struct: t.search(v, k=10, time_range=s))
+                    )
+                    samples.setdefault("brute", []).append(
+                        _timed(
+                            lambda s=span, u=unit, m=vecs, t=times: _brute(m, t, u.astype(np.float32), s, 10)
+                        )
+                    )
+                table[window] = {name: _median_ms(values) for name, values in samples.items()}
+            figures["asks"] = table
+            store.close()
+            out["structures"][structure] = figures
+    return out
+
+
+def persisted_table(figures: dict[str, Any]) -> str:
+    """Two markdown tables: open figures, then ask latencies now and as of start/middle/head."""
+    lines = [
+        f"Persisted engine over LogBackend, N={figures['n']:,}",
+        "",
+        "| structure | ingest notes/s | save s | open to first answer s | imports s | with python start s "
+        "| peak RSS MB | anon RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, f in figures["structures"].items():
+        lines.append(
+            f"| {name} | {fmt(f['ingest'], 0)} | {fmt(f['save'], 2)} | {fmt(f['open'], 2)} | "
+            f"{fmt(f['imports'], 2)} | {fmt(f['with_python'], 2)} | {fmt(f['rss_mb'], 0)} | "
+            f"{fmt(f['anon_mb'], 0)} |"
+        )
+    lines += [
+        "",
+        "| window | structure | ask ms | at start ms | at middle ms | at head ms | worst at/ask | "
+        "search ms | numpy brute ms |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, f in figures["structures"].items():
+        for window, t in f["asks"].items():
+            worst = max(t["start"], t["middle"], t["head"]) / t["ask"]
+            lines.append(
+                f"| {window} | {name} | {fmt(t['ask'], 2)} | {fmt(t['start'], 2)} | "
+                f"{fmt(t['middle'], 2)} | {fmt(t['head'], 2)} | {fmt(worst, 2)} | "
+                f"{fmt(t['search'], 2)} | {fmt(t['brute'], 2)} |"
+            )
+    return "\n".join(lines)
+
+
+RESTORE_DOC = """``--part restore``: the open path of one namespace's snapshot alone, at sizes where an engine
+ingest takes too long for a shared machine. The cached corpus matrix (``--vectors``, as in
+``--part structures``) goes into a ``flat`` structure (hex ids, each row born at its own seq), which is
+saved with :class:`coniti.derived.DerivedDir`; then, twice: **load** (manifest, sizes and CRC-32 of
+every array, memory-mapped), **restore** (``restore_derived_state``) and the **first search** over the
+full range (k=10). The engine adds to this only O(1) reads of the store (head, event hash, metadata)
+and the fold of events written after the snapshot."""
+
+
+def run_restore(n: int, seed: int, vectors: str, cache: Path) -> dict[str, Any]:
+    """Figures of the snapshot open path at ``n`` rows (see ``RESTORE_DOC``)."""
+    import numpy as np
+
+    from coniti.derived import DerivedDir
+    from coniti.structure import FlatStructure
+
+    from .engine import matrix
+
+    rows_path, times_path = matrix(n, seed, vectors, cache)
+    rows = np.load(rows_path, mmap_mode="r")
+    times = np.load(times_path)
+    order = np.argsort(times, kind="stable")
+    source = FlatStructure()
+    for a in range(0, n, 65_536):
+        idx = order[a : a + 65_536]
+        source.add([f"{i:032x}" for i in idx.tolist()], np.asarray(rows[idx]), times[idx], born=idx + 1)
+    query = np.asarray(rows[n // 3], dtype=np.float64)
+    out: dict[str, Any] = {"n": n, "rounds": []}
+    with tempfile.TemporaryDirectory(dir=cache, prefix="coniti-bench-restore-") as tmp:
+        place = DerivedDir(tmp, "bench")
+        start = time.perf_counter()
+        place.save("x", seq=n, seq_hash="h", key={}, parts={"s": source.derived_state()})
+        out["save"] = time.perf_counter() - start
+        del source
+        for _ in range(2):
+            start = time.perf_counter()
+            loaded = place.load("x", key={}, head=n, hash_at=lambda seq: "h")
+            loaded_at = time.perf_counter()
+            restored = FlatStructure()
+            restored.restore_derived_state(loaded.parts["s"])
+            restored_at = time.perf_counter()
+            restored.search(query, k=10)
+            done = time.perf_counter()
+            out["rounds"].append(
+                {"load": loaded_at - start, "restore": restored_at - loaded_at, "search": done - restored_at}
+            )
+            del restored, loaded
+    return out
+
+
+def restore_table(figures: dict[str, Any]) -> str:
+    lines = [
+        f"Snapshot open path, N={figures['n']:,} (save {fmt(figures['save'], 2)} s)",
+        "",
+        "| round | load + checksums s | restore s | first full search s | total s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for i, r in enumerate(figures["rounds"], 1):
+        total = r["load"] + r["restore"] + r["search"]
+        lines.append(
+            f"| {i} | {fmt(r['load'], 2)} | {fmt(r['restore'], 2)} | {fmt(r['search'], 2)} | {fmt(total, 2)} |"
+        )
+    return "\n".join(lines)
