@@ -36,7 +36,6 @@ An engine is thread-safe: every public method holds one re-entrant lock.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -79,6 +78,7 @@ from coniti.memory import (
     as_namespace,
     event_feed,
     time_travel,
+    to_thread,
 )
 from coniti.recall import ContextBlock, Hit, HitLike, to_context_block
 from coniti.strategy import Strategy, StrategyContext
@@ -880,13 +880,13 @@ class ContinuityEngine:
 
     async def aingest(self, note: Note | str, *, namespace: Sequence[str] = ()) -> IngestResult:
         """:meth:`ingest` on a worker thread."""
-        return await asyncio.to_thread(self.ingest, note, namespace=namespace)
+        return await to_thread(self.ingest, note, namespace=namespace)
 
     async def aingest_many(
         self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None
     ) -> list[IngestResult]:
         """:meth:`ingest_many` on a worker thread (``notes`` is read there)."""
-        return await asyncio.to_thread(self.ingest_many, notes, namespace=namespace, op_id=op_id)
+        return await to_thread(self.ingest_many, notes, namespace=namespace, op_id=op_id)
 
     async def aask(
         self,
@@ -896,7 +896,7 @@ class ContinuityEngine:
         prefix: Sequence[str] | None = None,
     ) -> Answer:
         """:meth:`ask` on a worker thread."""
-        return await asyncio.to_thread(self.ask, query, namespace=namespace, prefix=prefix)
+        return await to_thread(self.ask, query, namespace=namespace, prefix=prefix)
 
     async def acontext(
         self,
@@ -909,7 +909,7 @@ class ContinuityEngine:
         render: Callable[[HitLike], str] | None = None,
     ) -> ContextBlock:
         """:meth:`context` on a worker thread (``estimator`` and ``render`` run there too)."""
-        return await asyncio.to_thread(
+        return await to_thread(
             self.context,
             query,
             token_budget=token_budget,
@@ -921,11 +921,11 @@ class ContinuityEngine:
 
     async def aremove(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> DeleteResult:
         """:meth:`remove` on a worker thread."""
-        return await asyncio.to_thread(self.remove, ids, namespace=namespace)
+        return await to_thread(self.remove, ids, namespace=namespace)
 
     async def aget(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> GetResult:
         """:meth:`get` on a worker thread."""
-        return await asyncio.to_thread(self.get, ids, namespace=namespace)
+        return await to_thread(self.get, ids, namespace=namespace)
 
     async def aupsert(
         self,
@@ -937,7 +937,7 @@ class ContinuityEngine:
         expires_at: float | datetime | None = None,
     ) -> WriteResult:
         """:meth:`upsert` on a worker thread."""
-        return await asyncio.to_thread(
+        return await to_thread(
             self.upsert, note, namespace=namespace, expected_version=expected_version, op_id=op_id,
             expires_at=expires_at,
         )
@@ -955,7 +955,7 @@ class ContinuityEngine:
         op_id: str | None = None,
     ) -> WriteResult:
         """:meth:`update` on a worker thread."""
-        return await asyncio.to_thread(
+        return await to_thread(
             self.update, id, text=text, timestamp=timestamp, metadata=metadata,
             metadata_patch=metadata_patch, namespace=namespace, expected_version=expected_version,
             op_id=op_id,

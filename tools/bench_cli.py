@@ -28,6 +28,7 @@ import argparse
 import compileall
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,31 +45,32 @@ BATCH = 5_000
 
 PHASES_CODE = r"""
 import json, sys, time
-t0 = time.perf_counter()
+marks = [(time.perf_counter(), time.process_time())]
 from coniti.cli.app import run  # noqa: F401  (what `coniti` imports first)
+from coniti.cli.engine_cmds import ask  # noqa: F401
 from coniti.container import Container, stored_embedding
 from coniti.impl.log import LogBackend
-t1 = time.perf_counter()
+marks.append((time.perf_counter(), time.process_time()))
 store = LogBackend(sys.argv[1], read_only=True)
-t2 = time.perf_counter()
+marks.append((time.perf_counter(), time.process_time()))
 name = stored_embedding(store)
-t3 = time.perf_counter()
+marks.append((time.perf_counter(), time.process_time()))
 container = Container(memory=store, embedding=name)
 engine = container.engine
 engine.structures()
-t4 = time.perf_counter()
+marks.append((time.perf_counter(), time.process_time()))
 engine.ask(sys.argv[2])
-t5 = time.perf_counter()
-print(json.dumps({"import": t1 - t0, "store": t2 - t1, "embedder": t3 - t2, "engine_open": t4 - t3,
-                  "ask": t5 - t4}))
+marks.append((time.perf_counter(), time.process_time()))
+names = ["import", "store", "embedder", "engine_open", "ask"]
+print(json.dumps({n: [b[0] - a[0], b[1] - a[1]] for n, a, b in zip(names, marks, marks[1:])}))
 """
 
 
 def make_store(path: Path, n: int, seed: int) -> None:
     """Fill ``path`` with ``n`` notes (see the module docstring); nothing if it already has them."""
     import numpy as np
-
     from bench.engine import corpus
+
     from coniti.impl.log import LogBackend
     from coniti.memory import MemoryRecord, MetaSetRequest, PutRequest
     from coniti.minilm import MiniLMEmbedder
@@ -96,21 +98,26 @@ def make_store(path: Path, n: int, seed: int) -> None:
     print(f"built {path}: {n:,} notes in {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 
-def timed_runs(argv: list[str], runs: int, env: dict[str, str]) -> list[float]:
-    """Wall-clock seconds of ``runs`` fresh processes of ``argv``; a failure stops the benchmark."""
-    spent = []
+def timed_runs(argv: list[str], runs: int, env: dict[str, str]) -> tuple[list[float], list[float]]:
+    """Wall-clock and CPU (user + system) seconds of ``runs`` fresh processes of ``argv``; a failure
+    stops the benchmark."""
+    spent, cpu = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         proc = subprocess.run(argv, capture_output=True, text=True, env=env)
         spent.append(time.perf_counter() - t)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(argv)} failed:\n{proc.stderr[-2000:]}")
-    return spent
+    return spent, cpu
 
 
-def phases(store: Path, runs: int, env: dict[str, str]) -> dict[str, list[float]]:
-    """Per part of an ask (see the module docstring), seconds in each of ``runs`` processes."""
-    out: dict[str, list[float]] = {}
+def phases(store: Path, runs: int, env: dict[str, str]) -> dict[str, list[list[float]]]:
+    """Per part of an ask (see the module docstring), [wall, CPU] seconds in each of ``runs``
+    processes."""
+    out: dict[str, list[list[float]]] = {}
     for _ in range(runs):
         proc = subprocess.run(
             [sys.executable, "-c", PHASES_CODE, str(store), QUESTION],
@@ -124,10 +131,11 @@ def phases(store: Path, runs: int, env: dict[str, str]) -> dict[str, list[float]
 
 
 def row(label: str, values: list[float]) -> str:
-    return (
-        f"| {label} | {statistics.median(values):.3f} | "
-        f"[{min(values):.3f}..{max(values):.3f}] |"
-    )
+    return f"| {label} | {statistics.median(values):.3f} | [{min(values):.3f}..{max(values):.3f}] |"
+
+
+def timed_row(label: str, timed: tuple[list[float], list[float]]) -> str:
+    return f"{row(label, timed[0])} {statistics.median(timed[1]):.3f} |"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,14 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"coniti CLI latency: store of {args.n:,} notes ({store}), {args.runs} runs each",
         "",
-        "| what | median s | [min..max] |",
-        "|---|---:|---|",
+        "| what | median wall s | [min..max] | median CPU s |",
+        "|---|---:|---|---:|",
     ]
     for name in [c for c in args.commands.split(",") if c]:
         if name not in commands:
             p.error(f"unknown command {name!r} in --commands")
-        lines.append(row(f"`coniti {name}` end to end", timed_runs(commands[name], args.runs, env)))
-    lines.append(row("`python -c pass` (interpreter start)", timed_runs([sys.executable, "-c", "pass"], args.runs, env)))
+        timed = timed_runs(commands[name], args.runs, env)
+        lines.append(timed_row(f"`coniti {name}` end to end", timed))
+    start = timed_runs([sys.executable, "-c", "pass"], args.runs, env)
+    lines.append(timed_row("`python -c pass` (interpreter start)", start))
     if args.phases:
         split = phases(store, args.runs, env)
         labels = {
@@ -171,8 +181,12 @@ def main(argv: list[str] | None = None) -> int:
             "engine_open": "engine open: structures rebuilt by scan",
             "ask": "ask (embed the question, search, resolve)",
         }
+        lines += ["", "| phase of an ask, in-process | median wall s | [min..max] | median CPU s |",
+                  "|---|---:|---|---:|"]  # fmt: skip
         for key, label in labels.items():
-            lines.append(row(f"phase: {label}", split[key]))
+            wall = [w for w, _ in split[key]]
+            cpu = statistics.median(c for _, c in split[key])
+            lines.append(f"{row(label, wall)} {cpu:.3f} |")
     print("\n".join(lines))
     return 0
 
