@@ -252,12 +252,14 @@ class ContinuityEngine:
         """Structures first, memory last; undo the structures if memory refuses."""
         if not records:
             return
-        ids = [r.note.id for r in records]
-        matrix = np.stack([r.vector for r in records])
-        times = np.array([r.note.timestamp for r in records], dtype=np.float64)
+        indexed, vectors = _with_vectors(records)
+        ids = [r.note.id for r in indexed]
         try:
-            for structure in space.structures:
-                structure.add(ids, matrix, times)
+            if indexed:
+                matrix = np.stack(vectors)
+                times = np.array([r.note.timestamp for r in indexed], dtype=np.float64)
+                for structure in space.structures:
+                    structure.add(ids, matrix, times)
         except BaseException:
             self._recover(ns)
             raise
@@ -275,7 +277,7 @@ class ContinuityEngine:
             self._undo_add(ns, space, ids)
             raise
         space.meta_checked = True
-        self._index(space, [r.note for r in records])
+        self._index(space, [r.note for r in indexed])
         self._advance(space, before, len(records) + (claim is not None))
 
     def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
@@ -623,16 +625,20 @@ class ContinuityEngine:
                     f"record {record.id!r} of the snapshot was embedded with "
                     f"{record.embedding_id!r}; this engine uses {self._spec_id!r}"
                 )
-            if record.vector.shape != (self.embedder.dim,):
+            vector = record.vector
+            if vector is not None and vector.shape != (self.embedder.dim,):
                 raise ContractError(
-                    f"record {record.id!r} has a vector of length {record.vector.shape[0]}, "
+                    f"record {record.id!r} has a vector of length {vector.shape[0]}, "
                     f"the embedder gives {self.embedder.dim}"
                 )
             if record.id in seen:
                 raise DuplicateRecord(f"record id {record.id!r} appears twice in the snapshot")
             seen.add(record.id)
             records.append(
-                MemoryRecord.trusted(record.note, record.vector, self._spec_id, ns)
+                MemoryRecord.trusted(
+                    record.note, vector, None if vector is None else self._spec_id, ns, None, None,
+                    record.blob,
+                )
             )
         with self._lock:
             self._refuse_writes()
@@ -726,8 +732,9 @@ class ContinuityEngine:
             if len(records) != len(found):
                 bad = next(r for r in found if r.embedding_id not in (None, self._spec_id))
                 self._refuse_mismatch(bad.embedding_id or "", ns, what=f"record {bad.id!r}")
+            records, vectors = _with_vectors(records)
             if records:
-                matrix = np.stack([r.vector for r in records])
+                matrix = np.stack(vectors)
                 times = np.array([r.note.timestamp for r in records], dtype=np.float64)
                 for structure in space.structures:
                     structure.add([r.id for r in records], matrix, times)
@@ -800,8 +807,11 @@ class ContinuityEngine:
             for record in chunk:
                 if record.embedding_id is not None and record.embedding_id != self._spec_id:
                     self._refuse_mismatch(record.embedding_id, ns, what=f"record {record.id!r}")
+            chunk, vectors = _with_vectors(chunk)
+            if not chunk:
+                continue
             ids = [r.note.id for r in chunk]
-            matrix = np.stack([r.vector for r in chunk])
+            matrix = np.stack(vectors)
             if matrix.shape[1] != self.embedder.dim:
                 raise EmbeddingMismatch(
                     f"namespace {namespace_text(ns)} holds vectors of length {matrix.shape[1]}; "
@@ -1012,6 +1022,18 @@ def _as_note(value: Any, index: int) -> Note:
     if isinstance(value, str):
         return Note.create(value)
     raise ContractError(f"notes[{index}] must be a Note or a string, got {type(value).__name__}")
+
+
+def _with_vectors(records: Iterable[MemoryRecord]) -> tuple[list[MemoryRecord], list[np.ndarray]]:
+    """The records that have a vector, and their vectors: a record without one is in no structure
+    (never a semantic hit)."""
+    kept: list[MemoryRecord] = []
+    vectors: list[np.ndarray] = []
+    for record in records:
+        if record.vector is not None:
+            kept.append(record)
+            vectors.append(record.vector)
+    return kept, vectors
 
 
 def _chunks(records: Iterator[MemoryRecord], size: int) -> Iterator[list[MemoryRecord]]:

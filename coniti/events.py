@@ -73,7 +73,7 @@ class Event(Contract):
 class Diff(Contract):
     """What changed in one namespace between the memory right after event ``a`` and right after
     event ``b``: ids visible at ``b`` only (``added``), at ``a`` only (``removed``), and at both with
-    different content (``changed``: text, timestamp, metadata, embedding id or vector bits differ;
+    different content (``changed``: text, timestamp, metadata, embedding id, vector bits or blob differ;
     a version whose content was erased counts as changed unless it is the very same version).
     Each list is sorted."""
 

@@ -34,6 +34,7 @@ from coniti.atomicfile import atomic_writer, fsync_dir
 from coniti.errors import MemoryFileError
 
 __all__ = [
+    "MAX_BLOB_BYTES",
     "MAX_LINE_BYTES",
     "Source",
     "atomic_binary_writer",
@@ -48,6 +49,12 @@ __all__ = [
 MAX_LINE_BYTES = 32 * 1024 * 1024
 """Longest line a reader accepts (32 MiB of UTF-8); a longer line is refused after reading this much
 of it, never buffered whole."""
+MAX_BLOB_BYTES = 16 * 1024 * 1024
+"""Largest binary payload (``MemoryRecord.blob``) a record may carry: 16 MiB. Both line formats carry
+it as base64 (4/3 of its size, 21.3 MiB): the memory file under the record's ``blob`` key, the log
+export inside the base64 of the put's frame, so a record with the largest blob still fits a line of
+:data:`MAX_LINE_BYTES`, with 10.7 MiB left for its text, metadata and vector. Enforced by the record
+contract and by the log's put encoder (``coniti.log.codec``)."""
 
 
 # -- writing -------------------------------------------------------------------------------------

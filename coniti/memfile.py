@@ -1,7 +1,14 @@
-"""The portable memory file: ``coniti-memory`` JSON Lines, version 1.0.0.
+"""The portable memory file: ``coniti-memory`` JSON Lines, version 1.1.0.
 
 Line 1 is a header ``{"format", "version", "embedding_id", "namespace", "created_at", "count"}``; each
 following line is one :class:`~coniti.memory.MemoryRecord` as ``to_dict()`` gives it. UTF-8, ``\\n``.
+A record line has the keys ``note``, ``vector`` (an array of numbers, or ``null`` for a record
+without a vector: its ``embedding_id`` is then ``null``), ``embedding_id``, ``namespace``, and
+``dtype`` (a vector's, when not float64), ``expires_at`` and ``blob`` only when set. ``blob`` is
+``{"base64": text}``: the record's bytes in standard base64 with padding (RFC 4648 §4), at most
+:data:`~coniti.jsonl.MAX_BLOB_BYTES` decoded; anything else there is refused naming the line and
+the field. Version 1.1.0 added ``vector: null`` and ``blob``; a file without them is a 1.0.0 file,
+and every 1.x file is read.
 
 :func:`dump` streams one namespace page by page. For a path it writes a new temporary file beside it
 (mode 0600, created exclusively under a random name), flushes it to disk and renames it over the
@@ -32,6 +39,7 @@ when the contract (:meth:`MemoryRecord.from_dict`) accepts it, and is then the s
 from __future__ import annotations
 
 import array
+import base64
 import contextlib
 import math
 import os
@@ -90,7 +98,7 @@ __all__ = [
 ]
 
 FORMAT = "coniti-memory"
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 SUPPORTED_MAJOR = 1
 BATCH_SIZE = 500
 PAGE_SIZE = 500
@@ -124,6 +132,10 @@ def record_bytes(record: MemoryRecord) -> bytes:
     }
     if record.expires_at is not None:
         data["expires_at"] = record.expires_at
+    if record.blob is not None:
+        data["blob"] = {"base64": base64.b64encode(record.blob).decode("ascii")}
+    if vector is None:
+        return _dumped(data)
     dtype = vector.dtype
     if dtype is _FLOAT32:  # the common dtypes by identity: reading dtype.name is slow
         data["dtype"] = "float32"
@@ -132,6 +144,10 @@ def record_bytes(record: MemoryRecord) -> bytes:
             data["vector"] = vector.astype(np.float32)
         if dtype.name != "float64":
             data["dtype"] = dtype.name
+    return _dumped(data)
+
+
+def _dumped(data: dict[str, Any]) -> bytes:
     try:
         return orjson.dumps(data, option=_DUMP_OPTIONS)
     except TypeError:
@@ -442,7 +458,9 @@ def _record_batches(lines: Iterator[tuple[int, str]], rehome: tuple[str, ...] | 
                 if record is None:
                     record = _record_of_line(line, lineno)
                 if rehome is not None:
-                    record = MemoryRecord.trusted(record.note, record.vector, record.embedding_id, rehome)
+                    record = MemoryRecord.trusted(
+                        record.note, record.vector, record.embedding_id, rehome, None, None, record.blob
+                    )
                 batch.append((lineno, record))
         del texts
         yield batch

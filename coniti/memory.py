@@ -22,6 +22,8 @@ Rules every backend follows (checked by :mod:`coniti.testing`):
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 from abc import ABC, abstractmethod
@@ -61,6 +63,7 @@ from coniti.errors import (
     namespace_text,
 )
 from coniti.filters import MetadataFilter
+from coniti.jsonl import MAX_BLOB_BYTES
 
 if TYPE_CHECKING:
     from coniti.events import Event
@@ -187,23 +190,75 @@ def _dtype_schema(schema: dict[str, Any]) -> None:
     schema.setdefault("properties", {})["dtype"] = {"enum": list(VECTOR_DTYPES), "default": "float64"}
 
 
+def as_blob(value: Any) -> bytes:
+    """``value`` as a record's binary payload: bytes (a bytearray or memoryview is copied to
+    bytes), or ``{"base64": text}`` (the JSON form: standard base64 with padding, RFC 4648 §4),
+    at most :data:`~coniti.jsonl.MAX_BLOB_BYTES`; raises ValueError otherwise."""
+    if isinstance(value, dict):
+        if value.keys() != {"base64"} or not isinstance(value["base64"], str):
+            raise ValueError('blob in JSON must be an object {"base64": text}')
+        text = value["base64"]
+        if len(text) > (MAX_BLOB_BYTES + 2) // 3 * 4:
+            raise ValueError(f"blob is larger than {MAX_BLOB_BYTES} bytes")
+        try:
+            value = base64.b64decode(text.encode("ascii"), validate=True)
+        except (UnicodeEncodeError, binascii.Error, ValueError):
+            raise ValueError("blob.base64 is not valid base64 (RFC 4648, with padding)") from None
+    elif isinstance(value, bytearray | memoryview):
+        value = bytes(value)
+    elif type(value) is not bytes:
+        raise ValueError(f"blob must be bytes, got {type(value).__name__}")
+    if len(value) > MAX_BLOB_BYTES:
+        raise ValueError(f"blob is {len(value)} bytes; at most {MAX_BLOB_BYTES} allowed")
+    return bytes(value)
+
+
+def _blob_json(value: bytes) -> dict[str, str]:
+    return {"base64": base64.b64encode(value).decode("ascii")}
+
+
+Blob = Annotated[
+    bytes,
+    pydantic.PlainValidator(as_blob),
+    pydantic.PlainSerializer(_blob_json, return_type=dict[str, str], when_used="json"),
+    pydantic.WithJsonSchema(
+        {
+            "type": "object",
+            "properties": {"base64": {"type": "string", "contentEncoding": "base64"}},
+            "required": ["base64"],
+            "additionalProperties": False,
+        }
+    ),
+]
+"""Opaque bytes: ``bytes`` in Python, ``{"base64": text}`` in JSON (``to_dict``/``from_dict``)."""
+
+
 class MemoryRecord(Contract):
-    """A stored note with its vector, the embedding spec id that made it, and its namespace.
+    """A stored note with its vector (or none), the embedding spec id that made it, its namespace,
+    and optionally an opaque binary payload.
 
     The vector is copied in. Its dtype (float16, float32 or float64) is kept; ``to_dict`` writes the
     values as full-precision floats and adds ``"dtype"`` when it is not float64, so
     ``from_dict(to_dict())`` is bit-identical.
+
+    ``vector`` must be given, and may be ``None``: a record without a vector is stored and read like
+    any other but is in no engine structure (never a semantic hit); its ``embedding_id`` must then be
+    None too. ``blob`` (default None) is stored with the record, byte-exact, at most
+    :data:`~coniti.jsonl.MAX_BLOB_BYTES`; ``to_dict`` writes it as ``{"base64": text}`` and only when
+    set. Either may be combined with the other.
     """
 
     model_config = pydantic.ConfigDict(frozen=True, json_schema_extra=_dtype_schema)
 
     note: Note
-    vector: Vector
+    vector: Vector | None
     embedding_id: pydantic.StrictStr | None = None
     namespace: Namespace = ()
     expires_at: float | None = None
     """Epoch seconds on the store's recorded-time clock from which reads hide the record (``None``:
     never). Written by ``to_dict`` only when set."""
+    blob: Blob | None = None
+    """Opaque bytes stored with the record (None: none). Written by ``to_dict`` only when set."""
     version: int | None = pydantic.Field(default=None, exclude=True)
     """The version the store gave this record, filled on every read: the sequence number of the
     event that wrote it (``LogBackend``) or an increasing counter (``InMemoryBackend``). Ignored on
@@ -222,8 +277,18 @@ class MemoryRecord(Contract):
             dtype = data.pop("dtype")
             if not isinstance(dtype, str) or dtype not in VECTOR_DTYPES:
                 raise ValueError(f"dtype must be one of {', '.join(VECTOR_DTYPES)}, got {dtype!r}")
+            if data.get("vector") is None:
+                raise ValueError("dtype is given but vector is null (a record without a vector has no dtype)")
             data["vector"] = as_vector(data.get("vector"), dtype)
         return data
+
+    @pydantic.model_validator(mode="after")
+    def _vectorless(self) -> Self:
+        if self.vector is None and self.embedding_id is not None:
+            raise ValueError(
+                f"embedding_id must be None for a record without a vector, got {self.embedding_id!r}"
+            )
+        return self
 
     @property
     def id(self) -> str:
@@ -239,18 +304,22 @@ class MemoryRecord(Contract):
         out: dict[str, Any] = handler(self)
         if out.get("expires_at", 0) is None:
             del out["expires_at"]
-        if info.mode_is_json() and self.vector.dtype.name != "float64":
-            out["dtype"] = self.vector.dtype.name
+        if out.get("blob", 0) is None:
+            del out["blob"]
+        vector = self.vector
+        if info.mode_is_json() and vector is not None and vector.dtype.name != "float64":
+            out["dtype"] = vector.dtype.name
         return out
 
     @staticmethod
     def trusted(
         note: Note,
-        vector: np.ndarray,
+        vector: np.ndarray | None,
         embedding_id: str | None,
         namespace: tuple[str, ...],
         version: int | None = None,
         expires_at: float | None = None,
+        blob: bytes | None = None,
     ) -> MemoryRecord:
         """The one unvalidated constructor of a MemoryRecord (:meth:`Contract.constructor`), for values
         already validated (data the store itself wrote). No checks, no copy."""
@@ -261,6 +330,7 @@ class MemoryRecord(Contract):
                 "embedding_id": embedding_id,
                 "namespace": namespace,
                 "expires_at": expires_at,
+                "blob": blob,
                 "version": version,
             }
         )
@@ -268,13 +338,13 @@ class MemoryRecord(Contract):
     def with_version(self, version: int | None) -> MemoryRecord:
         """This record (shared, not copied) stamped with ``version``."""
         return MemoryRecord.trusted(
-            self.note, self.vector, self.embedding_id, self.namespace, version, self.expires_at
+            self.note, self.vector, self.embedding_id, self.namespace, version, self.expires_at, self.blob
         )
 
     def identical(self, other: MemoryRecord) -> bool:
         """The same content bit for bit: note (timestamp bits, metadata with its JSON types: ``1``,
-        ``1.0`` and ``True`` differ), vector dtype and bytes, embedding id, namespace, expiry. This is
-        what makes an upsert ``unchanged``. The version is not compared."""
+        ``1.0`` and ``True`` differ), vector dtype and bytes (or both none), embedding id, namespace,
+        expiry, blob bytes. This is what makes an upsert ``unchanged``. The version is not compared."""
         if self != other:
             return False
         a, b = self.note, other.note
@@ -282,19 +352,21 @@ class MemoryRecord(Contract):
             _bits(a.timestamp) == _bits(b.timestamp)
             and _bits(self.expires_at) == _bits(other.expires_at)
             and _json_key(a.metadata) == _json_key(b.metadata)
-            and self.vector.tobytes() == other.vector.tobytes()
+            and (self.vector is None or other.vector is not None and self.vector.tobytes() == other.vector.tobytes())
         )
 
     def copy_out(self) -> MemoryRecord:
-        """A deep copy (vector and metadata), for handing a stored record to a caller."""
+        """A deep copy (vector and metadata; the blob is immutable bytes, shared), for handing a
+        stored record to a caller."""
         note = self.note
         return MemoryRecord.trusted(
             Note.trusted(note.id, note.text, note.timestamp, check_json_value(note.metadata, "metadata")),
-            self.vector.copy(),
+            None if self.vector is None else self.vector.copy(),
             self.embedding_id,
             self.namespace,
             self.version,
             self.expires_at,
+            self.blob,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -305,12 +377,17 @@ class MemoryRecord(Contract):
             and self.embedding_id == other.embedding_id
             and self.namespace == other.namespace
             and self.expires_at == other.expires_at
-            and self.vector.dtype == other.vector.dtype
-            and self.vector.shape == other.vector.shape
-            and bool(np.array_equal(self.vector, other.vector))
+            and self.blob == other.blob
+            and _same_vector(self.vector, other.vector)
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
 
 
 _memory_record = MemoryRecord.constructor()
@@ -465,8 +542,10 @@ class PatchOp(Contract):
 
     ``metadata`` replaces the metadata object; ``metadata_patch`` is an RFC 7386 merge patch of it
     (a ``null`` value deletes a key); give at most one of the two. ``vector`` is required when
-    ``text`` differs from the stored text, and must have the stored vector's dtype. ``expires_at``
-    sets the expiry, ``clear_expiry=True`` removes it. A patch whose result is identical to the live
+    ``text`` differs from the stored text of a record with a vector, and must have the stored
+    vector's dtype; a record without a vector keeps none unless the patch gives one (then of any
+    dtype). ``expires_at`` sets the expiry, ``clear_expiry=True`` removes it; ``blob`` replaces the
+    binary payload, ``clear_blob=True`` removes it. A patch whose result is identical to the live
     record writes nothing and is reported ``unchanged``.
     """
 
@@ -479,6 +558,8 @@ class PatchOp(Contract):
     vector: Vector | None = None
     expires_at: float | None = None
     clear_expiry: pydantic.StrictBool = False
+    blob: Blob | None = None
+    clear_blob: pydantic.StrictBool = False
 
     @pydantic.field_validator("timestamp", "expires_at", mode="before")
     @classmethod
@@ -504,6 +585,8 @@ class PatchOp(Contract):
             raise ValueError("give metadata (a replacement) or metadata_patch (a merge patch), not both")
         if self.clear_expiry and self.expires_at is not None:
             raise ValueError("give expires_at or clear_expiry, not both")
+        if self.clear_blob and self.blob is not None:
+            raise ValueError("give blob or clear_blob, not both")
         return self
 
 
@@ -579,11 +662,17 @@ class WriteRequest(Contract):
         for op, original in zip(data["ops"], self.ops, strict=True):
             if isinstance(original, UpsertOp):
                 vector, target = original.record.vector, op["record"]
-            elif isinstance(original, PatchOp) and original.vector is not None:
+            elif isinstance(original, PatchOp):
                 vector, target = original.vector, op
+                # fields added with blobs count only when used: older digests stay valid
+                if original.blob is None:
+                    del op["blob"]
+                if not original.clear_blob:
+                    del op["clear_blob"]
             else:
                 continue
-            target["vector"] = [vector.dtype.str, vector.tobytes().hex()]
+            if vector is not None:
+                target["vector"] = [vector.dtype.str, vector.tobytes().hex()]
         return hashlib.sha256(_json_key(data).encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -679,13 +768,13 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
     text = note.text if op.text is None else op.text
     vector = live.vector
     if op.vector is not None:
-        if op.vector.dtype != live.vector.dtype:
+        if vector is not None and op.vector.dtype != vector.dtype:
             raise ContractError(
                 f"ops[{index}].vector: dtype {op.vector.dtype.name} is not the stored record's "
-                f"{live.vector.dtype.name}"
+                f"{vector.dtype.name}"
             )
         vector = op.vector
-    elif text != note.text:
+    elif text != note.text and vector is not None:
         raise ContractError(f"ops[{index}].vector is required: the patch changes the text of {op.id!r}")
     metadata = note.metadata
     if op.metadata is not None:
@@ -693,6 +782,7 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
     elif op.metadata_patch is not None:
         metadata = merge_patch(metadata, op.metadata_patch)
     expires_at = None if op.clear_expiry else (live.expires_at if op.expires_at is None else op.expires_at)
+    blob = None if op.clear_blob else (live.blob if op.blob is None else op.blob)
     return MemoryRecord.trusted(
         Note.trusted(
             note.id,
@@ -700,11 +790,12 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
             note.timestamp if op.timestamp is None else op.timestamp,
             check_json_value(metadata, "metadata"),
         ),
-        vector.copy(),
+        None if vector is None else vector.copy(),
         live.embedding_id,
         live.namespace,
         None,
         expires_at,
+        blob,
     )
 
 

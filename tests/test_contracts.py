@@ -306,7 +306,6 @@ def test_vector_is_copied_in() -> None:
         ["1.0"],
         "1.0",
         np.array([1 + 2j]),
-        None,
     ],
     ids=[
         "empty",
@@ -320,7 +319,6 @@ def test_vector_is_copied_in() -> None:
         "string-element",
         "string",
         "complex",
-        "none",
     ],
 )
 def test_bad_vector_is_refused(bad: Any) -> None:

@@ -70,7 +70,7 @@ def test_export_writes_a_header_and_one_line_per_event(store: LogBackend, tmp_pa
     header = json.loads(lines[0])
     assert n == store.head == len(lines) - 1 == header["events"]
     assert header["format"] == "coniti-log" and header["version"] == "1.0.0"
-    assert header["head_hash"] == store.head_hash and header["log_format"] == 2
+    assert header["head_hash"] == store.head_hash and header["log_format"] == EVENT_VERSION
     events = list(store.events())
     for line, event in zip(lines[1:], events, strict=True):
         data = json.loads(line)
@@ -242,7 +242,7 @@ def test_import_rejects_a_frame_of_a_newer_event_version(store: LogBackend, tmp_
     newer = msgpack.packb({**msgpack.unpackb(env), "v": EVENT_VERSION + 1})
     data["frame"] = base64.b64encode(struct.pack(">I", len(newer)) + newer + digest + payload).decode()
     lines[2] = json.dumps(data)
-    _reject(_write(tmp_path / "bad.jsonl", lines), tmp_path, "line 3: .*event version 2")
+    _reject(_write(tmp_path / "bad.jsonl", lines), tmp_path, f"line 3: .*reads up to event version {EVENT_VERSION}")
 
 
 def test_import_rejects_reordered_lines(store: LogBackend, tmp_path: Path) -> None:

@@ -222,3 +222,7 @@ def test_concurrent_paging_while_writing_loses_nothing_old() -> None:
 
 class TestInMemoryWrite(InMemoryFixtures, conformance.WriteTests):
     pass
+
+
+class TestInMemoryPayloads(InMemoryFixtures, conformance.PayloadTests):
+    pass

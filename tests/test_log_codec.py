@@ -176,7 +176,7 @@ def _env(**over: object) -> dict[str, object]:
 
 def test_newer_event_version_is_refused() -> None:
     """An event written by a newer event version raises StoreVersionError, not a guess."""
-    with pytest.raises(StoreVersionError, match="event version 2"):
+    with pytest.raises(StoreVersionError, match=f"reads up to event version {EVENT_VERSION}"):
         decode_event(_reframe(_env(v=EVENT_VERSION + 1)), 1)
 
 
@@ -260,11 +260,16 @@ def test_recorded_at_reads_the_envelope_time_and_refuses_a_damaged_frame() -> No
         recorded_at(frame[:10])
 
 
-def _upcast_to_3(env: dict[str, object], payload: object) -> tuple[dict[str, object], object]:
-    """A stand-in upcaster 2 -> 3: names an actor, and prefixes a put payload's text."""
-    env = {**env, "v": 3, "a": "upcast"}
+_NEXT = EVENT_VERSION + 1
+"""A stand-in for the next event version."""
+
+
+def _upcast_to_next(env: dict[str, object], payload: object) -> tuple[dict[str, object], object]:
+    """A stand-in upcaster from the current version to the next: names an actor, and prefixes a put
+    payload's text."""
+    env = {**env, "v": _NEXT, "a": "upcast"}
     if isinstance(payload, dict) and "tx" in payload:
-        payload = {**payload, "tx": "v3 " + payload["tx"]}
+        payload = {**payload, "tx": "next " + payload["tx"]}
     return env, payload
 
 
@@ -281,25 +286,27 @@ def test_a_version_1_event_decodes_as_version_2(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_an_older_event_is_upcast_on_decode(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With event version 3 current and an upcaster 2 -> 3 that changes payloads, a version-2 frame
-    decodes through it (envelope and payload, on the strict and the fast read paths); its hash
-    stays that of the stored bytes."""
+    """With the next event version current and an upcaster to it that changes payloads, a frame of
+    today's version decodes through it (envelope and payload, on the strict and the fast read
+    paths); its hash stays that of the stored bytes."""
     frame, h = _put()
-    monkeypatch.setattr(codec, "EVENT_VERSION", 3)
-    monkeypatch.setattr(codec, "UPCASTERS", {**codec.UPCASTERS, 2: _upcast_to_3})
-    monkeypatch.setattr(codec, "PAYLOAD_UPCASTS", frozenset({2}))
+    monkeypatch.setattr(codec, "EVENT_VERSION", _NEXT)
+    monkeypatch.setattr(codec, "UPCASTERS", {**codec.UPCASTERS, EVENT_VERSION: _upcast_to_next})
+    monkeypatch.setattr(codec, "PAYLOAD_UPCASTS", frozenset({EVENT_VERSION}))
     event = decode_event(frame, 1)
     assert (event.actor, event.hash) == ("upcast", h)
-    assert event.record is not None and event.record.text == "v3 hello"
+    assert event.record is not None and event.record.text == "next hello"
     assert codec.decode_envelope(frame, 1).actor == "upcast"
-    assert decode_record(frame)[2].text == "v3 hello"  # type: ignore[union-attr]
-    assert codec.decode_content(frame).text == "v3 hello"  # type: ignore[union-attr]
+    assert decode_record(frame)[2].text == "next hello"  # type: ignore[union-attr]
+    assert codec.decode_content(frame).text == "next hello"  # type: ignore[union-attr]
 
 
 def test_an_older_event_without_an_upcaster_is_corrupt(monkeypatch: pytest.MonkeyPatch) -> None:
     """An event of a version below the current one that the table cannot upcast is refused as
     corrupt, naming the event and the version."""
     frame, _ = _put()
-    monkeypatch.setattr(codec, "EVENT_VERSION", 3)
-    with pytest.raises(StoreCorrupted, match="event 1 does not decode: no upcaster from event version 2"):
+    monkeypatch.setattr(codec, "EVENT_VERSION", _NEXT)
+    with pytest.raises(
+        StoreCorrupted, match=f"event 1 does not decode: no upcaster from event version {EVENT_VERSION}"
+    ):
         decode_event(frame, 1)

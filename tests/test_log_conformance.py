@@ -119,6 +119,23 @@ class TestLogCapabilities(LogFixtures, conformance.CapabilityTests):
     pass
 
 
+class TestLogPayloads(LogFixtures, conformance.PayloadTests):
+    pass
+
+
+class TestAuditedLogPayloads(conformance.PayloadTests):
+    """LogBackend with a default actor, every write stamped: the stamps change no content."""
+
+    supports_threads = True
+    supports_fork_safety = False
+
+    @pytest.fixture
+    def backend_factory(self, tmp_path_factory: pytest.TempPathFactory) -> BackendFactory:
+        root: Path = tmp_path_factory.mktemp("audited")
+        counter = itertools.count()
+        return lambda: LogBackend(root / f"store-{next(counter)}", actor="auditor")
+
+
 class TestLogWrite(LogFixtures, conformance.WriteTests):
     @pytest.fixture
     def reopen(self) -> Callable[[MemoryBackend], MemoryBackend]:

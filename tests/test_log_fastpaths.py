@@ -182,7 +182,7 @@ def test_records_read_back_keep_independent_fields_sets(tmp_path: Any) -> None:
         store.put(PutRequest(records=[record("a"), record("b")]))
         result = store.get(GetRequest(ids=["a", "b"]))
         a, b = result.records
-        every = {"note", "vector", "embedding_id", "namespace", "expires_at", "version"}
+        every = {"note", "vector", "embedding_id", "namespace", "expires_at", "blob", "version"}
         assert a.model_fields_set == b.model_fields_set == every
         a.model_copy(update={"embedding_id": "x"})
         result.missing = ["zz"]

@@ -15,7 +15,7 @@ A case that already exists is never touched: golden logs are written once, by th
 defines their format, and kept forever (``tests/test_log_golden.py`` replays every one). Exit status
 1 when every case already exists.
 
-Usage: ``tools/golden.py [--root log/golden]``.
+Usage: ``tools/golden.py [--root log/golden] [--case NAME ...]`` (only the named cases).
 """
 
 from __future__ import annotations
@@ -56,16 +56,19 @@ Namespace = tuple[str, ...]
 
 def rec(rid: str, ts: float, ns: Namespace = (), *, dtype: str = "float32", dim: int = 4,
         text: str | None = None, metadata: dict[str, Any] | None = None,
-        embedding_id: str | None = "emb-golden") -> MemoryRecord:
-    """A record with a vector derived from its id (deterministic across runs and machines)."""
+        embedding_id: str | None = "emb-golden", vectorless: bool = False,
+        blob: bytes | None = None) -> MemoryRecord:
+    """A record with a vector derived from its id (deterministic across runs and machines), or
+    without one (``vectorless``: no embedding id either), and an optional blob."""
     seed = sum(rid.encode("utf-8", "surrogatepass")) + len(rid)
     vector = np.random.default_rng(seed).standard_normal(dim).astype(dtype)
     return MemoryRecord(
         note=Note(id=rid, text=text if text is not None else f"note {rid[:24]}", timestamp=ts,
                   metadata=metadata or {}),
-        vector=vector,
-        embedding_id=embedding_id,
+        vector=None if vectorless else vector,
+        embedding_id=None if vectorless else embedding_id,
         namespace=ns,
+        blob=blob,
     )
 
 
@@ -140,6 +143,31 @@ def _expiry(store: LogBackend) -> None:
     store.sweep()
 
 
+ALL_BYTES = bytes(range(256))
+"""Every byte value once: a blob that no text encoding would carry."""
+
+
+def _payloads(store: LogBackend) -> None:
+    """Version 3: puts without a vector, blobs (empty, every byte value, with and without a
+    vector), an upsert and patches that replace, add and remove a blob, a text patch of a record
+    without a vector, a delete, and an erasure of a record with a blob."""
+    store.put(PutRequest(records=[
+        rec("plain", 1.0, vectorless=True, metadata={"kind": "no vector"}),
+        rec("bytes", 2.0, vectorless=True, blob=ALL_BYTES),
+        rec("empty", 3.0, vectorless=True, blob=b""),
+        rec("both", 4.0, dtype="float64", blob=b"\x00checkpoint\xff" * 3),
+        rec("usual", 5.0),
+    ]))
+    with store.audit(actor="saver", reason="checkpoint"):
+        store.write(WriteRequest(ops=[UpsertOp(record=rec("bytes", 2.0, vectorless=True, blob=b"v2"))]))
+        store.write(WriteRequest(ops=[PatchOp(id="plain", text="plain, edited", blob=b"added")],
+                                 op_id="blob-op"))
+        store.write(WriteRequest(ops=[PatchOp(id="both", clear_blob=True)]))
+    store.delete(DeleteRequest(ids=["empty"]))
+    store.erase(["bytes"], reason="right to erasure")
+    store.put(PutRequest(records=[rec("bytes", 6.0, vectorless=True, blob=b"after erasure")]))
+
+
 CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]] = {
     "basic": (_basic, [()], ["embedding_id", "absent"]),
     "namespaces_and_long_keys": (
@@ -150,6 +178,7 @@ CASES: dict[str, tuple[Callable[[LogBackend], None], list[Namespace], list[str]]
     "history": (_history, [()], ["v"]),
     "write_model": (_write_model, [(), ("other",)], ["embedding_id"]),
     "expiry": (_expiry, [()], ["embedding_id"]),
+    "payloads": (_payloads, [()], ["embedding_id"]),
 }
 """Case name -> (script, namespaces to record, metadata keys to record)."""
 
@@ -169,8 +198,9 @@ def state_of(backend: MemoryBackend, namespaces: Sequence[Namespace], keys: Sequ
                 "text": r.note.text,
                 "metadata": r.note.metadata,
                 "embedding_id": r.embedding_id,
-                "vector": vector_json(r.vector),
+                "vector": None if r.vector is None else vector_json(r.vector),
                 **({} if r.expires_at is None else {"expires_at": r.expires_at}),
+                **({} if r.blob is None else {"blob": r.blob.hex()}),
             }
             for r in backend.iter_all(namespace=ns, page_size=2)
         ]
@@ -204,10 +234,11 @@ def write_case(directory: Path, name: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="golden root (default: log/golden)")
+    parser.add_argument("--case", action="append", choices=sorted(CASES), help="write only this case")
     args = parser.parse_args(argv)
     target = args.root / f"v{EVENT_VERSION}"
     written = 0
-    for name in CASES:
+    for name in args.case or CASES:
         directory = target / name
         if directory.exists():
             print(f"golden: {directory} exists; golden logs are never overwritten, left untouched")

@@ -1,6 +1,7 @@
 """How records and events look on the command line, for people and as JSON.
 
-Record JSON leaves out the vector (``dump`` writes it); it carries ``dim`` and ``dtype`` instead.
+Record JSON leaves out the vector and the blob (``dump`` writes them); it carries ``dim`` and
+``dtype`` (None without a vector) and ``blob_bytes`` (None without a blob) instead.
 """
 
 from __future__ import annotations
@@ -30,17 +31,21 @@ def record_json(record: MemoryRecord) -> dict[str, Any]:
         "text": note.text,
         "metadata": note.metadata,
         "embedding_id": record.embedding_id,
-        "dim": int(record.vector.shape[0]),
-        "dtype": record.vector.dtype.name,
+        "dim": None if record.vector is None else int(record.vector.shape[0]),
+        "dtype": None if record.vector is None else record.vector.dtype.name,
+        "blob_bytes": None if record.blob is None else len(record.blob),
         "version": record.version,
         "expires_at": record.expires_at,
     }
 
 
 def show_record(out: Output, record: MemoryRecord) -> None:
-    """One record as a key/value table (its expiry only when it has one)."""
+    """One record as a key/value table (its expiry and blob only when it has them; ``vector: none``
+    without a vector)."""
     note = record.note
+    vector = record.vector
     expiry = [] if record.expires_at is None else [("expires", format_time(record.expires_at) + " UTC")]
+    blob = [] if record.blob is None else [("blob", f"{len(record.blob):,} bytes")]
     out.fields(
         [
             ("id", note.id),
@@ -49,7 +54,8 @@ def show_record(out: Output, record: MemoryRecord) -> None:
             ("text", note.text),
             ("metadata", note.metadata or None),
             ("embedding", record.embedding_id),
-            ("vector", f"{record.vector.shape[0]} x {record.vector.dtype.name}"),
+            ("vector", "none" if vector is None else f"{vector.shape[0]} x {vector.dtype.name}"),
+            *blob,
             ("version", record.version),
             *expiry,
         ]

@@ -108,9 +108,9 @@ _erase_result = EraseResult.constructor()
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
     """The record of a row the store wrote (once per record a read returns); its version is the
     seq of the put that wrote it."""
-    text, metadata, embedding_id, vector = row[2]
+    text, metadata, embedding_id, vector, blob = row[2]
     return _memory_record(
-        _note(row[0], text, row[1], metadata), vector, embedding_id, namespace, row[3], row[4]
+        _note(row[0], text, row[1], metadata), vector, embedding_id, namespace, row[3], row[4], blob
     )
 
 
@@ -118,7 +118,7 @@ def _put_item(r: MemoryRecord) -> PutItem:
     note = r.note
     return PutItem(
         r.namespace, note.id, note.text, note.timestamp, note.metadata, r.embedding_id, r.vector,
-        r.expires_at,
+        r.expires_at, r.blob,
     )
 
 
@@ -611,7 +611,7 @@ class LogBackend(_Reads, MemoryBackend):
     def erase(
         self, ids: Sequence[str], *, namespace: Sequence[str] = (), reason: str
     ) -> EraseResult:
-        """Erase the text, vector and metadata of every version of records ``ids`` of ``namespace``
+        """Erase the text, vector, metadata and blob of every version of records ``ids`` of ``namespace``
         from the log and from every read: current reads, views of any point, ``history``,
         ``events``, ``dump`` and ``export_log``. Each put event keeps its envelope (id, timestamp,
         who, when) and its payload digest, so the hash chain and ``verify()`` stay clean; one

@@ -75,6 +75,7 @@ def public_event(e: LogEvent) -> Event:
             e.namespace,
             e.seq,
             e.expires_at,
+            data.blob,
         )
     return Event.constructor()(
         {

@@ -7,8 +7,9 @@ An event is stored in the ``log`` sub-database (key: its sequence number) as a *
 * The envelope holds what every event has: event version ``v``, kind ``k``, sequence number ``s``,
   recorded time ``t``, previous event's hash ``p``, namespace ``n``, and by kind the record id ``i``,
   note timestamp ``ts``, metadata key ``mk``, and the optional ``a`` (actor) and ``r`` (reason).
-* The payload holds the content: for ``put`` the text ``tx``, metadata ``md``, embedding id ``e`` and
-  the vector as dtype ``vd``, shape ``vs`` and raw bytes ``vb``; for ``meta`` the value ``mv``.
+* The payload holds the content: for ``put`` the text ``tx``, metadata ``md``, embedding id ``e``,
+  the vector (if the record has one) as dtype ``vd``, shape ``vs`` and raw bytes ``vb``, and the
+  binary payload ``bl`` (msgpack bin, if the record has one); for ``meta`` the value ``mv``.
   ``delete``, ``clear`` and ``erase`` have an empty payload.
 * ``digest = SHA-256(payload)``. An erased event keeps its digest and drops its payload.
 * The event's hash is ``SHA-256(prev || envelope || digest)``: the chain covers the payload through its
@@ -35,7 +36,8 @@ from typing import Any, NamedTuple
 import msgpack
 import numpy as np
 
-from coniti.errors import StoreCorrupted, StoreVersionError
+from coniti.errors import ContractError, StoreCorrupted, StoreVersionError
+from coniti.jsonl import MAX_BLOB_BYTES
 
 __all__ = [
     "CLEAR",
@@ -47,6 +49,7 @@ __all__ = [
     "EXT_BIGINT",
     "GENESIS",
     "KINDS",
+    "MAX_BLOB_BYTES",
     "META",
     "PUT",
     "UPCASTERS",
@@ -76,10 +79,12 @@ __all__ = [
     "split_frame",
 ]
 
-EVENT_VERSION = 2
+EVENT_VERSION = 3
 """The event version this coniti writes (envelope field ``v``); it reads every version up to it.
 Version 2 added the kind ``op`` (an op id's receipt, field ``o``) and the put fields ``pv`` (the
-version a put replaces) and ``x`` (expiry); a version-1 event means the same as version 2."""
+version a put replaces) and ``x`` (expiry); a version-1 event means the same as version 2.
+Version 3 made a put's vector (``vd``, ``vs``, ``vb``) optional and added its binary payload
+``bl``; a version-2 put (always a vector, never a blob) means the same as version 3."""
 PUT, DELETE, META, CLEAR, ERASE, OP = "put", "delete", "meta", "clear", "erase", "op"
 KINDS = frozenset({PUT, DELETE, META, CLEAR, ERASE, OP})
 GENESIS = bytes(32)
@@ -98,13 +103,19 @@ def _v1_to_v2(env: dict[str, Any], payload: Any) -> tuple[dict[str, Any], Any]:
     return {**env, "v": 2}, payload
 
 
-UPCASTERS: dict[int, Upcaster] = {1: _v1_to_v2}
+def _v2_to_v3(env: dict[str, Any], payload: Any) -> tuple[dict[str, Any], Any]:
+    """Version 2 -> 3: the same fields and payloads (every version-2 put has a vector and no blob,
+    which version 3 writes the same way)."""
+    return {**env, "v": 3}, payload
+
+
+UPCASTERS: dict[int, Upcaster] = {1: _v1_to_v2, 2: _v2_to_v3}
 """Event version ``n`` -> the :data:`Upcaster` from ``n`` to ``n + 1``; one for every version below
 :data:`EVENT_VERSION`. Applied in order on decode, before the envelope is checked; the hash stays
 that of the stored bytes."""
 PAYLOAD_UPCASTS: frozenset[int] = frozenset()
-"""The versions whose upcaster changes the payload (none: 1 -> 2 changes only ``v``). While this is
-empty, :func:`decode_content` reads a put's payload without its envelope, whatever its version."""
+"""The versions whose upcaster changes the payload (none: 1 -> 2 and 2 -> 3 change only ``v``).
+While this is empty, :func:`decode_content` reads a put's payload without its envelope, whatever its version."""
 
 _U32 = struct.Struct(">I")
 _unpack_u32 = _U32.unpack_from
@@ -120,12 +131,14 @@ _EMPTY_DIGEST = _sha256(b"").digest()
 
 
 class RecordData(NamedTuple):
-    """The content of a put event (absent once erased)."""
+    """The content of a put event (absent once erased): ``vector`` None for a record without one,
+    ``blob`` the binary payload or None."""
 
     text: str
     metadata: dict[str, Any]
     embedding_id: str | None
-    vector: np.ndarray
+    vector: np.ndarray | None
+    blob: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,14 +238,23 @@ def _pack(obj: Any) -> bytes:
 
 
 def encode_put_payload(
-    text: str, metadata: dict[str, Any], embedding_id: str | None, vector: np.ndarray
+    text: str,
+    metadata: dict[str, Any],
+    embedding_id: str | None,
+    vector: np.ndarray | None,
+    blob: bytes | None = None,
 ) -> bytes:
-    """The payload of a put event. ``vector`` keeps its dtype and exact bits.
+    """The payload of a put event. ``vector`` keeps its dtype and exact bits; ``blob`` (at most
+    :data:`MAX_BLOB_BYTES`, else :class:`ContractError`) is stored as msgpack bin.
 
     Byte for byte ``_pack({"tx": text, "md": metadata, "e": embedding_id, "vd": vector.dtype.str,
-    "vs": list(vector.shape), "vb": vector.tobytes()})``. Once a (dtype, shape) has been seen, the
-    payload is assembled from parts instead: the map header and keys are constants, and everything
-    from ``"vd"`` up to the vector's first byte depends on the dtype and shape alone."""
+    "vs": list(vector.shape), "vb": vector.tobytes(), "bl": blob})``, the vector's three keys left
+    out when it is None and ``"bl"`` when the blob is. For a vector without a blob (the usual put),
+    once a (dtype, shape) has been seen, the payload is assembled from parts instead: the map
+    header and keys are constants, and everything from ``"vd"`` up to the vector's first byte
+    depends on the dtype and shape alone."""
+    if vector is None or blob is not None:
+        return _general_put_payload(text, metadata, embedding_id, vector, blob)
     shape = vector.shape
     middle = _VECTOR_HEADS.get((vector.dtype, shape))
     if middle is not None:
@@ -250,6 +272,26 @@ def encode_put_payload(
         tail = _pack({"vd": vd, "vs": vs, "vb": raw})
         _VECTOR_HEADS[(vector.dtype, shape)] = tail[1 : len(tail) - len(raw)]
     return payload
+
+
+def _general_put_payload(
+    text: str,
+    metadata: dict[str, Any],
+    embedding_id: str | None,
+    vector: np.ndarray | None,
+    blob: bytes | None,
+) -> bytes:
+    """A put payload without a vector, or with a blob (see :func:`encode_put_payload`)."""
+    content: dict[str, Any] = {"tx": text, "md": metadata, "e": embedding_id}
+    if vector is not None:
+        content.update(vd=vector.dtype.str, vs=list(vector.shape), vb=vector.tobytes())
+    if blob is not None:
+        if type(blob) is not bytes:
+            raise ContractError(f"blob must be bytes, got {type(blob).__name__}")
+        if len(blob) > MAX_BLOB_BYTES:
+            raise ContractError(f"blob is {len(blob)} bytes; at most {MAX_BLOB_BYTES} allowed")
+        content["bl"] = blob
+    return _pack(content)
 
 
 _TX, _MD, _E = b"\x86\xa2tx", b"\xa2md", b"\xa1e"
@@ -482,10 +524,12 @@ def _vector(payload: dict[str, Any]) -> np.ndarray:
     return np.frombuffer(raw, dtype).copy()
 
 
-def _stored_record(payload: Any) -> RecordData:
-    """The content of a put payload the store wrote, with just the checks that make a damaged one
-    raise (ValueError, KeyError, TypeError) instead of decoding to something else. The vector is a
-    fresh writable array."""
+_PUT_KEYS = frozenset({"tx", "md", "e"})
+_VECTOR_KEYS = frozenset({"vd", "vs", "vb"})
+_BLOB = "bl"
+
+
+def _stored_vector(payload: dict[str, Any]) -> np.ndarray:
     raw = payload["vb"]
     if type(raw) is not bytes:
         raise ValueError("field vb (vector bytes) is not binary")
@@ -496,7 +540,23 @@ def _stored_record(payload: Any) -> RecordData:
     n = len(vector)
     if not n or payload["vs"] != [n]:
         raise ValueError("vector shape and bytes disagree")
-    return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector))
+    return vector
+
+
+def _stored_record(payload: Any) -> RecordData:
+    """The content of a put payload the store wrote, with just the checks that make a damaged one
+    raise (ValueError, KeyError, TypeError) instead of decoding to something else. The vector is a
+    fresh writable array."""
+    if len(payload) == 6:  # the usual put: a vector, no blob
+        usual = _stored_vector(payload)
+        return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], usual, None))
+    vector = _stored_vector(payload) if "vb" in payload else None
+    blob = payload.get(_BLOB)
+    if blob is not None and type(blob) is not bytes:
+        raise ValueError("field bl (blob) is not binary")
+    if len(payload) != 3 + 3 * (vector is not None) + (blob is not None):
+        raise ValueError("put payload has unknown or missing fields")
+    return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob))
 
 
 def _record(payload: Any, strict: bool) -> RecordData:
@@ -504,6 +564,10 @@ def _record(payload: Any, strict: bool) -> RecordData:
         return _stored_record(payload)
     if not isinstance(payload, dict):
         raise ValueError("put payload is not a map")
+    keys = payload.keys()
+    unknown = sorted(map(str, keys - _PUT_KEYS - _VECTOR_KEYS - {_BLOB}))
+    if unknown:
+        raise ValueError(f"put payload has unknown field {unknown[0]}")
     text, metadata, emb = payload["tx"], payload["md"], payload["e"]
     if not isinstance(text, str):
         raise ValueError("field tx (text) is not a string")
@@ -512,10 +576,23 @@ def _record(payload: Any, strict: bool) -> RecordData:
     _check_json(metadata, "field md (metadata)")
     if emb is not None and not isinstance(emb, str):
         raise ValueError("field e (embedding id) is not a string")
-    vector = _vector(payload)
-    if not np.isfinite(vector).all():
-        raise ValueError("field vb (vector) is not finite")
-    return RecordData(text, metadata, emb, vector)
+    vector = None
+    present = keys & _VECTOR_KEYS
+    if present:
+        if present != _VECTOR_KEYS:
+            raise ValueError(f"put payload has field {sorted(present)[0]} without {sorted(_VECTOR_KEYS - present)[0]}")
+        vector = _vector(payload)
+        if not np.isfinite(vector).all():
+            raise ValueError("field vb (vector) is not finite")
+    elif emb is not None:
+        raise ValueError("field e (embedding id) is set on a put without a vector")
+    blob = payload.get(_BLOB)
+    if _BLOB in payload:
+        if type(blob) is not bytes:
+            raise ValueError("field bl (blob) is not binary")
+        if len(blob) > MAX_BLOB_BYTES:
+            raise ValueError(f"field bl (blob) is {len(blob)} bytes, more than {MAX_BLOB_BYTES}")
+    return RecordData(text, metadata, emb, vector, blob)
 
 
 _OPTIONAL_STR = ("i", "mk", "a", "r")

@@ -51,7 +51,8 @@ T = TypeVar("T")
 
 
 class PutItem(NamedTuple):
-    """One record to put, as plain values (already validated by the caller)."""
+    """One record to put, as plain values (already validated by the caller): ``vector`` None for a
+    record without one, ``blob`` its binary payload (None: none)."""
 
     namespace: Namespace
     id: str
@@ -59,8 +60,9 @@ class PutItem(NamedTuple):
     timestamp: float
     metadata: dict[str, Any]
     embedding_id: str | None
-    vector: np.ndarray
+    vector: np.ndarray | None
     expires_at: float | None = None
+    blob: bytes | None = None
 
 
 class Change(NamedTuple):
@@ -134,7 +136,7 @@ def _prepare(items: Sequence[PutItem]) -> tuple[dict[Namespace, bytes], list[_Pr
         if ns not in canon:
             canon[ns] = ns_bytes(ns)
         ts = float(item.timestamp)
-        payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
+        payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob)
         prepared.append((item, name_key(item.id), ts, ts_key(ts), payload, payload_digest(payload)))
     return canon, prepared
 
@@ -593,7 +595,7 @@ class EventLog:
                     item = change.item
                     assert item is not None
                     ts = float(item.timestamp)
-                    payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector)
+                    payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob)
                     frame, h = encode_event(
                         seq, at, PUT, namespace, h, payload, id=item.id, timestamp=ts, actor=actor,
                         reason=reason, replaces=change.replaces, expires_at=item.expires_at,

@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from coniti.errors import ContractError, StoreCorrupted
 from coniti.log.chain import Chain
 from coniti.log.codec import (
@@ -264,10 +266,17 @@ def _same_content(frame_a: bytes, frame_b: bytes) -> bool:
         ts_a.hex() == ts_b.hex()
         and a.text == b.text
         and a.embedding_id == b.embedding_id
-        and a.vector.dtype == b.vector.dtype
-        and a.vector.tobytes() == b.vector.tobytes()
+        and _same_vector(a.vector, b.vector)
+        and a.blob == b.blob
         and _strict_equal(a.metadata, b.metadata)
     )
+
+
+def _same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Both None, or the same dtype and bytes."""
+    if a is None or b is None:
+        return a is b
+    return a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
 def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str], list[str], list[str]]:

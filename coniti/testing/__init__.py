@@ -51,6 +51,7 @@ each is a small class with no ``Test`` prefix, so pytest collects nothing until 
 ``ConcurrencyTests``       threads and ``fork()``, as declared
 ``CapabilityTests``        the backend class's ``supports_*`` declarations agree with its methods
 ``WriteTests``             ``write``: upsert, patch (RFC 7386), delete, expectations, op ids; expiry
+``PayloadTests``           records without a vector and blobs: every read, the memory file, writes, the past
 =========================  ======================================================================
 
 Capabilities where backends may differ are class attributes you declare; the suite never detects them:
@@ -100,6 +101,7 @@ from coniti.testing.memfile_load import LoadTests, RollbackTests
 from coniti.testing.memfile_reject import RejectTests
 from coniti.testing.meta import MetaTests
 from coniti.testing.namespaces import NamespaceTests
+from coniti.testing.payloads import PayloadTests
 from coniti.testing.properties import PropertyTests
 from coniti.testing.put import PutTests
 from coniti.testing.requests import RequestTypeTests
@@ -127,6 +129,7 @@ __all__ = [
     "MetaTests",
     "NamespaceListingTests",
     "NamespaceTests",
+    "PayloadTests",
     "PropertyTests",
     "PutTests",
     "RejectTests",
@@ -162,5 +165,6 @@ class MemoryBackendTests(
     ConcurrencyTests,
     CapabilityTests,
     WriteTests,
+    PayloadTests,
 ):
     """Every conformance mixin. Subclass it with a ``backend_factory`` fixture (see the module doc)."""

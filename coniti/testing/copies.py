@@ -6,7 +6,7 @@ from typing import Any
 
 from coniti.memory import GetRequest, MemoryBackend, MetaGetRequest, MetaSetRequest, ScanRequest
 from coniti.testing.fixtures import BackendFixtures
-from coniti.testing.helpers import exact, put, record
+from coniti.testing.helpers import exact, put, record, vector_of
 
 __all__ = ["CopyTests"]
 
@@ -24,7 +24,7 @@ class CopyTests(BackendFixtures):
         original = record("a", 1.0, vector=[1.0, 2.0])
         put(backend, original)
         before = _stored(backend)
-        original.vector[0] = 99.0
+        vector_of(original)[0] = 99.0
         assert _stored(backend) == before
 
     def test_mutating_the_put_metadata_changes_nothing(self, backend: MemoryBackend) -> None:
@@ -42,7 +42,7 @@ class CopyTests(BackendFixtures):
         put(backend, record("a", 1.0, metadata={"tags": ["x"]}))
         before = _stored(backend)
         (got,) = backend.get(GetRequest(ids=["a"])).records
-        got.vector[:] = 0.0
+        vector_of(got)[:] = 0.0
         got.note.metadata["tags"].append("y")
         got.note.metadata["other"] = 1
         assert _stored(backend) == before
@@ -52,7 +52,7 @@ class CopyTests(BackendFixtures):
         put(backend, record("a", 1.0, metadata={"tags": ["x"]}))
         before = _stored(backend)
         (got,) = backend.scan(ScanRequest()).records
-        got.vector[0] = -7.0
+        vector_of(got)[0] = -7.0
         got.note.metadata["tags"].clear()
         assert _stored(backend) == before
 
@@ -61,7 +61,7 @@ class CopyTests(BackendFixtures):
         put(backend, record("a", 1.0, metadata={"l": [1]}))
         (one,) = backend.get(GetRequest(ids=["a"])).records
         (two,) = backend.get(GetRequest(ids=["a"])).records
-        one.vector[0] = 42.0
+        vector_of(one)[0] = 42.0
         one.note.metadata["l"].append(2)
         assert exact(two) == _stored(backend)
 

@@ -44,9 +44,10 @@ __all__ = [
     "record",
     "scan_all",
     "state",
+    "vector_of",
 ]
 
-Exact = tuple[str, str, str, str, str, bytes, str | None, tuple[str, ...]]
+Exact = tuple[str, str, str, str, str | None, bytes | None, str | None, tuple[str, ...], bytes | None]
 """A record reduced to exact, comparable parts: see :func:`exact`."""
 
 
@@ -61,8 +62,11 @@ def record(
     metadata: dict[str, Any] | None = None,
     embedding_id: str | None = None,
     expires_at: float | None = None,
+    vectorless: bool = False,
+    blob: bytes | None = None,
 ) -> MemoryRecord:
-    """A valid record; ``text`` defaults to one naming the id, ``vector`` to a small fixed one."""
+    """A valid record; ``text`` defaults to one naming the id, ``vector`` to a small fixed one
+    (``vectorless=True``: none), ``blob`` to none."""
     values = [1.0, 0.5, -0.25] if vector is None else vector
     return MemoryRecord(
         note=Note(
@@ -71,11 +75,18 @@ def record(
             timestamp=timestamp,
             metadata={} if metadata is None else metadata,
         ),
-        vector=np.asarray(values, dtype=dtype),
+        vector=None if vectorless else np.asarray(values, dtype=dtype),
         embedding_id=embedding_id,
         namespace=tuple(namespace),
         expires_at=expires_at,
+        blob=blob,
     )
+
+
+def vector_of(r: MemoryRecord) -> np.ndarray:
+    """The vector of ``r``, which must have one."""
+    assert r.vector is not None, f"record {r.id!r} has no vector"
+    return r.vector
 
 
 def put(backend: MemoryBackend, *records: MemoryRecord) -> PutResult:
@@ -137,19 +148,21 @@ def pages(
 
 
 def exact(r: MemoryRecord) -> Exact:
-    """``r`` as exact parts: id, text, timestamp bits, metadata JSON, vector dtype and bytes, embedding
-    id, namespace. Two records with equal parts are identical bit for bit (``-0.0 != 0.0``,
-    ``1 != 1.0 != True``)."""
+    """``r`` as exact parts: id, text, timestamp bits, metadata JSON, vector dtype and bytes (None
+    and None without a vector), embedding id, namespace, blob. Two records with equal parts are
+    identical bit for bit (``-0.0 != 0.0``, ``1 != 1.0 != True``)."""
     note = r.note
+    vector = r.vector
     return (
         note.id,
         note.text,
         float(note.timestamp).hex(),
         json.dumps(note.metadata, sort_keys=True, allow_nan=False),
-        r.vector.dtype.str,
-        r.vector.tobytes(),
+        None if vector is None else vector.dtype.str,
+        None if vector is None else vector.tobytes(),
         r.embedding_id,
         tuple(r.namespace),
+        r.blob,
     )
 
 

@@ -70,7 +70,7 @@ class DumpTests(BackendFixtures):
         head = json.loads(_lines(tmp_path / "m.jsonl")[0])
         assert set(head) == HEADER_FIELDS
         assert head["format"] == "coniti-memory"
-        assert head["version"] == "1.0.0"
+        assert head["version"] == "1.1.0"
         assert head["namespace"] == []
         assert head["count"] == 2
 

@@ -34,7 +34,7 @@ from coniti.memory import (
     WriteResult,
 )
 from coniti.testing.fixtures import BackendFixtures
-from coniti.testing.helpers import count, exact, ids, put, record, scan_all, state
+from coniti.testing.helpers import count, exact, ids, put, record, scan_all, state, vector_of
 from coniti.testing.mergepatch_cases import OBJECT_CASES
 
 __all__ = ["WriteTests"]
@@ -150,14 +150,14 @@ class WriteTests(BackendFixtures):
         got = _get(backend, "a")
         assert got is not None
         assert (got.note.text, got.note.metadata, got.note.timestamp) == ("text of a", {"k": "v"}, 9.0)
-        assert got.embedding_id == "emb" and np.array_equal(got.vector, original.vector)
+        assert got.embedding_id == "emb" and np.array_equal(vector_of(got), vector_of(original))
 
     def test_patch_text_with_vector(self, backend: MemoryBackend, write: Write) -> None:
         """A patch of text and vector changes both and keeps the timestamp."""
         put(backend, record("a", 1.0))
         write(WriteRequest(ops=[PatchOp(id="a", text="new", vector=[9.0, 9.0])]))
         got = _get(backend, "a")
-        assert got is not None and got.note.text == "new" and got.vector.tolist() == [9.0, 9.0]
+        assert got is not None and got.note.text == "new" and vector_of(got).tolist() == [9.0, 9.0]
         assert got.note.timestamp == 1.0
 
     def test_patch_text_without_vector_is_refused(self, backend: MemoryBackend, write: Write) -> None:
