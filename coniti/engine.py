@@ -48,6 +48,7 @@ import numpy as np
 import pydantic
 
 from coniti.actor import Note, Query, to_timestamp
+from coniti.batch import NoteBatch, RecordBatch
 from coniti.contracts import Contract
 from coniti.embedding import Embedder
 from coniti.errors import (
@@ -205,19 +206,31 @@ class ContinuityEngine:
         return self.ingest_many([note], namespace=namespace)[0]
 
     def ingest_many(
-        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None
+        self,
+        notes: Iterable[Note | str] | NoteBatch,
+        *,
+        namespace: Sequence[str] = (),
+        op_id: str | None = None,
     ) -> list[IngestResult]:
         """Ingest a batch atomically: one embedding call, one strategy call, one memory ``put``.
 
-        Returns one :class:`IngestResult` per note, in order. Refused notes are not written. If any
-        step fails, nothing of the batch is written and the structures equal memory again.
+        ``notes``: notes (a plain string becomes ``Note.create(text)``), or a columnar
+        :class:`~coniti.batch.NoteBatch` (validated when it was made: the same notes ingest the same
+        way, without a Note object built and validated per note by the caller). Returns one
+        :class:`IngestResult` per note, in order. Refused notes are not written. If any step fails,
+        nothing of the batch is written and the structures equal memory again. The admitted notes
+        go to memory as one :class:`~coniti.batch.RecordBatch` (:meth:`MemoryBackend.put_batch`).
 
         With ``op_id`` (backends with ``supports_write``) the batch is one idempotent write: a retry
         of the same batch with the same op id writes nothing and returns the first call's
         admissions (see :meth:`_replay_ingest`); another batch under that op id raises
         :class:`~coniti.errors.IdempotencyConflict`.
         """
-        batch = [_as_note(n, i) for i, n in enumerate(notes)]
+        columns: NoteBatch | None = None
+        if isinstance(notes, NoteBatch):
+            columns, batch = notes, notes.notes()
+        else:
+            batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
         with self._lock:
             self._refuse_writes()
@@ -228,7 +241,8 @@ class ContinuityEngine:
                     return replayed
             if not batch:
                 return []
-            vectors = self.embedder.embed([n.text for n in batch])
+            texts = list(columns.texts) if columns is not None else [n.text for n in batch]
+            vectors = self.embedder.embed(texts)
             decisions = self.strategy.admit(batch, vectors, self._context(ns, space))
             if len(decisions) != len(batch):
                 raise ContractError(
@@ -236,12 +250,22 @@ class ContinuityEngine:
                     f"for {len(batch)} notes"
                 )
             chosen = [i for i, d in enumerate(decisions) if d.admitted]
-            records = [
-                MemoryRecord.trusted(batch[i], vectors[i].copy(), self._spec_id, ns) for i in chosen
-            ]
             if op_id is None:
-                self._write(ns, space, records)
+                if columns is None:
+                    columns = NoteBatch.from_notes(batch)
+                every = len(chosen) == len(batch)
+                rows = RecordBatch.trusted(
+                    columns if every else columns.take(chosen),
+                    vectors if every else vectors[chosen],
+                    self._spec_id,
+                    ns,
+                )
+                self._write_batch(ns, space, rows, batch if every else [batch[i] for i in chosen])
             else:
+                records = [
+                    MemoryRecord.trusted(batch[i], vectors[i].copy(), self._spec_id, ns)
+                    for i in chosen
+                ]
                 self._apply(ns, space, _ingest_request(records, ns, op_id))
             return [
                 _ingest_result({"admitted": d.admitted, "id": n.id, "reason": d.reason})
@@ -272,13 +296,44 @@ class ContinuityEngine:
             elif self.memory.supports_put_with_meta:
                 self.memory.put_with_meta(request, claim)
             else:
-                self._put_claiming(request, claim)
+                self._put_claiming(lambda: self.memory.put(request), claim)
         except BaseException:
             self._undo_add(ns, space, ids)
             raise
         space.meta_checked = True
         self._index(space, [r.note for r in indexed])
         self._advance(space, before, len(records) + (claim is not None))
+
+    def _write_batch(
+        self, ns: tuple[str, ...], space: _Derived, batch: RecordBatch, notes: list[Note]
+    ) -> None:
+        """:meth:`_write` of the columns of ``batch`` (``notes``: the same notes, for the content
+        index), memory written by :meth:`MemoryBackend.put_batch`."""
+        if not len(batch):
+            return
+        ids = list(batch.ids)
+        try:
+            if batch.vectors is not None:
+                for structure in space.structures:
+                    structure.add(ids, batch.vectors, batch.notes.timestamps)
+        except BaseException:
+            self._recover(ns)
+            raise
+        before = self._head()
+        try:
+            claim = self._claim(ns, space)
+            if claim is None:
+                self.memory.put_batch(batch)
+            elif self.memory.supports_put_with_meta:
+                self.memory.put_batch(batch, claim)
+            else:
+                self._put_claiming(lambda: self.memory.put_batch(batch), claim)
+        except BaseException:
+            self._undo_add(ns, space, ids)
+            raise
+        space.meta_checked = True
+        self._index(space, notes)
+        self._advance(space, before, len(batch) + (claim is not None))
 
     def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
@@ -299,12 +354,12 @@ class ContinuityEngine:
         space.meta_checked = True
         return None
 
-    def _put_claiming(self, request: PutRequest, claim: MetaSetRequest) -> None:
+    def _put_claiming(self, put: Callable[[], object], claim: MetaSetRequest) -> None:
         """For a backend without ``put_with_meta``: claim, put, and unset the claim if the put fails
         (two more metadata writes on record there)."""
         self.memory.set_meta(claim)
         try:
-            self.memory.put(request)
+            put()
         except BaseException:
             with contextlib.suppress(Exception):  # best effort: the original error is being raised
                 self.memory.set_meta(

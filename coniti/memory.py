@@ -66,6 +66,7 @@ from coniti.filters import MetadataFilter
 from coniti.jsonl import MAX_BLOB_BYTES
 
 if TYPE_CHECKING:
+    from coniti.batch import RecordBatch
     from coniti.events import Event
 
 __all__ = [
@@ -420,6 +421,9 @@ class PutRequest(Contract):
     """Write ``records`` (all or nothing)."""
 
     records: list[MemoryRecord]
+
+
+_put_request = PutRequest.constructor()
 
 
 class PutResult(Contract):
@@ -1021,6 +1025,22 @@ class MemoryBackend(ABC):
         require(request, PutRequest)
         require(meta, MetaSetRequest)
         raise NotSupported(f"the {self.kind!r} memory backend has no atomic put_with_meta")
+
+    def put_batch(self, batch: RecordBatch, meta: MetaSetRequest | None = None) -> PutResult:
+        """Write the records of a columnar :class:`~coniti.batch.RecordBatch`, all or nothing, with
+        the rules of :meth:`put` (an id live in the batch's namespace or repeated in the batch raises
+        :class:`DuplicateRecord`, same messages); with ``meta``, as :meth:`put_with_meta` (backends
+        with :attr:`supports_put_with_meta`). The batch was validated when it was made, so this
+        writes the same records as ``put(PutRequest(records=batch.records()))`` without building
+        them again where a backend can (this default builds them)."""
+        from coniti.batch import RecordBatch
+
+        if not isinstance(batch, RecordBatch):
+            raise ContractError(f"batch must be a RecordBatch, got {type(batch).__name__}")
+        request = _put_request({"records": batch.records()})
+        if meta is None:
+            return self.put(request)
+        return self.put_with_meta(request, meta)
 
     def put_batches(
         self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None
