@@ -88,9 +88,12 @@ class NoteBatch:
         if len(md) != n:
             raise ContractError(f"metadata has {len(md)} items, ids {n}: one per note")
 
+        # Each check finds its first bad row; the first of those is refused (as Note refuses it).
+        bad = n
         for i, (id_, text) in enumerate(zip(ids_t, texts_t, strict=True)):
             if not (isinstance(id_, str) and id_ and isinstance(text, str)):
-                _refuse_note(i, ids_t, texts_t, stamps, md)
+                bad = i
+                break
         if isinstance(stamps, np.ndarray):
             times = np.array(stamps, dtype=np.float64)
         else:
@@ -102,13 +105,14 @@ class NoteBatch:
                 try:
                     converted.append(to_timestamp(t))
                 except ValueError:
-                    _refuse_note(i, ids_t, texts_t, stamps, md)
+                    bad = min(bad, i)
+                    break
             times = np.array(converted, dtype=np.float64)
-        bad_times = np.flatnonzero(~np.isfinite(times))
-        if bad_times.size:
-            _refuse_note(int(bad_times[0]), ids_t, texts_t, stamps, md)
+        infinite = np.flatnonzero(~np.isfinite(times))
+        if infinite.size:
+            bad = min(bad, int(infinite[0]))
         copies: list[dict[str, Any]] = []
-        for i, value in enumerate(md):
+        for i, value in enumerate(md[:bad]):
             if value is _EMPTY:
                 copies.append({})
                 continue
@@ -117,7 +121,10 @@ class NoteBatch:
                     raise ValueError
                 copies.append(check_json_value(value, "metadata"))
             except ValueError:
-                _refuse_note(i, ids_t, texts_t, stamps, md)
+                bad = i
+                break
+        if bad < n:
+            _refuse_note(bad, ids_t, texts_t, stamps, md)
         self._ids = ids_t
         self._texts = texts_t
         self._timestamps = _readonly(times)
