@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from coniti.actor import Note, Query, TimeRange
+    from coniti.batch import NoteBatch, RecordBatch
     from coniti.container import Container
     from coniti.contracts import Contract
     from coniti.engine import Answer, ContinuityEngine, IngestResult, Snapshot
@@ -105,11 +106,13 @@ __all__ = [
     "MetaSetRequest",
     "NotSupported",
     "Note",
+    "NoteBatch",
     "PatchOp",
     "PutRequest",
     "PutResult",
     "Query",
     "ReadOnlyError",
+    "RecordBatch",
     "RecordNotFound",
     "ScanRequest",
     "ScanResult",
@@ -171,11 +174,13 @@ _EXPORTS: dict[str, str] = {
     "MetaSetRequest": "coniti.memory",
     "NotSupported": "coniti.errors",
     "Note": "coniti.actor",
+    "NoteBatch": "coniti.batch",
     "PatchOp": "coniti.memory",
     "PutRequest": "coniti.memory",
     "PutResult": "coniti.memory",
     "Query": "coniti.actor",
     "ReadOnlyError": "coniti.errors",
+    "RecordBatch": "coniti.batch",
     "RecordNotFound": "coniti.errors",
     "ScanRequest": "coniti.memory",
     "ScanResult": "coniti.memory",
