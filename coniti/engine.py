@@ -273,15 +273,51 @@ class ContinuityEngine:
             ]
 
     def _write(self, ns: tuple[str, ...], space: _Derived, records: list[MemoryRecord]) -> None:
-        """Structures first, memory last; undo the structures if memory refuses."""
+        """:meth:`_store` of ``records`` (those without a vector stay out of the structures)."""
         if not records:
             return
         indexed, vectors = _with_vectors(records)
-        ids = [r.note.id for r in indexed]
+        request = PutRequest(records=records)
+
+        def put(claim: MetaSetRequest | None) -> object:
+            if claim is None:
+                return self.memory.put(request)
+            return self.memory.put_with_meta(request, claim)
+
+        self._store(
+            ns, space, [r.note.id for r in indexed], np.stack(vectors) if indexed else None,
+            np.array([r.note.timestamp for r in indexed], dtype=np.float64),
+            [r.note for r in indexed], len(records), put,
+        )  # fmt: skip
+
+    def _write_batch(
+        self, ns: tuple[str, ...], space: _Derived, batch: RecordBatch, notes: list[Note]
+    ) -> None:
+        """:meth:`_store` of the columns of ``batch`` (``notes``: the same notes, for the content
+        index), memory written by :meth:`MemoryBackend.put_batch`."""
+        if not len(batch):
+            return
+        self._store(
+            ns, space, list(batch.ids), batch.vectors, batch.notes.timestamps, notes, len(batch),
+            lambda claim: self.memory.put_batch(batch, claim),
+        )  # fmt: skip
+
+    def _store(
+        self,
+        ns: tuple[str, ...],
+        space: _Derived,
+        ids: list[str],
+        matrix: np.ndarray | None,
+        times: np.ndarray,
+        notes: list[Note],
+        count: int,
+        put: Callable[[MetaSetRequest | None], object],
+    ) -> None:
+        """Structures first (the rows ``ids``/``matrix``/``times``; None: no row), memory last by
+        ``put(claim)`` (``claim``: the metadata to set in the same step, or None); undo the
+        structures if memory refuses. ``count``: the records written."""
         try:
-            if indexed:
-                matrix = np.stack(vectors)
-                times = np.array([r.note.timestamp for r in indexed], dtype=np.float64)
+            if matrix is not None:
                 for structure in space.structures:
                     structure.add(ids, matrix, times)
         except BaseException:
@@ -290,50 +326,16 @@ class ContinuityEngine:
         before = self._head()
         try:
             claim = self._claim(ns, space)
-            request = PutRequest(records=records)
-            if claim is None:
-                self.memory.put(request)
-            elif self.memory.supports_put_with_meta:
-                self.memory.put_with_meta(request, claim)
+            if claim is None or self.memory.supports_put_with_meta:
+                put(claim)
             else:
-                self._put_claiming(lambda: self.memory.put(request), claim)
-        except BaseException:
-            self._undo_add(ns, space, ids)
-            raise
-        space.meta_checked = True
-        self._index(space, [r.note for r in indexed])
-        self._advance(space, before, len(records) + (claim is not None))
-
-    def _write_batch(
-        self, ns: tuple[str, ...], space: _Derived, batch: RecordBatch, notes: list[Note]
-    ) -> None:
-        """:meth:`_write` of the columns of ``batch`` (``notes``: the same notes, for the content
-        index), memory written by :meth:`MemoryBackend.put_batch`."""
-        if not len(batch):
-            return
-        ids = list(batch.ids)
-        try:
-            if batch.vectors is not None:
-                for structure in space.structures:
-                    structure.add(ids, batch.vectors, batch.notes.timestamps)
-        except BaseException:
-            self._recover(ns)
-            raise
-        before = self._head()
-        try:
-            claim = self._claim(ns, space)
-            if claim is None:
-                self.memory.put_batch(batch)
-            elif self.memory.supports_put_with_meta:
-                self.memory.put_batch(batch, claim)
-            else:
-                self._put_claiming(lambda: self.memory.put_batch(batch), claim)
+                self._put_claiming(lambda: put(None), claim)
         except BaseException:
             self._undo_add(ns, space, ids)
             raise
         space.meta_checked = True
         self._index(space, notes)
-        self._advance(space, before, len(batch) + (claim is not None))
+        self._advance(space, before, count + (claim is not None))
 
     def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
