@@ -41,6 +41,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 QUESTION = "budget review for the client meeting"
+_NEUTRAL = tempfile.gettempdir()
+"""The children's working directory: not the checkout, whose ``coniti/`` would shadow a
+``PYTHONPATH`` given to measure another version."""
 BATCH = 5_000
 
 PHASES_CODE = r"""
@@ -105,7 +108,7 @@ def timed_runs(argv: list[str], runs: int, env: dict[str, str]) -> tuple[list[fl
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=_NEUTRAL)
         spent.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
@@ -121,7 +124,7 @@ def phases(store: Path, runs: int, env: dict[str, str]) -> dict[str, list[list[f
     for _ in range(runs):
         proc = subprocess.run(
             [sys.executable, "-c", PHASES_CODE, str(store), QUESTION],
-            capture_output=True, text=True, env=env, check=False,
+            capture_output=True, text=True, env=env, check=False, cwd=_NEUTRAL,
         )  # fmt: skip
         if proc.returncode != 0:
             raise SystemExit(f"phase run failed:\n{proc.stderr[-2000:]}")
