@@ -83,7 +83,7 @@ def check_json_value(value: Any, field: str, _depth: int = 0) -> Any:
 class Contract(pydantic.BaseModel):
     """Base of every coniti contract: validated on construction, serialisable both ways."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True, defer_build=True)
+    model_config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     def __init__(self, /, **data: Any) -> None:
         # What pydantic.BaseModel.__init__ does, without its extra frame: every request is built here.
