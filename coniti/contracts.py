@@ -59,10 +59,21 @@ def check_json_value(value: Any, field: str, _depth: int = 0) -> Any:
         return value
     if isinstance(value, dict):
         out: dict[str, Any] = {}
+        inline = _depth < MAX_JSON_DEPTH  # a value one level down is within the depth limit
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ValueError(f"{field} has a non-string key {k!r}")
-            out[k] = check_json_value(v, f"{field}.{k}", _depth + 1)
+            kind = type(v)  # plain scalars inline: what the call below returns for them, cheaper
+            if inline and (
+                kind is str
+                or v is None
+                or kind is bool
+                or (kind is int and INT64_MIN <= v <= INT64_MAX)
+                or (kind is float and math.isfinite(v))
+            ):
+                out[k] = v
+            else:
+                out[k] = check_json_value(v, f"{field}.{k}", _depth + 1)
         return out
     if isinstance(value, list | tuple):
         return [check_json_value(v, f"{field}[{i}]", _depth + 1) for i, v in enumerate(value)]

@@ -55,7 +55,6 @@ An engine is thread-safe: every public method holds one re-entrant lock (an engi
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -69,6 +68,7 @@ import pydantic
 
 from coniti import derived
 from coniti.actor import Note, Query, to_timestamp
+from coniti.batch import NoteBatch, RecordBatch
 from coniti.contracts import Contract
 from coniti.embedding import Embedder
 from coniti.errors import (
@@ -106,6 +106,7 @@ from coniti.memory import (
     derived_home,
     event_feed,
     time_travel,
+    to_thread,
 )
 from coniti.recall import ContextBlock, Hit, HitLike, to_context_block, trusted_signals
 from coniti.rerank import Reranker, apply_reranker
@@ -294,19 +295,31 @@ class ContinuityEngine:
         return self.ingest_many([note], namespace=namespace)[0]
 
     def ingest_many(
-        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None
+        self,
+        notes: Iterable[Note | str] | NoteBatch,
+        *,
+        namespace: Sequence[str] = (),
+        op_id: str | None = None,
     ) -> list[IngestResult]:
         """Ingest a batch atomically: one embedding call, one strategy call, one memory ``put``.
 
-        Returns one :class:`IngestResult` per note, in order. Refused notes are not written. If any
-        step fails, nothing of the batch is written and the structures equal memory again.
+        ``notes``: notes (a plain string becomes ``Note.create(text)``), or a columnar
+        :class:`~coniti.batch.NoteBatch` (validated when it was made: the same notes ingest the same
+        way, without a Note object built and validated per note by the caller). Returns one
+        :class:`IngestResult` per note, in order. Refused notes are not written. If any step fails,
+        nothing of the batch is written and the structures equal memory again. The admitted notes
+        go to memory as one :class:`~coniti.batch.RecordBatch` (:meth:`MemoryBackend.put_batch`).
 
         With ``op_id`` (backends with ``supports_write``) the batch is one idempotent write: a retry
         of the same batch with the same op id writes nothing and returns the first call's
         admissions (see :meth:`_replay_ingest`); another batch under that op id raises
         :class:`~coniti.errors.IdempotencyConflict`.
         """
-        batch = [_as_note(n, i) for i, n in enumerate(notes)]
+        columns: NoteBatch | None = None
+        if isinstance(notes, NoteBatch):
+            columns, batch = notes, notes.notes()
+        else:
+            batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
         with self._lock:
             self._refuse_writes()
@@ -317,7 +330,8 @@ class ContinuityEngine:
                     return replayed
             if not batch:
                 return []
-            vectors = self.embedder.embed([n.text for n in batch])
+            texts = list(columns.texts) if columns is not None else [n.text for n in batch]
+            vectors = self.embedder.embed(texts)
             decisions = self.strategy.admit(batch, vectors, self._context(ns, space))
             if len(decisions) != len(batch):
                 raise ContractError(
@@ -325,12 +339,22 @@ class ContinuityEngine:
                     f"for {len(batch)} notes"
                 )
             chosen = [i for i, d in enumerate(decisions) if d.admitted]
-            records = [
-                MemoryRecord.trusted(batch[i], vectors[i].copy(), self._spec_id, ns) for i in chosen
-            ]
             if op_id is None:
-                self._write(ns, space, records)
+                if columns is None:
+                    columns = NoteBatch.from_notes(batch)
+                every = len(chosen) == len(batch)
+                rows = RecordBatch.trusted(
+                    columns if every else columns.take(chosen),
+                    vectors if every else vectors[chosen],
+                    self._spec_id,
+                    ns,
+                )
+                self._write_batch(ns, space, rows, batch if every else [batch[i] for i in chosen])
             else:
+                records = [
+                    MemoryRecord.trusted(batch[i], vectors[i].copy(), self._spec_id, ns)
+                    for i in chosen
+                ]
                 self._apply(ns, space, _ingest_request(records, ns, op_id))
             return [
                 _ingest_result({"admitted": d.admitted, "id": n.id, "reason": d.reason})
@@ -338,41 +362,85 @@ class ContinuityEngine:
             ]
 
     def _write(self, ns: tuple[str, ...], space: _Derived, records: list[MemoryRecord]) -> None:
-        """Structures first, memory last; undo the structures if memory refuses."""
+        """:meth:`_store` of ``records`` (those without a vector stay out of the structures)."""
         if not records:
             return
         indexed, vectors = _with_vectors(records)
-        ids = [r.note.id for r in indexed]
+        request = PutRequest(records=records)
+
+        def put(claim: MetaSetRequest | None) -> object:
+            if claim is None:
+                return self.memory.put(request)
+            return self.memory.put_with_meta(request, claim)
+
+        self._store(
+            ns, space, [r.note.id for r in indexed], np.stack(vectors) if indexed else None,
+            np.array([r.note.timestamp for r in indexed], dtype=np.float64),
+            [r.note for r in indexed], len(records), put,
+            positions=[i for i, r in enumerate(records) if r.vector is not None],
+            expires=[r.expires_at for r in indexed],
+        )  # fmt: skip
+
+    def _write_batch(
+        self, ns: tuple[str, ...], space: _Derived, batch: RecordBatch, notes: list[Note]
+    ) -> None:
+        """:meth:`_store` of the columns of ``batch`` (``notes``: the same notes, for the content
+        index), memory written by :meth:`MemoryBackend.put_batch`."""
+        if not len(batch):
+            return
+        self._store(
+            ns, space, list(batch.ids), batch.vectors, batch.notes.timestamps, notes, len(batch),
+            lambda claim: self.memory.put_batch(batch, claim),
+            positions=list(range(len(batch))) if batch.vectors is not None else [],
+        )  # fmt: skip
+
+    def _store(
+        self,
+        ns: tuple[str, ...],
+        space: _Derived,
+        ids: list[str],
+        matrix: np.ndarray | None,
+        times: np.ndarray,
+        notes: list[Note],
+        count: int,
+        put: Callable[[MetaSetRequest | None], object],
+        *,
+        positions: list[int],
+        expires: list[float | None] | None = None,
+    ) -> None:
+        """Structures first (the rows ``ids``/``matrix``/``times``; None: no row), memory last by
+        ``put(claim)`` (``claim``: the metadata to set in the same step, or None); undo the
+        structures if memory refuses. ``count``: the records written; ``positions``: each row's
+        place among them (its event follows the claim's in that order); ``expires``: each row's
+        expiry, for the keyword index."""
         before = self._caught_up(ns, space)
         claim = self._claim(ns, space)
         born = None
         if self._history and before is not None:  # the seqs the put will take if nobody interleaves
-            seqs = before + (claim is not None) + 1 + np.arange(len(records), dtype=np.int64)
-            born = seqs[[i for i, r in enumerate(records) if r.vector is not None]]
+            born = before + (claim is not None) + 1 + np.asarray(positions, dtype=np.int64)
         try:
-            if indexed:
-                matrix = np.stack(vectors)
-                times = np.array([r.note.timestamp for r in indexed], dtype=np.float64)
+            if matrix is not None:
                 for structure in space.structures:
                     structure.add(ids, matrix, times, born=born)
         except BaseException:
             self._recover(ns)
             raise
         try:
-            request = PutRequest(records=records)
-            if claim is None:
-                self.memory.put(request)
-            elif self.memory.supports_put_with_meta:
-                self.memory.put_with_meta(request, claim)
+            if claim is None or self.memory.supports_put_with_meta:
+                put(claim)
             else:
-                self._put_claiming(request, claim)
+                self._put_claiming(lambda: put(None), claim)
         except BaseException:
             self._undo_add(ns, space, ids)
             raise
         space.meta_checked = True
-        self._index(space, [r.note for r in indexed])
-        self._keyword_add(space, indexed, self._head(), born=born)
-        self._settle(ns, space, before, len(records) + (claim is not None), ids)
+        self._index(space, notes)
+        if matrix is not None:
+            space.keyword.add(
+                ids, [n.text for n in notes], times.tolist(),
+                born.tolist() if born is not None else (self._head() or 0), expires=expires,
+            )  # fmt: skip
+        self._settle(ns, space, before, count + (claim is not None), ids)
 
     def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
@@ -393,12 +461,12 @@ class ContinuityEngine:
         space.meta_checked = True
         return None
 
-    def _put_claiming(self, request: PutRequest, claim: MetaSetRequest) -> None:
+    def _put_claiming(self, put: Callable[[], object], claim: MetaSetRequest) -> None:
         """For a backend without ``put_with_meta``: claim, put, and unset the claim if the put fails
         (two more metadata writes on record there)."""
         self.memory.set_meta(claim)
         try:
-            self.memory.put(request)
+            put()
         except BaseException:
             with contextlib.suppress(Exception):  # best effort: the original error is being raised
                 self.memory.set_meta(
@@ -1483,13 +1551,13 @@ class ContinuityEngine:
 
     async def aingest(self, note: Note | str, *, namespace: Sequence[str] = ()) -> IngestResult:
         """:meth:`ingest` on a worker thread."""
-        return await asyncio.to_thread(self.ingest, note, namespace=namespace)
+        return await to_thread(self.ingest, note, namespace=namespace)
 
     async def aingest_many(
         self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None
     ) -> list[IngestResult]:
         """:meth:`ingest_many` on a worker thread (``notes`` is read there)."""
-        return await asyncio.to_thread(self.ingest_many, notes, namespace=namespace, op_id=op_id)
+        return await to_thread(self.ingest_many, notes, namespace=namespace, op_id=op_id)
 
     async def aask(
         self,
@@ -1499,7 +1567,7 @@ class ContinuityEngine:
         prefix: Sequence[str] | None = None,
     ) -> Answer:
         """:meth:`ask` on a worker thread."""
-        return await asyncio.to_thread(self.ask, query, namespace=namespace, prefix=prefix)
+        return await to_thread(self.ask, query, namespace=namespace, prefix=prefix)
 
     async def acontext(
         self,
@@ -1512,7 +1580,7 @@ class ContinuityEngine:
         render: Callable[[HitLike], str] | None = None,
     ) -> ContextBlock:
         """:meth:`context` on a worker thread (``estimator`` and ``render`` run there too)."""
-        return await asyncio.to_thread(
+        return await to_thread(
             self.context,
             query,
             token_budget=token_budget,
@@ -1526,15 +1594,15 @@ class ContinuityEngine:
         self, id: str, weight: float, *, namespace: Sequence[str] = (), reason: str | None = None
     ) -> FeedbackResult:
         """:meth:`improve` on a worker thread."""
-        return await asyncio.to_thread(self.improve, id, weight, namespace=namespace, reason=reason)
+        return await to_thread(self.improve, id, weight, namespace=namespace, reason=reason)
 
     async def aremove(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> DeleteResult:
         """:meth:`remove` on a worker thread."""
-        return await asyncio.to_thread(self.remove, ids, namespace=namespace)
+        return await to_thread(self.remove, ids, namespace=namespace)
 
     async def aget(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> GetResult:
         """:meth:`get` on a worker thread."""
-        return await asyncio.to_thread(self.get, ids, namespace=namespace)
+        return await to_thread(self.get, ids, namespace=namespace)
 
     async def aupsert(
         self,
@@ -1546,7 +1614,7 @@ class ContinuityEngine:
         expires_at: float | datetime | None = None,
     ) -> WriteResult:
         """:meth:`upsert` on a worker thread."""
-        return await asyncio.to_thread(
+        return await to_thread(
             self.upsert, note, namespace=namespace, expected_version=expected_version, op_id=op_id,
             expires_at=expires_at,
         )
@@ -1564,7 +1632,7 @@ class ContinuityEngine:
         op_id: str | None = None,
     ) -> WriteResult:
         """:meth:`update` on a worker thread."""
-        return await asyncio.to_thread(
+        return await to_thread(
             self.update, id, text=text, timestamp=timestamp, metadata=metadata,
             metadata_patch=metadata_patch, namespace=namespace, expected_version=expected_version,
             op_id=op_id,

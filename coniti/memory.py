@@ -24,10 +24,8 @@ Rules every backend follows (checked by :mod:`coniti.testing`):
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import difflib
 import hashlib
 import json
 from abc import ABC, abstractmethod
@@ -70,6 +68,7 @@ from coniti.filters import MetadataFilter
 from coniti.jsonl import MAX_BLOB_BYTES
 
 if TYPE_CHECKING:
+    from coniti.batch import RecordBatch
     from coniti.events import Event
 
 __all__ = [
@@ -428,6 +427,9 @@ class PutRequest(Contract):
     """Write ``records`` (all or nothing)."""
 
     records: list[MemoryRecord]
+
+
+_put_request = PutRequest.constructor()
 
 
 class PutResult(Contract):
@@ -839,6 +841,7 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
 
 
 R = TypeVar("R", bound=Contract)
+T = TypeVar("T")
 
 
 def require(request: Any, cls: type[R]) -> R:
@@ -890,6 +893,8 @@ def closest_namespaces(
     """``candidates`` ordered by closeness to ``namespace``: most leading parts in common first,
     then the most similar spelling (``difflib`` ratio of the parts joined by ``/``), then sorted.
     For "did you mean" hints when a namespace holds nothing."""
+    from difflib import SequenceMatcher  # only for hints: not imported with the module
+
     asked = as_namespace(namespace)
     joined = "/".join(asked)
 
@@ -899,9 +904,17 @@ def closest_namespaces(
             if a != b:
                 break
             common += 1
-        return -common, -difflib.SequenceMatcher(None, joined, "/".join(ns)).ratio(), ns
+        return -common, -SequenceMatcher(None, joined, "/".join(ns)).ratio(), ns
 
     return sorted(set(candidates), key=key)
+
+
+async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """:func:`asyncio.to_thread` (context variables carried along), for the async twins. asyncio
+    is imported on first use, not with this module: a running event loop has imported it."""
+    import asyncio
+
+    return await asyncio.to_thread(func, *args, **kwargs)
 
 
 class MemoryBackend(ABC):
@@ -1057,6 +1070,22 @@ class MemoryBackend(ABC):
         require(meta, MetaSetRequest)
         raise NotSupported(f"the {self.kind!r} memory backend has no atomic put_with_meta")
 
+    def put_batch(self, batch: RecordBatch, meta: MetaSetRequest | None = None) -> PutResult:
+        """Write the records of a columnar :class:`~coniti.batch.RecordBatch`, all or nothing, with
+        the rules of :meth:`put` (an id live in the batch's namespace or repeated in the batch raises
+        :class:`DuplicateRecord`, same messages); with ``meta``, as :meth:`put_with_meta` (backends
+        with :attr:`supports_put_with_meta`). The batch was validated when it was made, so this
+        writes the same records as ``put(PutRequest(records=batch.records()))`` without building
+        them again where a backend can (this default builds them)."""
+        from coniti.batch import RecordBatch
+
+        if not isinstance(batch, RecordBatch):
+            raise ContractError(f"batch must be a RecordBatch, got {type(batch).__name__}")
+        request = _put_request({"records": batch.records()})
+        if meta is None:
+            return self.put(request)
+        return self.put_with_meta(request, meta)
+
     def put_batches(
         self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None
     ) -> int:
@@ -1165,45 +1194,45 @@ class MemoryBackend(ABC):
     # -- async twins: the sync call on a worker thread (context variables are carried along) --
 
     async def aput(self, request: PutRequest) -> PutResult:
-        return await asyncio.to_thread(self.put, request)
+        return await to_thread(self.put, request)
 
     async def aget(self, request: GetRequest) -> GetResult:
-        return await asyncio.to_thread(self.get, request)
+        return await to_thread(self.get, request)
 
     async def adelete(self, request: DeleteRequest) -> DeleteResult:
-        return await asyncio.to_thread(self.delete, request)
+        return await to_thread(self.delete, request)
 
     async def ascan(self, request: ScanRequest) -> ScanResult:
-        return await asyncio.to_thread(self.scan, request)
+        return await to_thread(self.scan, request)
 
     async def acount(self, request: CountRequest) -> CountResult:
-        return await asyncio.to_thread(self.count, request)
+        return await to_thread(self.count, request)
 
     async def aget_meta(self, request: MetaGetRequest) -> MetaResult:
-        return await asyncio.to_thread(self.get_meta, request)
+        return await to_thread(self.get_meta, request)
 
     async def aset_meta(self, request: MetaSetRequest) -> MetaResult:
-        return await asyncio.to_thread(self.set_meta, request)
+        return await to_thread(self.set_meta, request)
 
     async def aclear(self, request: ClearRequest) -> ClearResult:
-        return await asyncio.to_thread(self.clear, request)
+        return await to_thread(self.clear, request)
 
     async def awrite(self, request: WriteRequest) -> WriteResult:
-        return await asyncio.to_thread(self.write, request)
+        return await to_thread(self.write, request)
 
     async def asweep(self, now: float | None = None) -> SweepResult:
-        return await asyncio.to_thread(self.sweep, now)
+        return await to_thread(self.sweep, now)
 
     async def afeedback(self, request: FeedbackRequest) -> FeedbackResult:
-        return await asyncio.to_thread(self.feedback, request)
+        return await to_thread(self.feedback, request)
 
     async def afeedback_weights(self, namespace: Sequence[str] = ()) -> dict[str, float]:
-        return await asyncio.to_thread(self.feedback_weights, namespace)
+        return await to_thread(self.feedback_weights, namespace)
 
     async def anamespaces(
         self, prefix: Sequence[str] = (), max_depth: int | None = None
     ) -> list[tuple[str, ...]]:
-        return await asyncio.to_thread(self.namespaces, prefix, max_depth)
+        return await to_thread(self.namespaces, prefix, max_depth)
 
 
 # -- typed views of the optional capabilities (declared by the class attributes above) ------------

@@ -27,11 +27,15 @@ The spec (so :attr:`~coniti.embedding.Embedder.spec_id`) holds the SHA-256 of th
 the sequence length, lower-casing and the pooling recipe, never a path: the packaged model and a copy
 of its files in any directory have the same id on every machine, and another model has another.
 
-Loading happens at construction: the files are read once (about 90 MB), hashed, parsed by
-:mod:`coniti.safetensors`, and the weights are copied into aligned, pre-transposed float32 arrays
-(Q, K and V fused into one matrix per layer). A module-level cache keyed by each file's path, size,
-modification time and inode (then by digest) makes constructing the same model again free; files
-rewritten in place with the same size, mtime and inode are not noticed until the process restarts.
+Loading happens at construction: ``model.safetensors`` (about 90 MB) is memory-mapped read-only,
+hashed and parsed by :mod:`coniti.safetensors`; float32 tensors are used in place, as read-only views
+of the mapping (the dense layers multiply by the transposed view: nothing is copied or transposed),
+other dtypes are converted once; only Q, K and V are copied, fused into one matrix per layer. The
+pages are the operating system's file cache, shared by every process that maps the file. A
+module-level cache keyed by each file's path, size, modification time and inode (then by digest)
+makes constructing the same model again free; files rewritten in place with the same size, mtime
+and inode are not noticed until the process restarts. The weights file must not be modified in place
+while a process uses it (a replaced file, as pip writes one, is fine: the mapping keeps the old one).
 
 Batches are tokenized together, sorted by length and run in sub-batches (at most
 :attr:`MiniLMEmbedder.batch_size` texts and :attr:`MiniLMEmbedder.token_budget` padded tokens each):
@@ -51,6 +55,7 @@ import importlib.metadata
 import importlib.util
 import json
 import math
+import mmap
 import os
 import threading
 from dataclasses import dataclass
@@ -96,6 +101,7 @@ PINNED_SHA256: dict[str, str] = {
 """SHA-256 of the packaged model's files, checked on every load of the packaged model."""
 
 POOLING = "mean-attention-mask"
+_WEIGHTS = "model.safetensors"
 _CACHE_LIMIT = 4
 _LN = ("weight", "bias")
 _MODULES = frozenset({"Transformer", "Pooling", "Normalize"})
@@ -123,7 +129,8 @@ def _package_version() -> str:
 
 @dataclass(frozen=True)
 class _Layer:
-    qkv: np.ndarray  # (hidden, 3 * hidden): Q, K and V side by side, transposed
+    # Each weight is the transpose (a view) of the stored (out, in) matrix: x @ weight is the layer.
+    qkv: np.ndarray  # (hidden, 3 * hidden): Q, K and V side by side (the one copied weight)
     qkv_bias: np.ndarray
     out: np.ndarray  # (hidden, hidden)
     out_bias: np.ndarray
@@ -176,8 +183,12 @@ def _load(directory: Path, pinned: dict[str, str] | None) -> _Model:
         hit = _by_stat.get(stat_key)
         if hit is not None:
             return hit
-        data = {name: _read(path) for name, path in paths.items()}
-        digests = {name: hashlib.sha256(blob).hexdigest() for name, blob in data.items()}
+        weights = _map(paths[_WEIGHTS])
+        data = {name: _read(path) for name, path in paths.items() if name != _WEIGHTS}
+        digests = {
+            name: hashlib.sha256(weights if name == _WEIGHTS else data[name]).hexdigest()
+            for name in MODEL_FILES
+        }
         if pinned is not None:
             for name, want in pinned.items():
                 if digests[name] != want:
@@ -190,7 +201,7 @@ def _load(directory: Path, pinned: dict[str, str] | None) -> _Model:
         digest_key = (tuple(sorted(digests.items())), max_len, lower)
         model = _by_digest.get(digest_key)
         if model is None:
-            model = _build(paths, data, digests, max_len, lower)
+            model = _build(paths, data, weights, digests, max_len, lower)
             _remember(_by_digest, digest_key, model)
         _remember(_by_stat, stat_key, model)
         return model
@@ -202,6 +213,19 @@ def _stat(path: Path) -> tuple[str, int, int, int] | None:
     except OSError:
         return None
     return (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _map(path: Path) -> mmap.mmap | bytes:
+    """The file mapped read-only (``b""`` for an empty file, which cannot be mapped)."""
+    try:
+        with path.open("rb") as file:
+            if os.fstat(file.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise ModelFileError(f"{path}: model file not found") from None
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(f"{path}: cannot read the model file: {exc}") from exc
 
 
 def _read(path: Path) -> bytes:
@@ -272,6 +296,7 @@ def _sentence_config(directory: Path, config_blob: bytes, config_path: Path) -> 
 def _build(
     paths: dict[str, Path],
     data: dict[str, bytes],
+    weights: mmap.mmap | bytes,
     digests: dict[str, str],
     max_len: int,
     lower: bool,
@@ -294,9 +319,9 @@ def _build(
             f"{config_path}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}"
         )
 
-    weights_path = paths["model.safetensors"]
+    weights_path = paths[_WEIGHTS]
     try:
-        tensors = parse_safetensors(data["model.safetensors"], weights_path).tensors
+        tensors = parse_safetensors(weights, weights_path).tensors
     except SafetensorsError as exc:
         raise ModelFileError(str(exc)) from exc
     prefix = "" if "embeddings.word_embeddings.weight" in tensors else "bert."
@@ -315,7 +340,8 @@ def _build(
                 f"{weights_path}: tensor {prefix + name!r} has shape {list(array.shape)}, "
                 f"expected {[a if a >= 0 else '*' for a in want]}"
             )
-        return _aligned(array.T if transpose else array)
+        usable = _usable(array)
+        return usable.T if transpose else usable
 
     def norm(name: str) -> tuple[np.ndarray, np.ndarray]:
         w, b = (tensor(f"{name}.{part}", (hidden,)) for part in _LN)
@@ -333,8 +359,8 @@ def _build(
         qb, kb, vb = (tensor(f"{att}self.{p}.bias", (hidden,)) for p in ("query", "key", "value"))
         layers.append(
             _Layer(
-                qkv=_aligned(np.concatenate((q, k, v), axis=1)),
-                qkv_bias=_aligned(np.concatenate((qb, kb, vb))),
+                qkv=_frozen(np.concatenate((q.T, k.T, v.T)).T),
+                qkv_bias=_frozen(np.concatenate((qb, kb, vb))),
                 out=tensor(f"{att}output.dense.weight", (hidden, hidden), True),
                 out_bias=tensor(f"{att}output.dense.bias", (hidden,)),
                 ln1=norm(f"{att}output.LayerNorm"),
@@ -366,8 +392,8 @@ def _build(
         heads=heads,
         eps=float(eps),
         words=words,
-        positions=positions[:max_len].copy(),
-        token_type=tensor("embeddings.token_type_embeddings.weight", (-1, hidden))[0].copy(),
+        positions=positions[:max_len],
+        token_type=tensor("embeddings.token_type_embeddings.weight", (-1, hidden))[0],
         ln0=norm("embeddings.LayerNorm"),
         layers=tuple(layers),
     )
@@ -403,6 +429,19 @@ def _positive(path: Path, config: dict[str, Any], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ModelFileError(f"{path}: {key} must be a positive integer, got {value!r}")
     return value
+
+
+def _usable(array: np.ndarray) -> np.ndarray:
+    """``array`` itself when it is C-contiguous, aligned float32 (a view of the mapped file), else
+    an aligned float32 copy; read-only either way."""
+    if array.dtype == np.float32 and array.flags.c_contiguous and array.flags.aligned:
+        return _frozen(array)
+    return _aligned(array)
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
 
 
 def _aligned(array: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -60,11 +61,13 @@ class TensorFile:
     metadata: dict[str, str]
 
 
-def parse_safetensors(data: bytes, path: str | os.PathLike[str]) -> TensorFile:
-    """Parse the bytes of a safetensors file (``path`` only names it in errors and the result).
+def parse_safetensors(data: bytes | mmap.mmap, path: str | os.PathLike[str]) -> TensorFile:
+    """Parse the bytes of a safetensors file (``path`` only names it in errors and the result), given
+    as ``bytes`` or as a read-only memory map of the file.
 
-    Arrays are read-only views of ``data`` (``BF16`` ones are new float32 arrays); copy them to get
-    aligned, writable memory.
+    Arrays are read-only views of ``data`` (``BF16`` ones are new float32 arrays), which they keep
+    alive; a tensor whose offset is not a multiple of its item size is a view that numpy marks
+    unaligned. Copy them to get aligned, writable memory.
     """
     name = os.fspath(path)
 

@@ -34,11 +34,12 @@ from coniti import (
     Snapshot,
     TimeRange,
 )
+from coniti.batch import RecordBatch
 from coniti.embedding import LocalHashEmbedder, RandomProjectionEmbedder
 from coniti.errors import StructureError
 from coniti.impl.log import LogBackend
 from coniti.impl.memory import InMemoryBackend
-from coniti.memory import MemoryBackend, MemoryRecord, PutRequest, PutResult
+from coniti.memory import MemoryBackend, MemoryRecord, MetaSetRequest, PutRequest, PutResult
 from coniti.strategy import DefaultStrategy
 from coniti.structure import FlatStructure, SegmentTreeStructure, Structure
 
@@ -103,7 +104,8 @@ class FailingStructure(FlatStructure):
 
 
 class FailingPut(InMemoryBackend):
-    """An in-memory backend whose put fails while ``fail`` is set."""
+    """An in-memory backend whose put (and columnar put_batch, the engine's ingest) fails while
+    ``fail`` is set."""
 
     fail = False
 
@@ -111,6 +113,11 @@ class FailingPut(InMemoryBackend):
         if self.fail:
             raise OSError("injected memory failure")
         return super().put(request)
+
+    def put_batch(self, batch: RecordBatch, meta: MetaSetRequest | None = None) -> PutResult:
+        if self.fail:
+            raise OSError("injected memory failure")
+        return super().put_batch(batch, meta)
 
 
 # -- the handshake ------------------------------------------------------------------------------

@@ -172,6 +172,35 @@ def test_constructing_again_reuses_the_loaded_model(embedder: MiniLMEmbedder) ->
     assert again._model is embedder._model
 
 
+def _mapped(array: np.ndarray) -> bool:
+    """True when ``array`` is a view whose base chain ends in a memory map of a file."""
+    import mmap
+
+    base: Any = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    return isinstance(base, mmap.mmap)
+
+
+def test_float32_weights_are_views_of_the_mapped_file(embedder: MiniLMEmbedder) -> None:
+    """The word embeddings and the dense layers' weights are read-only views of the memory-mapped
+    weights file (transposed, for the layers): loading copies none of them."""
+    model = embedder._model
+    layer = model.layers[0]
+    for array in (model.words, model.positions, layer.out, layer.up, layer.down, layer.ln1[0]):
+        assert _mapped(array) and not array.flags.writeable
+    assert layer.up.flags.f_contiguous and layer.up.shape == (model.dim, 1536)
+
+
+def test_only_qkv_is_copied(embedder: MiniLMEmbedder) -> None:
+    """Q, K and V are fused into one read-only matrix per layer, the one weight loading copies."""
+    layer = embedder._model.layers[0]
+    assert not _mapped(layer.qkv) and not layer.qkv.flags.writeable
+    assert layer.qkv.shape == (embedder.dim, 3 * embedder.dim)
+
+
 def test_copy_of_the_packaged_files_has_the_same_spec_id(
     embedder: MiniLMEmbedder, packaged: Path, tmp_path: Path
 ) -> None:
@@ -340,6 +369,20 @@ def test_reads_the_packaged_weights(packaged: Path) -> None:
     assert out.tensors["encoder.layer.5.intermediate.dense.weight"].shape == (1536, 384)
     dtypes = [str(t.dtype) for t in out.tensors.values()]
     assert (dtypes.count("float32"), dtypes.count("int64"), len(dtypes)) == (103, 1, 104)
+
+
+def test_a_memory_map_parses_as_its_bytes(packaged: Path) -> None:
+    """parse_safetensors on a read-only memory map of the file gives the same tensors as on its bytes."""
+    import mmap
+
+    path = packaged / "model.safetensors"
+    with path.open("rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    from_map = parse_safetensors(mapped, path).tensors
+    from_bytes = parse_safetensors(path.read_bytes(), path).tensors
+    assert from_map.keys() == from_bytes.keys()
+    for name, array in from_bytes.items():
+        np.testing.assert_array_equal(from_map[name], array)
 
 
 GOOD = {"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}

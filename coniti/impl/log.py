@@ -40,6 +40,7 @@ from datetime import datetime
 from typing import IO, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
+from coniti.batch import RecordBatch, check_batch_ids
 from coniti.cursor import CursorCodec
 from coniti.errors import (
     ContractError,
@@ -531,6 +532,23 @@ class LogBackend(_Reads, MemoryBackend):
             _put_items(records), actor=actor, reason=reason,
             meta=(meta.namespace, meta.key, meta.value),
         )
+        return _put_result({"written": written})
+
+    def put_batch(self, batch: RecordBatch, meta: MetaSetRequest | None = None) -> PutResult:
+        """The events :meth:`put` (or, with ``meta``, :meth:`put_with_meta`) appends for the batch's
+        records, encoded from its columns (:meth:`coniti.log.EventLog.put_columns`)."""
+        if not isinstance(batch, RecordBatch):
+            raise ContractError(f"batch must be a RecordBatch, got {type(batch).__name__}")
+        if meta is not None:
+            meta = require(meta, MetaSetRequest)
+        notes = batch.notes
+        check_batch_ids(batch)
+        actor, reason = self._stamp()
+        written = self._log.put_columns(
+            batch.namespace, notes.ids, notes.texts, notes.timestamps, notes.metadata,
+            batch.embedding_id, batch.vectors, actor=actor, reason=reason,
+            meta=None if meta is None else (meta.namespace, meta.key, meta.value),
+        )  # fmt: skip
         return _put_result({"written": written})
 
     def put_batches(

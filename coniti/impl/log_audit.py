@@ -19,7 +19,6 @@ Contracts:
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -31,7 +30,7 @@ from coniti.events import Diff, Event
 from coniti.log import EventLog, feed
 from coniti.log.codec import LogEvent
 from coniti.log.keys import Namespace
-from coniti.memory import MemoryRecord, as_namespace
+from coniti.memory import MemoryRecord, as_namespace, to_thread
 
 __all__ = ["Subscription", "public_event"]
 
@@ -179,10 +178,12 @@ def afollow(
 async def _afollow(
     log: EventLog, pos: int, timeout: float | None, ns: Namespace | None
 ) -> AsyncIterator[Event]:
+    import asyncio  # the running loop has imported it; not imported with this module
+
     store = log.store
     last_new = time.monotonic()
     while True:
-        batch, pos = await asyncio.to_thread(feed.read_batch, store, pos, None, ns, _BATCH)
+        batch, pos = await to_thread(feed.read_batch, store, pos, None, ns, _BATCH)
         if batch:
             for e in batch:
                 yield public_event(e)
@@ -191,7 +192,7 @@ async def _afollow(
         deadline = None if timeout is None else last_new + timeout
         delay = 0.001
         while True:
-            head = await asyncio.to_thread(feed.head_seq, store)
+            head = await to_thread(feed.head_seq, store)
             if head > pos:
                 break
             now = time.monotonic()
@@ -255,7 +256,7 @@ class Subscription:
 
     async def aack(self, seq: int) -> None:
         """The async :meth:`ack` (on a worker thread)."""
-        await asyncio.to_thread(self.ack, seq)
+        await to_thread(self.ack, seq)
 
     def seek(self, seq: int) -> None:
         """Move the position to ``seq`` (``0..head``), backwards too: replays from there."""

@@ -26,10 +26,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from coniti.actor import TimeRange
+from coniti.actor import Note, TimeRange
+from coniti.batch import RecordBatch, check_batch_ids
 from coniti.contracts import check_json_value
 from coniti.cursor import CursorCodec
-from coniti.errors import DuplicateRecord, RecordNotFound, namespace_text
+from coniti.errors import ContractError, DuplicateRecord, RecordNotFound, namespace_text
 from coniti.filters import MetadataFilter, Predicate, compile_filter
 from coniti.memory import (
     ClearRequest,
@@ -248,6 +249,35 @@ class InMemoryBackend(MemoryBackend):
             result = self.put(request)
             self.set_meta(meta)
         return result
+
+    def put_batch(self, batch: RecordBatch, meta: MetaSetRequest | None = None) -> PutResult:
+        """:meth:`put` (with ``meta``: :meth:`put_with_meta`) of the batch's records, each stored as
+        one copy made from the columns, under the instance lock."""
+        if not isinstance(batch, RecordBatch):
+            raise ContractError(f"batch must be a RecordBatch, got {type(batch).__name__}")
+        if meta is not None:
+            meta = require(meta, MetaSetRequest)
+        check_batch_ids(batch)
+        ns, eid, vectors = batch.namespace, batch.embedding_id, batch.vectors
+        notes = batch.notes
+        with self._lock:
+            space = self._spaces.get(ns)
+            if space is not None:
+                for record_id in notes.ids:
+                    if record_id in space.by_id:
+                        raise DuplicateRecord(
+                            f"record id {record_id!r} already exists in namespace {namespace_text(ns)}"
+                        )
+            space = self._spaces.setdefault(ns, _Stored())
+            rows = zip(notes.ids, notes.texts, notes.timestamps.tolist(), notes.metadata, strict=True)
+            for i, (record_id, text, ts, md) in enumerate(rows):
+                self._order += 1
+                note = Note.trusted(record_id, text, ts, check_json_value(md, "metadata"))
+                vector = None if vectors is None else vectors[i].copy()
+                space.hold((ts, self._order), MemoryRecord.trusted(note, vector, eid, ns, self._order))
+            if meta is not None:
+                self.set_meta(meta)
+        return PutResult(written=len(notes))
 
     def put_batches(
         self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None

@@ -69,6 +69,7 @@ __all__ = [
     "encode_meta_payload",
     "encode_op_payload",
     "encode_put_payload",
+    "encode_put_payloads",
     "encode_puts",
     "erase_payload",
     "event_hash",
@@ -279,6 +280,40 @@ def encode_put_payload(
         tail = _pack({"vd": vd, "vs": vs, "vb": raw})
         _VECTOR_HEADS[(vector.dtype, shape)] = tail[1 : len(tail) - len(raw)]
     return payload
+
+
+def encode_put_payloads(
+    texts: Sequence[str],
+    metadata: Sequence[dict[str, Any]],
+    embedding_id: str | None,
+    vectors: np.ndarray | None,
+) -> list[bytes]:
+    """The put payloads of a column of records sharing ``embedding_id``, row ``i`` of the
+    C-contiguous matrix ``vectors`` (or no vector when None) being record ``i``'s vector: each
+    equal byte for byte to ``encode_put_payload(texts[i], metadata[i], embedding_id,
+    vectors[i])``. Rows are sliced from one ``tobytes()`` of the matrix, and the parts that depend
+    on the dtype and width alone are packed once (bulk writes)."""
+    n = len(texts)
+    if vectors is None or n == 0:
+        return [encode_put_payload(texts[i], metadata[i], embedding_id, None) for i in range(n)]
+    out = [encode_put_payload(texts[0], metadata[0], embedding_id, vectors[0])]
+    middle = _VECTOR_HEADS.get((vectors.dtype, vectors.shape[1:]))
+    if middle is None or not vectors.flags.c_contiguous:  # the heads cache is full: one by one
+        return out + [
+            encode_put_payload(texts[i], metadata[i], embedding_id, vectors[i]) for i in range(1, n)
+        ]
+    raw = vectors.tobytes()
+    width = len(raw) // n
+    pack = _packer().pack
+    e = _E + pack(embedding_id)
+    join = b"".join
+    add = out.append
+    for i in range(1, n):
+        try:
+            add(join((_TX, pack(texts[i]), _MD, pack(metadata[i]), e, middle, raw[i * width : (i + 1) * width])))
+        except OverflowError:  # an integer beyond 64 bits in the metadata: the general path
+            add(encode_put_payload(texts[i], metadata[i], embedding_id, vectors[i]))
+    return out
 
 
 def _general_put_payload(

@@ -34,6 +34,7 @@ from coniti.log.codec import (
     encode_meta_payload,
     encode_op_payload,
     encode_put_payload,
+    encode_put_payloads,
     encode_puts,
     erase_payload,
     is_erased,
@@ -127,6 +128,9 @@ _Prepared = tuple[PutItem, bytes, float, bytes, bytes, bytes]
 """A record ready to put: (item, id key, timestamp, timestamp key, payload, payload digest)."""
 _PutCall = tuple[dict[Namespace, bytes], list[_Prepared], str | None, str | None]
 """One put call as group commit merges it: (canonical namespaces, records, actor, reason)."""
+
+
+_NO_METADATA: dict[str, Any] = {}
 
 
 def _prepare(items: Sequence[PutItem]) -> tuple[dict[Namespace, bytes], list[_Prepared]]:
@@ -386,6 +390,50 @@ class EventLog:
                 self.set_meta(*meta, actor=actor, reason=reason)
             return 0
         canon, prepared = _prepare(items)
+        return self._put_prepared(canon, prepared, actor, reason, meta)
+
+    def put_columns(
+        self,
+        namespace: Namespace,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        timestamps: np.ndarray,
+        metadata: Sequence[dict[str, Any]],
+        embedding_id: str | None,
+        vectors: np.ndarray | None,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        meta: tuple[Namespace, str, Any] | None = None,
+    ) -> int:
+        """:meth:`put` of the records of one namespace given as columns (already validated by the
+        caller): ``timestamps`` a float64 array, ``vectors`` a C-contiguous ``(len(ids), dim)``
+        matrix or None, one ``embedding_id`` for all. Appends exactly the events :meth:`put` appends
+        for the same records, one item per row, with the same checks and errors."""
+        if not ids:
+            if meta is not None:
+                self.set_meta(*meta, actor=actor, reason=reason)
+            return 0
+        canon = {namespace: ns_bytes(namespace)}
+        payloads = encode_put_payloads(texts, metadata, embedding_id, vectors)
+        prepared: list[_Prepared] = []
+        add = prepared.append
+        for id_, ts, payload in zip(ids, timestamps.tolist(), payloads, strict=True):
+            # the item names the record for the checks and the fold; its content is in the payload
+            item = PutItem(namespace, id_, "", ts, _NO_METADATA, embedding_id, None)
+            add((item, name_key(id_), ts, ts_key(ts), payload, payload_digest(payload)))
+        return self._put_prepared(canon, prepared, actor, reason, meta)
+
+    def _put_prepared(
+        self,
+        canon: dict[Namespace, bytes],
+        prepared: list[_Prepared],
+        actor: str | None,
+        reason: str | None,
+        meta: tuple[Namespace, str, Any] | None,
+    ) -> int:
+        """Append the put events of ``prepared`` (see :meth:`put`), grouped with concurrent puts
+        unless ``meta`` is given."""
         cache = self._nsids
         meta_event = None if meta is None else (meta[0], meta[1], encode_meta_payload(meta[2]))
 
@@ -411,7 +459,7 @@ class EventLog:
         else:
             data: _PutCall = (canon, prepared, actor, reason)
             cache.update(self.group.run(write, merge=(self._merge_puts, data)))
-        return len(items)
+        return len(prepared)
 
     def put_batches(
         self,
