@@ -204,7 +204,10 @@ class _Derived:
     changed: int = 0
     """Events folded since the snapshot on disk was written (or since the build)."""
     content: dict[str, np.ndarray] | None = None
-    """The snapshot's content part, loaded into ``keys`` on first use (admission, writes)."""
+    """The snapshot's content part, loaded into ``keys`` on first use (admission, a save)."""
+    deferred: list[tuple[str, str | None]] = field(default_factory=list)
+    """While ``content`` is still packed: the index changes folded since, in order, as ``(id,
+    key)`` (key None: the id left the index), applied when it is unpacked. An ask never unpacks."""
 
 
 class ContinuityEngine:
@@ -1501,19 +1504,34 @@ class ContinuityEngine:
             for id_, key in zip(ids, keys, strict=True):
                 space.keys.setdefault(key, []).append(id_)
                 space.key_of[id_] = key
+            deferred, space.deferred = space.deferred, []
+            for id_, change in deferred:
+                if change is None:
+                    self._unindex(space, [id_])
+                else:
+                    self._add_key(space, id_, change)
         return space.key_of
 
     def _index(self, space: _Derived, notes: Iterable[Note]) -> None:
-        self._content(space)
         key_of = self.strategy.content_key
         for note in notes:
             key = key_of(note)
-            if key is not None:
-                space.keys.setdefault(key, []).append(note.id)
-                space.key_of[note.id] = key
+            if key is None:
+                continue
+            if space.content is not None:
+                space.deferred.append((note.id, key))
+            else:
+                self._add_key(space, note.id, key)
+
+    @staticmethod
+    def _add_key(space: _Derived, id_: str, key: str) -> None:
+        space.keys.setdefault(key, []).append(id_)
+        space.key_of[id_] = key
 
     def _unindex(self, space: _Derived, ids: Iterable[str]) -> None:
-        self._content(space)
+        if space.content is not None:
+            space.deferred.extend((id_, None) for id_ in ids)
+            return
         for id_ in ids:
             key = space.key_of.pop(id_, None)
             if key is None:

@@ -137,6 +137,26 @@ def test_close_writes_a_snapshot_the_next_open_restores_reading_only_new_events(
         assert answers(second) == answers(fresh(store))
 
 
+def test_duplicates_are_judged_on_the_snapshot_plus_the_events_folded_after_it(tmp_path: Path) -> None:
+    """An engine restored from a snapshot, with a delete and an ingest folded after it (its content
+    index still packed, so an ask never unpacks it), refuses a duplicate of a live note and admits
+    the text of the deleted one."""
+    with LogBackend(tmp_path / "s") as store:
+        first = engine(store)
+        first.ingest_many(notes(1200))  # a first build of 1,000+ rows is saved at once
+        first.close()
+        other = engine(store)
+        other.remove(["n5"])
+        other.ingest(Note(id="late", text="a note written after the snapshot", timestamp=5000.0))
+        other.close()  # lags by 2 events: not saved again
+        second = engine(store)
+        assert second.ask("budget").hits  # an ask folds the 2 events; the index stays packed
+        again = notes(7)
+        assert not second.ingest(Note(id="dup", text=again[6].text, timestamp=6.0)).admitted
+        assert not second.ingest(Note(id="dup2", text="a note written after the snapshot", timestamp=5000.0)).admitted
+        assert second.ingest(Note(id="back", text=again[5].text, timestamp=5.0)).admitted
+
+
 def test_close_leaves_a_snapshot_that_lags_by_a_few_events_and_persist_saves_it(tmp_path: Path) -> None:
     """close() does not rewrite a snapshot that lags by fewer than a tenth of its rows (or 1,000
     events); persist() saves any lag; either way the next open answers as a fresh build."""
