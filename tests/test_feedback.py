@@ -47,6 +47,21 @@ def test_improve_appends_one_feedback_event(log_engine: ContinuityEngine) -> Non
     assert (event.kind, event.id, event.value, event.reason) == ("feedback", "a", 0.5, "user liked it")
 
 
+def test_a_records_history_lists_the_feedback_given_to_it(log_engine: ContinuityEngine) -> None:
+    """history(id) holds each feedback event of that id, in sequence order between its puts and
+    deletes, with weight, actor and reason; another id's feedback is not in it."""
+    store = store_of(log_engine)
+    with store.audit(actor="alice"):
+        given = log_engine.improve("a", 0.5, reason="helpful").seq
+    log_engine.improve("b", 2.0)
+    log_engine.remove(["a"])
+    kinds = [(e.kind, e.seq) for e in store.history("a")]
+    assert kinds == [("put", kinds[0][1]), ("feedback", given), ("delete", store.head)]
+    (event,) = [e for e in store.history("a") if e.kind == "feedback"]
+    assert (event.value, event.actor, event.reason) == (0.5, "alice", "helpful")
+    assert all(e.id == "b" for e in store.history("b") if e.kind == "feedback")
+
+
 def test_feedback_events_are_written_in_the_current_version() -> None:
     """Event version 3 writes feedback; version 2 events are upcast to it."""
     assert EVENT_VERSION == 3 and 2 in UPCASTERS

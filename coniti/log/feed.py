@@ -33,6 +33,7 @@ from coniti.log.codec import (
     CLEAR,
     DELETE,
     ERASE,
+    FEEDBACK,
     GENESIS,
     PUT,
     LogEvent,
@@ -188,8 +189,8 @@ def read_events(
 
 def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent]:
     """Every event that touched record ``record_id`` of ``namespace``, oldest first: each put of it,
-    the delete, clear or erase that ended each version, and every erase of it (its receipts).
-    Empty if the record never existed."""
+    the delete, clear or erase that ended each version, every erase of it (its receipts), and every
+    feedback given to it (FORMAT §14). Empty if the record never existed."""
     idk = name_key(record_id)
     with store.read() as txn:
         p = Projections(txn, Dbs(store.dbs, legacy=store.layout < LAYOUT_VERSION))
@@ -231,6 +232,10 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
             erased = event_at(seq, (ERASE,))
             if erased is not None:
                 events[seq] = erased
+        for seq in p.feedback_seqs(nsid, idk):
+            given = event_at(seq, (FEEDBACK,))
+            if given is not None:
+                events[seq] = given
         return [events[seq] for seq in sorted(events)]
 
 
