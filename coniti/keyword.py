@@ -152,6 +152,8 @@ class KeywordIndex:
         self._length = array("l")
         self._time = array("d")
         self._expires = array("d")
+        self._expiring = 0
+        """How many rows have a finite expiry: a search masks by expiry only when some row has one."""
         """Each row's expiry (epoch seconds; inf: none): an expired row counts for nothing, as
         memory hides an expired record from every read."""
         self._row_of: dict[str, int] = {}
@@ -217,6 +219,7 @@ class KeywordIndex:
             self._length.append(sum(counts.values()))
             self._time.append(float(ts))
             self._expires.append(end)
+            self._expiring += end != math.inf
             self._row_of[id_] = row
             for term, tf in counts.items():
                 posting = self._postings.get(term)
@@ -272,6 +275,7 @@ class KeywordIndex:
         self._length = array("l", (self._length[r] for r in keep))
         self._time = array("d", (self._time[r] for r in keep))
         self._expires = array("d", (self._expires[r] for r in keep))
+        self._expiring = sum(end != math.inf for end in self._expires)
         self._row_of = {self._ids[r]: r for r in range(len(self._ids)) if self._died[r] == ALIVE}
         postings: dict[str, tuple[array[int], array[int]]] = {}
         for term, (rows, tfs) in self._postings.items():
@@ -305,7 +309,7 @@ class KeywordIndex:
         else:
             born = np.frombuffer(self._born, dtype=np.int64)
             visible = (born <= as_of) & (died > as_of)
-        if self._ids:  # an expired row counts for nothing, as memory hides it (FORMAT §11.4)
+        if self._expiring:  # an expired row counts for nothing, as memory hides it (FORMAT §11.4)
             visible &= np.frombuffer(self._expires, dtype=np.float64) > self._clock()
         return visible
 
@@ -504,6 +508,7 @@ class KeywordIndex:
         if len(expires) != n:
             raise ContractError("keyword index state: expires and ids disagree")
         index._expires = array("d", expires.tobytes())
+        index._expiring = int(np.isfinite(expires).sum())
         index._row_of = {index._ids[r]: r for r in range(n) if died[r] == ALIVE}
         index._live = len(index._row_of)
         for t in range(len(term_off) - 1):

@@ -281,3 +281,35 @@ def test_state_as_arrays_only_round_trips() -> None:
     arrays = {k: np.asarray(v) for k, v in index.state().items()}
     copy = KeywordIndex.from_state(arrays)
     assert copy.seq == 9 and copy.search("banana cherry", k=5) == index.search("banana cherry", k=5)
+
+
+def test_an_expired_row_counts_for_nothing_in_scores_and_statistics() -> None:
+    """A row whose expiry has passed is no hit and is left out of N, avgdl and df: the index
+    scores as one that never held it; a row expiring later still counts."""
+    index = _three()
+    index.add(["gone"], ["banana banana"], [4.0], [4], expires=[1.0])
+    index.add(["later"], ["cherry"], [5.0], [5], expires=[math.inf])
+    plain = _three()
+    plain.add(["later"], ["cherry"], [5.0], [5])
+    assert index.search("banana cherry", k=9) == plain.search("banana cherry", k=9)
+    assert index.corpus("banana") == plain.corpus("banana")
+
+
+def test_an_as_of_view_judges_expiry_at_its_clock() -> None:
+    """KeywordIndex.at(seq, clock=...) hides a row that had expired by that clock and shows one
+    that had not, whatever the time now."""
+    index = _three()
+    index.add(["x"], ["banana split"], [4.0], [4], expires=[100.0])
+    assert "x" in {h.id for h in index.at(9, clock=50.0).search("banana", k=9)}
+    assert "x" not in {h.id for h in index.at(9, clock=150.0).search("banana", k=9)}
+
+
+def test_an_as_of_view_is_read_only() -> None:
+    """A view refuses every change with a ContractError naming its point, and the index it was
+    made from is unchanged."""
+    index = _three()
+    view = index.at(2)
+    for change in (lambda: view.add(["n"], ["t"], [1.0]), lambda: view.remove(["d1"]), view.clear):
+        with pytest.raises(ContractError, match="as of seq 2 is read-only"):
+            change()
+    assert len(index) == 3 and "d1" in index

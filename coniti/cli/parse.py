@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from coniti.errors import namespace_text
+from coniti.times import iso_time
 
 __all__ = [
     "ParseError",
@@ -211,13 +212,6 @@ def resolve_store_path(option: str | None, environ: Mapping[str, str] | None = N
     if env.get("CONITI_STORE"):
         return Path(env["CONITI_STORE"]).expanduser()
     return default_store_path(env)
-
-
-def iso_time(seconds: float) -> str:
-    """Epoch seconds as ISO 8601 in UTC with a ``Z``, to the millisecond when not whole seconds."""
-    moment = datetime.fromtimestamp(seconds, UTC)
-    text = moment.isoformat(timespec="milliseconds" if moment.microsecond else "seconds")
-    return text.replace("+00:00", "Z")
 
 
 def format_time(seconds: float) -> str:

@@ -85,6 +85,7 @@ from coniti.errors import ConitiError, ContractError
 from coniti.events import Event
 from coniti.impl.log import LogBackend, LogView
 from coniti.memory import MemoryRecord, as_namespace
+from coniti.times import iso_time
 
 __all__ = [
     "Changes",
@@ -791,14 +792,11 @@ def _note(id: str, text: str, when: float, metadata: dict[str, Any] | None) -> N
 
 
 def _iso(seconds: float) -> str | None:
-    """Epoch seconds as ISO 8601 UTC with a ``Z`` (None beyond what a datetime holds)."""
+    """:func:`~coniti.times.iso_time`, or None beyond what a datetime holds."""
     try:
-        moment = datetime.fromtimestamp(seconds, UTC)
+        return iso_time(seconds)
     except (OverflowError, OSError, ValueError):
         return None
-    return moment.isoformat(timespec="milliseconds" if moment.microsecond else "seconds").replace(
-        "+00:00", "Z"
-    )
 
 
 def _note_fields(note: Note, namespace: Sequence[str], version: int | None) -> dict[str, Any]:
