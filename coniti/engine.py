@@ -1270,10 +1270,10 @@ class ContinuityEngine:
             space.seq = before + written
             space.changed += written
             return
-        try:
+        try:  # drop only the rows just added (purge would drop the ids' earlier versions too)
             for structure in space.structures:
-                structure.purge(ids)
-            space.keyword.purge(ids)
+                structure.remove(ids)
+            space.keyword.retract(ids)
             self._unindex(space, ids)
             self._fold_namespace(ns, space)
         except BaseException:

@@ -243,6 +243,18 @@ class KeywordIndex:
         self._live -= ended
         return ended
 
+    def retract(self, ids: Iterable[str]) -> int:
+        """Take back the live rows of ``ids`` as if never added (visible at no point); their
+        ended rows stay. Returns how many. Unknown ids are ignored."""
+        retracted = 0
+        for id_ in dict.fromkeys(ids):
+            row = self._row_of.pop(id_, None) if isinstance(id_, str) else None
+            if row is not None:
+                self._died[row] = self._born[row]
+                retracted += 1
+        self._live -= retracted
+        return retracted
+
     def purge(self, ids: Iterable[str]) -> int:
         """Make every row of ``ids`` (live or ended) invisible to every search, now and as of any
         point (an erasure): they end before they begin and the next :meth:`compact` drops them.
@@ -427,11 +439,12 @@ class KeywordIndex:
 
     def rows_state(self) -> set[tuple[str, int, int, float, int]]:
         """Every row that counts as of some point, as ``(id, born, died, time, length)`` (purged
-        rows left out): what a fresh build must equal (an engine's ``verify``)."""
+        and retracted rows, visible at no point, left out): what a fresh build must equal (an
+        engine's ``verify``)."""
         return {
             (id_, int(born), int(died), float(t), int(n))
             for id_, born, died, t, n in zip(self._ids, self._born, self._died, self._time, self._length, strict=True)
-            if not (born == 0 and died == 0)
+            if born < died
         }
 
     # -- state ----------------------------------------------------------------------------------
@@ -566,4 +579,4 @@ class _AsOf(KeywordIndex):
     def _refuse(self, *_: Any, **__: Any) -> Any:
         raise ContractError(f"the keyword index as of seq {self._as_of} is read-only")
 
-    add = remove = purge = compact = clear = _refuse
+    add = remove = retract = purge = compact = clear = _refuse

@@ -27,7 +27,7 @@ from coniti.embedding import LocalHashEmbedder
 from coniti.errors import NotSupported
 from coniti.impl.log import LogBackend
 from coniti.impl.memory import InMemoryBackend
-from coniti.memory import MemoryBackend
+from coniti.memory import MemoryBackend, MemoryRecord, PutRequest
 from coniti.strategy import DefaultStrategy
 from coniti.structure import FlatStructure, SegmentTreeStructure, Structure
 
@@ -457,3 +457,31 @@ def test_killed_during_snapshot_writes_the_next_open_equals_a_fresh_build(
         report = e.verify()
         assert report.ok, report.problems
         assert answers(e) == answers(fresh(store))
+
+
+def test_a_write_interleaved_by_another_writer_keeps_the_ids_earlier_versions(tmp_path: Path) -> None:
+    """When another writer appends between an ingest's catch-up and its put, the engine drops only
+    the rows it had just added and folds the events again: the earlier, deleted version of a
+    re-ingested id stays visible to as-of asks, and the derived state equals a fresh build."""
+    with LogBackend(tmp_path / "s") as store:
+        e = engine(store)
+        e.ingest(Note(id="a", text="budget plan first", timestamp=1.0))
+        e.remove(["a"])
+        deleted_at = store.head
+        other = LogBackend(tmp_path / "s")
+        original = store.put_batch
+
+        def interleaved(*args: Any, **kwargs: Any) -> Any:
+            other.put(PutRequest(records=[MemoryRecord(
+                note=Note(id="b", text="lunch", timestamp=2.0), vector=np.ones(32, "float32"),
+                embedding_id=EMBEDDER.spec_id,
+            )]))
+            return original(*args, **kwargs)
+
+        store.put_batch = interleaved  # type: ignore[method-assign]
+        e.ingest_many([Note(id="a", text="budget plan again", timestamp=3.0)])
+        del store.put_batch
+        other.close()
+        past = e.at(deleted_at - 1).ask(Query(text="budget plan", k=3, strategy="semantic"))
+        assert [h.note.text for h in past.hits] == ["budget plan first"]
+        assert e.verify().ok
