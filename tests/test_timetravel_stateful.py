@@ -234,7 +234,7 @@ class TimeTravel(RuleBasedStateMachine):
     def fill_meta(self, writes: list[tuple[tuple[str, ...], str, Any]]) -> None:
         """A few metadata writes from the start (so that erasures of keys find values to erase)."""
         for ns, key, value in writes:
-            self.set_meta(ns, key, value, None)
+            self.write_meta(ns, key, value, None)
 
     @rule(batch=namespaces.flatmap(lambda ns: st.lists(records(ns), min_size=1, max_size=3,
                                                      unique_by=lambda r: r.id)), given=stamps)
@@ -261,8 +261,15 @@ class TimeTravel(RuleBasedStateMachine):
                 del state.records[ns][rid]
                 self.model.append(ModelEvent(self.model.head + 1, "delete", ns, rid, None, None, actor, reason), state)
 
-    @rule(ns=namespaces, key=st.sampled_from(KEYS), value=json_values, given=stamps)
-    def set_meta(self, ns: tuple[str, ...], key: str, value: Any, given: tuple[str | None, str | None] | None) -> None:
+    @rule(data=st.data(), value=json_values, given=stamps)
+    def set_meta(self, data: st.DataObject, value: Any, given: tuple[str | None, str | None] | None) -> None:
+        """A metadata write, as often to a key written before as to any (so that keys come to hold
+        several values, each of which an erasure must remove)."""
+        written = list(dict.fromkeys((e.ns, str(e.key)) for e in self.model.events if e.kind == "meta"))
+        ns, key = data.draw(self.often(written, st.tuples(namespaces, st.sampled_from(KEYS))))
+        self.write_meta(ns, key, value, given)
+
+    def write_meta(self, ns: tuple[str, ...], key: str, value: Any, given: tuple[str | None, str | None] | None) -> None:
         self.run(given, lambda: self.store.set_meta(MetaSetRequest(key=key, value=value, namespace=ns)))
         actor, reason = self.stamp(given)
         state = self.model.now().copy()
