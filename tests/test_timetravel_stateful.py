@@ -346,9 +346,11 @@ class TimeTravel(RuleBasedStateMachine):
         for key in keys:
             self.model.erase_key(ns, key, actor, "tenant left")
         assert result.receipts == list(range(first, self.model.head + 1))
-        for seq in range(self.model.head + 1):
-            assert not self.model.visible(seq, ns) and not self.model.visible_meta(seq, ns)
         self.check_erased(ns, first)
+        for seq in range(self.model.head + 1):
+            view = self.store.at(seq)
+            assert view.count(CountRequest(namespace=ns)).count == 0, seq
+            assert [view.get_meta(MetaGetRequest(key=k, namespace=ns)).value for k in KEYS] == [None] * len(KEYS)
 
     @rule()
     def compact(self) -> None:
