@@ -407,7 +407,8 @@ class TimeTravel(RuleBasedStateMachine):
         """After an erasure whose receipts start at ``first``: the namespace reads like the model now
         (the store's current reads) and in the view of every point where the erased content was
         visible (right after each put or meta event it erased), and of the point just before the
-        receipts (other points are drawn by :meth:`view_equals_the_model`)."""
+        receipts (other points are drawn by :meth:`view_equals_the_model`); each erased record's
+        history ends with its receipt, as the model's does."""
         self.erased_since_compact = True
         receipts = self.model.events[first - 1:]
         rids = {e.id for e in receipts if e.id is not None}
@@ -419,6 +420,8 @@ class TimeTravel(RuleBasedStateMachine):
         self.check_reads(self.store, ns, self.model.head, limit=2)
         for seq in sorted(points):
             self.check_reads(self.store.at(seq), ns, seq, limit=2)
+        for rid in rids:
+            self.history_equals_the_model(ns, rid)
 
     def check_reads(self, reader: MemoryBackend, ns: tuple[str, ...], seq: int, *, limit: int) -> None:
         """get / count / paged scan / get_meta of ``ns`` through ``reader`` (the store, or a view of
