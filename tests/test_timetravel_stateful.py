@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from coniti.actor import Note
+from coniti.events import EraseResult
 from coniti.impl.log import LogBackend
 from coniti.log.keys import name_key
 from coniti.memory import (
@@ -181,19 +182,17 @@ class Model:
         """Whether some event not erased holds ``secret`` in its content."""
         return any(secret in e.content() for e in self.events if not self.event_erased(e))
 
-    def erase_record(self, ns: tuple[str, ...], rid: str, actor: str | None, reason: str) -> None:
+    def erase(self, ns: tuple[str, ...], rid: str | None, key: str | None, actor: str | None, reason: str) -> None:
+        """The receipt of erasing record ``rid`` (which ends it if live) or metadata key ``key``."""
         seq = self.head + 1
         state = self.now().copy()
-        state.records.get(ns, {}).pop(rid, None)
-        self.append(ModelEvent(seq, "erase", ns, rid, None, None, actor, reason), state)
-        self.erasures.setdefault((ns, rid), []).append(seq)
-
-    def erase_key(self, ns: tuple[str, ...], key: str, actor: str | None, reason: str) -> None:
-        seq = self.head + 1
-        state = self.now().copy()
-        state.meta.get(ns, {}).pop(key, None)
-        self.append(ModelEvent(seq, "erase", ns, None, key, None, actor, reason), state)
-        self.key_erasures.setdefault((ns, key), []).append(seq)
+        if rid is not None:
+            state.records.get(ns, {}).pop(rid, None)
+            self.erasures.setdefault((ns, rid), []).append(seq)
+        if key is not None:
+            state.meta.get(ns, {}).pop(key, None)
+            self.key_erasures.setdefault((ns, key), []).append(seq)
+        self.append(ModelEvent(seq, "erase", ns, rid, key, None, actor, reason), state)
 
     def history(self, ns: tuple[str, ...], rid: str) -> list[int]:
         out = []
@@ -295,9 +294,16 @@ class TimeTravel(RuleBasedStateMachine):
             e.kind == "put" and e.ns == ns and e.id == rid for e in self.model.events)]
         assert (result.erased, result.missing) == (held, [r for r in rids if r not in held])
         assert (result.erased_keys, result.missing_keys) == ([], [])
+        self.follow(ns, result, actor, "privacy")
+
+    def follow(self, ns: tuple[str, ...], result: EraseResult, actor: str | None, reason: str) -> None:
+        """Apply an erasure's ``result`` to the model: one receipt per erased record, then per erased
+        key, numbered from the old head on; then check the reads (:meth:`check_erased`)."""
         first = self.model.head + 1
-        for rid in held:
-            self.model.erase_record(ns, rid, actor, "privacy")
+        for rid in result.erased:
+            self.model.erase(ns, rid, None, actor, reason)
+        for key in result.erased_keys:
+            self.model.erase(ns, None, key, actor, reason)
         assert result.receipts == list(range(first, self.model.head + 1))
         self.check_erased(ns, first)
 
@@ -321,11 +327,7 @@ class TimeTravel(RuleBasedStateMachine):
             event("erase_meta: " + self.model.key_state(ns, key))
         assert (result.erased_keys, result.missing_keys) == (held, [k for k in keys if k not in held])
         assert (result.erased, result.missing) == ([], [])
-        first = self.model.head + 1
-        for key in held:
-            self.model.erase_key(ns, key, actor, "privacy")
-        assert result.receipts == list(range(first, self.model.head + 1))
-        self.check_erased(ns, first)
+        self.follow(ns, result, actor, "privacy")
 
     @rule(data=st.data(), actor=st.sampled_from(ACTORS))
     def erase_namespace(self, data: st.DataObject, actor: str | None) -> None:
@@ -340,13 +342,7 @@ class TimeTravel(RuleBasedStateMachine):
         with self.store.audit(actor=actor):
             result = self.store.erase_namespace(ns, reason="tenant left")
         assert (result.erased, result.erased_keys, result.missing, result.missing_keys) == (rids, keys, [], [])
-        first = self.model.head + 1
-        for rid in rids:
-            self.model.erase_record(ns, rid, actor, "tenant left")
-        for key in keys:
-            self.model.erase_key(ns, key, actor, "tenant left")
-        assert result.receipts == list(range(first, self.model.head + 1))
-        self.check_erased(ns, first)
+        self.follow(ns, result, actor, "tenant left")
         for seq in range(self.model.head + 1):
             view = self.store.at(seq)
             assert view.count(CountRequest(namespace=ns)).count == 0, seq
