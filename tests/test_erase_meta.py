@@ -250,3 +250,13 @@ def test_erase_namespace_needs_a_reason(store: LogBackend) -> None:
     with pytest.raises(ContractError, match="reason"):
         store.erase_namespace(TENANT, reason="")
     assert store.head == 8 and store.count(CountRequest(namespace=TENANT)).count == 2
+
+
+def test_diff_across_a_metadata_erasure_compares_the_records(store: LogBackend) -> None:
+    """diff() over a span holding an erase receipt of a metadata key (no record id) reports the
+    records' changes only: the receipt touches no record."""
+    store.erase_meta(["address"], reason="request")  # 9
+    put(store, record("s", 2.0))  # 10
+    d = store.diff(0, store.head)
+    assert (d.added, d.removed, d.changed) == (["r", "s"], [], [])
+    assert store.diff(8, 9).empty

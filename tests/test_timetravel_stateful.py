@@ -1,24 +1,32 @@
 """Model-based test of time travel and audit: hypothesis drives puts, deletes, metadata writes,
-clears and erasures (inside random audit blocks) against a LogBackend and a plain model that keeps
-every event and the memory after each one. After the steps, the audit trail, every record's history,
-views of sampled points (get / paged scan / count / get_meta) and diffs between sampled points must
-equal the model's; verify() is clean, and so is an export -> import copy with the same answers.
+clears, erasures of records, of metadata keys and of whole namespaces (inside random audit blocks),
+reopens and compactions against a LogBackend and a plain model that keeps every event and the memory
+after each one. After every step the audit trail and the current reads (get / paged scan / count /
+get_meta) equal the model's; every record's history, views of sampled points and diffs between
+sampled points too; after an erasure the namespace reads like the model at every point (erased
+content is never visible, ``log/FORMAT.md`` §3.4, §15), and after a compaction no byte of content
+that only erased events held is left in the store's files. verify() is clean at the end, and so is
+an export -> import copy with the same answers.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
 import numpy as np
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from coniti.actor import Note
+from coniti.events import EraseResult
 from coniti.impl.log import LogBackend
+from coniti.log.keys import name_key
 from coniti.memory import (
     ClearRequest,
     CountRequest,
@@ -34,15 +42,23 @@ from coniti.memory import (
 from coniti.testing.helpers import Exact, exact
 
 NAMESPACES: list[tuple[str, ...]] = [(), ("t",), ("l" * 450,)]
+UNKNOWN = ("never-used",)  # drawn by the erasure rules only: a namespace the store never held
 IDS = ["a", "b", "c", "d", "e" * 420]
-KEYS = ["k", "embedding_id"]
+KEYS = ["k", "embedding_id", "m" * 420]  # the long key is hashed in the index (FORMAT.md §4.3)
 ACTORS = [None, "alice", "bob"]
+# Content that the compaction check looks for in the store's files, one per kind of content.
+SECRET_TEXT = "secret-text-3f9a"
+SECRET_NOTE_META = "secret-note-meta-51c0"
+SECRET_BLOB = b"secret-blob-a7e2"
+SECRET_META = "secret-meta-value-7c21"
+SECRETS = [SECRET_TEXT.encode(), SECRET_NOTE_META.encode(), SECRET_BLOB, SECRET_META.encode()]
 
 namespaces = st.sampled_from(NAMESPACES)
+erase_namespaces = st.sampled_from([*NAMESPACES, UNKNOWN])
 ids = st.sampled_from(IDS)
 stamps = st.one_of(st.none(), st.tuples(st.sampled_from(ACTORS), st.sampled_from([None, "why", "fix"])))
 json_values = st.one_of(st.none(), st.integers(-5, 5), st.booleans(), st.text(max_size=4),
-                        st.lists(st.integers(0, 3), max_size=2))
+                        st.lists(st.integers(0, 3), max_size=2), st.just(SECRET_META))
 
 
 @st.composite
@@ -53,13 +69,13 @@ def records(draw: Any, ns: tuple[str, ...]) -> MemoryRecord:
     if dtype is not None:
         vector = np.array(draw(st.lists(st.sampled_from([0.5, -1.0, 2.0]), min_size=1, max_size=3)), dtype)
     return MemoryRecord(
-        note=Note(id=draw(ids), text=draw(st.sampled_from(["x", "y", ""])),
+        note=Note(id=draw(ids), text=draw(st.sampled_from(["x", "y", "", SECRET_TEXT])),
                   timestamp=draw(st.sampled_from([0.0, -0.0, 1.0, 2.5])),
-                  metadata=draw(st.sampled_from([{}, {"n": 1}, {"n": 1.0}, {"n": True}]))),
+                  metadata=draw(st.sampled_from([{}, {"n": 1}, {"n": 1.0}, {"n": True}, {"s": SECRET_NOTE_META}]))),
         vector=vector,
         embedding_id=None if vector is None else draw(st.sampled_from([None, "emb"])),
         namespace=ns,
-        blob=draw(st.sampled_from([None, None, b"", b"\x00\xff", bytes(range(256))])),
+        blob=draw(st.sampled_from([None, None, b"", b"\x00\xff", bytes(range(256)), SECRET_BLOB])),
     )
 
 
@@ -75,13 +91,22 @@ class ModelEvent:
     reason: str | None
     record: MemoryRecord | None = None
 
+    def content(self) -> bytes:
+        """The content this event's payload holds (text, note metadata and blob of a put, the value of
+        a meta write) as bytes to look for; empty for the other kinds."""
+        if self.record is not None:
+            note = self.record.note
+            return b"\n".join([note.text.encode(), json.dumps(note.metadata).encode(), self.record.blob or b""])
+        return json.dumps(self.value).encode() if self.kind == "meta" else b""
+
 
 @dataclass
 class State:
-    """The memory right after one event: per namespace, live records (put seq, record) and meta."""
+    """The memory right after one event: per namespace, live records (put seq, record) and the
+    metadata keys set (meta seq, value)."""
 
     records: dict[tuple[str, ...], dict[str, tuple[int, MemoryRecord]]] = field(default_factory=dict)
-    meta: dict[tuple[str, ...], dict[str, Any]] = field(default_factory=dict)
+    meta: dict[tuple[str, ...], dict[str, tuple[int, Any]]] = field(default_factory=dict)
 
     def copy(self) -> State:
         return State({ns: dict(r) for ns, r in self.records.items()}, {ns: dict(m) for ns, m in self.meta.items()})
@@ -92,6 +117,7 @@ class Model:
         self.events: list[ModelEvent] = []
         self.states: list[State] = [State()]
         self.erasures: dict[tuple[tuple[str, ...], str], list[int]] = {}
+        self.key_erasures: dict[tuple[tuple[str, ...], str], list[int]] = {}
 
     @property
     def head(self) -> int:
@@ -107,9 +133,66 @@ class Model:
     def erased(self, ns: tuple[str, ...], rid: str, put_seq: int) -> bool:
         return any(seq > put_seq for seq in self.erasures.get((ns, rid), []))
 
+    def key_erased(self, ns: tuple[str, ...], key: str, meta_seq: int) -> bool:
+        """Whether the value metadata key ``key`` got at event ``meta_seq`` was erased later (at any
+        point: erased content is never visible, not even as of a point before its erasure)."""
+        return any(seq > meta_seq for seq in self.key_erasures.get((ns, key), []))
+
+    def event_erased(self, e: ModelEvent) -> bool:
+        """Whether ``e`` is a put or meta event whose content was erased after it."""
+        if e.kind == "put":
+            assert e.id is not None
+            return self.erased(e.ns, e.id, e.seq)
+        if e.kind == "meta":
+            assert e.key is not None
+            return self.key_erased(e.ns, e.key, e.seq)
+        return False
+
     def visible(self, seq: int, ns: tuple[str, ...]) -> dict[str, MemoryRecord]:
         live = self.states[seq].records.get(ns, {})
         return {rid: rec for rid, (ps, rec) in live.items() if not self.erased(ns, rid, ps)}
+
+    def ordered(self, seq: int, ns: tuple[str, ...]) -> list[MemoryRecord]:
+        """The records visible right after ``seq`` in scan order: (timestamp, put seq)."""
+        live = self.states[seq].records.get(ns, {})
+        return sorted(self.visible(seq, ns).values(), key=lambda r: (r.note.timestamp, live[r.id][0]))
+
+    def visible_meta(self, seq: int, ns: tuple[str, ...]) -> dict[str, Any]:
+        live = self.states[seq].meta.get(ns, {})
+        return {key: value for key, (ms, value) in live.items() if not self.key_erased(ns, key, ms)}
+
+    def held_keys(self, ns: tuple[str, ...]) -> list[str]:
+        """Metadata keys the namespace ever held: written, or erased (an erasure is on record)."""
+        return list(dict.fromkeys(e.key for e in self.events if e.ns == ns and e.key is not None))
+
+    def key_state(self, ns: tuple[str, ...], key: str) -> str:
+        """``key`` of ``ns`` as an erasure finds it: set (a value not erased), erased before (its last
+        event is an erasure) or never set."""
+        last = [e.kind for e in self.events if e.ns == ns and e.key == key][-1:]
+        return {"meta": "set", "erase": "erased before"}.get(last[0], "") if last else "never set"
+
+    def with_content(self, ns: tuple[str, ...]) -> tuple[list[str], list[str]]:
+        """Record ids and metadata keys of ``ns`` with a put (meta) event not erased yet, in key
+        order: what ``erase_namespace`` erases."""
+        rids = {e.id for e in self.events if e.kind == "put" and e.ns == ns and not self.event_erased(e)}
+        keys = {e.key for e in self.events if e.kind == "meta" and e.ns == ns and not self.event_erased(e)}
+        return sorted(map(str, rids), key=name_key), sorted(map(str, keys), key=name_key)
+
+    def holds(self, secret: bytes) -> bool:
+        """Whether some event not erased holds ``secret`` in its content."""
+        return any(secret in e.content() for e in self.events if not self.event_erased(e))
+
+    def erase(self, ns: tuple[str, ...], rid: str | None, key: str | None, actor: str | None, reason: str) -> None:
+        """The receipt of erasing record ``rid`` (which ends it if live) or metadata key ``key``."""
+        seq = self.head + 1
+        state = self.now().copy()
+        if rid is not None:
+            state.records.get(ns, {}).pop(rid, None)
+            self.erasures.setdefault((ns, rid), []).append(seq)
+        if key is not None:
+            state.meta.get(ns, {}).pop(key, None)
+            self.key_erasures.setdefault((ns, key), []).append(seq)
+        self.append(ModelEvent(seq, "erase", ns, rid, key, None, actor, reason), state)
 
     def history(self, ns: tuple[str, ...], rid: str) -> list[int]:
         out = []
@@ -130,6 +213,7 @@ class TimeTravel(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="coniti-timetravel-")
         self.store = LogBackend(f"{self.dir}/store", actor="default")
         self.model = Model()
+        self.erased_since_compact = False  # compact only when an erasure came since the last one
 
     def stamp(self, given: tuple[str | None, str | None] | None) -> tuple[str | None, str | None]:
         return ("default", None) if given is None else given
@@ -144,6 +228,12 @@ class TimeTravel(RuleBasedStateMachine):
                                                            unique_by=lambda r: r.id)))
     def fill(self, batch: list[MemoryRecord]) -> None:
         self.put(batch, None)
+
+    @initialize(writes=st.lists(st.tuples(namespaces, st.sampled_from(KEYS), json_values), max_size=3))
+    def fill_meta(self, writes: list[tuple[tuple[str, ...], str, Any]]) -> None:
+        """A few metadata writes from the start (so that erasures of keys find values to erase)."""
+        for ns, key, value in writes:
+            self.write_meta(ns, key, value, None)
 
     @rule(batch=namespaces.flatmap(lambda ns: st.lists(records(ns), min_size=1, max_size=3,
                                                      unique_by=lambda r: r.id)), given=stamps)
@@ -170,13 +260,21 @@ class TimeTravel(RuleBasedStateMachine):
                 del state.records[ns][rid]
                 self.model.append(ModelEvent(self.model.head + 1, "delete", ns, rid, None, None, actor, reason), state)
 
-    @rule(ns=namespaces, key=st.sampled_from(KEYS), value=json_values, given=stamps)
-    def set_meta(self, ns: tuple[str, ...], key: str, value: Any, given: tuple[str | None, str | None] | None) -> None:
+    @rule(data=st.data(), value=json_values, given=stamps)
+    def set_meta(self, data: st.DataObject, value: Any, given: tuple[str | None, str | None] | None) -> None:
+        """A metadata write, as often to a key written before as to any (so that keys come to hold
+        several values, each of which an erasure must remove)."""
+        written = list(dict.fromkeys((e.ns, str(e.key)) for e in self.model.events if e.kind == "meta"))
+        ns, key = data.draw(self.often(written, st.tuples(namespaces, st.sampled_from(KEYS))))
+        self.write_meta(ns, key, value, given)
+
+    def write_meta(self, ns: tuple[str, ...], key: str, value: Any, given: tuple[str | None, str | None] | None) -> None:
         self.run(given, lambda: self.store.set_meta(MetaSetRequest(key=key, value=value, namespace=ns)))
         actor, reason = self.stamp(given)
         state = self.model.now().copy()
-        state.meta.setdefault(ns, {})[key] = value
-        self.model.append(ModelEvent(self.model.head + 1, "meta", ns, None, key, value, actor, reason), state)
+        seq = self.model.head + 1
+        state.meta.setdefault(ns, {})[key] = (seq, value)
+        self.model.append(ModelEvent(seq, "meta", ns, None, key, value, actor, reason), state)
 
     @rule(ns=namespaces, given=stamps)
     def clear(self, ns: tuple[str, ...], given: tuple[str | None, str | None] | None) -> None:
@@ -186,20 +284,82 @@ class TimeTravel(RuleBasedStateMachine):
         state.records[ns] = {}
         self.model.append(ModelEvent(self.model.head + 1, "clear", ns, None, None, None, actor, reason), state)
 
-    @rule(ns=namespaces, rids=st.lists(ids, min_size=1, max_size=2, unique=True), actor=st.sampled_from(ACTORS))
+    # -- erasure (records, metadata keys, whole namespaces) and compaction ----------------------
+
+    @rule(ns=erase_namespaces, rids=st.lists(ids, min_size=1, max_size=2, unique=True), actor=st.sampled_from(ACTORS))
     def erase(self, ns: tuple[str, ...], rids: list[str], actor: str | None) -> None:
         with self.store.audit(actor=actor):
             result = self.store.erase(rids, namespace=ns, reason="privacy")
         held = [rid for rid in rids if any(
             e.kind == "put" and e.ns == ns and e.id == rid for e in self.model.events)]
         assert (result.erased, result.missing) == (held, [r for r in rids if r not in held])
-        for rid in held:
-            seq = self.model.head + 1
-            state = self.model.now().copy()
-            state.records.get(ns, {}).pop(rid, None)
-            self.model.append(ModelEvent(seq, "erase", ns, rid, None, None, actor, "privacy"), state)
-            self.model.erasures.setdefault((ns, rid), []).append(seq)
-        assert result.receipts == list(range(self.model.head - len(held) + 1, self.model.head + 1))
+        assert (result.erased_keys, result.missing_keys) == ([], [])
+        self.follow(ns, result, actor, "privacy")
+
+    def follow(self, ns: tuple[str, ...], result: EraseResult, actor: str | None, reason: str) -> None:
+        """Apply an erasure's ``result`` to the model: one receipt per erased record, then per erased
+        key, numbered from the old head on; then check the reads (:meth:`check_erased`)."""
+        first = self.model.head + 1
+        for rid in result.erased:
+            self.model.erase(ns, rid, None, actor, reason)
+        for key in result.erased_keys:
+            self.model.erase(ns, None, key, actor, reason)
+        assert result.receipts == list(range(first, self.model.head + 1))
+        self.check_erased(ns, first)
+
+    def often(self, wanted: list[Any], others: st.SearchStrategy[Any]) -> Any:
+        """A strategy drawing from ``wanted`` (when there is any) as often as from ``others``, so that
+        the erasure rules find something to erase within a short run."""
+        return st.one_of(st.sampled_from(wanted), others) if wanted else others
+
+    @rule(data=st.data(), actor=st.sampled_from(ACTORS))
+    def erase_meta(self, data: st.DataObject, actor: str | None) -> None:
+        """erase_meta of keys set, never set and erased before (a key held only by an earlier
+        erasure gets a second receipt): one receipt per key the namespace ever held, in the order
+        asked; the others are missing."""
+        ns = data.draw(self.often([n for n in NAMESPACES if self.model.held_keys(n)], erase_namespaces))
+        names = self.often(self.model.held_keys(ns), st.sampled_from([*KEYS, "never-set"]))
+        keys = data.draw(st.lists(names, min_size=1, max_size=2, unique=True))
+        with self.store.audit(actor=actor):
+            result = self.store.erase_meta(keys, namespace=ns, reason="privacy")
+        held = [key for key in keys if key in self.model.held_keys(ns)]
+        for key in keys:
+            event("erase_meta: " + self.model.key_state(ns, key))
+        assert (result.erased_keys, result.missing_keys) == (held, [k for k in keys if k not in held])
+        assert (result.erased, result.missing) == ([], [])
+        self.follow(ns, result, actor, "privacy")
+
+    @rule(data=st.data(), actor=st.sampled_from(ACTORS))
+    def erase_namespace(self, data: st.DataObject, actor: str | None) -> None:
+        """erase_namespace of a namespace with records and metadata, one with nothing left to erase,
+        or one never used: one receipt per record id, then per key, that still held content (in key
+        order), none for the rest; afterwards the namespace reads as empty at every point."""
+        ns = data.draw(self.often([n for n in NAMESPACES if any(self.model.with_content(n))], erase_namespaces))
+        rids, keys = self.model.with_content(ns)
+        used = any(e.ns == ns for e in self.model.events)
+        event("erase_namespace: " + ("records and metadata" if rids and keys else "records only" if rids
+                                     else "metadata only" if keys else "nothing left" if used else "never used"))
+        with self.store.audit(actor=actor):
+            result = self.store.erase_namespace(ns, reason="tenant left")
+        assert (result.erased, result.erased_keys, result.missing, result.missing_keys) == (rids, keys, [], [])
+        self.follow(ns, result, actor, "tenant left")
+        for seq in range(self.model.head + 1):
+            view = self.store.at(seq)
+            assert view.count(CountRequest(namespace=ns)).count == 0, seq
+            assert [view.get_meta(MetaGetRequest(key=k, namespace=ns)).value for k in KEYS] == [None] * len(KEYS)
+
+    @rule()
+    def compact(self) -> None:
+        """After compact() the store's files hold no byte of content that only erased events held,
+        and still hold the content of every event not erased. (Skipped when no erasure came since the
+        last compaction: it would find what that one found.)"""
+        if not self.erased_since_compact:
+            return
+        self.store.compact()
+        self.erased_since_compact = False
+        files = b"".join(f.read_bytes() for f in sorted(Path(self.store.path).rglob("*")) if f.is_file())
+        for secret in SECRETS:
+            assert (secret in files) == self.model.holds(secret), secret
 
     @rule()
     def reopen(self) -> None:
@@ -209,7 +369,7 @@ class TimeTravel(RuleBasedStateMachine):
     # -- checks ----------------------------------------------------------------------------------
 
     def expected_record(self, e: ModelEvent) -> Exact | None:
-        if e.record is None or self.model.erased(e.ns, e.record.id, e.seq):
+        if e.record is None or self.model.event_erased(e):
             return None
         return exact(e.record)
 
@@ -218,12 +378,16 @@ class TimeTravel(RuleBasedStateMachine):
         got = list(self.store.events())
         assert len(got) == self.model.head == self.store.head
         for g, m in zip(got, self.model.events, strict=True):
-            assert (g.seq, g.kind, g.namespace, g.id, g.key, g.value, g.actor, g.reason) == (
-                m.seq, m.kind, m.ns, m.id, m.key, m.value, m.actor, m.reason
+            erased = self.model.event_erased(m)
+            assert (g.seq, g.kind, g.namespace, g.id, g.key, g.actor, g.reason, g.erased) == (
+                m.seq, m.kind, m.ns, m.id, m.key, m.actor, m.reason, erased
             )
-            want = self.expected_record(m)
-            assert (None if g.record is None else exact(g.record)) == want
-            assert g.erased == (m.kind == "put" and want is None)
+            assert g.value == (None if erased else m.value)
+            assert (None if g.record is None else exact(g.record)) == self.expected_record(m)
+
+    @rule(data=st.data(), ns=erase_namespaces)
+    def current_reads_equal_the_model(self, data: st.DataObject, ns: tuple[str, ...]) -> None:
+        self.check_reads(self.store, ns, self.model.head, limit=data.draw(st.integers(1, 3)))
 
     @rule(ns=namespaces, rid=ids)
     def history_equals_the_model(self, ns: tuple[str, ...], rid: str) -> None:
@@ -233,28 +397,48 @@ class TimeTravel(RuleBasedStateMachine):
     @rule(data=st.data(), ns=namespaces)
     def view_equals_the_model(self, data: st.DataObject, ns: tuple[str, ...]) -> None:
         seq = data.draw(st.integers(0, self.model.head))
-        view = self.store.at(seq)
-        want = self.model.visible(seq, ns)
-        ordered = sorted(want.values(), key=lambda r: (r.note.timestamp, self.model.states[seq].records[ns][r.id][0]))
-        self.check_view(view, ns, want, ordered, self.model.states[seq].meta.get(ns, {}), data)
+        self.check_reads(self.store.at(seq), ns, seq, limit=data.draw(st.integers(1, 3)))
 
-    def check_view(self, view: MemoryBackend, ns: tuple[str, ...], want: dict[str, MemoryRecord],
-                   ordered: list[MemoryRecord], meta: dict[str, Any], data: st.DataObject) -> None:
-        got = view.get(GetRequest(ids=IDS, namespace=ns))
+    def check_erased(self, ns: tuple[str, ...], first: int) -> None:
+        """After an erasure whose receipts start at ``first``: the namespace reads like the model now
+        (the store's current reads) and in the view of every point where the erased content was
+        visible (right after each put or meta event it erased), and of the point just before the
+        receipts (other points are drawn by :meth:`view_equals_the_model`); each erased record's
+        history ends with its receipt, as the model's does."""
+        self.erased_since_compact = True
+        receipts = self.model.events[first - 1:]
+        rids = {e.id for e in receipts if e.id is not None}
+        keys = {e.key for e in receipts if e.key is not None}
+        points = {first - 1, self.model.head} | {
+            e.seq for e in self.model.events[: first - 1]
+            if e.ns == ns and (e.kind == "put" and e.id in rids or e.kind == "meta" and e.key in keys)
+        }
+        self.check_reads(self.store, ns, self.model.head, limit=2)
+        for seq in sorted(points):
+            self.check_reads(self.store.at(seq), ns, seq, limit=2)
+        for rid in rids:
+            self.history_equals_the_model(ns, rid)
+
+    def check_reads(self, reader: MemoryBackend, ns: tuple[str, ...], seq: int, *, limit: int) -> None:
+        """get / count / paged scan / get_meta of ``ns`` through ``reader`` (the store, or a view of
+        ``seq``) equal the model's memory right after event ``seq``."""
+        want = self.model.visible(seq, ns)
+        got = reader.get(GetRequest(ids=IDS, namespace=ns))
         assert [exact(r) for r in got.records] == [exact(want[i]) for i in IDS if i in want]
-        assert view.count(CountRequest(namespace=ns)).count == len(want)
-        limit = data.draw(st.integers(1, 3))
+        assert got.missing == [i for i in IDS if i not in want]
+        assert reader.count(CountRequest(namespace=ns)).count == len(want)
         pages: list[MemoryRecord] = []
         cursor = None
         while True:
-            page = view.scan(ScanRequest(namespace=ns, limit=limit, cursor=cursor))
+            page = reader.scan(ScanRequest(namespace=ns, limit=limit, cursor=cursor))
             pages.extend(page.records)
             cursor = page.next_cursor
             if cursor is None:
                 break
-        assert [exact(r) for r in pages] == [exact(r) for r in ordered]
+        assert [exact(r) for r in pages] == [exact(r) for r in self.model.ordered(seq, ns)]
+        meta = self.model.visible_meta(seq, ns)
         for key in KEYS:
-            assert view.get_meta(MetaGetRequest(key=key, namespace=ns)).value == meta.get(key)
+            assert reader.get_meta(MetaGetRequest(key=key, namespace=ns)).value == meta.get(key)
 
     @precondition(lambda self: self.model.head > 0)
     @rule(data=st.data(), ns=namespaces)
@@ -274,11 +458,18 @@ class TimeTravel(RuleBasedStateMachine):
             self.store.export_log(f"{self.dir}/log.jsonl")
             with LogBackend.import_log(f"{self.dir}/log.jsonl", f"{self.dir}/copy") as copy:
                 assert copy.head_hash == self.store.head_hash and copy.verify().ok
+                assert [(e.erased, e.value, e.record and exact(e.record)) for e in copy.events()] == [
+                    (e.erased, e.value, e.record and exact(e.record)) for e in self.store.events()
+                ]
                 for seq in {0, self.model.head // 2, self.model.head}:
                     for ns in NAMESPACES:
-                        assert [exact(r) for r in copy.at(seq).iter_all(namespace=ns)] == [
-                            exact(r) for r in self.store.at(seq).iter_all(namespace=ns)
+                        view, copied = self.store.at(seq), copy.at(seq)
+                        assert [exact(r) for r in copied.iter_all(namespace=ns)] == [
+                            exact(r) for r in view.iter_all(namespace=ns)
                         ]
+                        for key in KEYS:
+                            request = MetaGetRequest(key=key, namespace=ns)
+                            assert copied.get_meta(request).value == view.get_meta(request).value
             self.store.close()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)

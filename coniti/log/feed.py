@@ -304,8 +304,8 @@ def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str],
                 if seq > hi:
                     break
                 env = decode_envelope(frame, seq)
-                if env.namespace != namespace:
-                    continue
+                if env.namespace != namespace or (env.kind == ERASE and env.id is None):
+                    continue  # another namespace, or a metadata key's erasure (§15): no record
                 if env.kind in (PUT, DELETE, ERASE):
                     assert env.id is not None
                     touched[env.id] = None
