@@ -29,7 +29,7 @@ class PackedStrings:
     """An immutable column of strings as UTF-8 ``raw`` bytes cut at ``ends`` (string ``i`` is
     ``raw[ends[i-1]:ends[i]]``). Raises ``ValueError`` for arrays that do not fit together."""
 
-    __slots__ = ("_ends", "_order", "_raw", "_sorted", "_starts")
+    __slots__ = ("_ends", "_order", "_raw", "_sorted", "_starts", "finds")
 
     def __init__(self, raw: np.ndarray, ends: np.ndarray) -> None:
         if raw.dtype != np.uint8 or raw.ndim != 1 or ends.ndim != 1:
@@ -43,6 +43,8 @@ class PackedStrings:
         self._starts: np.ndarray | None = None
         self._order: np.ndarray | None = None
         self._sorted: np.ndarray | None = None
+        self.finds = 0
+        """How many :meth:`find` calls were made (for owners that unpack past a budget)."""
 
     @property
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -63,6 +65,7 @@ class PackedStrings:
         """Every index holding ``value``, ascending (``int64``). The first call sorts a 64-bit key of
         every string (its length, first and last 8 bytes: O(n log n), ~15 ms at 200,000 strings);
         then a find is a binary search plus a byte comparison of the strings sharing the key."""
+        self.finds += 1
         if self._order is None:
             starts = np.concatenate(([0], self._ends[:-1])) if len(self) else self._ends
             lengths = self._ends - starts
