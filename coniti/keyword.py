@@ -195,10 +195,11 @@ class KeywordIndex:
 
     @property
     def packed(self) -> bool:
-        """Whether the ids (and some postings) of a restored state are still packed: until a write
-        touches many ids (or every row), a restored index answers and accepts writes without
-        decoding its ids into a list and a dict (see :mod:`coniti.packed`)."""
-        return self._row_of is None or bool(self._packed_terms)
+        """Whether the ids of a restored state are still packed: until more than
+        :data:`~coniti.packed.LOOKUP_BUDGET` lookups (or a write of that many ids, or a compaction),
+        a restored index answers and accepts writes without decoding its ids into a list and a dict
+        (see :mod:`coniti.packed`). Postings stay packed, per term, until a write touches the term."""
+        return self._row_of is None
 
     def _live_row(self, id_: str) -> int | None:
         """The live row of ``id_``, or None: from the dict, or, while the ids are packed, by a
