@@ -15,6 +15,7 @@ decode (and a dict) costs less than more searches.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -75,8 +76,7 @@ class PackedStrings:
             self._starts = starts
         assert self._sorted is not None and self._starts is not None
         encoded = value.encode("utf-8", "surrogatepass")
-        needle = np.frombuffer(encoded, dtype=np.uint8)
-        key = _keys(needle, np.zeros(1, np.int64), np.full(1, needle.shape[0], np.int64))[0]
+        key = np.uint64(_key(encoded))
         lo = int(np.searchsorted(self._sorted, key, "left"))
         hi = int(np.searchsorted(self._sorted, key, "right"))
         rows = np.sort(self._order[lo:hi])
@@ -85,6 +85,7 @@ class PackedStrings:
             same = self._raw[int(self._starts[row]) : int(self._ends[row])].tobytes() == encoded
             return rows if same else rows[:0]
         starts = self._starts[rows]
+        needle = np.frombuffer(encoded, dtype=np.uint8)
         for j in range(needle.shape[0]):  # several strings share the key: compare them column-wise
             if not rows.shape[0]:
                 break
@@ -188,6 +189,17 @@ class IdColumn:
 
 
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
+
+
+_MASK = (1 << 64) - 1
+
+
+def _key(encoded: bytes) -> int:
+    """:func:`_keys` of one string, in plain integers (numpy on 1-element arrays costs more)."""
+    first = int.from_bytes((encoded + bytes(8))[:8], sys.byteorder)
+    last = int.from_bytes((bytes(8) + encoded)[-8:], sys.byteorder)
+    m0, m1, m2 = (int(m) for m in _MIX)
+    return ((first * m0) & _MASK) ^ ((last * m1) & _MASK) ^ ((len(encoded) * m2) & _MASK)
 
 
 def _keys(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
