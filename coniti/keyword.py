@@ -263,14 +263,12 @@ class KeywordIndex:
 
     def _thaw(self, term: str) -> tuple[array[int], array[int]]:
         """The growable postings of ``term`` (empty for a new term), moved out of the packed ones."""
-        t = self._packed_terms.pop(term, None)
-        if t is None:
-            out: tuple[array[int], array[int]] = (array("l"), array("l"))
-        else:
-            assert self._packed_postings is not None
-            offsets, rows, tfs = self._packed_postings
-            a, z = int(offsets[t]), int(offsets[t + 1])
-            out = (array("l", rows[a:z].astype(np.int_).tobytes()), array("l", tfs[a:z].astype(np.int_).tobytes()))
+        packed = self._posting(term) if term in self._packed_terms else None
+        self._packed_terms.pop(term, None)
+        out: tuple[array[int], array[int]] = (array("l"), array("l"))
+        if packed is not None:
+            rows, tfs = packed
+            out = (array("l", rows.astype(np.int_).tobytes()), array("l", tfs.astype(np.int_).tobytes()))
         self._postings[term] = out
         return out
 
@@ -644,9 +642,11 @@ class KeywordIndex:
         index._live = int(np.count_nonzero(died == ALIVE))
         stops = term_off.tolist()
         index._packed_terms = {
-            term_bytes[a:z].decode("utf-8"): t for t, (a, z) in enumerate(zip(stops, stops[1:], strict=False))
+            term_bytes[a:z].decode("utf-8"): t
+            for t, (a, z) in enumerate(zip(stops, stops[1:], strict=False))
         }
-        if len(index._packed_terms) != len(stops) - 1 or (len(post_off) > 1 and not (np.diff(post_off) >= 0).all()):
+        unordered = len(post_off) > 1 and not (np.diff(post_off) >= 0).all()
+        if len(index._packed_terms) != len(stops) - 1 or unordered:
             raise ContractError("keyword index state: terms and postings disagree")
         index._packed_postings = (post_off, post_rows, post_tfs)
         return index
