@@ -108,6 +108,7 @@ from coniti.memory import (
     time_travel,
     to_thread,
 )
+from coniti.packed import LOOKUP_BUDGET, PackedStrings
 from coniti.recall import ContextBlock, Hit, HitLike, to_context_block, trusted_signals
 from coniti.rerank import Reranker, apply_reranker
 from coniti.strategy import Strategy, StrategyContext
@@ -203,8 +204,9 @@ class _Derived:
     meta_checked: bool = False
     changed: int = 0
     """Events folded since the snapshot on disk was written (or since the build)."""
-    content: dict[str, np.ndarray] | None = None
-    """The snapshot's content part, loaded into ``keys`` on first use (admission, a save)."""
+    content: tuple[PackedStrings, PackedStrings] | None = None
+    """The snapshot's content index, packed (ids, and the key of each), loaded into ``keys`` on
+    first use that needs it whole (a save, many admissions); a few admissions search it."""
     deferred: list[tuple[str, str | None]] = field(default_factory=list)
     """While ``content`` is still packed: the index changes folded since, in order, as ``(id,
     key)`` (key None: the id left the index), applied when it is unpacked. An ask never unpacks."""
@@ -1354,7 +1356,13 @@ class ContinuityEngine:
             content = loaded.parts.get("content")
             if content is not None and not {"id_bytes", "id_ends", "key_bytes", "key_ends"} <= set(content):
                 return None
-            space.content = content
+            if content is not None:
+                space.content = (
+                    PackedStrings(content["id_bytes"], content["id_ends"]),
+                    PackedStrings(content["key_bytes"], content["key_ends"]),
+                )
+                if len(space.content[0]) != len(space.content[1]):
+                    return None
         except (KeyError, ContractError, ValueError):
             return None
         space.meta_checked = True
@@ -1483,6 +1491,9 @@ class ContinuityEngine:
         first = space.structures[0]
 
         def stored_with_key(key: str) -> list[str]:
+            packed = space.content
+            if packed is not None and packed[0].finds + packed[1].finds + len(space.deferred) < LOOKUP_BUDGET:
+                return _packed_holders(packed, space.deferred, key)
             self._content(space)
             return list(space.keys.get(key, ()))
 
@@ -1496,11 +1507,8 @@ class ContinuityEngine:
     def _content(self, space: _Derived) -> dict[str, str]:
         """The content index (id -> key), loaded from the snapshot's pairs on first use."""
         if space.content is not None:
-            part, space.content = space.content, None
-            ids = derived.unpack_strings(part["id_bytes"], part["id_ends"])
-            keys = derived.unpack_strings(part["key_bytes"], part["key_ends"])
-            if len(ids) != len(keys):
-                raise ContractError("the snapshot's content index does not fit together")
+            (id_column, key_column), space.content = space.content, None
+            ids, keys = id_column.tolist(), key_column.tolist()
             for id_, key in zip(ids, keys, strict=True):
                 space.keys.setdefault(key, []).append(id_)
                 space.key_of[id_] = key
@@ -1741,6 +1749,32 @@ class _Folder:
         )
         self.engine._index(self.space, self.notes)
         self._reset()
+
+
+def _packed_holders(
+    content: tuple[PackedStrings, PackedStrings], deferred: list[tuple[str, str | None]], key: str
+) -> list[str]:
+    """The ids ``keys[key]`` would hold once ``content`` is unpacked and ``deferred`` applied (see
+    :meth:`ContinuityEngine._content`), found by searching the packed columns."""
+    ids, keys = content
+    holders = [ids[r] for r in keys.find(key).tolist()]
+    touched: dict[str, str | None] = {}
+    for id_, change in deferred:
+        if change is not None:  # _add_key
+            touched[id_] = change
+            if change == key:
+                holders.append(id_)
+            continue
+        if id_ in touched:  # _unindex
+            old = touched[id_]
+        else:
+            rows = ids.find(id_)
+            old = keys[int(rows[0])] if rows.shape[0] else None
+        if old is not None:
+            touched[id_] = None
+            if old == key:
+                holders.remove(id_)
+    return holders
 
 
 def _rows(structure: Structure) -> dict[tuple[str, int], tuple[float, int, bytes]]:

@@ -59,6 +59,7 @@ import numpy as np
 
 from coniti.actor import TimeRange
 from coniti.errors import ContractError
+from coniti.packed import LOOKUP_BUDGET, IdColumn, PackedStrings
 from coniti.structure import StructureHit
 
 __all__ = ["ALIVE", "NO_SPACE", "Corpus", "KeywordIndex", "tokenize"]
@@ -146,7 +147,7 @@ class KeywordIndex:
         self.b = _check_param("b", b, 0.0, 1.0)
         self.seq = 0
         """The sequence number this index reflects (the caller advances it; see :meth:`state`)."""
-        self._ids: list[str] = []
+        self._ids = IdColumn()
         self._born = array("q")
         self._died = array("q")
         self._length = array("l")
@@ -156,8 +157,17 @@ class KeywordIndex:
         """How many rows have a finite expiry: a search masks by expiry only when some row has one."""
         """Each row's expiry (epoch seconds; inf: none): an expired row counts for nothing, as
         memory hides an expired record from every read."""
-        self._row_of: dict[str, int] = {}
+        self._row_of: dict[str, int] | None = {}
+        """The row of each live id; None while the ids of a restored state are still packed
+        (:meth:`_live_row` then searches them)."""
+        self._lookups = 0
+        """Searches of the packed ids so far (past :data:`~coniti.packed.LOOKUP_BUDGET`: unpack)."""
         self._postings: dict[str, tuple[array[int], array[int]]] = {}
+        self._packed_terms: dict[str, int] = {}
+        """Terms of a restored state whose postings are still the slices ``_packed_postings``
+        gives (``term -> t``: rows ``posting_rows[offsets[t]:offsets[t + 1]]``); a term leaves it for
+        ``_postings`` when a write first touches it."""
+        self._packed_postings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._live = 0
 
     @property
@@ -174,11 +184,98 @@ class KeywordIndex:
         return self._live
 
     def __contains__(self, id_: object) -> bool:
-        return isinstance(id_, str) and id_ in self._row_of
+        return isinstance(id_, str) and self._live_row(id_) is not None
 
     def timestamp(self, id_: str) -> float:
         """The timestamp of the live row of ``id_`` (KeyError if none)."""
-        return self._time[self._row_of[id_]]
+        row = self._live_row(id_)
+        if row is None:
+            raise KeyError(id_)
+        return self._time[row]
+
+    @property
+    def packed(self) -> bool:
+        """Whether the ids of a restored state are still packed: until more than
+        :data:`~coniti.packed.LOOKUP_BUDGET` lookups (or a write of that many ids, or a compaction),
+        a restored index answers and accepts writes without decoding its ids into a list and a dict
+        (see :mod:`coniti.packed`). Postings stay packed, per term, until a write touches the term."""
+        return self._row_of is None
+
+    def _live_row(self, id_: str) -> int | None:
+        """The live row of ``id_``, or None: from the dict, or, while the ids are packed, by a
+        search of them (the row whose ``died`` is :data:`ALIVE`; there is at most one)."""
+        if self._row_of is not None:
+            return self._row_of.get(id_)
+        if not self._searchable(1):
+            return self._unpack().get(id_)
+        return self._find_live(id_)
+
+    def _find_live(self, id_: str) -> int | None:
+        """The live row of ``id_`` by a search of the packed ids (uncounted)."""
+        for row in self._ids.find(id_).tolist():
+            if self._died[row] == ALIVE:
+                return int(row)
+        return None
+
+    def _end_live(self, id_: object) -> int | None:
+        """The live row of ``id_`` taken out of the dict (the caller ends it), or None."""
+        row = self._live_row(id_) if isinstance(id_, str) else None
+        if row is not None and self._row_of is not None:
+            del self._row_of[id_]  # type: ignore[arg-type]
+        return row
+
+    def _searchable(self, lookups: int) -> bool:
+        """Whether ``lookups`` more searches of the packed ids are worth it (counted if so); if
+        not, the ids are unpacked (no more searches: dict lookups)."""
+        if self._row_of is not None:
+            return False
+        if self._ids.packed and self._lookups + lookups <= LOOKUP_BUDGET:
+            self._lookups += lookups
+            return True
+        self._unpack()
+        return False
+
+    def _unpack(self) -> dict[str, int]:
+        """Decode packed ids into the list and the dict of live rows (done once). Raises
+        :class:`ContractError` if a restored state holds two live rows of one id."""
+        if self._row_of is None:
+            ids = self._ids.unpack()
+            died = np.frombuffer(self._died, dtype=np.int64) if ids else np.empty(0, np.int64)
+            live = np.flatnonzero(died == ALIVE).tolist()
+            row_of = {ids[r]: r for r in live}
+            if len(row_of) != len(live):
+                raise ContractError("keyword index state: two live rows of one id")
+            self._row_of = row_of
+        return self._row_of
+
+    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The rows and term frequencies of ``term`` (int64 arrays), or None."""
+        posting = self._postings.get(term)
+        if posting is not None:
+            return np.frombuffer(posting[0], dtype=np.int_), np.frombuffer(posting[1], dtype=np.int_)
+        t = self._packed_terms.get(term)
+        if t is None:
+            return None
+        assert self._packed_postings is not None
+        offsets, rows, tfs = self._packed_postings
+        a, z = int(offsets[t]), int(offsets[t + 1])
+        return rows[a:z], tfs[a:z]
+
+    def _thaw(self, term: str) -> tuple[array[int], array[int]]:
+        """The growable postings of ``term`` (empty for a new term), moved out of the packed ones."""
+        packed = self._posting(term) if term in self._packed_terms else None
+        self._packed_terms.pop(term, None)
+        out: tuple[array[int], array[int]] = (array("l"), array("l"))
+        if packed is not None:
+            rows, tfs = packed
+            out = (array("l", rows.astype(np.int_).tobytes()), array("l", tfs.astype(np.int_).tobytes()))
+        self._postings[term] = out
+        return out
+
+    def _thaw_all(self) -> None:
+        for term in list(self._packed_terms):
+            self._thaw(term)
+        self._packed_postings = None
 
     @property
     def rows(self) -> int:
@@ -205,9 +302,12 @@ class KeywordIndex:
             raise ContractError(
                 f"ids, texts, timestamps and born must have one entry per note ({n} ids)"
             )
+        searched = self._searchable(n)  # packed ids: a few are searched, many unpack them first
+        row_of = self._row_of
         seen: set[str] = set()
         for id_ in ids:
-            if id_ in self._row_of or id_ in seen:
+            live = self._find_live(id_) if searched else row_of.get(id_)  # type: ignore[union-attr]
+            if id_ in seen or live is not None:
                 raise ContractError(f"id {id_!r} is already in the keyword index")
             seen.add(id_)
         for id_, text, ts, seq, end in zip(ids, texts, timestamps, births, ends, strict=True):
@@ -220,11 +320,12 @@ class KeywordIndex:
             self._time.append(float(ts))
             self._expires.append(end)
             self._expiring += end != math.inf
-            self._row_of[id_] = row
+            if row_of is not None:
+                row_of[id_] = row
             for term, tf in counts.items():
                 posting = self._postings.get(term)
                 if posting is None:
-                    posting = self._postings[term] = (array("l"), array("l"))
+                    posting = self._thaw(term)
                 posting[0].append(row)
                 posting[1].append(tf)
         self._live += n
@@ -236,7 +337,7 @@ class KeywordIndex:
         Ended rows stay for as-of searches until :meth:`compact` drops them."""
         ended = 0
         for id_ in dict.fromkeys(ids):
-            row = self._row_of.pop(id_, None) if isinstance(id_, str) else None
+            row = self._end_live(id_)
             if row is not None:
                 self._died[row] = int(died)
                 ended += 1
@@ -248,7 +349,7 @@ class KeywordIndex:
         ended rows stay. Returns how many. Unknown ids are ignored."""
         retracted = 0
         for id_ in dict.fromkeys(ids):
-            row = self._row_of.pop(id_, None) if isinstance(id_, str) else None
+            row = self._end_live(id_)
             if row is not None:
                 self._died[row] = self._born[row]
                 retracted += 1
@@ -258,14 +359,20 @@ class KeywordIndex:
     def purge(self, ids: Iterable[str]) -> int:
         """Make every row of ``ids`` (live or ended) invisible to every search, now and as of any
         point (an erasure): they end before they begin and the next :meth:`compact` drops them.
-        Returns how many rows were purged. O(rows held)."""
+        Returns how many rows were purged. O(rows held); while the ids are packed, a search per id."""
         wanted = {i for i in ids if isinstance(i, str)}
+        if self._searchable(len(wanted)):
+            rows = sorted(r for id_ in wanted for r in self._ids.find(id_).tolist())
+            candidates = [(r, self._ids[r]) for r in rows]
+        else:
+            candidates = list(enumerate(self._ids))
         purged = 0
-        for row, id_ in enumerate(self._ids):
+        for row, id_ in candidates:
             if id_ in wanted and not (self._born[row] == 0 and self._died[row] == 0):
                 if self._died[row] == ALIVE:
                     self._live -= 1
-                    self._row_of.pop(id_, None)
+                    if self._row_of is not None:
+                        self._row_of.pop(id_, None)
                 self._born[row] = 0
                 self._died[row] = 0
                 purged += 1
@@ -279,9 +386,12 @@ class KeywordIndex:
         dropped = len(self._ids) - len(keep)
         if not dropped:
             return 0
+        self._unpack()
+        self._thaw_all()
         remap = np.full(len(self._ids), -1, dtype=np.int64)
         remap[keep] = np.arange(len(keep))
-        self._ids = [self._ids[r] for r in keep]
+        old_ids = self._ids.unpack()
+        self._ids = IdColumn.of([old_ids[r] for r in keep])
         self._born = array("q", (self._born[r] for r in keep))
         self._died = array("q", (self._died[r] for r in keep))
         self._length = array("l", (self._length[r] for r in keep))
@@ -331,9 +441,9 @@ class KeywordIndex:
         lengths = np.frombuffer(self._length, dtype=np.int_) if self._ids else np.empty(0, np.int_)
         df = {}
         for term in dict.fromkeys(tokenize(text)):
-            posting = self._postings.get(term)
+            posting = self._posting(term)
             if posting is not None:
-                df[term] = int(visible[np.frombuffer(posting[0], dtype=np.int_)].sum())
+                df[term] = int(visible[posting[0]].sum())
         return Corpus(int(visible.sum()), int(lengths[visible].sum()), df)
 
     def ceiling(self, text: str, *, as_of: int | None = None, corpus: Corpus | None = None) -> float:
@@ -366,11 +476,11 @@ class KeywordIndex:
             n_visible, avgdl = corpus.n, corpus.length / corpus.n if corpus.n else 0.0
         norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl) if avgdl > 0 else np.full(n_rows, self.k1 * (1.0 - self.b))
         for term in terms:
-            posting = self._postings.get(term)
+            posting = self._posting(term)
             if posting is None:
                 continue
-            rows = np.frombuffer(posting[0], dtype=np.int_)
-            tfs = np.frombuffer(posting[1], dtype=np.int_).astype(np.float64)
+            rows = posting[0]
+            tfs = posting[1].astype(np.float64)
             keep = visible[rows]
             df = int(keep.sum())
             if not df:
@@ -427,7 +537,8 @@ class KeywordIndex:
         not in the index are left out."""
         terms = list(dict.fromkeys(tokenize(text)))
         scores, _ = self._scores(terms, as_of, None, corpus)
-        return {i: float(scores[self._row_of[i]]) for i in ids if i in self._row_of}
+        rows = {i: row for i in ids if (row := self._live_row(i)) is not None}
+        return {i: float(scores[row]) for i, row in rows.items()}
 
     def at(self, seq: int, *, clock: float | None = None) -> KeywordIndex:
         """A read-only view of this index as of sequence number ``seq``, judging expiry at
@@ -451,19 +562,20 @@ class KeywordIndex:
 
     def state(self) -> dict[str, Any]:
         """The index as plain arrays and ints, tagged with :attr:`seq` (module docstring)."""
+        self._thaw_all()
         terms = sorted(self._postings)
         encoded = [t.encode("utf-8") for t in terms]
         offsets = np.cumsum([0, *(len(t) for t in encoded)], dtype=np.int64)
         rows = [np.frombuffer(self._postings[t][0], dtype=np.int_) for t in terms]
         tfs = [np.frombuffer(self._postings[t][1], dtype=np.int_) for t in terms]
-        ids = [i.encode("utf-8", "surrogatepass") for i in self._ids]
+        id_bytes, id_ends = self._ids.pack()
         return {
             "version": _STATE_VERSION,
             "seq": self.seq,
             "k1": self.k1,
             "b": self.b,
-            "ids": np.frombuffer(b"".join(ids), dtype=np.uint8).copy(),
-            "id_offsets": np.cumsum([0, *(len(i) for i in ids)], dtype=np.int64),
+            "ids": np.array(id_bytes, dtype=np.uint8),
+            "id_offsets": np.concatenate(([0], id_ends)).astype(np.int64),
             "born": np.frombuffer(self._born, dtype=np.int64).copy(),
             "died": np.frombuffer(self._died, dtype=np.int64).copy(),
             "length": np.frombuffer(self._length, dtype=np.int_).astype(np.int64),
@@ -486,14 +598,17 @@ class KeywordIndex:
                 raise ContractError(f"keyword index state version {version} is not {_STATE_VERSION}")
             index = cls(k1=float(np.asarray(state["k1"])), b=float(np.asarray(state["b"])))
             index.seq = int(np.asarray(state["seq"]))
-            id_bytes = np.asarray(state["ids"], dtype=np.uint8).tobytes()
+            id_bytes = np.asarray(state["ids"], dtype=np.uint8)
             id_off = np.asarray(state["id_offsets"], dtype=np.int64)
             born = np.asarray(state["born"], dtype=np.int64)
             died = np.asarray(state["died"], dtype=np.int64)
             length = np.asarray(state["length"], dtype=np.int64)
             times = np.asarray(state["time"], dtype=np.float64)
             n = len(id_off) - 1
-            if n < 0 or any(len(a) != n for a in (born, died, length, times)) or id_off[-1] != len(id_bytes):
+            if (
+                n < 0 or any(len(a) != n for a in (born, died, length, times))
+                or id_off[0] != 0 or id_off[-1] != len(id_bytes)
+            ):
                 raise ContractError("keyword index state: ids, born, died, length and time disagree")
             term_bytes = np.asarray(state["terms"], dtype=np.uint8).tobytes()
             term_off = np.asarray(state["term_offsets"], dtype=np.int64)
@@ -510,9 +625,10 @@ class KeywordIndex:
                 raise ContractError("keyword index state: terms and postings disagree")
         except KeyError as exc:
             raise ContractError(f"keyword index state lacks {exc.args[0]!r}") from None
-        index._ids = [
-            id_bytes[id_off[r] : id_off[r + 1]].decode("utf-8", "surrogatepass") for r in range(n)
-        ]
+        try:
+            index._ids = IdColumn(PackedStrings(id_bytes, id_off[1:]))
+        except ValueError:
+            raise ContractError("keyword index state: the id offsets are not in order") from None
         index._born = array("q", born.tobytes())
         index._died = array("q", died.tobytes())
         index._length = array("l", length.astype(np.int_).tobytes())
@@ -522,15 +638,17 @@ class KeywordIndex:
             raise ContractError("keyword index state: expires and ids disagree")
         index._expires = array("d", expires.tobytes())
         index._expiring = int(np.isfinite(expires).sum())
-        index._row_of = {index._ids[r]: r for r in range(n) if died[r] == ALIVE}
-        index._live = len(index._row_of)
-        for t in range(len(term_off) - 1):
-            term = term_bytes[term_off[t] : term_off[t + 1]].decode("utf-8")
-            a, z = post_off[t], post_off[t + 1]
-            index._postings[term] = (
-                array("l", post_rows[a:z].astype(np.int_).tobytes()),
-                array("l", post_tfs[a:z].astype(np.int_).tobytes()),
-            )
+        index._row_of = None  # the ids stay packed until a write touches many (see _live_row)
+        index._live = int(np.count_nonzero(died == ALIVE))
+        stops = term_off.tolist()
+        index._packed_terms = {
+            term_bytes[a:z].decode("utf-8"): t
+            for t, (a, z) in enumerate(zip(stops, stops[1:], strict=False))
+        }
+        unordered = len(post_off) > 1 and not (np.diff(post_off) >= 0).all()
+        if len(index._packed_terms) != len(stops) - 1 or unordered:
+            raise ContractError("keyword index state: terms and postings disagree")
+        index._packed_postings = (post_off, post_rows, post_tfs)
         return index
 
 
@@ -556,7 +674,8 @@ class _AsOf(KeywordIndex):
             born = np.frombuffer(self._born, dtype=np.int64) if self._ids else np.empty(0, np.int64)
             died = np.frombuffer(self._died, dtype=np.int64) if self._ids else np.empty(0, np.int64)
             rows = np.flatnonzero((born <= self._as_of) & (died > self._as_of))
-            self._visible_rows = {self._ids[r]: int(r) for r in rows.tolist()}
+            ids = self._ids.unpack()
+            self._visible_rows = {ids[r]: int(r) for r in rows.tolist()}
         return self._visible_rows
 
     def __len__(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,15 +45,16 @@ def test_no_command_shows_usage(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_missing_rich_is_named(tmp_path: Path) -> None:
-    """Without rich (imported on first output for people), the command exits 1 with one line that
-    names the package to install, and no traceback."""
+    """Without rich (imported on first output for people that needs it: here a line under
+    FORCE_COLOR), the command exits 1 with one line that names the package to install, and no
+    traceback."""
     probe = (
         "import sys; sys.modules['rich'] = None\n"
         "from coniti.cli import main\n"
         f"sys.exit(main(['meta', 'set', 'k', '1', '--store', {str(tmp_path / 's')!r}]))\n"
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=False, timeout=120)
+                          check=False, timeout=120, env={**os.environ, "FORCE_COLOR": "1"})
     assert proc.returncode == 1
     assert proc.stderr == "coniti: the command line needs rich: pip install click rich\n"
 

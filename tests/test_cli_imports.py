@@ -202,3 +202,11 @@ def test_json_output_does_not_load_rich(tmp_path: Path) -> None:
     loaded = _loaded("meta", "set", "k", "1", "--json", "--store", str(tmp_path / "s"))
     assert "coniti.impl.log" in loaded
     assert not any(m == "rich" or m.startswith("rich.") for m in loaded), loaded
+
+
+def test_a_plain_line_off_a_terminal_does_not_load_rich(tmp_path: Path) -> None:
+    """A command whose output is one plain line (``meta set`` prints ``k = 1``) writes it to a pipe
+    without importing rich."""
+    loaded = _loaded("meta", "set", "k", "1", "--store", str(tmp_path / "s"))
+    assert "coniti.impl.log" in loaded
+    assert not any(m == "rich" or m.startswith("rich.") for m in loaded), loaded

@@ -18,8 +18,13 @@ Each command runs ``--runs`` times as a fresh process (``coniti`` from this chec
 with bytecode caches written first): wall clock from spawn to exit, Python start included; the
 table gives the median and [min..max]. ``add`` adds one note per run (the store grows by ``--runs``
 notes). ``--phases`` also times, in one fresh process per run, the parts of an ``ask``: importing
-the command line, loading the embedder, opening the store, the engine's open (its structures rebuilt
-from a scan of memory), and the ask itself. Wall clock on a shared machine: compare rows of one run.
+the command line, loading the embedder, opening the store, the engine's open (its snapshot of
+derived state restored and checked, the events after it folded; a rebuild when there is none), and
+the ask itself. Wall clock on a shared machine: compare rows of one run, and the CPU column.
+
+To compare with another version of coniti in the same run, give its directory in ``PYTHONPATH``
+(the children run outside this checkout, so it wins): e.g. ``git archive main coniti | tar -x -C
+/tmp/main`` and ``PYTHONPATH=/tmp/main python tools/bench_cli.py ...``.
 """
 
 from __future__ import annotations
@@ -181,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             "import": "import the command line and the library",
             "store": "open the store (LogBackend)",
             "embedder": "find and load the stored embedder (minilm)",
-            "engine_open": "engine open: structures rebuilt by scan",
+            "engine_open": "engine open: snapshot restored, later events folded",
             "ask": "ask (embed the question, search, resolve)",
         }
         lines += ["", "| phase of an ask, in-process | median wall s | [min..max] | median CPU s |",

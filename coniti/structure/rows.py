@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from coniti.derived import pack_strings, unpack_strings
+from coniti.derived import pack_strings
 from coniti.errors import ContractError, StructureError
+from coniti.packed import LOOKUP_BUDGET, PackedStrings
 from coniti.structure.scoring import (
     StructureHit,
     exact_scores,
@@ -183,8 +184,9 @@ class SortedRows:
     def clear(self) -> None:
         self._ids: list[str] | None = []
         self._pos: dict[str, int] | None = {}
-        self._packed: tuple[np.ndarray, np.ndarray] | None = None
+        self._packed: PackedStrings | None = None
         self._n_packed = 0
+        self._lookups = 0
         self.vecs = np.zeros((0, 0), dtype=np.float32)
         self.times = np.zeros(0, dtype=np.float64)
         self.alive = np.zeros(0, dtype=bool)
@@ -197,7 +199,40 @@ class SortedRows:
 
     # ``ids`` (per main row) and ``pos`` (id -> main row of its live version) are built from the
     # packed ids of a restored snapshot only when first needed: a search that only reads the ids of
-    # its hits (``id_at``) never builds them.
+    # its hits (``id_at``) never builds them, and up to ``LOOKUP_BUDGET`` lookups of one id
+    # (membership, a removal, the fold of a few events) search the packed ids instead (``_main``).
+
+    @property
+    def packed(self) -> bool:
+        """Whether the main rows' ids are still those of a restored snapshot, packed."""
+        return self._packed is not None
+
+    def _searchable(self, lookups: int) -> bool:
+        """Whether ``lookups`` more searches of the packed ids are worth it (counted if so); if
+        not (or nothing is packed) the ids are unpacked and ``pos`` answers."""
+        if self._packed is None:
+            return False
+        if self._lookups + lookups <= LOOKUP_BUDGET:
+            self._lookups += lookups
+            return True
+        self._unpack()
+        return False
+
+    def _main(self, id_: str) -> int | None:
+        """The main row of the live version of ``id_``, or None."""
+        if self._packed is None or not self._searchable(1):
+            return self.pos.get(id_)
+        for row in self._packed.find(id_).tolist():
+            if self.alive[row]:
+                return int(row)
+        return None
+
+    def _main_rows(self, id_: str) -> list[int]:
+        """Every main row of ``id_`` (live or kept for history), ascending."""
+        if self._searchable(1):
+            assert self._packed is not None
+            return [int(r) for r in self._packed.find(id_).tolist()]
+        return [i for i, x in enumerate(self.ids) if x == id_]
 
     @property
     def ids(self) -> list[str]:
@@ -217,7 +252,7 @@ class SortedRows:
 
     def _unpack(self) -> None:
         assert self._packed is not None
-        ids = unpack_strings(*self._packed)
+        ids = self._packed.tolist()
         live = np.flatnonzero(self.alive[: len(ids)])
         pos = dict(zip([ids[i] for i in live.tolist()], live.tolist(), strict=True))
         if len(pos) != live.shape[0] or len(ids) != self._n_packed:
@@ -231,9 +266,7 @@ class SortedRows:
         if self._ids is not None:
             return self._ids[row]
         assert self._packed is not None
-        raw, ends = self._packed
-        start = int(ends[row - 1]) if row else 0
-        return raw[start : int(ends[row])].tobytes().decode("utf-8", "surrogatepass")
+        return self._packed[row]
 
     @property
     def n(self) -> int:
@@ -245,19 +278,28 @@ class SortedRows:
         return self.n - self.dead + len(self.buffer)
 
     def __contains__(self, id_: object) -> bool:
-        return id_ in self.pos or id_ in self.buffer.pos
+        if not isinstance(id_, str):
+            return False
+        return id_ in self.buffer.pos or self._main(id_) is not None
+
+    def _live_main(self, id_: str) -> int:
+        """:meth:`_main`, raising ``KeyError`` for an id with no live main row."""
+        row = self._main(id_)
+        if row is None:
+            raise KeyError(id_)
+        return row
 
     def vector(self, id_: str) -> np.ndarray:
         row = self.buffer.pos.get(id_)
         source = self.buffer.vecs if row is not None else self.vecs
-        out: np.ndarray = np.array(source[row if row is not None else self.pos[id_]])
+        out: np.ndarray = np.array(source[row if row is not None else self._live_main(id_)])
         return out
 
     def timestamp(self, id_: str) -> float:
         row = self.buffer.pos.get(id_)
         if row is not None:
             return float(self.buffer.times[row])
-        return float(self.times[self.pos[id_]])
+        return float(self.times[self._live_main(id_)])
 
     def _limit(self) -> float:
         return max(self.buffer_min, self.buffer_fraction * self.n)
@@ -275,10 +317,13 @@ class SortedRows:
     def row_at(self, id_: str, seq: int) -> tuple[np.ndarray, float] | None:
         """``(vector, timestamp)`` of the row of ``id_`` visible as of ``seq``, or None. O(rows):
         versions are not indexed by id."""
-        for store in (self, self.buffer):
-            for i, x in enumerate(store.ids):
-                if x == id_ and store.born[i] <= seq < store.died[i]:
-                    return np.array(store.vecs[i]), float(store.times[i])
+        for i in self._main_rows(id_):
+            if self.born[i] <= seq < self.died[i]:
+                return np.array(self.vecs[i]), float(self.times[i])
+        buffer = self.buffer
+        for i, x in enumerate(buffer.ids):
+            if x == id_ and buffer.born[i] <= seq < buffer.died[i]:
+                return np.array(buffer.vecs[i]), float(buffer.times[i])
         return None
 
     # -- writes ----------------------------------------------------------------------------------
@@ -355,7 +400,9 @@ class SortedRows:
                 else:
                     self.buffer.kill(id_, seq)
                 continue
-            row = self.pos.pop(id_)
+            row = self._live_main(id_)
+            if self._pos is not None:
+                del self._pos[id_]
             self.alive[row] = False
             self.died[row] = self.born[row] if seq is None else seq
             self.dead += 1
@@ -367,11 +414,18 @@ class SortedRows:
         gone = [i for i, x in enumerate(self.buffer.ids) if x in ids]
         self.buffer.remove_rows(gone)
         count = len(gone)
-        for row, id_ in enumerate(self.ids):
+        if self._searchable(len(ids)):
+            assert self._packed is not None
+            rows = sorted(int(r) for id_ in ids for r in self._packed.find(id_).tolist())
+            main = [(r, self.id_at(r)) for r in rows]
+        else:
+            main = list(enumerate(self.ids))
+        for row, id_ in main:
             if id_ in ids and self.died[row] > self.born[row]:
                 if self.alive[row]:
                     self.alive[row] = False
-                    self.pos.pop(id_, None)
+                    if self._pos is not None:
+                        self._pos.pop(id_, None)
                     self.dead += 1
                 self.died[row] = self.born[row]
                 self.purged += 1
@@ -386,7 +440,7 @@ class SortedRows:
             if row is not None:
                 self.buffer.born[row] = seq
             else:
-                self.born[self.pos[id_]] = seq
+                self.born[self._live_main(id_)] = seq
 
     def _maybe_compact(self) -> None:
         if self.purged > self._limit() or (self.purged and self.purged == self.n):
@@ -481,7 +535,7 @@ class SortedRows:
         self.merge()
         self.compact()
         n = self.n
-        id_bytes, id_ends = self._packed if self._packed is not None else pack_strings(self.ids)
+        id_bytes, id_ends = self._packed.arrays if self._packed is not None else pack_strings(self.ids)
         return {
             "vecs": self.vecs[:n],
             "times": self.times[:n],
@@ -518,7 +572,7 @@ class SortedRows:
         self.alive = alive
         self._ids = None
         self._pos = None
-        self._packed = (np.array(raw), np.array(ends))
+        self._packed = PackedStrings(np.array(raw), np.array(ends))
         self._n_packed = n
         self.dead = n - live
         self.purged = int(np.count_nonzero(self.died <= self.born))
@@ -570,9 +624,9 @@ class SortedRows:
         if exclude is None:
             return None
         if seq is None:
-            return self.pos.get(exclude)
-        for i, x in enumerate(self.ids):
-            if x == exclude and self.born[i] <= seq < self.died[i]:
+            return self._main(exclude)
+        for i in self._main_rows(exclude):
+            if self.born[i] <= seq < self.died[i]:
                 return i
         return None
 
