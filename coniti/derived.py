@@ -115,14 +115,19 @@ def snapshot_name(namespace: tuple[str, ...], key: Mapping[str, Any]) -> str:
     return "ns-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def _crc32(data: np.ndarray) -> int:
+    """The CRC-32 of a 1-d ``uint8`` array (``zlib.crc32`` releases the GIL)."""
+    return zlib.crc32(data.data)
+
+
 def _crcs(array: np.ndarray) -> list[int]:
     """The CRC-32 of each :data:`CRC_BLOCK` bytes of the array's data, computed on a thread pool."""
     flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
     blocks = [flat[a : a + CRC_BLOCK] for a in range(0, flat.shape[0], CRC_BLOCK)]
     if len(blocks) <= 1:
-        return [zlib.crc32(b.data) for b in blocks]
+        return [_crc32(b) for b in blocks]
     with ThreadPoolExecutor(max_workers=min(_POOL_SIZE, len(blocks))) as pool:
-        return list(pool.map(lambda b: zlib.crc32(b.data), blocks))
+        return list(pool.map(lambda b: _crc32(b), blocks))
 
 
 class DerivedDir:
