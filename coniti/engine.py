@@ -208,6 +208,8 @@ class _Derived:
     deferred: list[tuple[str, str | None]] = field(default_factory=list)
     """While ``content`` is still packed: the index changes folded since, in order, as ``(id,
     key)`` (key None: the id left the index), applied when it is unpacked. An ask never unpacks."""
+    checks: list[derived.BlockCheck] = field(default_factory=list)
+    """The snapshot's CRC-32 checks its structures run on first touch (their vector blocks)."""
 
 
 class ContinuityEngine:
@@ -510,20 +512,32 @@ class ContinuityEngine:
         embeds = query.text is not None and query.resolved_strategy in ("semantic", "hybrid")
         with self._lock:
             vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
-            pool = self._pool(query)
-            spaces = [ns] if scope is None else self.memory.namespaces(scope)
-            corpus = self._corpus(spaces, query.text)
-            if query.resolved_strategy == "hybrid":
-                found = self._hybrid(spaces, query, vector, pool, corpus)
-            else:
-                found = [h for n in spaces for h in self._answer(n, query, vector, pool, corpus)]
-                if scope is not None:
-                    found.sort(key=lambda item: _merge_key(item[0]))
-                    del found[pool:]
-                    found = _reranked(found, query.resolved_strategy)
+            try:
+                return self._ask(query, ns, scope, vector)
+            except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
+                if not self._heal():
+                    raise
+                return self._ask(query, ns, scope, vector)
+
+    def _ask(
+        self, query: Query, ns: tuple[str, ...], scope: tuple[str, ...] | None,
+        vector: np.ndarray | None,
+    ) -> Answer:
+        """The body of :meth:`ask`, under the lock, the question embedded."""
+        pool = self._pool(query)
+        spaces = [ns] if scope is None else self.memory.namespaces(scope)
+        corpus = self._corpus(spaces, query.text)
+        if query.resolved_strategy == "hybrid":
+            found = self._hybrid(spaces, query, vector, pool, corpus)
+        else:
+            found = [h for n in spaces for h in self._answer(n, query, vector, pool, corpus)]
+            if scope is not None:
+                found.sort(key=lambda item: _merge_key(item[0]))
                 del found[pool:]
-            hits = self._second_stage(query, found)
-            return _answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
+                found = _reranked(found, query.resolved_strategy)
+            del found[pool:]
+        hits = self._second_stage(query, found)
+        return _answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
 
     def _corpus(self, spaces: list[tuple[str, ...]], text: str | None) -> Corpus | None:
         """The keyword statistics of several namespaces together (None for one, or no text)."""
@@ -1012,7 +1026,10 @@ class ContinuityEngine:
                     self._reindex(ns)
                 return 0
             if self._history:
-                return self._fold_all(feed)
+                try:
+                    return self._fold_all(feed)
+                except derived.StaleSnapshot:  # a fold touched a failed block: rebuilt (_recover)
+                    return 0
             return self._catch_up(feed)
 
     def _head(self) -> int | None:
@@ -1180,10 +1197,14 @@ class ContinuityEngine:
         space = self._restore(ns)
         if space is None:
             space = self._event_build(ns)
-            if len(space.structures[0]) >= _PERSIST_AFTER_BUILD:
-                with contextlib.suppress(OSError):  # derived state is optional
-                    self._save(ns, space)
+            self._save_large(ns, space)
         return space
+
+    def _save_large(self, ns: tuple[str, ...], space: _Derived) -> None:
+        """After a build from scratch: save it when it holds :data:`_PERSIST_AFTER_BUILD` rows."""
+        if len(space.structures[0]) >= _PERSIST_AFTER_BUILD:
+            with contextlib.suppress(OSError):  # derived state is optional
+                self._save(ns, space)
 
     def _scan_build(self, ns: tuple[str, ...]) -> _Derived:
         """Fresh structures and content index for ``ns``, filled by one scan of memory."""
@@ -1246,7 +1267,7 @@ class ContinuityEngine:
     def _writable(self, ns: tuple[str, ...]) -> _Derived:
         """The state of ``ns`` for a write: loaded, and caught up with what others wrote to it, so
         admission sees it and the write's events follow the rows' seq directly."""
-        space = self._space(ns)
+        space = self._checked(ns)
         self._caught_up(ns, space)
         return space
 
@@ -1339,15 +1360,30 @@ class ContinuityEngine:
         }
 
     def _restore(self, ns: tuple[str, ...]) -> _Derived | None:
-        """The snapshot of ``ns`` restored and caught up, or None when there is none usable."""
+        """The snapshot of ``ns`` restored and caught up, or None when there is none usable. The
+        structures' vector blocks are checked on first touch (:mod:`coniti.derived`)."""
         try:
-            loaded = self._loaded_snapshot(ns)
+            loaded = self._loaded_snapshot(ns, deferred=True)
         except derived.StaleSnapshot:
             return None
-        space = _Derived(structures=[p.spawn() for p in self._prototypes], seq=loaded.seq)
+        try:
+            return self._restored(ns, loaded)
+        except derived.StaleSnapshot:  # the catch-up touched a block that failed: rebuilt by _recover
+            space = self._spaces.pop(ns, None)
+            if space is not None:
+                self._save_large(ns, space)
+            return space
+
+    def _restored(self, ns: tuple[str, ...], loaded: derived.Loaded) -> _Derived | None:
+        """``loaded`` restored and caught up; None when its arrays do not fit."""
+        space = _Derived(
+            structures=[p.spawn() for p in self._prototypes], seq=loaded.seq,
+            checks=list(loaded.checks.values()),
+        )
         try:
             for i, structure in enumerate(space.structures):
-                structure.restore_derived_state(loaded.parts[f"structure.{i}"])
+                part = f"structure.{i}"
+                structure.restore_derived_state(loaded.parts[part], loaded.part_checks(part))
             space.keyword = KeywordIndex.from_state(loaded.parts["keyword"])
             if space.keyword.seq != loaded.seq or space.keyword.options != self._keyword.options:
                 return None
@@ -1361,14 +1397,55 @@ class ContinuityEngine:
         self._fold_namespace(ns, space)
         return space
 
-    def _loaded_snapshot(self, ns: tuple[str, ...]) -> derived.Loaded:
+    def _loaded_snapshot(self, ns: tuple[str, ...], *, deferred: bool = False) -> derived.Loaded:
+        """The snapshot of ``ns`` checked; with ``deferred``, its structures' vectors are checked
+        block by block on first touch instead (:attr:`Structure.checked_on_touch`)."""
         home = derived_home(self.memory)
         if self._derived is None or home is None:
             raise derived.StaleSnapshot("this engine keeps no derived state on disk")
+        defer = [
+            f"structure.{i}/{name}" for i, p in enumerate(self._prototypes) for name in p.checked_on_touch
+        ] if deferred else []  # fmt: skip
         return self._derived.load(
             derived.snapshot_name(ns, self._snapshot_key()), key=self._snapshot_key(),
-            head=self._head() or 0, hash_at=home.event_hash,
+            head=self._head() or 0, hash_at=home.event_hash, defer=defer,
         )
+
+    def _checked(self, ns: tuple[str, ...]) -> _Derived:
+        """The state of ``ns`` with every block of its snapshot checked (before a write, a save or
+        a verify): one that fails rebuilds ``ns`` from the events, as an open that found it would."""
+        space = self._space(ns)
+        try:
+            for check in space.checks:
+                check.all()
+        except derived.StaleSnapshot:
+            return self._rebuilt(ns)
+        space.checks = []
+        return space
+
+    def _rebuilt(self, ns: tuple[str, ...]) -> _Derived:
+        """``ns`` rebuilt from its events (a snapshot block failed its check), saved when large."""
+        self._spaces.pop(ns, None)
+        space = self._event_build(ns)
+        self._spaces[ns] = space
+        self._save_large(ns, space)
+        return space
+
+    def _heal(self) -> bool:
+        """After :class:`~coniti.derived.StaleSnapshot` from a read: rebuild the namespaces whose
+        snapshot blocks failed (in the engine that owns the rows) and drop a past engine's views of
+        them; True when a retry can succeed."""
+        owner = self._source or self
+        damaged = [
+            ns for ns, space in owner._spaces.items()
+            if any(c.failure is not None for c in space.checks)
+        ]  # fmt: skip
+        for ns in damaged:
+            owner._rebuilt(ns)
+        if self._source is not None:
+            self._spaces.clear()  # views of the rows they read; made again from the owner's
+            return True
+        return bool(damaged)
 
     def _save(self, ns: tuple[str, ...], space: _Derived) -> bool:
         """Write the snapshot of ``ns`` (tagged with ``space.seq``); False when nothing is kept."""
@@ -1403,10 +1480,12 @@ class ContinuityEngine:
         with self._lock:
             self.refresh()
             written = 0
-            for ns, space in self._spaces.items():
+            for ns, space in list(self._spaces.items()):
                 due = min(least, max(1, len(space.structures[0]) // 10))
-                if space.changed >= due and self._save(ns, space):
-                    written += 1
+                if space.changed >= due:
+                    space = self._checked(ns)  # a rebuild (a block failed) is saved at once
+                    if space.changed >= due and self._save(ns, space):
+                        written += 1
             return written
 
     def verify(self, namespace: Sequence[str] = ()) -> DerivedReport:
@@ -1418,17 +1497,17 @@ class ContinuityEngine:
         ns = as_namespace(namespace)
         with self._lock:
             self.refresh()
-            space = self._space(ns)
+            space = self._checked(ns)
             fresh = self._event_build(ns) if self._history else self._scan_build(ns)
             problems = [f"loaded: {p}" for p in _differences(self, space, fresh)]
             status = "none"
             if self._derived is not None:
                 try:
-                    self._loaded_snapshot(ns)
+                    loaded = self._loaded_snapshot(ns)
                 except derived.StaleSnapshot as exc:
                     status = str(exc)
                 else:
-                    restored = self._restore(ns)
+                    restored = self._restored(ns, loaded)
                     if restored is None:
                         status = "refused: its arrays do not fit"
                         problems.append("snapshot: its arrays do not fit")
