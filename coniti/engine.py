@@ -130,6 +130,9 @@ _SAVE_AT_CLOSE = 1_000
 of its rows, for small ones): a short session that writes a few notes into a large memory does not
 rewrite its whole snapshot, and the next open folds those few events instead."""
 
+_CONTENT_FIELDS = ("id_bytes", "id_ends", "key_bytes", "key_ends")
+"""The arrays of a snapshot's ``content`` part (the content index as packed pairs)."""
+
 _KEY_FORMAT = 1
 """The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
 
@@ -208,8 +211,9 @@ class _Derived:
     deferred: list[tuple[str, str | None]] = field(default_factory=list)
     """While ``content`` is still packed: the index changes folded since, in order, as ``(id,
     key)`` (key None: the id left the index), applied when it is unpacked. An ask never unpacks."""
-    checks: list[derived.BlockCheck] = field(default_factory=list)
-    """The snapshot's CRC-32 checks its structures run on first touch (their vector blocks)."""
+    checks: dict[str, derived.BlockCheck] = field(default_factory=dict)
+    """The snapshot's CRC-32 checks run on first touch, by ``part/field``: the structures' vector
+    blocks as they are read, the content index's before it is unpacked."""
 
 
 class ContinuityEngine:
@@ -1378,7 +1382,7 @@ class ContinuityEngine:
         """``loaded`` restored and caught up; None when its arrays do not fit."""
         space = _Derived(
             structures=[p.spawn() for p in self._prototypes], seq=loaded.seq,
-            checks=list(loaded.checks.values()),
+            checks=dict(loaded.checks),
         )
         try:
             for i, structure in enumerate(space.structures):
@@ -1388,7 +1392,7 @@ class ContinuityEngine:
             if space.keyword.seq != loaded.seq or space.keyword.options != self._keyword.options:
                 return None
             content = loaded.parts.get("content")
-            if content is not None and not {"id_bytes", "id_ends", "key_bytes", "key_ends"} <= set(content):
+            if content is not None and not set(_CONTENT_FIELDS) <= set(content):
                 return None
             space.content = content
         except (KeyError, ContractError, ValueError):
@@ -1404,7 +1408,8 @@ class ContinuityEngine:
         if self._derived is None or home is None:
             raise derived.StaleSnapshot("this engine keeps no derived state on disk")
         defer = [
-            f"structure.{i}/{name}" for i, p in enumerate(self._prototypes) for name in p.checked_on_touch
+            *(f"content/{name}" for name in _CONTENT_FIELDS),
+            *(f"structure.{i}/{name}" for i, p in enumerate(self._prototypes) for name in p.checked_on_touch),
         ] if deferred else []  # fmt: skip
         return self._derived.load(
             derived.snapshot_name(ns, self._snapshot_key()), key=self._snapshot_key(),
@@ -1416,11 +1421,11 @@ class ContinuityEngine:
         a verify): one that fails rebuilds ``ns`` from the events, as an open that found it would."""
         space = self._space(ns)
         try:
-            for check in space.checks:
+            for check in space.checks.values():
                 check.all()
         except derived.StaleSnapshot:
             return self._rebuilt(ns)
-        space.checks = []
+        space.checks = {}
         return space
 
     def _rebuilt(self, ns: tuple[str, ...]) -> _Derived:
@@ -1438,7 +1443,7 @@ class ContinuityEngine:
         owner = self._source or self
         damaged = [
             ns for ns, space in owner._spaces.items()
-            if any(c.failure is not None for c in space.checks)
+            if any(c.failure is not None for c in space.checks.values())
         ]  # fmt: skip
         for ns in damaged:
             owner._rebuilt(ns)
@@ -1575,6 +1580,9 @@ class ContinuityEngine:
     def _content(self, space: _Derived) -> dict[str, str]:
         """The content index (id -> key), loaded from the snapshot's pairs on first use."""
         if space.content is not None:
+            for label, check in space.checks.items():
+                if label.startswith("content/"):
+                    check.all()
             part, space.content = space.content, None
             ids = derived.unpack_strings(part["id_bytes"], part["id_ends"])
             keys = derived.unpack_strings(part["key_bytes"], part["key_ends"])

@@ -170,7 +170,7 @@ def test_an_ask_reads_only_the_blocks_its_range_touches(tmp_path: Path, monkeypa
         damage_row(store, 50)
         e = engine(store)
         assert hits(e, EARLY) == hits(fresh(store), EARLY)
-        check = e._spaces[()].checks[0]
+        check = e._spaces[()].checks["structure.0/vecs"]
         assert check.failure is None and not check.done
 
 
@@ -254,3 +254,21 @@ def test_persist_with_a_damaged_block_saves_a_rebuild(tmp_path: Path, monkeypatc
         e.persist()
         report = engine(store).verify()
         assert report.ok and report.snapshot == "current"
+
+
+def test_a_damaged_content_index_is_never_used_for_admission(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The content index (duplicate detection) is checked before it is unpacked: with a damaged
+    block in its keys, an ask answers, and a duplicate of a stored note is still refused."""
+    with saved_store(tmp_path / "s", monkeypatch) as store:
+        manifest = json.loads(next(Path(store.derived_path).glob("*.json")).read_bytes())
+        entry = manifest["arrays"]["content/key_bytes"]
+        assert len(entry["crc32_blocks"]) > 1  # deferred: checked when first unpacked
+        path = Path(store.derived_path) / manifest["data"] / entry["file"]
+        raw = bytearray(path.read_bytes())
+        raw[len(raw) - 20] ^= 0x01
+        path.write_bytes(bytes(raw))
+        e = engine(store)
+        assert hits(e, FULL) == hits(fresh(store), FULL)
+        duplicate = Note(id="dup", text=notes(60)[59].text, timestamp=59.0)
+        assert not e.ingest(duplicate).admitted
+        assert e.verify().ok
