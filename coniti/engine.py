@@ -673,9 +673,12 @@ class ContinuityEngine:
                     records[record.note.id] = record
             kept = [h for h in raw if h.id in records and _passes(h, records[h.id].note, match, query.min_score)]
             hits = self._hits(space, query, vector, kept, records, ns, corpus)
+            if len(hits) >= want:
+                return hits[:want]
+            # len() of a view as of an event counts its rows (O(rows)): asked only when short
             exhausted = len(raw) < fetch or fetch >= len(space.structures[0])
             below = query.min_score is not None and bool(raw) and raw[-1].score < query.min_score
-            if len(hits) >= want or exhausted or below:
+            if exhausted or below:
                 return hits[:want]
             fetch *= 4
 

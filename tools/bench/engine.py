@@ -303,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(persisted_table(persisted))
         print(f"({math.ceil(time.perf_counter() - started)} s)")
     if args.part == "restore":
-        print(restore_table(run_restore(n, args.seed, args.vectors, args.cache)))
+        print(restore_table(run_restore(n, args.seed, args.vectors, args.cache, rounds)))
     if args.part in ("all", "structures"):
         figures = run_structures(
             n, names, args.vectors, queries, args.seed, efs, args.cache, args.baseline_code,
