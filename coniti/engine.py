@@ -1405,8 +1405,9 @@ class ContinuityEngine:
         return space
 
     def _loaded_snapshot(self, ns: tuple[str, ...], *, deferred: bool = False) -> derived.Loaded:
-        """The snapshot of ``ns`` checked; with ``deferred``, its structures' vectors are checked
-        block by block on first touch instead (:attr:`Structure.checked_on_touch`)."""
+        """The snapshot of ``ns`` checked; with ``deferred``, the structures' vectors
+        (:attr:`Structure.checked_on_touch`) and the content index are checked block by block on
+        first touch instead (``space.checks``)."""
         home = derived_home(self.memory)
         if self._derived is None or home is None:
             raise derived.StaleSnapshot("this engine keeps no derived state on disk")

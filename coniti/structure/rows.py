@@ -26,7 +26,8 @@ resize, which then falls back to a copy). The vectors may be a read-only memory 
 when a merge or compaction must rewrite the main rows. A map restored with a
 :class:`~coniti.derived.BlockCheck` is read only after the blocks of the rows read passed it
 (:meth:`SortedRows.check_rows`); a block that fails raises :class:`~coniti.derived.StaleSnapshot`
-before anything changed.
+(a merge checks every block before it moves a row; after one, the owner rebuilds the rows: the
+engine does).
 """
 
 from __future__ import annotations
