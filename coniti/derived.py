@@ -23,13 +23,19 @@ any check is not used, and the engine rebuilds it from memory. What it holds and
 * **Reading** (:meth:`DerivedDir.load`) refuses, with :class:`StaleSnapshot` naming the reason, a
   manifest that is missing, unreadable or of another format, another store's id, another key, a
   ``seq`` beyond the head or whose event hash differs (a store rebuilt, swapped or rolled back), and
-  any file missing, of another size or whose CRC-32 differs (torn or altered). Arrays are memory
-  mapped read-only (``np.load(mmap_mode="r")``); the CRC pass reads each file once, its blocks on
-  every core (about 0.7 s/GB on this 2-core machine under load, the largest part of an open at 1M).
+  any file missing, of another size, dtype or shape. Arrays are memory mapped read-only
+  (``np.load(mmap_mode="r")``) and their CRC-32 blocks checked at load, except the arrays the
+  caller names in ``defer`` that span several blocks: those come with a :class:`BlockCheck`, and
+  their owner checks each block on first touch, before any of its bytes is read (a full-range
+  search checks the next blocks on a thread pool while it scores the ones already checked). A
+  block that fails raises :class:`StaleSnapshot` then, and at every later touch. CRC-32 costs
+  about 0.7 s of CPU per GB here (the largest part of an open at 1M rows when checked at load).
 
 Thread-safety: a :class:`DerivedDir` holds no state beyond its path; concurrent saves of one name
 from several processes are serialised by the lock, and a reader racing a save sees the old or the
-new snapshot (or, if the old directory was removed meanwhile, a refusal, never a mix).
+new snapshot (or, if the old directory was removed meanwhile, a refusal, never a mix; a mapped file
+stays readable after a save unlinks it). A :class:`BlockCheck` is not thread-safe: its owner
+serialises the calls (the engine's lock); only the CRCs run on other threads.
 """
 
 from __future__ import annotations
@@ -42,9 +48,9 @@ import os
 import secrets
 import shutil
 import zlib
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +60,9 @@ from coniti.atomicfile import atomic_writer, fsync_dir
 from coniti.errors import EngineError
 
 __all__ = [
+    "CRC_BLOCK",
     "FORMAT",
+    "BlockCheck",
     "DerivedDir",
     "Loaded",
     "StaleSnapshot",
@@ -67,8 +75,12 @@ FORMAT = 1
 """The manifest format this module writes and reads."""
 
 CRC_BLOCK = 1 << 24
-"""Bytes per CRC-32 block of an array (16 MiB): blocks are checksummed on several threads
-(``zlib.crc32`` releases the GIL), so the check at open runs on every core."""
+"""Bytes per CRC-32 block of the arrays a save writes (16 MiB; each manifest entry records its
+own, ``crc32_block``): blocks are checksummed on several threads (``zlib.crc32`` releases the GIL),
+and a deferred check reads only the blocks that are touched."""
+
+_FORMAT1_BLOCK = 1 << 24
+"""The block of a manifest entry without ``crc32_block`` (written before it was recorded)."""
 
 _POOL_SIZE = max(1, min(8, os.cpu_count() or 1))
 
@@ -80,10 +92,108 @@ class StaleSnapshot(EngineError):
 
 @dataclass(frozen=True)
 class Loaded:
-    """A snapshot that passed every check: the event it reflects and its parts' arrays (mapped)."""
+    """A snapshot that passed the checks of :meth:`DerivedDir.load`: the event it reflects, its
+    parts' arrays (mapped) and, per ``part/field`` whose CRC-32 check was deferred, its
+    :class:`BlockCheck` (its owner must run it before reading the array's bytes)."""
 
     seq: int
     parts: dict[str, dict[str, np.ndarray]]
+    checks: dict[str, BlockCheck] = field(default_factory=dict)
+
+    def part_checks(self, part: str) -> dict[str, BlockCheck]:
+        """The deferred checks of ``part``'s arrays, by field."""
+        prefix = f"{part}/"
+        return {k[len(prefix) :]: c for k, c in self.checks.items() if k.startswith(prefix)}
+
+
+class BlockCheck:
+    """The CRC-32 check of one mapped array, done block by block on first touch.
+
+    Rows are the array's first axis. :meth:`rows` checks every block holding a byte of rows
+    ``[a, b)``; :meth:`spans` yields ``[a, b)`` in row spans, each after its blocks passed, while the
+    blocks still ahead are checked on a thread pool (so a caller reading the spans in order overlaps
+    its work with the checks); :meth:`all` checks what is left. A block that fails raises
+    :class:`StaleSnapshot` (naming the file) and the check stays failed: every later call raises.
+    Passed blocks are never read again."""
+
+    def __init__(
+        self, name: str, file: str, array: np.ndarray, crcs: list[int], block: int
+    ) -> None:
+        self._what = f"snapshot {name}: {file}"
+        self._bytes = array.reshape(-1).view(np.uint8)  # a view of the map: nothing is read here
+        self._rows = array.shape[0] if array.ndim else 1
+        self._row_bytes = self._bytes.shape[0] // self._rows if self._rows else 0
+        self._crcs = crcs
+        self._block = block
+        self._passed = np.zeros(len(crcs), dtype=bool)
+        self._left = len(crcs)
+        self.failure: str | None = None
+        """The reason the check failed (None while every block touched so far passed)."""
+
+    def __repr__(self) -> str:
+        return f"BlockCheck({self._what!r}, {self._left} of {len(self._crcs)} blocks unchecked)"
+
+    @property
+    def done(self) -> bool:
+        """Every block passed: the array can be read freely."""
+        return self._left == 0
+
+    @property
+    def blocks(self) -> int:
+        """How many CRC-32 blocks the array has."""
+        return len(self._crcs)
+
+    def all(self) -> None:
+        """Check every block not yet checked (on the pool)."""
+        self.rows(0, self._rows)
+
+    def rows(self, a: int, b: int) -> None:
+        """Check the blocks holding rows ``[a, b)`` (those not yet checked, on the pool)."""
+        for _ in self.spans(a, b):
+            pass
+
+    def spans(self, a: int, b: int) -> Iterator[tuple[int, int]]:
+        """Rows ``[a, b)`` as consecutive spans, each yielded once its blocks passed."""
+        if self.failure is not None:
+            raise StaleSnapshot(self.failure)
+        if b <= a:
+            return
+        if self._left == 0 or self._row_bytes == 0:
+            yield a, b
+            return
+        first = a * self._row_bytes // self._block
+        last = -(-b * self._row_bytes // self._block)  # one past the last block touched
+        todo = [i for i in range(first, last) if not self._passed[i]]
+        if not todo:
+            yield a, b
+            return
+        with contextlib.ExitStack() as stack:
+            futures: dict[int, Future[int]] = {}
+            if len(todo) > 1:
+                pool = stack.enter_context(
+                    ThreadPoolExecutor(max_workers=min(_POOL_SIZE, len(todo)))
+                )  # fmt: skip
+                futures = {i: pool.submit(_crc32, self._block_bytes(i)) for i in todo}
+                stack.callback(lambda: [f.cancel() for f in futures.values()])
+            start = a
+            for i in range(first, last):
+                if not self._passed[i]:
+                    found = futures[i].result() if futures else _crc32(self._block_bytes(i))
+                    self._settle(i, found)
+                stop = b if i == last - 1 else min(b, (i + 1) * self._block // self._row_bytes)
+                if stop > start:
+                    yield start, stop
+                    start = stop
+
+    def _block_bytes(self, i: int) -> np.ndarray:
+        return self._bytes[i * self._block : (i + 1) * self._block]
+
+    def _settle(self, i: int, found: int) -> None:
+        if found != self._crcs[i]:
+            self.failure = f"{self._what} fails its checksum (torn or altered)"
+            raise StaleSnapshot(self.failure)
+        self._passed[i] = True
+        self._left -= 1
 
 
 def pack_strings(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -115,14 +225,19 @@ def snapshot_name(namespace: tuple[str, ...], key: Mapping[str, Any]) -> str:
     return "ns-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def _crc32(data: np.ndarray) -> int:
+    """The CRC-32 of a 1-d ``uint8`` array (``zlib.crc32`` releases the GIL)."""
+    return zlib.crc32(data.data)
+
+
 def _crcs(array: np.ndarray) -> list[int]:
     """The CRC-32 of each :data:`CRC_BLOCK` bytes of the array's data, computed on a thread pool."""
     flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
     blocks = [flat[a : a + CRC_BLOCK] for a in range(0, flat.shape[0], CRC_BLOCK)]
     if len(blocks) <= 1:
-        return [zlib.crc32(b.data) for b in blocks]
+        return [_crc32(b) for b in blocks]
     with ThreadPoolExecutor(max_workers=min(_POOL_SIZE, len(blocks))) as pool:
-        return list(pool.map(lambda b: zlib.crc32(b.data), blocks))
+        return list(pool.map(lambda b: _crc32(b), blocks))
 
 
 class DerivedDir:
@@ -176,6 +291,7 @@ class DerivedDir:
                             "dtype": str(array.dtype),
                             "shape": list(array.shape),
                             "bytes": target.stat().st_size,
+                            "crc32_block": CRC_BLOCK,
                             "crc32_blocks": _crcs(array),
                         }
                 fsync_dir(data)
@@ -198,12 +314,20 @@ class DerivedDir:
                     shutil.rmtree(old, ignore_errors=True)
 
     def load(
-        self, name: str, *, key: Mapping[str, Any], head: int, hash_at: Callable[[int], str]
+        self,
+        name: str,
+        *,
+        key: Mapping[str, Any],
+        head: int,
+        hash_at: Callable[[int], str],
+        defer: Collection[str] = (),
     ) -> Loaded:
         """The snapshot ``name`` if it passes every check, else :class:`StaleSnapshot`.
 
         ``head``: the store's last sequence number; ``hash_at(seq)``: the hash of event ``seq`` in
-        the store now (both from the backend)."""
+        the store now (both from the backend). ``defer``: the ``part/field`` labels whose CRC-32
+        check the caller runs itself, on first touch (:attr:`Loaded.checks`); an array of one block
+        is checked here all the same."""
         manifest_path = self.path / f"{name}.json"
         try:
             manifest = json.loads(manifest_path.read_bytes())
@@ -224,13 +348,19 @@ class DerivedDir:
             raise StaleSnapshot(f"snapshot {name}: event {seq} has another hash in the store")
         data = self.path / str(manifest.get("data"))
         parts: dict[str, dict[str, np.ndarray]] = {}
+        checks: dict[str, BlockCheck] = {}
         arrays = manifest.get("arrays")
         if not isinstance(arrays, dict):
             raise StaleSnapshot(f"snapshot {name}: no array table")
         for label, entry in arrays.items():
-            part, _, field = str(label).partition("/")
-            parts.setdefault(part, {})[field] = _load_array(name, data, entry)
-        return Loaded(seq, parts)
+            part, _, field_name = str(label).partition("/")
+            array, check = _load_array(name, data, entry)
+            if check.blocks > 1 and label in defer:
+                checks[label] = check
+            else:
+                check.all()
+            parts.setdefault(part, {})[field_name] = array
+        return Loaded(seq, parts, checks)
 
     def drop(self, name: str) -> None:
         """Remove the snapshot ``name`` (its manifest first, then its directories)."""
@@ -242,8 +372,9 @@ class DerivedDir:
                     shutil.rmtree(old, ignore_errors=True)
 
 
-def _load_array(name: str, data: Path, entry: Any) -> np.ndarray:
-    """One array of a manifest, mapped, after its size, dtype, shape and CRC-32 are checked."""
+def _load_array(name: str, data: Path, entry: Any) -> tuple[np.ndarray, BlockCheck]:
+    """One array of a manifest, mapped, after its size, dtype and shape are checked, and the
+    check of its CRC-32 blocks (not run yet)."""
     try:
         file = data / str(entry["file"])
         if os.path.basename(str(entry["file"])) != str(entry["file"]):
@@ -257,6 +388,13 @@ def _load_array(name: str, data: Path, entry: Any) -> np.ndarray:
         raise StaleSnapshot(f"snapshot {name}: unreadable array ({exc})") from None
     if str(array.dtype) != entry.get("dtype") or list(array.shape) != entry.get("shape"):
         raise StaleSnapshot(f"snapshot {name}: {entry['file']} has another dtype or shape")
-    if _crcs(array) != entry.get("crc32_blocks"):
-        raise StaleSnapshot(f"snapshot {name}: {entry['file']} fails its checksum (torn or altered)")
-    return array
+    block, crcs = entry.get("crc32_block", _FORMAT1_BLOCK), entry.get("crc32_blocks")
+    if (
+        isinstance(block, bool) or not isinstance(block, int) or block < 1
+        or not isinstance(crcs, list) or len(crcs) != -(-array.nbytes // block)
+        or not all(isinstance(c, int) and not isinstance(c, bool) for c in crcs)
+    ):  # fmt: skip
+        raise StaleSnapshot(f"snapshot {name}: {entry['file']} has no valid checksum list")
+    if not array.flags.c_contiguous:
+        raise StaleSnapshot(f"snapshot {name}: {entry['file']} is not in C order")
+    return array, BlockCheck(name, str(entry["file"]), array, crcs, block)

@@ -131,6 +131,9 @@ _SAVE_AT_CLOSE = 1_000
 of its rows, for small ones): a short session that writes a few notes into a large memory does not
 rewrite its whole snapshot, and the next open folds those few events instead."""
 
+_CONTENT_FIELDS = ("id_bytes", "id_ends", "key_bytes", "key_ends")
+"""The arrays of a snapshot's ``content`` part (the content index as packed pairs)."""
+
 _KEY_FORMAT = 1
 """The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
 
@@ -210,6 +213,9 @@ class _Derived:
     deferred: list[tuple[str, str | None]] = field(default_factory=list)
     """While ``content`` is still packed: the index changes folded since, in order, as ``(id,
     key)`` (key None: the id left the index), applied when it is unpacked. An ask never unpacks."""
+    checks: dict[str, derived.BlockCheck] = field(default_factory=dict)
+    """The snapshot's CRC-32 checks run on first touch, by ``part/field``: the structures' vector
+    blocks as they are read, the content index's before it is unpacked."""
 
 
 class ContinuityEngine:
@@ -512,20 +518,32 @@ class ContinuityEngine:
         embeds = query.text is not None and query.resolved_strategy in ("semantic", "hybrid")
         with self._lock:
             vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
-            pool = self._pool(query)
-            spaces = [ns] if scope is None else self.memory.namespaces(scope)
-            corpus = self._corpus(spaces, query.text)
-            if query.resolved_strategy == "hybrid":
-                found = self._hybrid(spaces, query, vector, pool, corpus)
-            else:
-                found = [h for n in spaces for h in self._answer(n, query, vector, pool, corpus)]
-                if scope is not None:
-                    found.sort(key=lambda item: _merge_key(item[0]))
-                    del found[pool:]
-                    found = _reranked(found, query.resolved_strategy)
+            try:
+                return self._ask(query, ns, scope, vector)
+            except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
+                if not self._heal():
+                    raise
+                return self._ask(query, ns, scope, vector)
+
+    def _ask(
+        self, query: Query, ns: tuple[str, ...], scope: tuple[str, ...] | None,
+        vector: np.ndarray | None,
+    ) -> Answer:
+        """The body of :meth:`ask`, under the lock, the question embedded."""
+        pool = self._pool(query)
+        spaces = [ns] if scope is None else self.memory.namespaces(scope)
+        corpus = self._corpus(spaces, query.text)
+        if query.resolved_strategy == "hybrid":
+            found = self._hybrid(spaces, query, vector, pool, corpus)
+        else:
+            found = [h for n in spaces for h in self._answer(n, query, vector, pool, corpus)]
+            if scope is not None:
+                found.sort(key=lambda item: _merge_key(item[0]))
                 del found[pool:]
-            hits = self._second_stage(query, found)
-            return _answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
+                found = _reranked(found, query.resolved_strategy)
+            del found[pool:]
+        hits = self._second_stage(query, found)
+        return _answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
 
     def _corpus(self, spaces: list[tuple[str, ...]], text: str | None) -> Corpus | None:
         """The keyword statistics of several namespaces together (None for one, or no text)."""
@@ -657,9 +675,12 @@ class ContinuityEngine:
                     records[record.note.id] = record
             kept = [h for h in raw if h.id in records and _passes(h, records[h.id].note, match, query.min_score)]
             hits = self._hits(space, query, vector, kept, records, ns, corpus)
+            if len(hits) >= want:
+                return hits[:want]
+            # len() of a view as of an event counts its rows (O(rows)): asked only when short
             exhausted = len(raw) < fetch or fetch >= len(space.structures[0])
             below = query.min_score is not None and bool(raw) and raw[-1].score < query.min_score
-            if len(hits) >= want or exhausted or below:
+            if exhausted or below:
                 return hits[:want]
             fetch *= 4
 
@@ -1014,7 +1035,10 @@ class ContinuityEngine:
                     self._reindex(ns)
                 return 0
             if self._history:
-                return self._fold_all(feed)
+                try:
+                    return self._fold_all(feed)
+                except derived.StaleSnapshot:  # a fold touched a failed block: rebuilt (_recover)
+                    return 0
             return self._catch_up(feed)
 
     def _head(self) -> int | None:
@@ -1182,10 +1206,14 @@ class ContinuityEngine:
         space = self._restore(ns)
         if space is None:
             space = self._event_build(ns)
-            if len(space.structures[0]) >= _PERSIST_AFTER_BUILD:
-                with contextlib.suppress(OSError):  # derived state is optional
-                    self._save(ns, space)
+            self._save_large(ns, space)
         return space
+
+    def _save_large(self, ns: tuple[str, ...], space: _Derived) -> None:
+        """After a build from scratch: save it when it holds :data:`_PERSIST_AFTER_BUILD` rows."""
+        if len(space.structures[0]) >= _PERSIST_AFTER_BUILD:
+            with contextlib.suppress(OSError):  # derived state is optional
+                self._save(ns, space)
 
     def _scan_build(self, ns: tuple[str, ...]) -> _Derived:
         """Fresh structures and content index for ``ns``, filled by one scan of memory."""
@@ -1248,7 +1276,7 @@ class ContinuityEngine:
     def _writable(self, ns: tuple[str, ...]) -> _Derived:
         """The state of ``ns`` for a write: loaded, and caught up with what others wrote to it, so
         admission sees it and the write's events follow the rows' seq directly."""
-        space = self._space(ns)
+        space = self._checked(ns)
         self._caught_up(ns, space)
         return space
 
@@ -1341,20 +1369,35 @@ class ContinuityEngine:
         }
 
     def _restore(self, ns: tuple[str, ...]) -> _Derived | None:
-        """The snapshot of ``ns`` restored and caught up, or None when there is none usable."""
+        """The snapshot of ``ns`` restored and caught up, or None when there is none usable. The
+        structures' vector blocks are checked on first touch (:mod:`coniti.derived`)."""
         try:
-            loaded = self._loaded_snapshot(ns)
+            loaded = self._loaded_snapshot(ns, deferred=True)
         except derived.StaleSnapshot:
             return None
-        space = _Derived(structures=[p.spawn() for p in self._prototypes], seq=loaded.seq)
+        try:
+            return self._restored(ns, loaded)
+        except derived.StaleSnapshot:  # the catch-up touched a block that failed: rebuilt by _recover
+            space = self._spaces.pop(ns, None)
+            if space is not None:
+                self._save_large(ns, space)
+            return space
+
+    def _restored(self, ns: tuple[str, ...], loaded: derived.Loaded) -> _Derived | None:
+        """``loaded`` restored and caught up; None when its arrays do not fit."""
+        space = _Derived(
+            structures=[p.spawn() for p in self._prototypes], seq=loaded.seq,
+            checks=dict(loaded.checks),
+        )
         try:
             for i, structure in enumerate(space.structures):
-                structure.restore_derived_state(loaded.parts[f"structure.{i}"])
+                part = f"structure.{i}"
+                structure.restore_derived_state(loaded.parts[part], loaded.part_checks(part))
             space.keyword = KeywordIndex.from_state(loaded.parts["keyword"])
             if space.keyword.seq != loaded.seq or space.keyword.options != self._keyword.options:
                 return None
             content = loaded.parts.get("content")
-            if content is not None and not {"id_bytes", "id_ends", "key_bytes", "key_ends"} <= set(content):
+            if content is not None and not set(_CONTENT_FIELDS) <= set(content):
                 return None
             if content is not None:
                 space.content = (
@@ -1369,14 +1412,57 @@ class ContinuityEngine:
         self._fold_namespace(ns, space)
         return space
 
-    def _loaded_snapshot(self, ns: tuple[str, ...]) -> derived.Loaded:
+    def _loaded_snapshot(self, ns: tuple[str, ...], *, deferred: bool = False) -> derived.Loaded:
+        """The snapshot of ``ns`` checked; with ``deferred``, the structures' vectors
+        (:attr:`Structure.checked_on_touch`) and the content index are checked block by block on
+        first touch instead (``space.checks``)."""
         home = derived_home(self.memory)
         if self._derived is None or home is None:
             raise derived.StaleSnapshot("this engine keeps no derived state on disk")
+        defer = [
+            *(f"content/{name}" for name in _CONTENT_FIELDS),
+            *(f"structure.{i}/{name}" for i, p in enumerate(self._prototypes) for name in p.checked_on_touch),
+        ] if deferred else []  # fmt: skip
         return self._derived.load(
             derived.snapshot_name(ns, self._snapshot_key()), key=self._snapshot_key(),
-            head=self._head() or 0, hash_at=home.event_hash,
+            head=self._head() or 0, hash_at=home.event_hash, defer=defer,
         )
+
+    def _checked(self, ns: tuple[str, ...]) -> _Derived:
+        """The state of ``ns`` with every block of its snapshot checked (before a write, a save or
+        a verify): one that fails rebuilds ``ns`` from the events, as an open that found it would."""
+        space = self._space(ns)
+        try:
+            for check in space.checks.values():
+                check.all()
+        except derived.StaleSnapshot:
+            return self._rebuilt(ns)
+        space.checks = {}
+        return space
+
+    def _rebuilt(self, ns: tuple[str, ...]) -> _Derived:
+        """``ns`` rebuilt from its events (a snapshot block failed its check), saved when large."""
+        self._spaces.pop(ns, None)
+        space = self._event_build(ns)
+        self._spaces[ns] = space
+        self._save_large(ns, space)
+        return space
+
+    def _heal(self) -> bool:
+        """After :class:`~coniti.derived.StaleSnapshot` from a read: rebuild the namespaces whose
+        snapshot blocks failed (in the engine that owns the rows) and drop a past engine's views of
+        them; True when a retry can succeed."""
+        owner = self._source or self
+        damaged = [
+            ns for ns, space in owner._spaces.items()
+            if any(c.failure is not None for c in space.checks.values())
+        ]  # fmt: skip
+        for ns in damaged:
+            owner._rebuilt(ns)
+        if self._source is not None:
+            self._spaces.clear()  # views of the rows they read; made again from the owner's
+            return True
+        return bool(damaged)
 
     def _save(self, ns: tuple[str, ...], space: _Derived) -> bool:
         """Write the snapshot of ``ns`` (tagged with ``space.seq``); False when nothing is kept."""
@@ -1411,10 +1497,12 @@ class ContinuityEngine:
         with self._lock:
             self.refresh()
             written = 0
-            for ns, space in self._spaces.items():
+            for ns, space in list(self._spaces.items()):
                 due = min(least, max(1, len(space.structures[0]) // 10))
-                if space.changed >= due and self._save(ns, space):
-                    written += 1
+                if space.changed >= due:
+                    space = self._checked(ns)  # a rebuild (a block failed) is saved at once
+                    if space.changed >= due and self._save(ns, space):
+                        written += 1
             return written
 
     def verify(self, namespace: Sequence[str] = ()) -> DerivedReport:
@@ -1426,17 +1514,17 @@ class ContinuityEngine:
         ns = as_namespace(namespace)
         with self._lock:
             self.refresh()
-            space = self._space(ns)
+            space = self._checked(ns)
             fresh = self._event_build(ns) if self._history else self._scan_build(ns)
             problems = [f"loaded: {p}" for p in _differences(self, space, fresh)]
             status = "none"
             if self._derived is not None:
                 try:
-                    self._loaded_snapshot(ns)
+                    loaded = self._loaded_snapshot(ns)
                 except derived.StaleSnapshot as exc:
                     status = str(exc)
                 else:
-                    restored = self._restore(ns)
+                    restored = self._restored(ns, loaded)
                     if restored is None:
                         status = "refused: its arrays do not fit"
                         problems.append("snapshot: its arrays do not fit")
@@ -1493,6 +1581,7 @@ class ContinuityEngine:
         def stored_with_key(key: str) -> list[str]:
             packed = space.content
             if packed is not None and packed[0].finds + packed[1].finds + len(space.deferred) < LOOKUP_BUDGET:
+                _check_content(space)
                 return _packed_holders(packed, space.deferred, key)
             self._content(space)
             return list(space.keys.get(key, ()))
@@ -1507,6 +1596,7 @@ class ContinuityEngine:
     def _content(self, space: _Derived) -> dict[str, str]:
         """The content index (id -> key), loaded from the snapshot's pairs on first use."""
         if space.content is not None:
+            _check_content(space)
             (id_column, key_column), space.content = space.content, None
             ids, keys = id_column.tolist(), key_column.tolist()
             for id_, key in zip(ids, keys, strict=True):
@@ -1749,6 +1839,14 @@ class _Folder:
         )
         self.engine._index(self.space, self.notes)
         self._reset()
+
+
+def _check_content(space: _Derived) -> None:
+    """Check the snapshot's content-index blocks not checked yet (before any of their bytes is
+    read, packed or unpacked); a failed block raises :class:`~coniti.derived.StaleSnapshot`."""
+    for label, check in space.checks.items():
+        if label.startswith("content/"):
+            check.all()
 
 
 def _packed_holders(

@@ -169,6 +169,9 @@ class KeywordIndex:
         ``_postings`` when a write first touches it."""
         self._packed_postings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._live = 0
+        self._ends = 0
+        """Rows ended, retracted or purged so far (as-of views re-index the rows ended since their
+        seq when it or the row count changed)."""
 
     @property
     def options(self) -> dict[str, float]:
@@ -342,6 +345,7 @@ class KeywordIndex:
                 self._died[row] = int(died)
                 ended += 1
         self._live -= ended
+        self._ends += ended
         return ended
 
     def retract(self, ids: Iterable[str]) -> int:
@@ -354,6 +358,7 @@ class KeywordIndex:
                 self._died[row] = self._born[row]
                 retracted += 1
         self._live -= retracted
+        self._ends += retracted
         return retracted
 
     def purge(self, ids: Iterable[str]) -> int:
@@ -376,6 +381,7 @@ class KeywordIndex:
                 self._born[row] = 0
                 self._died[row] = 0
                 purged += 1
+        self._ends += purged
         return purged
 
     def compact(self, horizon: int | None = None) -> int:
@@ -657,10 +663,12 @@ class _AsOf(KeywordIndex):
 
     def __init__(self, base: KeywordIndex, seq: int, clock: float | None) -> None:
         self.__dict__.update(base.__dict__)  # shares the rows, does not copy them
+        self._base = base
         self._as_of = int(seq)
         self._at = clock
         self.seq = self._as_of
-        self._visible_rows: dict[str, int] | None = None
+        self._ended: tuple[tuple[int, int], dict[str, int]] | None = None
+        self._count: int | None = None
 
     def _clock(self) -> float:
         return time.time() if self._at is None else self._at
@@ -668,32 +676,55 @@ class _AsOf(KeywordIndex):
     def _mask(self, as_of: int | None) -> np.ndarray:
         return super()._mask(self._as_of if as_of is None else min(as_of, self._as_of))
 
-    def _visible(self) -> dict[str, int]:
-        """The row of each id live as of the view's seq (expired or not: a row's facts)."""
-        if self._visible_rows is None:
-            born = np.frombuffer(self._born, dtype=np.int64) if self._ids else np.empty(0, np.int64)
-            died = np.frombuffer(self._died, dtype=np.int64) if self._ids else np.empty(0, np.int64)
-            rows = np.flatnonzero((born <= self._as_of) & (died > self._as_of))
-            ids = self._ids.unpack()
-            self._visible_rows = {ids[r]: int(r) for r in rows.tolist()}
-        return self._visible_rows
+    def _row(self, id_: str) -> int | None:
+        """The row of ``id_`` live as of the view's seq (expired or not: a row's facts), or None:
+        its live row if born by then, else the row of it that ended since. The rows that ended
+        after the seq (usually few) are indexed in O(rows) numpy work, again only after the base
+        index added or ended rows; the live rows are not (the base finds them by id, from its dict
+        or its packed ids)."""
+        base = self._base
+        row = base._live_row(id_)
+        if row is not None and self._born[row] <= self._as_of:
+            return row
+        marker = (len(base._ids), base._ends)
+        if self._ended is None or self._ended[0] != marker:
+            born, died = self._lives()
+            ended = np.flatnonzero((died != ALIVE) & (born <= self._as_of) & (died > self._as_of))
+            self._ended = (marker, {self._ids[r]: r for r in ended.tolist()})
+        row = self._ended[1].get(id_)
+        if row is not None and self._born[row] <= self._as_of < self._died[row]:  # not purged since
+            return row
+        return None
+
+    def _lives(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's born and died."""
+        if not self._ids:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        return np.frombuffer(self._born, dtype=np.int64), np.frombuffer(self._died, dtype=np.int64)
 
     def __len__(self) -> int:
-        return len(self._visible())
+        """The rows live as of the view's seq (expired or not)."""
+        if self._count is None:
+            born, died = self._lives()
+            self._count = int(np.count_nonzero((born <= self._as_of) & (died > self._as_of)))
+        return self._count
 
     def __contains__(self, id_: object) -> bool:
-        return isinstance(id_, str) and id_ in self._visible()
+        return isinstance(id_, str) and self._row(id_) is not None
 
     def timestamp(self, id_: str) -> float:
-        return self._time[self._visible()[id_]]
+        row = self._row(id_)
+        if row is None:
+            raise KeyError(id_)
+        return self._time[row]
 
     def score(
         self, text: str, ids: Iterable[str], *, as_of: int | None = None, corpus: Corpus | None = None
     ) -> dict[str, float]:
         terms = list(dict.fromkeys(tokenize(text)))
         scores, _ = self._scores(terms, as_of, None, corpus)
-        rows = self._visible()
-        return {i: float(scores[rows[i]]) for i in ids if i in rows}
+        rows = {i: row for i in ids if (row := self._row(i)) is not None}
+        return {i: float(scores[row]) for i, row in rows.items()}
 
     def _refuse(self, *_: Any, **__: Any) -> Any:
         raise ContractError(f"the keyword index as of seq {self._as_of} is read-only")

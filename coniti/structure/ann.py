@@ -23,11 +23,12 @@ it. With ``threads=1`` (the default) a build from the same rows in the same orde
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
-from coniti.derived import pack_strings, unpack_strings
+from coniti.derived import BlockCheck, pack_strings, unpack_strings
 from coniti.errors import ContractError, StructureError
 from coniti.structure.flat import SortedRowsStructure
 from coniti.structure.scoring import StructureHit, exact_scores, top_by_key
@@ -217,7 +218,9 @@ class AnnStructure(SortedRowsStructure):
         state["graph_id_bytes"], state["graph_id_ends"] = id_bytes, id_ends
         return state
 
-    def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
+    def restore_derived_state(
+        self, state: dict[str, np.ndarray], checks: Mapping[str, BlockCheck] | None = None
+    ) -> None:
         """The rows, then the graph; arrays that do not fit raise :class:`ContractError` and leave
         the structure empty."""
         try:
@@ -225,7 +228,7 @@ class AnnStructure(SortedRowsStructure):
             keys = unpack_strings(state["graph_id_bytes"], state["graph_id_ends"])
         except (KeyError, ValueError) as exc:
             raise ContractError(f"the ann state lacks its graph: {exc}") from None
-        super().restore_derived_state(state)
+        super().restore_derived_state(state, checks)
         try:
             self.restore_index_state({"index": graph, "ids": [k or None for k in keys]})
         except StructureError as exc:  # the rows are restored, the graph is not: start empty

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, Self
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
@@ -13,6 +13,9 @@ from coniti.actor import TimeRange
 from coniti.errors import AnchorNotFound, ContractError, NotSupported, ReadOnlyError
 from coniti.registry import Registry
 from coniti.structure.scoring import StructureHit, unit_rows
+
+if TYPE_CHECKING:
+    from coniti.derived import BlockCheck
 
 __all__ = ["STRUCTURES", "Structure"]
 
@@ -43,6 +46,10 @@ class Structure(ABC):
     persistent: ClassVar[bool] = False
     """:meth:`derived_state` and :meth:`restore_derived_state` give and take the whole structure as
     named numpy arrays (what :mod:`coniti.derived` keeps on disk)."""
+
+    checked_on_touch: ClassVar[frozenset[str]] = frozenset()
+    """Fields of :meth:`derived_state` whose CRC-32 check :meth:`restore_derived_state` can take
+    deferred (a :class:`~coniti.derived.BlockCheck` it runs before reading the array's bytes)."""
 
     def __init__(self) -> None:
         self._dim: int | None = None
@@ -154,9 +161,14 @@ class Structure(ABC):
         """The structure as named arrays (see :attr:`persistent`); views, valid until the next write."""
         raise NotSupported(f"the {self.name} structure is not persistent")
 
-    def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
+    def restore_derived_state(
+        self, state: dict[str, np.ndarray], checks: Mapping[str, BlockCheck] | None = None
+    ) -> None:
         """Replace everything by a :meth:`derived_state` (arrays may be read-only memory maps).
-        Raises :class:`ContractError` for arrays that do not fit and changes nothing then."""
+        ``checks``: for fields of :attr:`checked_on_touch`, the CRC-32 checks not run yet; the
+        structure runs each block's before reading its bytes, and a block that fails raises
+        :class:`~coniti.derived.StaleSnapshot` from the call that touched it. Raises
+        :class:`ContractError` for arrays that do not fit and changes nothing then."""
         raise NotSupported(f"the {self.name} structure is not persistent")
 
     def clear(self) -> None:

@@ -3,13 +3,17 @@ with one product (see :mod:`coniti.structure.rows` for how rows stay sorted)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from coniti.structure.base import Structure
 from coniti.structure.rows import Pool, SortedRows, buffer_options
 from coniti.structure.scoring import StructureHit, error_bound, top_by_key, top_with_ties
+
+if TYPE_CHECKING:
+    from coniti.derived import BlockCheck
 
 __all__ = ["FlatStructure", "SortedRowsStructure"]
 
@@ -18,10 +22,12 @@ class SortedRowsStructure(Structure):
     """A structure over one :class:`SortedRows`: membership, writes and the time-only searches
     (most recent, closest in time), shared by ``flat``, ``segment_tree`` and ``ann``. Rows are
     versioned (:attr:`~coniti.structure.Structure.supports_as_of`) and the rows persist as arrays
-    (:meth:`derived_state`: ``vecs``, ``times``, ``born``, ``died``, ``id_bytes``, ``id_ends``)."""
+    (:meth:`derived_state`: ``vecs``, ``times``, ``born``, ``died``, ``id_bytes``, ``id_ends``); a
+    restored ``vecs`` map is checked block by block as rows are read."""
 
     supports_as_of: ClassVar[bool] = True
     persistent: ClassVar[bool] = True
+    checked_on_touch: ClassVar[frozenset[str]] = frozenset({"vecs"})
 
     def __init__(self, *, buffer_min: int = 1024, buffer_fraction: float = 0.125) -> None:
         super().__init__()
@@ -61,8 +67,10 @@ class SortedRowsStructure(Structure):
     def derived_state(self) -> dict[str, np.ndarray]:
         return self._rows.state()
 
-    def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
-        self._rows.restore(state)
+    def restore_derived_state(
+        self, state: dict[str, np.ndarray], checks: Mapping[str, BlockCheck] | None = None
+    ) -> None:
+        self._rows.restore(state, (checks or {}).get("vecs"))
         self._dim = int(state["vecs"].shape[1]) if state["vecs"].shape[0] else None
 
     def _clear(self) -> None:

@@ -23,7 +23,11 @@ copied), so building from n rows holds one copy of the rows plus ``1/4`` spare c
 copies a grow-and-copy needs. No view of the main arrays outlives a method call (a view would stop the
 resize, which then falls back to a copy). The vectors may be a read-only memory map (see
 :meth:`SortedRows.restore`): new rows then go to the buffer, and the map is copied into memory only
-when a merge or compaction must rewrite the main rows.
+when a merge or compaction must rewrite the main rows. A map restored with a
+:class:`~coniti.derived.BlockCheck` is read only after the blocks of the rows read passed it
+(:meth:`SortedRows.check_rows`); a block that fails raises :class:`~coniti.derived.StaleSnapshot`
+(a merge checks every block before it moves a row; after one, the owner rebuilds the rows: the
+engine does).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from coniti.derived import pack_strings
+from coniti.derived import BlockCheck, pack_strings
 from coniti.errors import ContractError, StructureError
 from coniti.packed import LOOKUP_BUDGET, PackedStrings
 from coniti.structure.scoring import (
@@ -196,6 +200,14 @@ class SortedRows:
         self.purged = 0
         self.buffer = Rows()
         self.dirty_from = 0
+        self._check: BlockCheck | None = None
+
+    def check_rows(self, a: int, b: int) -> None:
+        """Before main rows ``[a, b)`` of a restored map are read: check their blocks."""
+        if self._check is not None:
+            self._check.rows(a, b)
+            if self._check.done:
+                self._check = None
 
     # ``ids`` (per main row) and ``pos`` (id -> main row of its live version) are built from the
     # packed ids of a restored snapshot only when first needed: a search that only reads the ids of
@@ -291,8 +303,11 @@ class SortedRows:
 
     def vector(self, id_: str) -> np.ndarray:
         row = self.buffer.pos.get(id_)
-        source = self.buffer.vecs if row is not None else self.vecs
-        out: np.ndarray = np.array(source[row if row is not None else self._live_main(id_)])
+        if row is None:
+            row = self._live_main(id_)
+            self.check_rows(row, row + 1)
+            return np.array(self.vecs[row])
+        out: np.ndarray = np.array(self.buffer.vecs[row])
         return out
 
     def timestamp(self, id_: str) -> float:
@@ -319,6 +334,7 @@ class SortedRows:
         versions are not indexed by id."""
         for i in self._main_rows(id_):
             if self.born[i] <= seq < self.died[i]:
+                self.check_rows(i, i + 1)
                 return np.array(self.vecs[i]), float(self.times[i])
         buffer = self.buffer
         for i, x in enumerate(buffer.ids):
@@ -347,6 +363,7 @@ class SortedRows:
     def _own(self) -> None:
         """Copy a read-only (mapped) vector matrix into memory before rewriting it."""
         if not self.vecs.flags.writeable:
+            self.check_rows(0, self.n)
             self.vecs = np.array(self.vecs[: self.n])
 
     def _reserve(self, rows: int) -> None:
@@ -451,6 +468,7 @@ class SortedRows:
         m = self.buffer.n
         if not m:
             return
+        self._own()  # first: a block that fails its check leaves the rows as they were
         buf = self.buffer
         b_vecs, b_times = buf.view()
         order = np.argsort(b_times, kind="stable")
@@ -535,6 +553,7 @@ class SortedRows:
         self.merge()
         self.compact()
         n = self.n
+        self.check_rows(0, n)
         id_bytes, id_ends = self._packed.arrays if self._packed is not None else pack_strings(self.ids)
         return {
             "vecs": self.vecs[:n],
@@ -545,9 +564,10 @@ class SortedRows:
             "id_ends": id_ends,
         }
 
-    def restore(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray], check: BlockCheck | None = None) -> None:
         """Replace every row by those of :meth:`state` (``vecs`` may be a read-only memory map, kept
-        as is). Raises :class:`ContractError` for arrays that do not fit together."""
+        as is; ``check``: the CRC-32 check of its blocks, run on first touch). Raises
+        :class:`ContractError` for arrays that do not fit together."""
         vecs, times, born, died = state["vecs"], state["times"], state["born"], state["died"]
         n = times.shape[0]
         shapes_fit = (
@@ -577,6 +597,7 @@ class SortedRows:
         self.dead = n - live
         self.purged = int(np.count_nonzero(self.died <= self.born))
         self.dirty_from = n
+        self._check = check if check is not None and not check.done else None
 
     # -- reads (``seq`` None: the live rows; else the rows visible as of event ``seq``) ----------
 
@@ -601,13 +622,18 @@ class SortedRows:
         """Offer main rows ``[lo, hi)`` to ``pool`` (rows not visible and ``skip`` never qualify)."""
         if lo >= hi:
             return
-        approx = fast_scores(self.vecs[lo:hi], query)
-        mask = self.visible(lo, hi, seq)
-        if mask is not None:
-            approx[~mask] = NEG_INF
-        if skip is not None and lo <= skip < hi:
-            approx[skip - lo] = NEG_INF
-        pool.offer(1, np.arange(lo, hi), approx)
+        # a restored map: each span is scored once its blocks passed (the next ones are checked
+        # meanwhile, on other threads)
+        for a, b in [(lo, hi)] if self._check is None else self._check.spans(lo, hi):
+            approx = fast_scores(self.vecs[a:b], query)
+            mask = self.visible(a, b, seq)
+            if mask is not None:
+                approx[~mask] = NEG_INF
+            if skip is not None and a <= skip < b:
+                approx[skip - a] = NEG_INF
+            pool.offer(1, np.arange(a, b), approx)
+        if self._check is not None and self._check.done:
+            self._check = None
 
     def score_buffer(
         self, pool: Pool, start: float, end: float, query: np.ndarray, exclude: str | None,

@@ -10,7 +10,8 @@ at the first search, in O(n) numpy work with temporaries bounded by ``_STAT_ROWS
 from __future__ import annotations
 
 import heapq
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from coniti.errors import ContractError
 from coniti.structure.flat import SortedRowsStructure
 from coniti.structure.rows import Pool, SortedRows
 from coniti.structure.scoring import StructureHit, fast_scores
+
+if TYPE_CHECKING:
+    from coniti.derived import BlockCheck
 
 __all__ = ["SegmentTreeStructure"]
 
@@ -49,6 +53,7 @@ class _Nodes:
         leaf = self.leaf
         blocks = max(1, -(-n // leaf))
         first_block = min(dirty_from // leaf, blocks)
+        rows.check_rows(first_block * leaf, n)
         if blocks > self.width or self.center.shape[1] != dim:
             self.width = 1 << (blocks - 1).bit_length()
             nodes = 2 * self.width
@@ -188,7 +193,9 @@ class SegmentTreeStructure(SortedRowsStructure):
         state["node_width"] = np.array([tree.width], dtype=np.int64)
         return state
 
-    def restore_derived_state(self, state: dict[str, np.ndarray]) -> None:
+    def restore_derived_state(
+        self, state: dict[str, np.ndarray], checks: Mapping[str, BlockCheck] | None = None
+    ) -> None:
         nodes = _Nodes(self._leaf_size)
         width = state.get("node_width")
         if width is None or width.shape != (1,) or any(f"node_{n}" not in state for n in self._NODE_ARRAYS):
@@ -200,7 +207,7 @@ class SegmentTreeStructure(SortedRowsStructure):
         blocks = max(1, -(-n // self._leaf_size))
         if nodes.lo.shape != (2 * nodes.width,) or nodes.width < blocks:
             raise ContractError("the segment tree's nodes do not fit its rows")
-        super().restore_derived_state(state)
+        super().restore_derived_state(state, checks)
         self._nodes = nodes
 
     def _synced(self) -> _Nodes:

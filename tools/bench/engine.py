@@ -267,6 +267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also build with the coniti package in this directory (e.g. an export of main)",
     )  # fmt: skip
     p.add_argument("--add-batches", type=int, default=20, help="timed adds of 500, per order")
+    p.add_argument(
+        "--keep", type=Path, default=None,
+        help="persisted part: keep the stores here and reuse them in the next run (no ingest)",
+    )  # fmt: skip
+    p.add_argument("--opens", type=int, default=1, help="persisted part: fresh-process opens (median)")
     p.add_argument("--child-build", help=argparse.SUPPRESS)
     p.add_argument("--child-rows", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--child-times", type=Path, help=argparse.SUPPRESS)
@@ -291,11 +296,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(table(results))
     if args.part in ("all", "engine", "persisted"):
-        persisted = run_persisted(n, [s for s in STRUCTURES if s in names], queries, args.seed)
+        persisted = run_persisted(
+            n, [s for s in STRUCTURES if s in names], queries, args.seed, keep=args.keep,
+            opens=args.opens,
+        )  # fmt: skip
         print(persisted_table(persisted))
         print(f"({math.ceil(time.perf_counter() - started)} s)")
     if args.part == "restore":
-        print(restore_table(run_restore(n, args.seed, args.vectors, args.cache)))
+        print(restore_table(run_restore(n, args.seed, args.vectors, args.cache, rounds)))
     if args.part in ("all", "structures"):
         figures = run_structures(
             n, names, args.vectors, queries, args.seed, efs, args.cache, args.baseline_code,
