@@ -49,8 +49,28 @@ def test_a_view_made_before_later_writes_answers_as_the_index_as_of_its_seq(
     timestamp, membership and len as an index holding only the events up to seq; an erasure
     after the view hides the id in it too."""
     seq = data.draw(st.integers(0, len(steps)))
+    check_view_under_later_writes(replay(steps[:seq]), seq, steps, data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=history, data=st.data())
+def test_a_view_of_a_restored_index_with_packed_ids_follows_later_writes(
+    steps: list[tuple[str, int, int]], data: st.DataObject
+) -> None:
+    """The same for an index restored from its state (ids still packed when the view is made):
+    the view finds live rows through the index, so the writes after it are seen as they are."""
+    seq = data.draw(st.integers(0, len(steps)))
+    index = KeywordIndex.from_state(replay(steps[:seq]).state())
+    assert index.packed
+    check_view_under_later_writes(index, seq, steps, data)
+
+
+def check_view_under_later_writes(
+    index: KeywordIndex, seq: int, steps: list[tuple[str, int, int]], data: st.DataObject
+) -> None:
+    """``index`` holds ``steps[:seq]``: a view at seq answers as a replay up to seq while the rest
+    of the steps but erasures are written to ``index``, and an erasure after it hides the id."""
     ids = [f"n{i}" for i in range(6)]
-    index = replay(steps[:seq])
     view = index.at(seq)
     assert facts(view, ids) == facts(replay(steps, seq), ids)
     later = [s for s in steps[seq:] if s[0] != "erase"]
