@@ -172,6 +172,8 @@ class KeywordIndex:
         self._ends = 0
         """Rows ended, retracted or purged so far (as-of views re-index the rows ended since their
         seq when it or the row count changed)."""
+        self._seen: tuple[tuple[int | None, int, int], np.ndarray, int, int] | None = None
+        """The last :meth:`_visible` answer, ``(key, mask, rows, total length)``."""
 
     @property
     def options(self) -> dict[str, float]:
@@ -404,6 +406,7 @@ class KeywordIndex:
         self._time = array("d", (self._time[r] for r in keep))
         self._expires = array("d", (self._expires[r] for r in keep))
         self._expiring = sum(end != math.inf for end in self._expires)
+        self._seen = None
         self._row_of = {self._ids[r]: r for r in range(len(self._ids)) if self._died[r] == ALIVE}
         postings: dict[str, tuple[array[int], array[int]]] = {}
         for term, (rows, tfs) in self._postings.items():
@@ -441,16 +444,32 @@ class KeywordIndex:
             visible &= np.frombuffer(self._expires, dtype=np.float64) > self._clock()
         return visible
 
-    def corpus(self, text: str, *, as_of: int | None = None) -> Corpus:
-        """This index's statistics for the terms of ``text`` (rows visible now, or as of ``as_of``)."""
+    def _changes(self) -> int:
+        """Rows ended, retracted or purged so far (with the row count: the state's version)."""
+        return self._ends
+
+    def _visible(self, as_of: int | None) -> tuple[np.ndarray, int, int]:
+        """``(mask, rows, total length)`` of the rows visible now (or as of ``as_of``); kept until
+        a row is added or ended, unless rows expire (their mask depends on the clock)."""
+        key = (as_of, len(self._ids), self._changes())
+        seen = self._seen
+        if seen is not None and seen[0] == key and not self._expiring:
+            return seen[1], seen[2], seen[3]
         visible = self._mask(as_of)
         lengths = np.frombuffer(self._length, dtype=np.int_) if self._ids else np.empty(0, np.int_)
+        own, total = int(np.count_nonzero(visible)), int(lengths[visible].sum())
+        self._seen = (key, visible, own, total)
+        return visible, own, total
+
+    def corpus(self, text: str, *, as_of: int | None = None) -> Corpus:
+        """This index's statistics for the terms of ``text`` (rows visible now, or as of ``as_of``)."""
+        visible, own, total = self._visible(as_of)
         df = {}
         for term in dict.fromkeys(tokenize(text)):
             posting = self._posting(term)
             if posting is not None:
-                df[term] = int(visible[posting[0]].sum())
-        return Corpus(int(visible.sum()), int(lengths[visible].sum()), df)
+                df[term] = int(np.count_nonzero(visible[posting[0]]))
+        return Corpus(own, total, df)
 
     def ceiling(self, text: str, *, as_of: int | None = None, corpus: Corpus | None = None) -> float:
         """The BM25 ceiling of ``text``: ``sum_t idf(t) * (k1 + 1)`` over its distinct terms, the
@@ -465,40 +484,55 @@ class KeywordIndex:
         )
 
     def _scores(
-        self, terms: list[str], as_of: int | None, only: np.ndarray | None, corpus: Corpus | None = None
+        self,
+        terms: list[str],
+        as_of: int | None,
+        only: np.ndarray | None,
+        corpus: Corpus | None = None,
+        rows: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Dense BM25 scores per row and the mask of rows matching at least one term."""
-        n_rows = len(self._ids)
-        visible = self._mask(as_of)
-        scores = np.zeros(n_rows, dtype=np.float64)
-        matched = np.zeros(n_rows, dtype=bool)
-        own = int(visible.sum())
-        if not own or not terms:
+        """BM25 scores and the mask of rows matching at least one term: per row of the index
+        (dense; rows outside the mask ``only`` are neither scored nor matched), or, given ``rows``
+        (row numbers), per entry of ``rows``. Only the rows a term's postings hold are touched
+        (postings hold their rows in ascending order, so ``rows`` are found by binary search), in
+        term order: the same floats either way."""
+        size = len(self._ids) if rows is None else len(rows)
+        scores = np.zeros(size, dtype=np.float64)
+        matched = np.zeros(size, dtype=bool)
+        visible, own, total = self._visible(as_of)
+        if not own or not terms or not size:
             return scores, matched
-        lengths = np.frombuffer(self._length, dtype=np.int_).astype(np.float64)
+        lengths = np.frombuffer(self._length, dtype=np.int_)
         if corpus is None:
-            n_visible, avgdl = own, float(lengths[visible].sum()) / own
+            n_visible, avgdl = own, float(total) / own
         else:
             n_visible, avgdl = corpus.n, corpus.length / corpus.n if corpus.n else 0.0
-        norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl) if avgdl > 0 else np.full(n_rows, self.k1 * (1.0 - self.b))
+        k1, b = self.k1, self.b
         for term in terms:
             posting = self._posting(term)
             if posting is None:
                 continue
-            rows = posting[0]
-            tfs = posting[1].astype(np.float64)
-            keep = visible[rows]
-            df = int(keep.sum())
+            held, held_tfs = posting
+            keep = visible[held]
+            df = int(np.count_nonzero(keep))
             if not df:
                 continue
-            rows, tfs = rows[keep], tfs[keep]
             if corpus is not None:
                 df = corpus.df.get(term, df)
             idf = math.log(1.0 + (n_visible - df + 0.5) / (df + 0.5))
-            scores[rows] += idf * tfs * (self.k1 + 1.0) / (tfs + norm[rows])
-            matched[rows] = True
-        if only is not None:
-            matched &= only
+            if rows is None:
+                if only is not None:
+                    keep &= only[held]
+                target = at = held[keep]
+                tfs = held_tfs[keep].astype(np.float64)
+            else:
+                place = np.minimum(np.searchsorted(held, rows), len(held) - 1)
+                target = np.flatnonzero((held[place] == rows) & visible[rows])
+                at = rows[target]
+                tfs = held_tfs[place[target]].astype(np.float64)
+            norm = k1 * (1.0 - b + b * lengths[at] / avgdl) if avgdl > 0 else k1 * (1.0 - b)
+            scores[target] += idf * tfs * (k1 + 1.0) / (tfs + norm)
+            matched[target] = True
         return scores, matched
 
     def search(
@@ -541,10 +575,14 @@ class KeywordIndex:
     ) -> dict[str, float]:
         """The BM25 score of each of ``ids`` that is live (0.0 when it holds no query term); ids
         not in the index are left out."""
-        terms = list(dict.fromkeys(tokenize(text)))
-        scores, _ = self._scores(terms, as_of, None, corpus)
         rows = {i: row for i in ids if (row := self._live_row(i)) is not None}
-        return {i: float(scores[row]) for i, row in rows.items()}
+        return self._scored(text, rows, as_of, corpus)
+
+    def _scored(self, text: str, rows: dict[str, int], as_of: int | None, corpus: Corpus | None) -> dict[str, float]:
+        """:meth:`score` of the ids ``rows`` maps to their rows."""
+        terms = list(dict.fromkeys(tokenize(text)))
+        scores, _ = self._scores(terms, as_of, None, corpus, np.fromiter(rows.values(), np.int64, len(rows)))
+        return dict(zip(rows, scores.tolist(), strict=True))
 
     def at(self, seq: int, *, clock: float | None = None) -> KeywordIndex:
         """A read-only view of this index as of sequence number ``seq``, judging expiry at
@@ -669,9 +707,13 @@ class _AsOf(KeywordIndex):
         self.seq = self._as_of
         self._ended: tuple[tuple[int, int], dict[str, int]] | None = None
         self._count: int | None = None
+        self._seen = None  # its masks are as of seq, not the base's
 
     def _clock(self) -> float:
         return time.time() if self._at is None else self._at
+
+    def _changes(self) -> int:
+        return self._base._ends
 
     def _mask(self, as_of: int | None) -> np.ndarray:
         return super()._mask(self._as_of if as_of is None else min(as_of, self._as_of))
@@ -721,10 +763,8 @@ class _AsOf(KeywordIndex):
     def score(
         self, text: str, ids: Iterable[str], *, as_of: int | None = None, corpus: Corpus | None = None
     ) -> dict[str, float]:
-        terms = list(dict.fromkeys(tokenize(text)))
-        scores, _ = self._scores(terms, as_of, None, corpus)
         rows = {i: row for i in ids if (row := self._row(i)) is not None}
-        return {i: float(scores[row]) for i, row in rows.items()}
+        return self._scored(text, rows, as_of, corpus)
 
     def _refuse(self, *_: Any, **__: Any) -> Any:
         raise ContractError(f"the keyword index as of seq {self._as_of} is read-only")

@@ -84,3 +84,18 @@ def check_view_under_later_writes(
     gone = data.draw(st.sampled_from(ids))
     index.purge([gone])
     assert gone not in view and gone not in view.score("budget plan", ids)
+
+
+def test_a_view_made_after_a_current_search_masks_as_of_its_seq() -> None:
+    """A view made after the index answered a current search (its visible rows kept) scores with
+    the rows of its seq, not the current ones; and the index sees a removal made after it."""
+    index = KeywordIndex()
+    index.add(["a"], ["budget plan"], [1.0], born=1)
+    index.add(["b"], ["budget"], [2.0], born=2)
+    assert {h.id for h in index.search("budget", k=5)} == {"a", "b"}
+    view = index.at(1)
+    assert {h.id for h in view.search("budget", k=5)} == {"a"}
+    assert view.corpus("budget").n == 1
+    index.remove(["a"], died=3)
+    assert {h.id for h in index.search("budget", k=5)} == {"b"}
+    assert index.corpus("budget").n == 1
