@@ -66,6 +66,8 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
+
+
 _ASCII_WORDS = bytes(
     ord(chr(c).lower()) if chr(c).isalnum() or c == 0x5F else 0x20 for c in range(128)
 ) + b" " * 128
@@ -267,10 +269,11 @@ class _Features:
         with self._lock:
             if len(self._vocab) > _CACHE_LIMIT:
                 self._clear()
-            fresh = set(tokens).difference(self._vocab)
-            if fresh:
-                self._learn(sorted(fresh))
-            ids = np.fromiter(map(self._vocab.__getitem__, tokens), np.int64, len(tokens))
+            try:  # the usual case: every token known
+                ids = np.fromiter(map(self._vocab.get, tokens), np.int64, len(tokens))
+            except TypeError:  # a None: tokens to learn first
+                self._learn(sorted(set(tokens).difference(self._vocab)))
+                ids = np.fromiter(map(self._vocab.__getitem__, tokens), np.int64, len(tokens))
             stop = self._stop.view()[ids]
             token_rows = np.repeat(
                 np.arange(n, dtype=np.int64), np.fromiter(map(len, per_text), np.int64, n)
