@@ -233,8 +233,7 @@ class KeywordIndex:
         tokens = list(itertools.chain.from_iterable(per_text))
         if not tokens:
             return
-        terms = list(dict.fromkeys(tokens))
-        number = {term: i for i, term in enumerate(terms)}
+        number = dict(zip(dict.fromkeys(tokens), itertools.count()))
         n = len(per_text)
         rows = np.repeat(np.arange(n, dtype=np.int64), np.fromiter(map(len, per_text), np.int64, n))
         term_of = np.fromiter(map(number.__getitem__, tokens), np.int64, len(tokens))
@@ -246,10 +245,11 @@ class KeywordIndex:
         tf_bytes = tfs.astype(np.int_).tobytes()
         bounds = (starts * size).tolist() + [len(row_bytes)]
         postings = self._postings
-        for term, a, b in zip(term_of[starts].tolist(), bounds[:-1], bounds[1:], strict=True):
-            posting = postings.get(terms[term])
+        # every term has a group, and the groups come in the order of the terms' numbers
+        for term, a, b in zip(number, bounds[:-1], bounds[1:], strict=True):
+            posting = postings.get(term)
             if posting is None:
-                posting = postings[terms[term]] = (array("l"), array("l"))
+                posting = postings[term] = (array("l"), array("l"))
             posting[0].frombytes(row_bytes[a:b])
             posting[1].frombytes(tf_bytes[a:b])
 
