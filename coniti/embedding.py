@@ -66,8 +66,6 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
-
-
 _ASCII_WORDS = bytes(
     ord(chr(c).lower()) if chr(c).isalnum() or c == 0x5F else 0x20 for c in range(128)
 ) + b" " * 128

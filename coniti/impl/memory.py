@@ -91,7 +91,8 @@ class _Stored:
     def hold_many(self, keys: list[Key], records: list[MemoryRecord]) -> None:
         """:meth:`hold` of each pair (records without expiry); keys that all sort after the held
         ones, in order, are appended in one go."""
-        if keys and (not self.keys or keys[0] > self.keys[-1]) and all(map(operator.lt, keys, keys[1:])):
+        after = not self.keys or (keys and keys[0] > self.keys[-1])
+        if after and all(map(operator.lt, keys, keys[1:])):
             self.keys.extend(keys)
         else:
             for key in keys:
