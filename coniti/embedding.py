@@ -26,12 +26,13 @@ that are pure functions of their keys).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 import threading
 import unicodedata
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -60,7 +61,21 @@ _CACHE_LIMIT = 200_000
 
 def tokenize(text: str) -> list[str]:
     """The word tokens of ``text``: NFKC-normalised, case-folded runs of word characters."""
+    if text.isascii():
+        return _ascii_tokens(text)
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+_ASCII_WORDS = bytes(
+    ord(chr(c).lower()) if chr(c).isalnum() or c == 0x5F else 0x20 for c in range(128)
+) + b" " * 128
+"""A ``bytes.translate`` table: ASCII letters to lower case, digits and ``_`` kept, the rest spaces."""
+
+
+def _ascii_tokens(text: str) -> list[str]:
+    """:func:`tokenize` of an ASCII ``text`` (NFKC changes no ASCII text, case folding of ASCII is
+    ``lower``, and the ASCII word characters are letters, digits and ``_``), without the regex."""
+    return text.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
 
 
 class EmbeddingSpec(Contract):
@@ -163,7 +178,11 @@ class _Features:
     kept tokens: the bigram (weight ``bigram_weight``). A word's 64-bit BLAKE2b hash gives its bucket
     (hash mod buckets) and sign (top bit); a trigram is hashed the same way; a bigram's hash is
     SplitMix64's finaliser applied to ``h(first) * 0x9E3779B97F4A7C15 + h(second)`` mod 2**64.
-    Per-token results are cached (they are pure functions of the token).
+
+    A batch is featurised in bulk: each distinct token is hashed once (and kept in a vocabulary of
+    at most about ``_CACHE_LIMIT`` tokens, a pure function of the token), then numpy gathers every
+    occurrence's features; the entries come out in the order a text-by-text, token-by-token walk
+    gives them, so the sums of equal features are bit for bit those of that walk.
     """
 
     WORD_WEIGHT = 1.0
@@ -174,8 +193,21 @@ class _Features:
         self.char_weight = char_weight
         self.bigram_weight = bigram_weight
         self.person = person
-        self._tokens: dict[str, tuple[tuple[int, ...], tuple[float, ...], int]] = {}
         self._lock = threading.Lock()
+        self._clear()
+
+    def _clear(self) -> None:
+        """Forget every token (the caller holds the lock)."""
+        self._vocab: dict[str, int] = {}
+        """Token -> its index in the columns below."""
+        self._first = _Growing(np.int64)
+        """Per token: the index of its first feature in ``_bucket``/``_value``."""
+        self._count = _Growing(np.int64)
+        """Per token: its number of features (the word, then its trigrams)."""
+        self._word_hash = _Growing(np.uint64)
+        self._stop = _Growing(np.bool_)
+        self._bucket = _Growing(np.int64)
+        self._value = _Growing(np.float64)
 
     def spec_options(self) -> dict[str, Any]:
         """The recipe of these features, as it enters an embedder's spec (and so its spec id)."""
@@ -192,60 +224,104 @@ class _Features:
         digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8, person=self.person).digest()
         return int.from_bytes(digest, "little")
 
-    def _token(self, token: str) -> tuple[tuple[int, ...], tuple[float, ...], int]:
-        h = self._hash("w:" + token)
-        idx = [h % self.buckets]
-        val = [-self.WORD_WEIGHT if h >> 63 else self.WORD_WEIGHT]
-        if self.char_weight > 0.0 and len(token) >= self.MIN_CHAR_TOKEN:
-            marked = f"<{token}>"
-            grams = [marked[i : i + 3] for i in range(len(marked) - 2)]
-            weight = self.char_weight / math.sqrt(len(grams))
-            for gram in grams:
-                g = self._hash("c:" + gram)
-                idx.append(g % self.buckets)
-                val.append(-weight if g >> 63 else weight)
-        return tuple(idx), tuple(val), h
+    def _learn(self, tokens: Iterable[str]) -> None:
+        """Hash ``tokens`` (none known yet) into the vocabulary (the caller holds the lock)."""
+        firsts: list[int] = []
+        counts: list[int] = []
+        hashes: list[int] = []
+        stops: list[bool] = []
+        idx: list[int] = []
+        val: list[float] = []
+        at = len(self._bucket)
+        vocab = self._vocab
+        for token in tokens:
+            vocab[token] = len(vocab)
+            h = self._hash("w:" + token)
+            before = len(idx)
+            idx.append(h % self.buckets)
+            val.append(-self.WORD_WEIGHT if h >> 63 else self.WORD_WEIGHT)
+            if self.char_weight > 0.0 and len(token) >= self.MIN_CHAR_TOKEN:
+                marked = f"<{token}>"
+                grams = [marked[i : i + 3] for i in range(len(marked) - 2)]
+                weight = self.char_weight / math.sqrt(len(grams))
+                for gram in grams:
+                    g = self._hash("c:" + gram)
+                    idx.append(g % self.buckets)
+                    val.append(-weight if g >> 63 else weight)
+            firsts.append(at + before)
+            counts.append(len(idx) - before)
+            hashes.append(h)
+            stops.append(token in STOPWORDS)
+        self._first.extend(firsts)
+        self._count.extend(counts)
+        self._word_hash.extend(hashes)
+        self._stop.extend(stops)
+        self._bucket.extend(idx)
+        self._value.extend(val)
 
     def sparse(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, buckets, values)``: one entry per feature occurrence; ``rows`` index ``texts``."""
-        cache = self._tokens
-        idx: list[int] = []
-        val: list[float] = []
-        per_text: list[int] = []
-        hashes: list[int] = []
-        kept: list[int] = []
-        with self._lock:
-            if len(cache) > _CACHE_LIMIT:
-                cache.clear()
-            for text in texts:
-                before = len(idx)
-                toks = tokenize(text)
-                content = [t for t in toks if t not in STOPWORDS] or toks
-                for token in content:
-                    entry = cache.get(token)
-                    if entry is None:
-                        entry = cache[token] = self._token(token)
-                    idx.extend(entry[0])
-                    val.extend(entry[1])
-                    hashes.append(entry[2])
-                per_text.append(len(idx) - before)
-                kept.append(len(content))
         n = len(texts)
-        rows = np.repeat(np.arange(n, dtype=np.int64), per_text)
-        buckets = np.array(idx, dtype=np.int64)
-        values = np.array(val, dtype=np.float64)
-        if self.bigram_weight > 0.0 and hashes:
-            h = np.array(hashes, dtype=np.uint64)
-            counts = np.array(kept, dtype=np.int64)
-            token_rows = np.repeat(np.arange(n, dtype=np.int64), counts)
+        per_text = [_ascii_tokens(t) if t.isascii() else tokenize(t) for t in texts]
+        tokens = list(itertools.chain.from_iterable(per_text))
+        with self._lock:
+            if len(self._vocab) > _CACHE_LIMIT:
+                self._clear()
+            try:  # the usual case: every token known
+                ids = np.fromiter(map(self._vocab.get, tokens), np.int64, len(tokens))
+            except TypeError:  # a None: tokens to learn first
+                self._learn(sorted(set(tokens).difference(self._vocab)))
+                ids = np.fromiter(map(self._vocab.__getitem__, tokens), np.int64, len(tokens))
+            stop = self._stop.view()[ids]
+            token_rows = np.repeat(
+                np.arange(n, dtype=np.int64), np.fromiter(map(len, per_text), np.int64, n)
+            )
+            # stop words count only in a text that has nothing else
+            content = np.bincount(token_rows[~stop], minlength=n)
+            kept = ~stop | (content[token_rows] == 0)
+            ids, token_rows = ids[kept], token_rows[kept]
+            first, count = self._first.view()[ids], self._count.view()[ids]
+            hashes = self._word_hash.view()[ids]
+            ends = np.cumsum(count)
+            at = np.repeat(first - (ends - count), count) + np.arange(ends[-1] if ids.size else 0)
+            buckets = self._bucket.view()[at]
+            values = self._value.view()[at]
+        rows = np.repeat(token_rows, count)
+        if self.bigram_weight > 0.0 and ids.size:
             pair = token_rows[:-1] == token_rows[1:]
             with np.errstate(over="ignore"):
-                mixed = _finalise(h[:-1][pair] * _SPLITMIX_GAMMA + h[1:][pair])
+                mixed = _finalise(hashes[:-1][pair] * _SPLITMIX_GAMMA + hashes[1:][pair])
             signs = np.where(mixed >> np.uint64(63), -self.bigram_weight, self.bigram_weight)
             rows = np.concatenate((rows, token_rows[:-1][pair]))
             buckets = np.concatenate((buckets, (mixed % np.uint64(self.buckets)).astype(np.int64)))
             values = np.concatenate((values, signs))
         return rows, buckets, values
+
+
+class _Growing:
+    """A 1-D numpy column with amortised appends; :meth:`view` is the filled part (do not keep it
+    across an :meth:`extend`)."""
+
+    __slots__ = ("_data", "_size")
+
+    def __init__(self, dtype: type[np.generic]) -> None:
+        self._data = np.empty(1024, dtype=dtype)
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def extend(self, values: Sequence[Any]) -> None:
+        grown = self._size + len(values)
+        if grown > self._data.size:
+            data = np.empty(max(grown, 2 * self._data.size), dtype=self._data.dtype)
+            data[: self._size] = self._data[: self._size]
+            self._data = data
+        self._data[self._size : grown] = np.array(values, dtype=self._data.dtype)
+        self._size = grown
+
+    def view(self) -> np.ndarray:
+        return self._data[: self._size]
 
 
 class LocalHashEmbedder(Embedder):

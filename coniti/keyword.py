@@ -45,12 +45,11 @@ of named arrays gives it back.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
-import unicodedata
 from array import array
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from coniti.actor import TimeRange
+from coniti.embedding import tokenize as word_tokens
 from coniti.errors import ContractError
 from coniti.packed import LOOKUP_BUDGET, IdColumn, PackedStrings
 from coniti.structure import StructureHit
@@ -82,7 +82,6 @@ NO_SPACE = (
 )
 """Character ranges of scripts written without spaces: tokenised as character bigrams."""
 
-_WORD = re.compile(r"\w+")
 _SPLIT = re.compile(f"([{NO_SPACE}]+)")
 _STATE_VERSION = 1
 
@@ -90,8 +89,11 @@ _STATE_VERSION = 1
 def tokenize(text: str) -> list[str]:
     """The tokens of ``text`` in order (module docstring): NFKC, case-folded, ``\\w`` runs, bigrams
     for scripts without spaces."""
+    words = word_tokens(text)
+    if text.isascii():  # no character of a script without spaces
+        return words
     out: list[str] = []
-    for run in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
+    for run in words:
         if not _SPLIT.search(run):
             out.append(run)
             continue
@@ -315,25 +317,47 @@ class KeywordIndex:
             if id_ in seen or live is not None:
                 raise ContractError(f"id {id_!r} is already in the keyword index")
             seen.add(id_)
-        for id_, text, ts, seq, end in zip(ids, texts, timestamps, births, ends, strict=True):
-            row = len(self._ids)
-            counts = Counter(tokenize(text))
-            self._ids.append(id_)
-            self._born.append(int(seq))
-            self._died.append(ALIVE)
-            self._length.append(sum(counts.values()))
-            self._time.append(float(ts))
-            self._expires.append(end)
-            self._expiring += end != math.inf
-            if row_of is not None:
-                row_of[id_] = row
-            for term, tf in counts.items():
-                posting = self._postings.get(term)
-                if posting is None:
-                    posting = self._thaw(term)
-                posting[0].append(row)
-                posting[1].append(tf)
+        first = len(self._ids)
+        per_text = [tokenize(text) for text in texts]
+        born_column = array("q", map(int, births))
+        time_column = array("d", map(float, timestamps))
+        self._ids.extend(ids)
+        self._born.extend(born_column)
+        self._died.extend(array("q", [ALIVE]) * n)
+        self._length.extend(array("l", map(len, per_text)))
+        self._time.extend(time_column)
+        self._expires.extend(array("d", ends))
+        self._expiring += sum(end != math.inf for end in ends)
+        if row_of is not None:
+            row_of.update(zip(ids, range(first, first + n), strict=True))
+        self._post(first, per_text)
         self._live += n
+
+    def _post(self, first: int, per_text: list[list[str]]) -> None:
+        """Append rows ``first, first + 1, ...`` (their tokens ``per_text``) to the postings: per
+        term, its rows in order with their term frequencies; new terms in order of first use."""
+        tokens = list(itertools.chain.from_iterable(per_text))
+        if not tokens:
+            return
+        number = dict(zip(dict.fromkeys(tokens), itertools.count()))
+        n = len(per_text)
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.fromiter(map(len, per_text), np.int64, n))
+        term_of = np.fromiter(map(number.__getitem__, tokens), np.int64, len(tokens))
+        keys, tfs = np.unique(term_of * n + rows, return_counts=True)  # by term, then row
+        term_of = keys // n
+        starts = np.flatnonzero(np.concatenate(([True], term_of[1:] != term_of[:-1])))
+        size = np.dtype(np.int_).itemsize
+        row_bytes = (keys % n + first).astype(np.int_).tobytes()
+        tf_bytes = tfs.astype(np.int_).tobytes()
+        bounds = (starts * size).tolist() + [len(row_bytes)]
+        postings = self._postings
+        # every term has a group, and the groups come in the order of the terms' numbers
+        for term, a, b in zip(number, bounds[:-1], bounds[1:], strict=True):
+            posting = postings.get(term)
+            if posting is None:
+                posting = self._thaw(term)  # a new term, or one whose postings are still packed
+            posting[0].frombytes(row_bytes[a:b])
+            posting[1].frombytes(tf_bytes[a:b])
 
     def remove(self, ids: Iterable[str], died: int = ALIVE - 1) -> int:
         """End the live rows of ``ids`` at sequence number ``died`` (unknown ids are ignored; the

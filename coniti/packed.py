@@ -16,7 +16,7 @@ decode (and a dict) costs less than more searches.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -153,6 +153,13 @@ class IdColumn:
         assert self._base is not None
         self._tail_rows.setdefault(id_, []).append(len(self._base) + len(self._tail))
         self._tail.append(id_)
+
+    def extend(self, ids: Iterable[str]) -> None:
+        if self._list is not None:
+            self._list.extend(ids)
+            return
+        for id_ in ids:
+            self.append(id_)
 
     def find(self, id_: str) -> np.ndarray:
         """Every row holding ``id_``, ascending. Packed: a search of the base (see

@@ -318,3 +318,26 @@ def test_engine_answers_from_a_note_batch() -> None:
     with Container() as c:
         c.engine.ingest_many(NoteBatch.from_notes(_engine_notes(5)))
         assert c.engine.ask("note 3 about budget 3").hits[0].note.id == "n3"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from([0.0, 1.0, 2.5, 2.5, 7.0, -3.0, 1e9]), min_size=1, max_size=6),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_in_memory_put_batch_orders_like_put(stamps: list[list[float]]) -> None:
+    """Batches whose timestamps come in order, out of order, repeated or before the held ones
+    scan in the order put of the same records gives (time, then arrival)."""
+    one, two = InMemoryBackend(), InMemoryBackend()
+    start = 0
+    for batch_stamps in stamps:
+        n = len(batch_stamps)
+        notes = NoteBatch([f"r{start + i}" for i in range(n)], ["t"] * n, batch_stamps)
+        batch = RecordBatch(notes, np.ones((n, 2), dtype=np.float32), "emb")
+        one.put_batch(batch)
+        two.put(PutRequest(records=batch.records()))
+        start += n
+    assert _everything(one) == _everything(two)

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import os
+import re
 import subprocess
 import sys
+import unicodedata
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coniti.embedding import (
     EMBEDDERS,
+    STOPWORDS,
     EmbeddingSpec,
     LocalHashEmbedder,
     RandomProjectionEmbedder,
+    _Features,
     sign_matrix,
     tokenize,
 )
@@ -213,3 +221,107 @@ def test_registry_lists_both_and_refuses_unknown() -> None:
     assert {"local_hash", "random_projection"} <= set(EMBEDDERS.names())
     with pytest.raises(UnknownPiece, match="unknown embedding 'bert'; registered: .*local_hash"):
         EMBEDDERS.create("bert")
+
+
+# -- the batch path against a text-by-text walk ----------------------------------------------------
+
+_ALPHABET = st.sampled_from(
+    list("abcXYZ019_ -.,'!\n\t")
+    + ["é", "É", "ß", "ẞ", "ﬁ", "Σ", "σ", "ς", "苏", "黎", "カ", "\u0301", "\u00a0", "Ǆ", "Ⅻ", "①"]
+    + ["\U0001f600", "\u200b", "İ", "ŉ"]
+)
+_WORDS = st.sampled_from(["the", "and", "of", "budget", "Ana", "Köln", "straße", "Q3", "a"])
+_TEXT = st.one_of(
+    st.text(_ALPHABET, max_size=40),
+    st.lists(_WORDS, max_size=12).map(" ".join),
+    st.text(max_size=30),
+    st.integers(0, 3000).map(lambda k: "word " * k + "x" * k),
+)
+
+
+def _walk(features: _Features, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The features of ``texts`` by the definition, text by text and token by token (the
+    reference the bulk path must equal entry for entry)."""
+    rows: list[int] = []
+    buckets: list[int] = []
+    values: list[float] = []
+    pairs: list[tuple[int, int, float]] = []
+
+    def h(feature: str) -> int:
+        digest = hashlib.blake2b(feature.encode(), digest_size=8, person=features.person).digest()
+        return int.from_bytes(digest, "little")
+
+    def signed(x: int, weight: float) -> float:
+        return -weight if x >> 63 else weight
+
+    for row, text in enumerate(texts):
+        words = re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+        kept = [w for w in words if w not in STOPWORDS] or words
+        for word in kept:
+            rows.append(row)
+            buckets.append(h("w:" + word) % features.buckets)
+            values.append(signed(h("w:" + word), 1.0))
+            if features.char_weight > 0 and len(word) >= 4:
+                marked = f"<{word}>"
+                grams = [marked[i : i + 3] for i in range(len(marked) - 2)]
+                for gram in grams:
+                    rows.append(row)
+                    buckets.append(h("c:" + gram) % features.buckets)
+                    values.append(signed(h("c:" + gram), features.char_weight / math.sqrt(len(grams))))
+        if features.bigram_weight > 0:
+            for first, second in itertools.pairwise(kept):
+                mixed = (h("w:" + first) * 0x9E3779B97F4A7C15 + h("w:" + second)) % 2**64
+                mixed ^= mixed >> 30
+                mixed = (mixed * 0xBF58476D1CE4E5B9) % 2**64
+                mixed ^= mixed >> 27
+                mixed = (mixed * 0x94D049BB133111EB) % 2**64
+                mixed ^= mixed >> 31
+                pairs.append((row, mixed % features.buckets, signed(mixed, features.bigram_weight)))
+    return (
+        np.array(rows + [p[0] for p in pairs], dtype=np.int64),
+        np.array(buckets + [p[1] for p in pairs], dtype=np.int64),
+        np.array(values + [p[2] for p in pairs], dtype=np.float64),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(_TEXT, max_size=12), seen=st.lists(_TEXT, max_size=4))
+def test_bulk_features_equal_the_text_by_text_walk(texts: list[str], seen: list[str]) -> None:
+    """The batch's features are the walk's entries in the walk's order (so every sum is bit for bit
+    the walk's), whichever tokens the vocabulary already holds."""
+    features = LocalHashEmbedder()._features
+    features.sparse(seen)
+    got = features.sparse(texts)
+    want = _walk(features, texts)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(_TEXT, min_size=1, max_size=10))
+def test_batch_rows_equal_rows_embedded_alone(name: str, texts: list[str]) -> None:
+    """Each row of a batch is bit for bit the vector of its text embedded alone."""
+    e = EMBEDDERS.create(name)
+    batch = e.embed(texts)
+    fresh = EMBEDDERS.create(name)
+    for i, text in enumerate(texts):
+        assert np.array_equal(fresh.embed([text])[0], batch[i])
+
+
+@given(text=st.text(st.characters(max_codepoint=127)))
+def test_ascii_tokens_are_the_regex_tokens(text: str) -> None:
+    """An ASCII text's fast tokens are those of NFKC, case folding and ``\\w+``."""
+    assert tokenize(text) == re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+
+
+def test_vocabulary_refills_after_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the vocabulary's limit the next batch starts a new one, with the same vectors."""
+    e = LocalHashEmbedder()
+    texts = [f"word{i} other{i}" for i in range(50)]
+    want = e.embed(texts)
+    monkeypatch.setattr("coniti.embedding._CACHE_LIMIT", 10)
+    e.embed(["filler " + " ".join(f"f{i}" for i in range(20))])
+    assert len(e._features._vocab) > 10
+    assert np.array_equal(e.embed(texts), want)
+    assert len(e._features._vocab) <= 2 * len(texts) + 1

@@ -4,6 +4,9 @@ masking, compaction and the serialisable state."""
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -12,7 +15,7 @@ from hypothesis import strategies as st
 
 from coniti.actor import TimeRange
 from coniti.errors import ContractError
-from coniti.keyword import ALIVE, KeywordIndex, tokenize
+from coniti.keyword import ALIVE, NO_SPACE, KeywordIndex, tokenize
 
 
 def _three() -> KeywordIndex:
@@ -370,3 +373,59 @@ def test_scores_of_given_ids_and_search_equal_plain_bm25_after_any_writes(
     assert index.score(query, ids) == pytest.approx(expected, rel=1e-12, abs=1e-12)
     hits = {h.id: h.score for h in index.search(query, k=8)}
     assert hits == pytest.approx({i: s for i, s in expected.items() if s > 0}, rel=1e-12)
+# -- the batch path against the definition -------------------------------------------------------
+
+_SCRIPTS = st.sampled_from(
+    list("abZ09_ -.,\n") + ["é", "ß", "Σ", "ς", "苏", "黎", "世", "カ", "タ", "ー", "ก", "\u0301", "ﬁ", "①"]
+)
+_KEY_TEXT = st.one_of(st.text(_SCRIPTS, max_size=30), st.text(max_size=20))
+
+
+def _definition(text: str) -> list[str]:
+    """The tokens by the module docstring, run by run with the regexes."""
+    out: list[str] = []
+    for run in re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold()):
+        for i, part in enumerate(re.split(f"([{NO_SPACE}]+)", run)):
+            if part and (i % 2 == 0 or len(part) == 1):
+                out.append(part)
+            elif part:
+                out.extend(part[j : j + 2] for j in range(len(part) - 1))
+    return out
+
+
+@given(_KEY_TEXT)
+def test_tokens_follow_the_definition(text: str) -> None:
+    """tokenize gives the tokens of the definition (ASCII fast path included)."""
+    assert tokenize(text) == _definition(text)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_KEY_TEXT, max_size=15), st.integers(0, 15))
+def test_a_batch_posts_each_terms_rows_in_order_with_their_counts(texts: list[str], cut: int) -> None:
+    """Added in two batches, every term's posting is the rows holding it in order, each with its
+    count, and each row's length is its token count (the state says so)."""
+    index = KeywordIndex()
+    ids = [f"n{i}" for i in range(len(texts))]
+    times = [float(i) for i in range(len(texts))]
+    index.add(ids[:cut], texts[:cut], times[:cut], 1)
+    index.add(ids[cut:], texts[cut:], times[cut:], 2)
+    counts = [Counter(_definition(t)) for t in texts]
+    state = index.state()
+    terms = sorted({term for c in counts for term in c})
+    want_rows = [r for term in terms for r, c in enumerate(counts) if term in c]
+    want_tfs = [c[term] for term in terms for c in counts if term in c]
+    assert state["terms"].tobytes() == "".join(terms).encode()
+    assert state["posting_rows"].tolist() == want_rows
+    assert state["posting_tfs"].tolist() == want_tfs
+    assert state["length"].tolist() == [sum(c.values()) for c in counts]
+    assert state["born"].tolist() == [1] * min(cut, len(texts)) + [2] * (len(texts) - cut)
+
+
+def test_a_refused_batch_adds_no_row() -> None:
+    """A batch repeating an id is refused before any row or posting is added."""
+    index = _three()
+    before = index.state()
+    with pytest.raises(ContractError, match="'n1' is already in the keyword index"):
+        index.add(["n1", "n2", "n1"], ["apple", "kiwi", "plum"], [4.0, 5.0, 6.0])
+    after = index.state()
+    assert all(np.array_equal(before[k], after[k]) for k in before)

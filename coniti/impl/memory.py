@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 import secrets
 import threading
 import time
@@ -86,6 +87,18 @@ class _Stored:
         self.by_id[record.id] = key
         if record.expires_at is not None:
             self.expiring += 1
+
+    def hold_many(self, keys: list[Key], records: list[MemoryRecord]) -> None:
+        """:meth:`hold` of each pair (records without expiry); keys that all sort after the held
+        ones, in order, are appended in one go."""
+        after = not self.keys or (keys and keys[0] > self.keys[-1])
+        if after and all(map(operator.lt, keys, keys[1:])):
+            self.keys.extend(keys)
+        else:
+            for key in keys:
+                bisect.insort(self.keys, key)
+        self.by_key.update(zip(keys, records, strict=True))
+        self.by_id.update(zip(map(operator.attrgetter("id"), records), keys, strict=True))
 
     def drop(self, record_id: str) -> Key | None:
         key = self.by_id.pop(record_id, None)
@@ -269,12 +282,21 @@ class InMemoryBackend(MemoryBackend):
                             f"record id {record_id!r} already exists in namespace {namespace_text(ns)}"
                         )
             space = self._spaces.setdefault(ns, _Stored())
-            rows = zip(notes.ids, notes.texts, notes.timestamps.tolist(), notes.metadata, strict=True)
-            for i, (record_id, text, ts, md) in enumerate(rows):
-                self._order += 1
-                note = Note.trusted(record_id, text, ts, check_json_value(md, "metadata"))
-                vector = None if vectors is None else vectors[i].copy()
-                space.hold((ts, self._order), MemoryRecord.trusted(note, vector, eid, ns, self._order))
+            first = self._order + 1
+            self._order += len(notes)
+            orders = range(first, first + len(notes))
+            stamps = notes.timestamps.tolist()
+            trusted_note, trusted_record = Note.trusted, MemoryRecord.trusted
+            records = [
+                trusted_record(
+                    trusted_note(record_id, text, ts, check_json_value(md, "metadata")),
+                    None if vectors is None else vectors[i].copy(), eid, ns, order,
+                )
+                for i, (record_id, text, ts, md, order) in enumerate(
+                    zip(notes.ids, notes.texts, stamps, notes.metadata, orders, strict=True)
+                )
+            ]  # fmt: skip
+            space.hold_many(list(zip(stamps, orders, strict=True)), records)
             if meta is not None:
                 self.set_meta(meta)
         return PutResult(written=len(notes))

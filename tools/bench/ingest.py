@@ -19,16 +19,30 @@ container each, in an order that rotates from round to round:
 * ``batch``: each batch built as ``NoteBatch(ids, texts, timestamps, metadata)`` from the raw
   columns (validated once per column), then ingested (the construction is timed).
 
+Inside the timer: building each batch from the raw Python lists (``notes`` and ``batch``), the
+engine's ``ingest_many`` (embedding, admission, structures, keyword index, content index, memory
+write and commit). Outside it: the corpus, the containers' creation and close.
+
 Figures: notes/s of wall clock and of the process's CPU time (on a loaded shared machine the wall
 clock waits for a core; CPU time much less so), median and [min..max] over rounds, and each way's
 median as a ratio to ``notes`` and to ``trusted``. ``--variants`` limits the ways (e.g.
 ``notes,trusted`` to run an older coniti without ``coniti.batch`` via ``PYTHONPATH``).
+
+``--baseline-code DIR`` also runs every way with the ``coniti`` package found in ``DIR`` (e.g. an
+export of main: ``git archive main coniti | tar -x -C DIR``), as rows ``WAY@base``, and adds each
+row's ratio to ``notes@base`` (wall and CPU): the speed-up a caller holding plain values sees. Then
+every ingest, of either code, runs in a fresh child process of its own (the same interpreter and
+workload; the child checks which ``coniti`` it imported), the ways and codes interleaved within a
+round and their order rotating between rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +51,7 @@ from typing import Any
 
 from coniti import Container, Note
 
-from .common import Figures, summary_line, workdir
+from .common import ROOT, Figures, summary_line, workdir
 from .engine import corpus
 
 __all__ = ["main", "run_ingest"]
@@ -95,40 +109,93 @@ def _ingest(make: Callable[[], list[Any]], memory: str, scratch: Path) -> tuple[
 
 
 def run_ingest(
-    n: int, rounds: int, memory: str, seed: int, variants: Sequence[str] = VARIANTS
+    n: int,
+    rounds: int,
+    memory: str,
+    seed: int,
+    variants: Sequence[str] = VARIANTS,
+    baseline: Path | None = None,
 ) -> Figures:
-    """Figures per (metric, variant): ``wall`` and ``cpu`` in notes/s, one per round."""
-    notes = corpus(n, seed)
-    feeders = _feeders(notes)
+    """Figures per (metric, way): ``wall`` and ``cpu`` in notes/s, one per round; with
+    ``baseline``, ways ``WAY@base`` too, every ingest in a child process."""
+    ways: list[tuple[str, Path | None]] = [(v, None) for v in variants]
+    if baseline is not None:
+        ways += [(v, baseline) for v in variants]
+    feeders = _feeders(corpus(n, seed)) if baseline is None else {}
     results = Figures()
     with workdir(None, "coniti-bench-ingest-") as tmp:
         for r in range(rounds):
-            shift = r % len(variants)
-            for name in [*variants[shift:], *variants[:shift]]:
-                wall, cpu = _ingest(feeders[name], memory, tmp)
-                results.add("wall", name, n / wall)
-                results.add("cpu", name, n / cpu)
+            shift = r % len(ways)
+            for name, code in [*ways[shift:], *ways[:shift]]:
+                if baseline is None:
+                    wall, cpu = _ingest(feeders[name], memory, tmp)
+                else:
+                    wall, cpu = _child(name, code, n, memory, seed)
+                label = name if code is None else f"{name}@base"
+                results.add("wall", label, n / wall)
+                results.add("cpu", label, n / cpu)
     return results
 
 
-def table(results: Figures, variants: Sequence[str]) -> str:
-    lines = [
-        "| way | notes/s wall median | [min..max] | x notes | x trusted | notes/s CPU median | "
-        "x notes (CPU) | x trusted (CPU) |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
-    ]
-    med = {(m, v): statistics.median(results.values[(m, v)]) for m in ("wall", "cpu") for v in variants}
+def _child(variant: str, code: Path | None, n: int, memory: str, seed: int) -> tuple[float, float]:
+    """(wall s, CPU s) of one ingest of ``variant`` in a fresh process importing ``coniti`` from
+    ``code`` (None: this checkout)."""
+    expected = (code if code is not None else ROOT).resolve() / "coniti"
+    # the package's folder first on sys.path: before the checkout that importing bench adds
+    boot = (
+        f"import sys; sys.path[:0] = [{str(expected.parent)!r}, {str(ROOT / 'tools')!r}]; "
+        "from bench.ingest import main; raise SystemExit(main(sys.argv[1:]))"
+    )
+    cmd = [
+        sys.executable, "-c", boot, "--child", variant,
+        "--n", str(n), "--memory", memory, "--seed", str(seed),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"ingest of {variant} failed:\n{proc.stderr[-2000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if Path(out["coniti"]).resolve() != expected:
+        raise SystemExit(f"the child imported {out['coniti']}, not {expected}")
+    return float(out["wall"]), float(out["cpu"])
 
-    def ratio(metric: str, v: str, base: str) -> str:
-        return f"{med[(metric, v)] / med[(metric, base)]:.2f}" if (metric, base) in med else "-"
 
-    for v in variants:
-        walls = results.values[("wall", v)]
-        lines.append(
-            f"| {v} | {med[('wall', v)]:,.0f} | [{min(walls):,.0f}..{max(walls):,.0f}] | "
-            f"{ratio('wall', v, 'notes')} | {ratio('wall', v, 'trusted')} | {med[('cpu', v)]:,.0f} | "
-            f"{ratio('cpu', v, 'notes')} | {ratio('cpu', v, 'trusted')} |"
+def _run_child(variant: str, n: int, memory: str, seed: int) -> None:
+    """One ingest of ``variant`` (the child of :func:`_child`): prints its JSON figures."""
+    import coniti
+
+    feeders = _feeders(corpus(n, seed))
+    with workdir(None, "coniti-bench-ingest-") as tmp:
+        wall, cpu = _ingest(feeders[variant], memory, tmp)
+    print(json.dumps({"wall": wall, "cpu": cpu, "coniti": str(Path(coniti.__file__).parent)}))
+
+
+def table(results: Figures) -> str:
+    labels = list(dict.fromkeys(way for _, way in results.values))
+    base = "notes@base" in labels
+    head = "| way | notes/s wall median | [min..max] | x notes | x trusted | notes/s CPU median | "
+    head += "x notes (CPU) | x trusted (CPU) |"
+    rule = "|---|---:|---|---:|---:|---:|---:|---:|"
+    if base:
+        head += " x notes@base | x notes@base (CPU) |"
+        rule += "---:|---:|"
+    lines = [head, rule]
+    med = {key: statistics.median(values) for key, values in results.values.items()}
+
+    def ratio(metric: str, way: str, to: str) -> str:
+        return f"{med[(metric, way)] / med[(metric, to)]:.2f}" if (metric, to) in med else "-"
+
+    for way in labels:
+        tail = "@base" if way.endswith("@base") else ""
+        walls = results.values[("wall", way)]
+        line = (
+            f"| {way} | {med[('wall', way)]:,.0f} | [{min(walls):,.0f}..{max(walls):,.0f}] | "
+            f"{ratio('wall', way, 'notes' + tail)} | {ratio('wall', way, 'trusted' + tail)} | "
+            f"{med[('cpu', way)]:,.0f} | {ratio('cpu', way, 'notes' + tail)} | "
+            f"{ratio('cpu', way, 'trusted' + tail)} |"
         )
+        if base:
+            line += f" {ratio('wall', way, 'notes@base')} | {ratio('cpu', way, 'notes@base')} |"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -140,17 +207,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--variants", default=",".join(VARIANTS), help="ways to give the notes")
     p.add_argument("--quick", action="store_true", help="small counts, under a minute")
+    p.add_argument(
+        "--baseline-code", type=Path, default=None,
+        help="also run every way with the coniti package in this directory (e.g. an export of main)",
+    )  # fmt: skip
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     n = args.n if args.n is not None else (5_000 if args.quick else 100_000)
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
     variants = [v for v in args.variants.split(",") if v]
     if n < BATCH or rounds < 1 or not variants or not set(variants) <= set(VARIANTS):
         p.error(f"--n must be >= {BATCH}, --rounds >= 1, --variants among {', '.join(VARIANTS)}")
+    if args.child is not None:
+        _run_child(args.child, n, args.memory, args.seed)
+        return 0
+    if args.baseline_code is not None and not (args.baseline_code / "coniti").is_dir():
+        p.error(f"--baseline-code {args.baseline_code} holds no coniti package")
     started = time.perf_counter()
-    results = run_ingest(n, rounds, args.memory, args.seed, variants)
+    results = run_ingest(n, rounds, args.memory, args.seed, variants, args.baseline_code)
     print(
         f"coniti ingest benchmark: N={n:,}, memory={args.memory}, local_hash, flat, batches of "
-        f"{BATCH}, rounds={rounds}, seed={args.seed}, {time.perf_counter() - started:.0f} s"
+        f"{BATCH}, rounds={rounds}, seed={args.seed}, baseline={args.baseline_code}, "
+        f"{time.perf_counter() - started:.0f} s"
     )
-    print(table(results, variants))
+    print(table(results))
     return 0

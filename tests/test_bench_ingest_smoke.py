@@ -1,0 +1,48 @@
+"""Smoke test of tools/bench_ingest.py at a tiny N. No test here asserts a time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "tools" / "bench_ingest.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCH), "--n", "500", "--rounds", "1", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+
+
+def test_every_way_gets_a_row() -> None:
+    """In process, the table has one row per way with its ratios to ``notes`` and ``trusted``."""
+    proc = _run("--memory", "log")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for way in ("notes", "trusted", "batch"):
+        assert f"| {way} | " in proc.stdout
+    assert "| notes | " in proc.stdout and "@base" not in proc.stdout
+
+
+def test_a_baseline_copy_runs_in_children_beside_this_code(tmp_path: Path) -> None:
+    """With --baseline-code every way also runs on the copy (rows ``WAY@base``), each row with its
+    ratio to ``notes@base``."""
+    copy = tmp_path / "base"
+    with tarfile.open(tmp_path / "coniti.tar", "w") as tar:
+        tar.add(ROOT / "coniti", arcname="coniti", filter=lambda m: None if "__pycache__" in m.name else m)
+    with tarfile.open(tmp_path / "coniti.tar") as tar:
+        tar.extractall(copy, filter="data")
+    proc = _run("--memory", "in_memory", "--variants", "notes,batch", "--baseline-code", str(copy))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "x notes@base (CPU) |" in proc.stdout
+    for way in ("notes", "batch", "notes@base", "batch@base"):
+        assert f"| {way} | " in proc.stdout
+
+
+def test_a_folder_without_coniti_is_refused(tmp_path: Path) -> None:
+    """--baseline-code naming a folder with no coniti package stops with a usage error."""
+    proc = _run("--baseline-code", str(tmp_path))
+    assert proc.returncode == 2 and "holds no coniti package" in proc.stderr
