@@ -952,8 +952,10 @@ def payload_crc(frame: bytes, *, checked: bool = False) -> int:
 def read_content(frame: bytes, seq: int, crc: int | None = None) -> RecordData | None:
     """The content of put event ``seq`` for a read to return (None when erased), checked: the frame
     is the put numbered ``seq`` and its payload matches the digest it carries (the digest of an
-    erased payload cannot be checked), or, given ``crc`` (store layout 4), the CRC-32 its index
-    entry holds (:func:`payload_crc`). The envelope is decoded only when it does not begin as
+    erased payload cannot be checked). Given ``crc`` (store layout 4: the CRC-32 the sealed index
+    entry holds, :func:`payload_crc`), the payload must have that CRC instead and the envelope is
+    not read: content with the CRC the index sealed is the content written for that entry (an
+    erased put's is the CRC of no payload). The envelope is decoded only when it does not begin as
     coniti writes a put of ``seq`` in the current event version (it is fully decoded and upcast when
     :data:`PAYLOAD_UPCASTS` says an older version's payload may change); the caller takes the id
     and timestamp from the index entries, which it checks against each other. Raises
@@ -961,17 +963,17 @@ def read_content(frame: bytes, seq: int, crc: int | None = None) -> RecordData |
     if PAYLOAD_UPCASTS:
         return read_put(frame, seq, crc)[1]
     try:
+        end = _HEAD + _unpack_u32(frame)[0]
+        if end + _DIGEST > len(frame):
+            raise ValueError("envelope length exceeds the frame")
+        if crc is not None:
+            payload = _checked_payload(b"", memoryview(frame)[end + _DIGEST :], crc)
+            return None if payload is None else _stored_record(payload)
         if not frame.startswith(_PUT_HEAD + _packed_uint(seq), _HEAD + 1):
             env = _unpack(split_frame(frame)[0])
             if type(env) is not dict or env.get("k") != PUT or env.get("s") != seq:
                 raise ValueError(f"it is not the put of event {seq}")
-        end = _HEAD + _unpack_u32(frame)[0]
-        if end + _DIGEST > len(frame):
-            raise ValueError("envelope length exceeds the frame")
-        if crc is None:
-            payload = _checked_payload(frame[end : end + _DIGEST], frame[end + _DIGEST :])
-        else:
-            payload = _checked_payload(b"", memoryview(frame)[end + _DIGEST :], crc)
+        payload = _checked_payload(frame[end : end + _DIGEST], frame[end + _DIGEST :])
         return None if payload is None else _stored_record(payload)
     except _MALFORMED as exc:
         raise _corrupted(f"event {seq}", exc) from exc

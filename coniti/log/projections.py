@@ -949,7 +949,6 @@ class Projections:
         via_time: bool,
         xk: bytes = b"",
         now: float | None = None,
-        crc: bytes = b"",
     ) -> Row | None:
         """(A store of layout 3 or older; see :meth:`_sealed_row` for layout 4.) The row of the
         version put by the event of log key ``sk`` that an index entry of
@@ -1019,63 +1018,62 @@ class Projections:
     def _sealed_row(
         self,
         names: list[str],
-        nsid: bytes,
         sk: bytes,
         tsk: bytes,
         idk: bytes,
         record_id: str | None,
-        end: bytes,
-        via_time: bool,
-        xk: bytes = b"",
-        now: float | None = None,
-        crc: bytes = b"",
+        crc: int,
+        xk: bytes,
+        now: float | None,
     ) -> Row | None:
-        """:meth:`_row` for a store of layout 4, whose index entries are sealed (their seal is
-        checked by the caller, which found the entry) and carry the put's payload CRC ``crc``.
-        The frame must be the put the entry names with a payload of that CRC (:func:`read_content`;
-        an erased put has the CRC of no payload, so it needs no other index); nothing else is
-        confirmed by the other index, except that a version found through ``time`` or ``tver`` in a
-        namespace holding expiring versions (``now`` given) reads its expiry ``X`` from its ``ver``
-        entry, which must hold ``end`` and ``tsk``. The id and timestamp come from the keys (a
-        hashed id key or the timestamp key of 0.0: from the envelope, which must match them), the
-        expiry from ``X``."""
+        """:meth:`_row` for a store of layout 4: the row of the version put by the event of log key
+        ``sk`` that a sealed index entry (its seal checked by the caller) of namespace ``names``
+        names with timestamp key ``tsk``, id key ``idk``, payload CRC ``crc`` and expiry key ``xk``
+        (b"": none; ``now`` then given), or None when its content was erased, it expired at
+        ``now``, or (``record_id`` given) it is another id's sharing a hashed key. The frame must be
+        that put with a payload of that CRC (:func:`read_content`; an erased put's CRC is the one
+        of no payload, so no other index is needed to tell erasure from damage). The id and
+        timestamp come from the keys (a hashed id key or the timestamp key of 0.0: from the
+        envelope, which must match them), the expiry from ``xk``."""
         seq = seq_from_key(sk)
-        if via_time and now is not None:
-            vk = nsid + idk + inv_seq_key(seq)
-            found = self.txn.get(vk, db=self.d.ver)
-            parts = None if found is None or len(found) not in _VER_LENGTHS else _opened(vk, found, _VER)
-            if parts is None or parts[:_TV_END] != end + tsk:
-                raise _damaged(names, idk, record_id, seq, "the ver and time indexes disagree")
-            xk = parts[_TV_END:-_SEAL]
         frame = self.txn.get(sk, db=self.d.log)
         if frame is None:
             raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
         try:
             if tsk != _TS_ZERO and idk[:1] == _INLINE:
-                data = read_content(frame, seq, _unpack_crc(crc)[0])
+                data = read_content(frame, seq, crc)
                 if data is None:
                     return None
                 rid = record_id if record_id is not None else inline_name(idk)
                 ts = decode_ts_key(tsk)
             else:
-                env, data = read_put(frame, seq, _unpack_crc(crc)[0])
+                env, data = read_put(frame, seq, crc)
                 if data is None:
                     return None
                 rid, ts = env["i"], env["ts"]
                 if env["n"] != names or name_key(rid) != idk or ts_key(ts) != tsk:
                     raise StoreCorrupted(f"event {seq} is not the put the index entry names")
-        except (StoreCorrupted, KeyError, TypeError, AttributeError, ValueError, struct.error) as exc:
+        except (StoreCorrupted, KeyError, TypeError, AttributeError, ValueError) as exc:
             raise _damaged(names, idk, record_id, seq, str(exc)) from exc
         if record_id is not None and rid != record_id:
             return None
-        expires_at = None
-        if xk:
-            expires_at = decode_ts_key(xk)
-            if now is None:
-                raise _damaged(names, idk, record_id, seq, "it expires but its namespace has no expiry marker")
-            if expires_at <= now:
-                return None
+        if not xk:
+            return _tuple_new(Row, (rid, ts, data, seq, None))
+        expires_at = decode_ts_key(xk)
+        if now is None or expires_at <= now:
+            return None
         return _tuple_new(Row, (rid, ts, data, seq, expires_at))
+
+    def _expiry_key(self, names: list[str], nsid: bytes, idk: bytes, seq: int, end: bytes, tsk: bytes) -> bytes:
+        """The expiry key ``X`` (b"": none) of the version put at ``seq``, found through ``time``
+        or ``tver`` with end ``end`` and timestamp key ``tsk``: from its sealed ``ver`` entry,
+        which must hold them (layout 4)."""
+        vk = nsid + idk + inv_seq_key(seq)
+        found = self.txn.get(vk, db=self.d.ver)
+        body = None if found is None or len(found) not in _VER_LENGTHS else _opened(vk, found, _VER)
+        if body is None or body[:_TV_END] != end + tsk:
+            raise _damaged(names, idk, None, seq, "the ver and time indexes disagree")
+        return body[_TV_END:-_SEAL]
 
     def _check_end(self, names: list[str], idk: bytes, record_id: str, end: bytes) -> None:
         """Check that event ``end`` (a sequence key), which the ``ver`` index says ended the newest
@@ -1363,8 +1361,8 @@ class Projections:
                     if xk and now is None:
                         now = self.clock(as_of)
                     sk = seq_key(seq_from_inv(key[-SEQ_LEN:]))
-                    tsk = value[SEQ_LEN:_TV_END]
-                    row = row_of(names, nsid, sk, tsk, idk, record_id, end, False, xk, now, value[n - _SEAL : n])
+                    crc = _unpack_crc(value, n - _SEAL)[0]
+                    row = row_of(names, sk, value[SEQ_LEN:_TV_END], idk, record_id, crc, xk, now)
                 elif as_of is None:
                     self._check_end(names, idk, record_id, end)
             elif (landed and not self._genuine_ver(key, cur.value())) or not self._sound_before(
@@ -1438,26 +1436,74 @@ class Projections:
         entries it walks); as of an event: :meth:`scan_as_of`. In a namespace holding expiring
         versions, expired ones are left out and a page holds exactly ``limit`` rows when more
         follow. Each row is checked (:meth:`_sealed_row`, or :meth:`_row` in an older layout)."""
-        row_of = self._sealed_row if self.d.sealed else self._row
+        row_of = self._row
         names = list(namespace)
         now = self.reader_now(nsid, as_of)
         if now is not None:
             return self._scan_expiring(names, nsid, start, end, after, limit, as_of, now)
+        if self.d.sealed and as_of is None:
+            return self._sealed_scan(names, nsid, start, end, after, limit)
         if as_of is not None:
             entries, more = self._tver_walk(nsid, start, end, after, limit, as_of)
             rows = []
             for seq, tsk, idk, ended, crc in entries:
-                row = row_of(names, nsid, seq_key(seq), tsk, idk, None, ended, True, b"", None, crc)
+                if self.d.sealed:
+                    row = self._sealed_row(names, seq_key(seq), tsk, idk, None, _unpack_crc(crc)[0], b"", None)
+                else:
+                    row = row_of(names, nsid, seq_key(seq), tsk, idk, None, ended, True)
                 if row is not None:
                     rows.append(row)
             return rows, more
         rows = []
         last = b""
-        for taken, (key, idk, crc) in enumerate(self._time_walk(names, nsid, start, end, after)):
+        for taken, (key, idk, _) in enumerate(self._time_walk(names, nsid, start, end, after)):
             if taken == limit:
                 return rows, _split_position(last[_POSITION])
             last = key
-            row = row_of(names, nsid, key[_S], key[_T], idk, None, _LIVE, True, b"", None, crc)
+            row = row_of(names, nsid, key[_S], key[_T], idk, None, _LIVE, True)
+            if row is not None:
+                rows.append(row)
+        return rows, None
+
+    def _sealed_scan(
+        self,
+        names: list[str],
+        nsid: bytes,
+        start: float | None,
+        end: float | None,
+        after: tuple[float, int] | None,
+        limit: int | None,
+    ) -> tuple[list[Row], tuple[float, int] | None]:
+        """:meth:`scan_rows` now, in a namespace without expiring versions of a layout-4 store: a
+        walk of ``time`` checked as :meth:`_time_walk` checks it (written out here, the hot loop
+        of a scan), each row by :meth:`_sealed_row`."""
+        cur = self.txn.cursor(db=self.d.time)
+        first = _scan_start(nsid, start, after)
+        landed = cur.set_range(first)
+        if not self._sound_before(cur, first, landed, self._genuine_time_now):
+            raise _damaged(names, b"", None, 0, "the time index is out of order where the scan begins")
+        rows: list[Row] = []
+        if not landed:
+            return rows, None
+        stop = _scan_stop(nsid, end)
+        last = first[:-1]  # sorts before every key the walk may return
+        row_of = self._sealed_row
+        for taken, (key, value) in enumerate(cur.iternext(keys=True, values=True)):
+            if key >= stop:
+                if not self._genuine_time(key, value, False):
+                    raise _damaged(names, b"", None, 0, "the time index is damaged where the scan ends")
+                break
+            n = len(value) - _SEAL
+            if (
+                len(key) != _KEY_NTS or key <= last or n < 2 * _SEAL
+                or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, _TIME))
+            ):
+                raise _damaged(names, b"", None, 0, "the time index is damaged")
+            if taken == limit:
+                return rows, _split_position(last[_POSITION])
+            last = key
+            n -= _SEAL
+            row = row_of(names, key[_S], key[_T], value[:n], None, _unpack_crc(value, n)[0], b"", None)
             if row is not None:
                 rows.append(row)
         return rows, None
@@ -1487,9 +1533,13 @@ class Projections:
             )
         rows: list[Row] = []
         last: tuple[bytes, bytes] | None = None
-        row_of = self._sealed_row if self.d.sealed else self._row
+        sealed = self.d.sealed
         for sk, tsk, idk, ended, crc in walk:
-            row = row_of(names, nsid, sk, tsk, idk, None, ended, True, b"", now, crc)
+            if sealed:
+                xk = self._expiry_key(names, nsid, idk, seq_from_key(sk), ended, tsk)
+                row = self._sealed_row(names, sk, tsk, idk, None, _unpack_crc(crc)[0], xk, now)
+            else:
+                row = self._row(names, nsid, sk, tsk, idk, None, ended, True, now=now)
             if row is None:
                 continue
             if limit is not None and len(rows) == limit:
