@@ -5,9 +5,9 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
 
     ns    namespace key -> N                 namespace table (ids assigned 0, 1, ... in log order)
     nsn   N -> canonical namespace bytes
-    ver   N I ~S -> end S + T                every version of a record; end 0 = live
-    tver  N T S -> end S + I                 every version in (timestamp, write order)
-    time  N T S -> I                         live records in (timestamp, write order)
+    ver   N I ~S -> end S + T (+ X) + P + C  every version of a record; end 0 = live; X its expiry
+    tver  N T S -> end S + I + P + C         every version in (timestamp, write order)
+    time  N T S -> I + P + C                 live records in (timestamp, write order)
     meta  N K ~S -> b""                      every metadata write (value in the event at S) and
                                              every erasure of the key (its erase event at S)
     cnt   N S -> u64 + (T S' or b"")         after each event S that changes N's records: N's live
@@ -33,6 +33,12 @@ into the current layout (:data:`coniti.log.store.LAYOUT_VERSION`).
 An *erased* version (its put frame has no payload) has a ``ver`` entry (so history and the fold of
 its end still find it) but no ``tver`` entry and no share in ``cnt``: no read, now or as of any
 point, returns or counts it.
+
+Layout 4 (:data:`~coniti.log.store.LAYOUT_VERSION`): ``P`` is the CRC-32 of the put's payload bytes
+(0 once erased) and ``C`` a seal over the table's name, the key and the value (:func:`_sealed`), so
+each entry proves itself: reads check the seal and the payload's CRC instead of confirming each
+entry by the other index and hashing the payload. A layout-3 store (no ``P``, no ``C``) opened
+read-only is read as it is, with those confirmations (:meth:`Projections._row`).
 """
 
 from __future__ import annotations
@@ -133,14 +139,6 @@ def _damaged(
     return StoreCorrupted(f"record {what} of namespace {namespace_text(names)} is damaged: {why}")
 
 
-def _payload_crc(frame: bytes, seq: int) -> bytes:
-    """The payload CRC ``P`` (4 bytes) of the put frame ``frame`` of event ``seq`` being written."""
-    try:
-        return _CRC.pack(payload_crc(frame))
-    except ValueError as exc:
-        raise StoreCorrupted(f"event {seq} is malformed: {exc}") from exc
-
-
 def _missing(seq: int) -> StoreCorrupted:
     """The error for an index naming event ``seq``, which the log lacks."""
     return StoreCorrupted(f"event {seq} is referenced by an index but missing from the log")
@@ -208,6 +206,14 @@ def _opened(key: bytes, value: bytes, seed: int) -> bytes | None:
     if n < _SEAL or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, seed)):
         return None
     return value[:n]
+
+
+def _payload_crc(frame: bytes, seq: int) -> bytes:
+    """The payload CRC ``P`` (4 bytes) of the put frame ``frame`` of event ``seq`` being written."""
+    try:
+        return _CRC.pack(payload_crc(frame))
+    except ValueError as exc:
+        raise StoreCorrupted(f"event {seq} is malformed: {exc}") from exc
 
 
 def _ver_value(key: bytes, end: bytes, tsk: bytes, xk: bytes, crc: bytes) -> bytes:
