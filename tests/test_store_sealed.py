@@ -10,9 +10,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import lmdb
 import pytest
-from helpers_log import put, rec, rewrite_db
+from helpers_log import db_entries, put, rec, rewrite_db
 
 from coniti.errors import StoreCorrupted
 from coniti.impl.log import LogBackend
@@ -32,13 +31,7 @@ from coniti.memory import (
 NS = ("alice",)
 
 
-def _entries(path: Path, db: bytes) -> list[tuple[bytes, bytes]]:
-    env = lmdb.open(str(path), max_dbs=16, readonly=True, lock=False)
-    try:
-        with env.begin() as txn:
-            return [(bytes(k), bytes(v)) for k, v in txn.cursor(db=env.open_db(db, txn=txn, create=False))]
-    finally:
-        env.close()
+_entries = db_entries
 
 
 def _sys_format(path: Path) -> int:

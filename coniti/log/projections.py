@@ -1025,6 +1025,7 @@ class Projections:
         self,
         names: list[str],
         sk: bytes,
+        seq: int,
         tsk: bytes,
         idk: bytes,
         record_id: str | None,
@@ -1033,7 +1034,7 @@ class Projections:
         now: float | None,
     ) -> Row | None:
         """:meth:`_row` for a store of layout 4: the row of the version put by the event of log key
-        ``sk`` that a sealed index entry (its seal checked by the caller) of namespace ``names``
+        ``sk`` (sequence ``seq``) that a sealed index entry (its seal checked by the caller) of namespace ``names``
         names with timestamp key ``tsk``, id key ``idk``, payload CRC ``crc`` and expiry key ``xk``
         (b"": none; ``now`` then given), or None when its content was erased, it expired at
         ``now``, or (``record_id`` given) it is another id's sharing a hashed key. The frame must be
@@ -1041,7 +1042,6 @@ class Projections:
         of no payload, so no other index is needed to tell erasure from damage). The id and
         timestamp come from the keys (a hashed id key or the timestamp key of 0.0: from the
         envelope, which must match them), the expiry from ``xk``."""
-        seq = seq_from_key(sk)
         frame = self.txn.get(sk, db=self.d.log)
         if frame is None:
             raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
@@ -1342,13 +1342,16 @@ class Projections:
         first); a newest version that is not visible because an event ended it is checked to be
         ended by that event. In layout 4 the expiry is the ``ver`` value's own (no marker lookup),
         and the clock is read only when a version expires."""
-        if not self.d.sealed:
-            return self._confirmed_get_rows(namespace, nsid, ids, as_of, now)
         rows: list[Row] = []
         missing: list[str] = []
         names = list(namespace)
+        sealed = self.d.sealed
+        if not sealed:  # before layout 4 expiry is judged in a namespace with the marker only
+            if not self.expiring(nsid):
+                now = None
+            elif now is None:
+                now = self.clock(as_of)
         cur = self._ver_cur or self._vcur()
-        row_of = self._sealed_row
         for record_id in ids:
             idk = name_key(record_id)
             prefix = nsid + idk
@@ -1358,64 +1361,26 @@ class Projections:
             key = cur.key() if landed else b""
             if landed and len(key) == len(prefix) + SEQ_LEN and key.startswith(prefix):
                 value = cur.value()
-                n = len(value) - _SEAL
-                if n + _SEAL not in _VER_LENGTHS or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, _VER)):
-                    raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
                 end = value[:SEQ_LEN]
                 if end == _LIVE or (as_of is not None and seq_from_key(end) > as_of):
-                    xk = value[_TV_END : n - _SEAL]
-                    if xk and now is None:
-                        now = self.clock(as_of)
-                    sk = seq_key(seq_from_inv(key[-SEQ_LEN:]))
-                    crc = _unpack_crc(value, n - _SEAL)[0]
-                    row = row_of(names, sk, value[SEQ_LEN:_TV_END], idk, record_id, crc, xk, now)
+                    seq = seq_from_inv(key[-SEQ_LEN:])
+                    sk = seq_key(seq)
+                    if not sealed:
+                        row = self._row(names, nsid, sk, value[SEQ_LEN:_TV_END], idk, record_id, end, False, value[_TV_END:], now)
+                    else:
+                        n = len(value) - _SEAL
+                        if n + _SEAL not in _VER_LENGTHS or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, _VER)):
+                            raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
+                        xk = value[_TV_END : n - _SEAL]
+                        if xk and now is None:
+                            now = self.clock(as_of)
+                        crc = _unpack_crc(value, n - _SEAL)[0]
+                        row = self._sealed_row(names, sk, seq, value[SEQ_LEN:_TV_END], idk, record_id, crc, xk, now)
+                elif sealed and not self._genuine_ver(key, value):
+                    raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
                 elif as_of is None:
                     self._check_end(names, idk, record_id, end)
             elif (landed and not self._genuine_ver(key, cur.value())) or not self._sound_before(
-                cur, probe, landed, self._genuine_ver
-            ):
-                raise _damaged(names, idk, record_id, 0, "the ver index is damaged near it")
-            if row is None:
-                missing.append(record_id)
-            else:
-                rows.append(row)
-        return rows, missing
-
-    def _confirmed_get_rows(
-        self,
-        namespace: Namespace,
-        nsid: bytes,
-        ids: Sequence[str],
-        as_of: int | None,
-        now: float | None,
-    ) -> tuple[list[Row], list[str]]:
-        """:meth:`get_rows` in a store of layout 3 or older: each entry confirmed by the other
-        index (:meth:`_row`)."""
-        rows: list[Row] = []
-        missing: list[str] = []
-        names = list(namespace)
-        if not self.expiring(nsid):
-            now = None
-        elif now is None:
-            now = self.clock(as_of)
-        cur = self._ver_cur or self._vcur()
-        row_of = self._row
-        for record_id in ids:
-            idk = name_key(record_id)
-            prefix = nsid + idk
-            row = None
-            probe = prefix if as_of is None else prefix + inv_seq_key(as_of)
-            landed = cur.set_range(probe)
-            if landed and _is_entry(cur.key(), prefix):
-                value = cur.value()
-                end = value[:SEQ_LEN]
-                if end == _LIVE or (as_of is not None and seq_from_key(end) > as_of):
-                    sk = seq_key(seq_from_inv(cur.key()[-SEQ_LEN:]))
-                    tsk = value[SEQ_LEN:_TV_END]
-                    row = row_of(names, nsid, sk, tsk, idk, record_id, end, False, value[_TV_END:], now)
-                elif as_of is None:
-                    self._check_end(names, idk, record_id, end)
-            elif (landed and not self._genuine_ver(cur.key(), cur.value())) or not self._sound_before(
                 cur, probe, landed, self._genuine_ver
             ):
                 raise _damaged(names, idk, record_id, 0, "the ver index is damaged near it")
@@ -1454,7 +1419,7 @@ class Projections:
             rows = []
             for seq, tsk, idk, ended, crc in entries:
                 if self.d.sealed:
-                    row = self._sealed_row(names, seq_key(seq), tsk, idk, None, _unpack_crc(crc)[0], b"", None)
+                    row = self._sealed_row(names, seq_key(seq), seq, tsk, idk, None, _unpack_crc(crc)[0], b"", None)
                 else:
                     row = row_of(names, nsid, seq_key(seq), tsk, idk, None, ended, True)
                 if row is not None:
@@ -1509,7 +1474,8 @@ class Projections:
                 return rows, _split_position(last[_POSITION])
             last = key
             n -= _SEAL
-            row = row_of(names, key[_S], key[_T], value[:n], None, _unpack_crc(value, n)[0], b"", None)
+            sk = key[_S]
+            row = row_of(names, sk, seq_from_key(sk), key[_T], value[:n], None, _unpack_crc(value, n)[0], b"", None)
             if row is not None:
                 rows.append(row)
         return rows, None
@@ -1542,8 +1508,9 @@ class Projections:
         sealed = self.d.sealed
         for sk, tsk, idk, ended, crc in walk:
             if sealed:
-                xk = self._expiry_key(names, nsid, idk, seq_from_key(sk), ended, tsk)
-                row = self._sealed_row(names, sk, tsk, idk, None, _unpack_crc(crc)[0], xk, now)
+                seq = seq_from_key(sk)
+                xk = self._expiry_key(names, nsid, idk, seq, ended, tsk)
+                row = self._sealed_row(names, sk, seq, tsk, idk, None, _unpack_crc(crc)[0], xk, now)
             else:
                 row = self._row(names, nsid, sk, tsk, idk, None, ended, True, now=now)
             if row is None:
