@@ -68,6 +68,18 @@ def rewrite_db(path: Path, db: bytes, edit: Any) -> None:
         env.close()
 
 
+def db_entries(path: Path, db: bytes) -> list[tuple[bytes, bytes]]:
+    """Every ``(key, value)`` of sub-database ``db`` of a closed store, read bypassing coniti."""
+    import lmdb
+
+    env = lmdb.open(str(path), max_dbs=16, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            return [(bytes(k), bytes(v)) for k, v in txn.cursor(db=env.open_db(db, txn=txn, create=False))]
+    finally:
+        env.close()
+
+
 def put(backend: MemoryBackend, records: Iterable[MemoryRecord]) -> int:
     return backend.put(PutRequest(records=list(records))).written
 

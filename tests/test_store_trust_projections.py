@@ -11,10 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import lmdb
 import msgpack
 import pytest
-from helpers_log import put, rec, rewrite_db
+from helpers_log import db_entries, put, rec, rewrite_db
 
 from coniti.errors import StoreCorrupted
 from coniti.impl.log import LogBackend
@@ -27,13 +26,7 @@ NS = ("alice",)
 _rewrite = rewrite_db
 
 
-def _entries(path: Path, db: bytes) -> list[tuple[bytes, bytes]]:
-    env = lmdb.open(str(path), max_dbs=16, readonly=True, lock=False)
-    try:
-        with env.begin() as txn:
-            return [(bytes(k), bytes(v)) for k, v in txn.cursor(db=env.open_db(db, txn=txn, create=False))]
-    finally:
-        env.close()
+_entries = db_entries
 
 
 def _store(path: Path) -> None:
@@ -160,7 +153,7 @@ def _unseal_to_layout_2(path: Path) -> None:
 
 def test_a_layout_2_store_reads_as_it_is_read_only_and_is_upgraded_by_a_writable_open(tmp_path: Path) -> None:
     """A store of layout 2 (no CRCs) gives the same counts read-only; a writable open rebuilds it into
-    layout 3, after which verify() is clean and the counts are the same."""
+    layout 4, after which verify() is clean and the counts are the same."""
     _store(tmp_path / "s")
     with LogBackend(tmp_path / "s", read_only=True) as s:
         counts = [s.at(seq).count(CountRequest(namespace=NS)).count for seq in range(s.head + 1)]
@@ -170,15 +163,15 @@ def test_a_layout_2_store_reads_as_it_is_read_only_and_is_upgraded_by_a_writable
     with LogBackend(tmp_path / "s") as s:
         assert s.verify().ok
         assert [s.at(seq).count(CountRequest(namespace=NS)).count for seq in range(s.head + 1)] == counts
-    assert struct.unpack(">I", dict(_entries(tmp_path / "s", b"sys"))[b"format"])[0] == LAYOUT_VERSION == 3
+    assert struct.unpack(">I", dict(_entries(tmp_path / "s", b"sys"))[b"format"])[0] == LAYOUT_VERSION == 4
 
 
 def test_a_damage_message_names_the_namespace_as_the_cli_writes_it(tmp_path: Path) -> None:
     """A StoreCorrupted names the namespace as ``team/a``, never as a Python tuple."""
     with LogBackend(tmp_path / "s") as s:
         put(s, [rec("r1", 1.0, ("team", "a"))])
-    key = [k for k, _ in _entries(tmp_path / "s", b"tver")][0]
-    _rewrite(tmp_path / "s", b"tver", lambda txn, db: txn.put(key, bytes(16) + b"x", db=db))
+    key, value = [(k, v) for k, v in _entries(tmp_path / "s", b"ver")][0]
+    _rewrite(tmp_path / "s", b"ver", lambda txn, db: txn.put(key, value[:-1] + bytes([value[-1] ^ 1]), db=db))
     with LogBackend(tmp_path / "s", read_only=True) as s, pytest.raises(StoreCorrupted) as caught:
         s.get(GetRequest(ids=["r1"], namespace=("team", "a")))
     assert "team/a" in str(caught.value) and "('team'" not in str(caught.value)

@@ -85,8 +85,10 @@ def make_store(path: Path, n: int, seed: int) -> None:
 
     if path.is_dir() and any(path.iterdir()):
         with LogBackend(path, read_only=True) as store:
-            if store.count(store.count_request()).count >= n:
-                return
+            enough = store.count(store.count_request()).count >= n
+        if enough:
+            LogBackend(path).close()  # a writable open brings a store of an older layout to this one's
+            return
         raise SystemExit(f"{path} holds another store: remove it or choose --store")
     embedder = MiniLMEmbedder()
     spec_id, dim = embedder.spec_id, embedder.dim

@@ -105,7 +105,7 @@ def rebuild(store: Store) -> int:
             event = decode_envelope(frame, seq_from_key(key))
             prev_at = chain.at
             chain.follow(event)
-            p.fold(event, prev_at)
+            p.fold(event, prev_at, bytes(frame))
         head = p.head()
         if head.seq != chain.seq or head.hash != chain.hash:
             raise StoreCorrupted(
@@ -250,7 +250,7 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
             if txn is None:
                 return VerifyReport(0, 0, "", problems.result())
             dbs = store.dbs
-            p = Projections(txn, Dbs(dbs, legacy=store.layout < LAYOUT_VERSION))
+            p = Projections(txn, Dbs(dbs, layout=store.layout))
             head = p.head()
             size = os.path.getsize(os.path.join(store.path, "data.mdb"))
             scratch = _Scratch(size, scratch_dir)
@@ -285,7 +285,7 @@ def verify(store: Store, *, structure: bool = True, scratch_dir: str | None = No
                         problems.add(str(exc))
                     if fold_ok:
                         try:
-                            scratch.p.fold(event, prev_at)
+                            scratch.p.fold(event, prev_at, bytes(frame))
                         except StoreCorrupted as exc:
                             problems.add(str(exc))
                             fold_ok = False

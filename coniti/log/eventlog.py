@@ -45,7 +45,7 @@ from coniti.log.feed import read_events
 from coniti.log.group import GroupCommit
 from coniti.log.keys import Namespace, is_hashed, name_key, ns_bytes, ts_key
 from coniti.log.projections import Dbs, Head, Projections, Row
-from coniti.log.store import DEFAULT_MAP_SIZE, LAYOUT_VERSION, Store
+from coniti.log.store import DEFAULT_MAP_SIZE, Store
 
 __all__ = ["Change", "EventLog", "PutItem", "Row", "WriteView"]
 
@@ -342,7 +342,7 @@ class EventLog:
         self.group = GroupCommit(self.store) if group_commit and not read_only else None
         self._merge_puts = self._put_calls  # one bound method: the group merges calls naming it
         self._commit = self.store.write if self.group is None else self.group.run
-        self._dbs = Dbs(self.store.dbs, legacy=self.store.layout < LAYOUT_VERSION)
+        self._dbs = Dbs(self.store.dbs, layout=self.store.layout)
         self._nsids: dict[Namespace, bytes] = {}
 
     @property
@@ -933,7 +933,7 @@ class EventLog:
         return self.store.compact(reopened=self._reload_dbs)
 
     def _reload_dbs(self) -> None:
-        self._dbs = Dbs(self.store.dbs, legacy=self.store.layout < LAYOUT_VERSION)
+        self._dbs = Dbs(self.store.dbs, layout=self.store.layout)
 
     def import_frames(
         self, frames: Iterable[bytes], check: Callable[[LogEvent], None] | None = None

@@ -43,7 +43,7 @@ from coniti.log.codec import (
 )
 from coniti.log.keys import SEQ_LEN, Namespace, name_key, ns_bytes, seq_from_key, seq_key
 from coniti.log.projections import Dbs, Head, Projections
-from coniti.log.store import LAYOUT_VERSION, LOG_DB, SYS_DB, SYS_HEAD, Store
+from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD, Store
 
 __all__ = [
     "MAX_SUBSCRIPTION_NAME",
@@ -193,7 +193,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
     feedback given to it (FORMAT §14). Empty if the record never existed."""
     idk = name_key(record_id)
     with store.read() as txn:
-        p = Projections(txn, Dbs(store.dbs, legacy=store.layout < LAYOUT_VERSION))
+        p = Projections(txn, Dbs(store.dbs, layout=store.layout))
         nsid = p.nsid(ns_bytes(namespace))
         if nsid is None:
             return []
@@ -291,7 +291,7 @@ def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str],
     between)."""
     lo, hi = min(a, b), max(a, b)
     with store.read() as txn:
-        p = Projections(txn, Dbs(store.dbs, legacy=store.layout < LAYOUT_VERSION))
+        p = Projections(txn, Dbs(store.dbs, layout=store.layout))
         nsid = p.nsid(ns_bytes(namespace))
         if nsid is None or lo == hi:
             return [], [], []

@@ -5,9 +5,9 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
 
     ns    namespace key -> N                 namespace table (ids assigned 0, 1, ... in log order)
     nsn   N -> canonical namespace bytes
-    ver   N I ~S -> end S + T                every version of a record; end 0 = live
-    tver  N T S -> end S + I                 every version in (timestamp, write order)
-    time  N T S -> I                         live records in (timestamp, write order)
+    ver   N I ~S -> end S + T (+ X) + P + C  every version of a record; end 0 = live; X its expiry
+    tver  N T S -> end S + I + P + C         every version in (timestamp, write order)
+    time  N T S -> I + P + C                 live records in (timestamp, write order)
     meta  N K ~S -> b""                      every metadata write (value in the event at S) and
                                              every erasure of the key (its erase event at S)
     cnt   N S -> u64 + (T S' or b"")         after each event S that changes N's records: N's live
@@ -33,6 +33,12 @@ into the current layout (:data:`coniti.log.store.LAYOUT_VERSION`).
 An *erased* version (its put frame has no payload) has a ``ver`` entry (so history and the fold of
 its end still find it) but no ``tver`` entry and no share in ``cnt``: no read, now or as of any
 point, returns or counts it.
+
+Layout 4 (:data:`~coniti.log.store.LAYOUT_VERSION`): ``P`` is the CRC-32 of the put's payload bytes
+(0 once erased) and ``C`` a seal over the table's name, the key and the value (:func:`_sealed`), so
+each entry proves itself: reads check the seal and the payload's CRC instead of confirming each
+entry by the other index and hashing the payload. A layout-3 store (no ``P``, no ``C``) opened
+read-only is read as it is, with those confirmations (:meth:`Projections._row`).
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from coniti.log.codec import (
     RecordData,
     decode_envelope,
     decode_op,
-    decode_put_meta,
+    payload_crc,
     read_content,
     read_feedback,
     read_put,
@@ -85,7 +91,7 @@ from coniti.log.keys import (
     seq_key,
     ts_key,
 )
-from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD
+from coniti.log.store import LAYOUT_VERSION, LOG_DB, SYS_DB, SYS_HEAD
 
 __all__ = ["Dbs", "Head", "Projections", "Row"]
 
@@ -172,11 +178,58 @@ def _cnt_key(nsid: bytes, seq: int) -> bytes:
 
 _CRC = struct.Struct(">I")
 _SEAL = _CRC.size
+_crc32 = zlib.crc32
+_unpack_crc = _CRC.unpack_from
 
 
-def _sealed(key: bytes, body: bytes) -> bytes:
-    """A ``cnt`` or ``exv`` value of layout 3: ``body`` then the CRC-32 of ``key ‖ body``."""
-    return body + _CRC.pack(zlib.crc32(body, zlib.crc32(key)))
+def _sealed(key: bytes, body: bytes, seed: int = 0) -> bytes:
+    """A sealed value: ``body`` then the CRC-32 of ``key ‖ body``, for ``cnt`` and ``exv`` (layout
+    3 on); for ``ver``, ``tver`` and ``time`` (layout 4) ``seed`` is the CRC-32 of the
+    sub-database's name (:data:`_VER`, ...), so the seal covers ``name ‖ key ‖ body`` and an entry
+    of one of them never passes for an entry of another."""
+    return body + _CRC.pack(_crc32(body, _crc32(key, seed)))
+
+
+_VER = zlib.crc32(b"ver")
+_TVER = zlib.crc32(b"tver")
+_TIME = zlib.crc32(b"time")
+_NO_PAYLOAD = _CRC.pack(0)
+"""The payload CRC ``P`` of an erased put (the CRC-32 of no bytes)."""
+_VER_LENGTHS = (_TV_END + 2 * _SEAL, _XK_END + 2 * _SEAL)
+"""The lengths of a sealed ``ver`` value: ``E T P C`` and ``E T X P C``."""
+
+
+def _opened(key: bytes, value: bytes, seed: int) -> bytes | None:
+    """The body of the sealed ``ver``/``tver``/``time`` value ``value`` of ``key`` (``seed``: its
+    sub-database, see :func:`_sealed`), or None if it is too short or its seal does not hold."""
+    n = len(value) - _SEAL
+    if n < _SEAL or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, seed)):
+        return None
+    return value[:n]
+
+
+def _payload_crc(frame: bytes, seq: int) -> bytes:
+    """The payload CRC ``P`` (4 bytes) of the put frame ``frame`` of event ``seq`` being written."""
+    try:
+        return _CRC.pack(payload_crc(frame))
+    except ValueError as exc:
+        raise StoreCorrupted(f"event {seq} is malformed: {exc}") from exc
+
+
+def _ver_value(key: bytes, end: bytes, tsk: bytes, xk: bytes, crc: bytes) -> bytes:
+    """``ver`` value of ``key`` (layout 4): ``E T`` (``X`` if the version expires), the payload CRC
+    ``P`` of its put (:data:`_NO_PAYLOAD` once erased), sealed."""
+    return _sealed(key, end + tsk + xk + crc, _VER)
+
+
+def _tver_value(key: bytes, end: bytes, idk: bytes, crc: bytes) -> bytes:
+    """``tver`` value of ``key`` (layout 4): ``E I P``, sealed."""
+    return _sealed(key, end + idk + crc, _TVER)
+
+
+def _time_value(key: bytes, idk: bytes, crc: bytes) -> bytes:
+    """``time`` value of ``key`` (layout 4): ``I P``, sealed."""
+    return _sealed(key, idk + crc, _TIME)
 
 
 def _unseal(key: bytes, value: bytes, bodies: tuple[int, ...], legacy: bool) -> bytes | None:
@@ -302,13 +355,17 @@ class Dbs:
     ``log`` and ``sys`` are None for a scratch environment holding projections only."""
 
     __slots__ = (
-        "cnt", "erx", "exv", "fbk", "legacy", "log", "meta", "ns", "nsn", "opx", "sys", "time", "tver",
-        "ver",
+        "cnt", "erx", "exv", "fbk", "legacy", "log", "meta", "ns", "nsn", "opx", "sealed", "sys", "time",
+        "tver", "ver",
     )
 
-    def __init__(self, dbs: dict[bytes, Any], *, legacy: bool = False) -> None:
-        self.legacy = legacy
-        """A store of an older layout opened read-only: its ``cnt`` and ``exv`` values carry no CRC."""
+    def __init__(self, dbs: dict[bytes, Any], *, layout: int = LAYOUT_VERSION) -> None:
+        self.legacy = layout < 3
+        """A store of layout 1 or 2 opened read-only: its ``cnt`` and ``exv`` values carry no CRC."""
+        self.sealed = layout >= 4
+        """Layout 4: each ``ver``, ``tver`` and ``time`` value carries its put's payload CRC and a
+        seal, which reads check instead of confirming the entry by the other index. Older layouts
+        (opened read-only) are read as they are, with those confirmations."""
         self.log = dbs.get(LOG_DB)
         self.sys = dbs.get(SYS_DB)
         self.ns = dbs[b"ns"]
@@ -454,6 +511,22 @@ class Projections:
             self._ver_cur = self.txn.cursor(db=self.d.ver)
         return self._ver_cur
 
+    def _ver_parts(self, key: bytes, value: bytes | None) -> tuple[bytes, bytes, bytes, bytes]:
+        """``(E, T, X or b"", P)`` of the ``ver`` entry ``key`` -> ``value`` (``P`` b"" in a layout
+        before 4, which has none); :class:`StoreCorrupted` if it is missing, malformed or (layout
+        4) its seal does not hold."""
+        if value is not None and self.d.sealed:
+            body = _opened(key, value, _VER) if len(value) in _VER_LENGTHS else None
+            if body is not None:
+                return body[:SEQ_LEN], body[SEQ_LEN:_TV_END], body[_TV_END:-_SEAL], body[-_SEAL:]
+        elif value is not None and len(value) in (_TV_END, _XK_END):
+            return value[:SEQ_LEN], value[SEQ_LEN:_TV_END], value[_TV_END:], b""
+        where = seq_from_inv(key[-SEQ_LEN:]) if len(key) >= NSID_LEN + SEQ_LEN else "?"
+        raise StoreCorrupted(
+            f"the ver entry of the version put at event {where} in namespace {self._label(key[:NSID_LEN])} "
+            "is damaged"
+        )
+
     def latest(self, nsid: bytes, idk: bytes) -> tuple[int, bool, bytes] | None:
         """``(put seq, live, timestamp key)`` of the newest version of a record, or None if it
         never existed."""
@@ -461,8 +534,9 @@ class Projections:
         cur = self._vcur()
         if not _seek_newest(cur, prefix, prefix):
             return None
-        value = cur.value()
-        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[:SEQ_LEN] == _LIVE, value[SEQ_LEN:_TV_END]
+        key = cur.key()
+        end, tsk, _, _ = self._ver_parts(key, cur.value())
+        return seq_from_inv(key[-SEQ_LEN:]), end == _LIVE, tsk
 
     def live_seq(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> int | None:
         """The put seq of the version visible now (or right after event ``as_of``), else None."""
@@ -483,11 +557,11 @@ class Projections:
         cur = self._ver_cur or self._vcur()
         if not _seek_newest(cur, prefix, prefix if as_of is None else prefix + inv_seq_key(as_of)):
             return None
-        value = cur.value()
-        end = value[:SEQ_LEN]
+        key = cur.key()
+        end, tsk, xk, _ = self._ver_parts(key, cur.value())
         if end != _LIVE and (as_of is None or seq_from_key(end) <= as_of):
             return None
-        return seq_from_inv(cur.key()[-SEQ_LEN:]), value[SEQ_LEN:]
+        return seq_from_inv(key[-SEQ_LEN:]), tsk + xk
 
     def versions(self, nsid: bytes, idk: bytes) -> list[tuple[int, int]]:
         """Every version of a record as ``(put seq, end seq or 0)``, oldest first. The keys around
@@ -504,7 +578,7 @@ class Projections:
                     if not self._genuine_ver(key, value):
                         raise StoreCorrupted("the ver index is damaged after a record (damaged store)")
                     break
-                out.append((seq_from_inv(key[-SEQ_LEN:]), seq_from_key(value[:SEQ_LEN])))
+                out.append((seq_from_inv(key[-SEQ_LEN:]), seq_from_key(self._ver_parts(key, value)[0])))
         out.reverse()
         return out
 
@@ -580,9 +654,12 @@ class Projections:
         replaces: int | None = None,
         expires_at: float | None = None,
         erased: bool = False,
+        crc: bytes | None = None,
     ) -> None:
         """Fold a put: of a record that is not live, or (``replaces``) replacing the live version
-        put at that seq, ended here; with an expiry (``exv``); of erased content (``erased``)."""
+        put at that seq, ended here; with an expiry (``exv``); of erased content (``erased``).
+        ``crc``: the CRC-32 of its payload, which the index entries keep (default: computed from
+        the frame the log holds at ``seq``, appended by the caller)."""
         if replaces is not None:
             latest = self.latest(nsid, idk)
             if latest is None or not latest[1] or latest[0] != replaces:
@@ -594,18 +671,20 @@ class Projections:
             if expires_at is not None:
                 self.txn.put(nsid, b"", db=self.d.exv)  # the marker counts erased versions too
             return
-        self.put(seq, nsid, idk, tsk)
+        self.put(seq, nsid, idk, tsk, _payload_crc(self.frame(seq), seq) if crc is None else crc)
         if expires_at is not None:
             self.exv_put(nsid, seq, expires_at, idk, tsk)
 
-    def put(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
-        """Fold a put of a record that is not live."""
+    def put(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes, crc: bytes) -> None:
+        """Fold a put of a record that is not live; ``crc`` the CRC-32 of its payload (4 bytes,
+        :func:`_payload_crc`)."""
         txn = self.txn
-        txn.put(_ver_key(nsid, idk, seq), _LIVE + tsk, db=self.d.ver)
+        vk = _ver_key(nsid, idk, seq)
+        txn.put(vk, _ver_value(vk, _LIVE, tsk, b"", crc), db=self.d.ver)
         tk = _time_key(nsid, tsk, seq_key(seq))
-        txn.put(tk, _LIVE + idk, db=self.d.tver)
+        txn.put(tk, _tver_value(tk, _LIVE, idk, crc), db=self.d.tver)
         self._entered_time(nsid, tk[_POSITION])
-        txn.put(tk, idk, db=self.d.time)
+        txn.put(tk, _time_value(tk, idk, crc), db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid) + 1)
 
     def put_many(self, seq: int, frames: list[bytes], keys: list[tuple[bytes, bytes, bytes]]) -> None:
@@ -614,7 +693,7 @@ class Projections:
         :meth:`append` then :meth:`put` for each in turn, with cursors bound once (bulk writes)."""
         if len(frames) == 1:  # binding five cursors costs more than it saves
             self.append(seq, frames[0])
-            self.put(seq, *keys[0])
+            self.put(seq, *keys[0], _payload_crc(frames[0], seq))
             return
         txn = self.txn
         d = self.d
@@ -629,16 +708,18 @@ class Projections:
             sk = seq_key(seq)
             if not log_put(sk, frame, append=True):
                 raise StoreCorrupted(f"event {seq} cannot be appended: the log already holds it or later")
-            ver_put(_ver_key(nsid, idk, seq), _LIVE + tsk)
+            crc = _payload_crc(frame, seq)
+            vk = _ver_key(nsid, idk, seq)
+            ver_put(vk, _ver_value(vk, _LIVE, tsk, b"", crc))
             tk = _time_key(nsid, tsk, sk)
-            tver_put(tk, _LIVE + idk)
+            tver_put(tk, _tver_value(tk, _LIVE, idk, crc))
             position = tk[_POSITION]
             top = last.get(nsid)
             if top is None:
                 top = self._time_last(nsid)
             if position > top:
                 last[nsid] = top = position
-            time_put(tk, idk)
+            time_put(tk, _time_value(tk, idk, crc))
             count = counts.get(nsid)
             if count is None:
                 count = self.count(nsid)
@@ -651,10 +732,11 @@ class Projections:
         """Fold a put whose content was erased: a version that history and the fold of its end find
         (``ver``, ``time``), but no read sees (no ``tver`` entry, not counted)."""
         txn = self.txn
-        txn.put(_ver_key(nsid, idk, seq), _LIVE + tsk, db=self.d.ver)
+        vk = _ver_key(nsid, idk, seq)
+        txn.put(vk, _ver_value(vk, _LIVE, tsk, b"", _NO_PAYLOAD), db=self.d.ver)
         tk = _time_key(nsid, tsk, seq_key(seq))
         self._entered_time(nsid, tk[_POSITION])
-        txn.put(tk, idk, db=self.d.time)
+        txn.put(tk, _time_value(tk, idk, _NO_PAYLOAD), db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid))
 
     def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> bool:
@@ -662,31 +744,28 @@ class Projections:
         with an expiry keeps it in its ``ver`` value, and its ``exv`` entry records the end."""
         txn = self.txn
         end = seq_key(seq)
-        self._end_ver(nsid, idk, put_seq, end, tsk)
+        crc = self._end_ver(nsid, idk, put_seq, end)
         tk = _time_key(nsid, tsk, seq_key(put_seq))
         counted = txn.get(tk, db=self.d.tver) is not None
         if counted:
-            txn.put(tk, end + idk, db=self.d.tver)
+            txn.put(tk, _tver_value(tk, end, idk, crc), db=self.d.tver)
         was_last = tk[_POSITION] == self._time_last(nsid)
         txn.delete(tk, db=self.d.time)
         if was_last:
             del self._max[nsid]  # found again from ``time`` when the count is written
         return counted
 
-    def _end_ver(self, nsid: bytes, idk: bytes, put_seq: int, end: bytes, tsk: bytes) -> None:
+    def _end_ver(self, nsid: bytes, idk: bytes, put_seq: int, end: bytes) -> bytes:
         """Write the end ``end`` into the ``ver`` value of the version put at ``put_seq``, keeping
-        its expiry (and ending its ``exv`` entry) if it has one."""
+        its expiry (and ending its ``exv`` entry) if it has one; returns its payload CRC ``P``."""
         key = _ver_key(nsid, idk, put_seq)
-        tail = tsk
-        if self.expiring(nsid):
-            old = self.txn.get(key, db=self.d.ver)
-            if old is not None and len(old) > _TV_END:
-                xk = bytes(old[_TV_END:])
-                tail = tsk + xk
-                exv_key = nsid + xk + seq_key(put_seq)
-                if self.txn.get(exv_key, db=self.d.exv) is not None:
-                    self.txn.put(exv_key, _sealed(exv_key, end), db=self.d.exv)
-        self.txn.put(key, end + tail, db=self.d.ver)
+        _, tsk, xk, crc = self._ver_parts(key, self.txn.get(key, db=self.d.ver))
+        if xk:
+            exv_key = nsid + xk + seq_key(put_seq)
+            if self.txn.get(exv_key, db=self.d.exv) is not None:
+                self.txn.put(exv_key, _sealed(exv_key, end), db=self.d.exv)
+        self.txn.put(key, _ver_value(key, end, tsk, xk, crc), db=self.d.ver)
+        return crc
 
     def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
         """Fold a delete (or erase): end the live version. False if the record is not live."""
@@ -703,20 +782,18 @@ class Projections:
         end = seq_key(seq)
         cur = txn.cursor(db=self.d.time)
         removed = 0
-        expiring = self.expiring(nsid)
         if cur.set_range(nsid):
             while True:
                 key = cur.key()
                 if key[:NSID_LEN] != nsid:
                     break
-                tsk = key[_T]
-                idk = cur.value()
-                if expiring:
-                    self._end_ver(nsid, idk, seq_from_key(key[_S]), end, tsk)
-                else:
-                    txn.put(_ver_key(nsid, idk, seq_from_key(key[_S])), end + tsk, db=self.d.ver)
+                body = _opened(key, cur.value(), _TIME)
+                if body is None or len(key) != _KEY_NTS:
+                    raise StoreCorrupted(f"the time index of namespace {self._label(nsid)} is damaged")
+                idk = body[:-_SEAL]
+                crc = self._end_ver(nsid, idk, seq_from_key(key[_S]), end)
                 if txn.get(key, db=self.d.tver) is not None:
-                    txn.put(key, end + idk, db=self.d.tver)
+                    txn.put(key, _tver_value(key, end, idk, crc), db=self.d.tver)
                     removed += 1
                 if not cur.delete() or not cur.key():
                     break
@@ -737,12 +814,26 @@ class Projections:
 
     def unindex_version(self, nsid: bytes, put_seq: int, end_seq: int, tsk: bytes) -> None:
         """Make the version put at ``put_seq`` (ended at ``end_seq``, 0 if live) what the fold of an
-        erased put gives: drop its ``tver`` entry and its share of every ``cnt`` entry from
-        ``put_seq`` up to (not including) its end. Its ``ver`` and ``time`` entries stay."""
+        erased put gives: drop its ``tver`` entry, its ``exv`` entry and its share of every ``cnt``
+        entry from ``put_seq`` up to (not including) its end; its ``ver`` entry (and ``time`` entry,
+        while live) stay, with the payload CRC of no payload and (``ver``) without the expiry."""
         txn = self.txn
-        if not txn.delete(_time_key(nsid, tsk, seq_key(put_seq)), db=self.d.tver):
+        tk = _time_key(nsid, tsk, seq_key(put_seq))
+        indexed = txn.get(tk, db=self.d.tver)
+        if indexed is None:
             return  # already unindexed
-        self._exv_erased(nsid, put_seq)
+        body = _opened(tk, indexed, _TVER)
+        if body is None:
+            raise StoreCorrupted(f"the tver entry of event {put_seq} in namespace {self._label(nsid)} is damaged")
+        txn.delete(tk, db=self.d.tver)
+        idk = body[SEQ_LEN:-_SEAL]
+        vk = _ver_key(nsid, idk, put_seq)
+        end, _, xk, _ = self._ver_parts(vk, txn.get(vk, db=self.d.ver))
+        txn.put(vk, _ver_value(vk, end, tsk, b"", _NO_PAYLOAD), db=self.d.ver)
+        if end == _LIVE:
+            txn.put(tk, _time_value(tk, idk, _NO_PAYLOAD), db=self.d.time)
+        if xk:
+            txn.delete(nsid + xk + seq_key(put_seq), db=self.d.exv)
         lo = _cnt_key(nsid, put_seq)
         hi = _cnt_key(nsid, end_seq or MAX_SEQ)
         cur = txn.cursor(db=self.d.cnt)
@@ -786,9 +877,11 @@ class Projections:
                 out.append((bytes(key[NSID_LEN:-SEQ_LEN]), seq_from_inv(key[-SEQ_LEN:])))
         return out
 
-    def fold(self, event: LogEvent, prev_at: float | None) -> None:
+    def fold(self, event: LogEvent, prev_at: float | None, frame: bytes | None = None) -> None:
         """Apply one decoded event (``prev_at``: the recorded time of the one before, None for the
-        first). Raises :class:`FoldError` if it does not apply."""
+        first); ``frame`` its stored frame (default: the one the log holds). Raises
+        :class:`FoldError` if it does not apply, or if a put's payload does not match its digest
+        (the index entries seal the payload's CRC, so a fold must not seal a damaged one)."""
         seq = event.seq
         if prev_at is not None and event.at < prev_at:
             raise FoldError(seq, f"event {seq}: recorded time goes backwards")
@@ -803,9 +896,15 @@ class Projections:
                 latest = self.latest(nsid, idk)
                 if latest is not None and latest[1]:
                     raise FoldError(seq, f"event {seq}: put of record {event.id!r}, which is already live")
+            crc = None
+            if not event.erased:
+                try:
+                    crc = _CRC.pack(payload_crc(self.frame(seq) if frame is None else frame, checked=True))
+                except ValueError as exc:
+                    raise FoldError(seq, f"event {seq}: {exc}") from exc
             self.put_version(
                 seq, nsid, idk, ts_key(event.timestamp), replaces=event.replaces,
-                expires_at=event.expires_at, erased=event.erased,
+                expires_at=event.expires_at, erased=event.erased, crc=crc,
             )
         elif kind == ERASE and event.key is not None:
             found = self._interned.get(namespace) or self.nsid(ns_bytes(namespace))
@@ -857,7 +956,8 @@ class Projections:
         xk: bytes = b"",
         now: float | None = None,
     ) -> Row | None:
-        """The row of the version put by the event of log key ``sk`` that an index entry of
+        """(A store of layout 3 or older; see :meth:`_sealed_row` for layout 4.) The row of the
+        version put by the event of log key ``sk`` that an index entry of
         namespace ``names`` (id ``nsid``) names with timestamp key ``tsk``, id key ``idk`` and end
         ``end``, or None when its content was erased, it expired at ``now``, or (``record_id``
         given) it is another id's sharing a hashed key. ``xk``: the expiry key that follows ``tsk``
@@ -921,6 +1021,66 @@ class Projections:
                 return None
         return _tuple_new(Row, (rid, ts, data, seq, expires_at))
 
+    def _sealed_row(
+        self,
+        names: list[str],
+        sk: bytes,
+        seq: int,
+        tsk: bytes,
+        idk: bytes,
+        record_id: str | None,
+        crc: int,
+        xk: bytes,
+        now: float | None,
+    ) -> Row | None:
+        """:meth:`_row` for a store of layout 4: the row of the version put by the event of log key
+        ``sk`` (sequence ``seq``) that a sealed index entry (its seal checked by the caller) of namespace ``names``
+        names with timestamp key ``tsk``, id key ``idk``, payload CRC ``crc`` and expiry key ``xk``
+        (b"": none; ``now`` then given), or None when its content was erased, it expired at
+        ``now``, or (``record_id`` given) it is another id's sharing a hashed key. The frame must be
+        that put with a payload of that CRC (:func:`read_content`; an erased put's CRC is the one
+        of no payload, so no other index is needed to tell erasure from damage). The id and
+        timestamp come from the keys (a hashed id key or the timestamp key of 0.0: from the
+        envelope, which must match them), the expiry from ``xk``."""
+        frame = self.txn.get(sk, db=self.d.log)
+        if frame is None:
+            raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
+        try:
+            if tsk != _TS_ZERO and idk[:1] == _INLINE:
+                data = read_content(frame, seq, crc)
+                if data is None:
+                    return None
+                rid = record_id if record_id is not None else inline_name(idk)
+                ts = decode_ts_key(tsk)
+            else:
+                env, data = read_put(frame, seq, crc)
+                if data is None:
+                    return None
+                rid, ts = env["i"], env["ts"]
+                if env["n"] != names or name_key(rid) != idk or ts_key(ts) != tsk:
+                    raise StoreCorrupted(f"event {seq} is not the put the index entry names")
+        except (StoreCorrupted, KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise _damaged(names, idk, record_id, seq, str(exc)) from exc
+        if record_id is not None and rid != record_id:
+            return None
+        if not xk:
+            return _tuple_new(Row, (rid, ts, data, seq, None))
+        expires_at = decode_ts_key(xk)
+        if now is None or expires_at <= now:
+            return None
+        return _tuple_new(Row, (rid, ts, data, seq, expires_at))
+
+    def _expiry_key(self, names: list[str], nsid: bytes, idk: bytes, seq: int, end: bytes, tsk: bytes) -> bytes:
+        """The expiry key ``X`` (b"": none) of the version put at ``seq``, found through ``time``
+        or ``tver`` with end ``end`` and timestamp key ``tsk``: from its sealed ``ver`` entry,
+        which must hold them (layout 4)."""
+        vk = nsid + idk + inv_seq_key(seq)
+        found = self.txn.get(vk, db=self.d.ver)
+        body = None if found is None or len(found) not in _VER_LENGTHS else _opened(vk, found, _VER)
+        if body is None or body[:_TV_END] != end + tsk:
+            raise _damaged(names, idk, None, seq, "the ver and time indexes disagree")
+        return body[_TV_END:-_SEAL]
+
     def _check_end(self, names: list[str], idk: bytes, record_id: str, end: bytes) -> None:
         """Check that event ``end`` (a sequence key), which the ``ver`` index says ended the newest
         version of ``record_id``, is a delete, erase or clear of it; else :class:`StoreCorrupted`."""
@@ -941,8 +1101,14 @@ class Projections:
     # be confirmed by the other index (``ver`` against ``tver``, ``time``/``tver`` against ``ver``).
 
     def _genuine_ver(self, key: bytes, value: bytes) -> bool:
-        """Whether ``ver`` entry ``key`` (``N I ~S``) -> ``value`` (``E T`` or ``E T X``) is confirmed
-        by the ``tver`` entry of that version (or, without one, by the version's erased frame)."""
+        """Whether ``ver`` entry ``key`` (``N I ~S``) -> ``value`` is genuine: in layout 4, sealed;
+        before, ``E T`` or ``E T X`` confirmed by the ``tver`` entry of that version (or, without
+        one, by the version's erased frame)."""
+        if self.d.sealed:
+            return (
+                len(key) >= NSID_LEN + 3 + SEQ_LEN and len(value) in _VER_LENGTHS
+                and _opened(key, value, _VER) is not None
+            )
         if len(key) < NSID_LEN + 3 + SEQ_LEN or len(value) not in (_TV_END, _XK_END):
             return False
         sk = seq_key(seq_from_inv(key[-SEQ_LEN:]))
@@ -953,10 +1119,13 @@ class Projections:
         return bool(found == value[:SEQ_LEN] + key[NSID_LEN:-SEQ_LEN])
 
     def _genuine_time(self, key: bytes, value: bytes, tver: bool) -> bool:
-        """Whether ``time`` (``tver`` True: ``tver``) entry ``key`` (``N T S``) -> ``value`` (``I``,
-        or ``E I``) is confirmed by the ``ver`` entry of that version."""
+        """Whether ``time`` (``tver`` True: ``tver``) entry ``key`` (``N T S``) -> ``value`` is
+        genuine: in layout 4, sealed; before, ``I`` (or ``E I``) confirmed by the ``ver`` entry of
+        that version."""
         if len(key) != _KEY_NTS:
             return False
+        if self.d.sealed:
+            return _opened(key, value, _TVER if tver else _TIME) is not None
         end, idk = (value[:SEQ_LEN], value[SEQ_LEN:]) if tver else (_LIVE, value)
         ver_key = key[:NSID_LEN] + idk + inv_seq_key(seq_from_key(key[_S]))
         found = self.txn.get(ver_key, db=self.d.ver)
@@ -985,9 +1154,23 @@ class Projections:
 
     def expiring(self, nsid: bytes) -> bool:
         """Whether the namespace ever held a (not erased) version with an expiry: only then do
-        reads look at expiries (one lookup of the namespace's marker ``exv[N]``)."""
+        scans and counts look at expiries (one lookup of the namespace's marker ``exv[N]``). In
+        layout 4 the lookup lands where the marker sorts: an expiry entry of the namespace there
+        instead (its marker lost) is :class:`StoreCorrupted`, not a namespace without expiries."""
         exv = self.d.exv
-        return exv is not None and self.txn.get(nsid, db=exv) is not None
+        if exv is None:
+            return False
+        if not self.d.sealed:
+            return self.txn.get(nsid, db=exv) is not None
+        cur = self.txn.cursor(db=exv)
+        if not cur.set_range(nsid):
+            return False
+        key = cur.key()
+        if key == nsid:
+            return True
+        if key[:NSID_LEN] == nsid:
+            raise StoreCorrupted(f"the expiry index of namespace {self._label(nsid)} has lost its marker")
+        return False
 
     def clock(self, as_of: int | None) -> float:
         """The recorded-time clock expiry is judged by: now (never before the head's recorded time),
@@ -1072,22 +1255,9 @@ class Projections:
         self.txn.put(nsid, b"", db=self.d.exv)  # the marker: N holds expiring versions
         exv_key = nsid + xk + seq_key(seq)
         self.txn.put(exv_key, _sealed(exv_key, _LIVE), db=self.d.exv)
-        self.txn.put(_ver_key(nsid, idk, seq), _LIVE + tsk + xk, db=self.d.ver)
-
-    def _exv_erased(self, nsid: bytes, put_seq: int) -> None:
-        """The version put at ``put_seq`` was erased: its ``exv`` entry goes and its ``ver`` value
-        loses the expiry key (what the fold of an erased put gives); the expiry is read from the
-        frame's envelope, which erasure keeps."""
-        if not self.expiring(nsid):
-            return
-        record_id, _, expires_at = decode_put_meta(self.frame(put_seq))
-        if expires_at is None:
-            return
-        self.txn.delete(nsid + ts_key(expires_at) + seq_key(put_seq), db=self.d.exv)
-        key = _ver_key(nsid, name_key(record_id), put_seq)
-        value = self.txn.get(key, db=self.d.ver)
-        if value is not None and len(value) > _TV_END:  # as the fold of an erased put writes it
-            self.txn.put(key, bytes(value[:_TV_END]), db=self.d.ver)
+        key = _ver_key(nsid, idk, seq)
+        crc = self._ver_parts(key, self.txn.get(key, db=self.d.ver))[3]
+        self.txn.put(key, _ver_value(key, _LIVE, tsk, xk, crc), db=self.d.ver)
 
     # -- op ids ----------------------------------------------------------------------------------
 
@@ -1168,33 +1338,49 @@ class Projections:
         after event ``as_of``), in the order of ``ids``, and the ids that have none. In a namespace
         holding expiring versions (one lookup of its marker), expiry is judged by ``now`` when given
         (a write's recorded time), else by :meth:`clock`; elsewhere a get reads nothing more. Each
-        row is checked (:meth:`_row`); a newest version that is not visible because an event ended
-        it is checked to be ended by that event."""
+        row is checked (:meth:`_sealed_row`, or :meth:`_row` in an older layout, its entry's seal
+        first); a newest version that is not visible because an event ended it is checked to be
+        ended by that event. In layout 4 the expiry is the ``ver`` value's own (no marker lookup),
+        and the clock is read only when a version expires."""
         rows: list[Row] = []
         missing: list[str] = []
         names = list(namespace)
-        if not self.expiring(nsid):
-            now = None
-        elif now is None:
-            now = self.clock(as_of)
+        sealed = self.d.sealed
+        if not sealed:  # before layout 4 expiry is judged in a namespace with the marker only
+            if not self.expiring(nsid):
+                now = None
+            elif now is None:
+                now = self.clock(as_of)
         cur = self._ver_cur or self._vcur()
-        row_of = self._row
         for record_id in ids:
             idk = name_key(record_id)
             prefix = nsid + idk
             row = None
             probe = prefix if as_of is None else prefix + inv_seq_key(as_of)
             landed = cur.set_range(probe)
-            if landed and _is_entry(cur.key(), prefix):
+            key = cur.key() if landed else b""
+            if landed and len(key) == len(prefix) + SEQ_LEN and key.startswith(prefix):
                 value = cur.value()
                 end = value[:SEQ_LEN]
                 if end == _LIVE or (as_of is not None and seq_from_key(end) > as_of):
-                    sk = seq_key(seq_from_inv(cur.key()[-SEQ_LEN:]))
-                    tsk = value[SEQ_LEN:_TV_END]
-                    row = row_of(names, nsid, sk, tsk, idk, record_id, end, False, value[_TV_END:], now)
+                    seq = seq_from_inv(key[-SEQ_LEN:])
+                    sk = seq_key(seq)
+                    if not sealed:
+                        row = self._row(names, nsid, sk, value[SEQ_LEN:_TV_END], idk, record_id, end, False, value[_TV_END:], now)
+                    else:
+                        n = len(value) - _SEAL
+                        if n + _SEAL not in _VER_LENGTHS or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, _VER)):
+                            raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
+                        xk = value[_TV_END : n - _SEAL]
+                        if xk and now is None:
+                            now = self.clock(as_of)
+                        crc = _unpack_crc(value, n - _SEAL)[0]
+                        row = self._sealed_row(names, sk, seq, value[SEQ_LEN:_TV_END], idk, record_id, crc, xk, now)
+                elif sealed and not self._genuine_ver(key, value):
+                    raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
                 elif as_of is None:
                     self._check_end(names, idk, record_id, end)
-            elif (landed and not self._genuine_ver(cur.key(), cur.value())) or not self._sound_before(
+            elif (landed and not self._genuine_ver(key, cur.value())) or not self._sound_before(
                 cur, probe, landed, self._genuine_ver
             ):
                 raise _damaged(names, idk, record_id, 0, "the ver index is damaged near it")
@@ -1220,27 +1406,76 @@ class Projections:
         more may follow. Now: a walk of ``time`` decoding each entry as it goes (a page counts the
         entries it walks); as of an event: :meth:`scan_as_of`. In a namespace holding expiring
         versions, expired ones are left out and a page holds exactly ``limit`` rows when more
-        follow. Each row is checked (:meth:`_row`)."""
+        follow. Each row is checked (:meth:`_sealed_row`, or :meth:`_row` in an older layout)."""
         row_of = self._row
         names = list(namespace)
         now = self.reader_now(nsid, as_of)
         if now is not None:
             return self._scan_expiring(names, nsid, start, end, after, limit, as_of, now)
+        if self.d.sealed and as_of is None:
+            return self._sealed_scan(names, nsid, start, end, after, limit)
         if as_of is not None:
-            entries, more = self.scan_as_of(nsid, start, end, after, limit, as_of)
+            entries, more = self._tver_walk(nsid, start, end, after, limit, as_of)
             rows = []
-            for seq, tsk, idk, ended in entries:
-                row = row_of(names, nsid, seq_key(seq), tsk, idk, None, ended, True)
+            for seq, tsk, idk, ended, crc in entries:
+                if self.d.sealed:
+                    row = self._sealed_row(names, seq_key(seq), seq, tsk, idk, None, _unpack_crc(crc)[0], b"", None)
+                else:
+                    row = row_of(names, nsid, seq_key(seq), tsk, idk, None, ended, True)
                 if row is not None:
                     rows.append(row)
             return rows, more
         rows = []
         last = b""
-        for taken, (key, idk) in enumerate(self._time_walk(names, nsid, start, end, after)):
+        for taken, (key, idk, _) in enumerate(self._time_walk(names, nsid, start, end, after)):
             if taken == limit:
                 return rows, _split_position(last[_POSITION])
             last = key
             row = row_of(names, nsid, key[_S], key[_T], idk, None, _LIVE, True)
+            if row is not None:
+                rows.append(row)
+        return rows, None
+
+    def _sealed_scan(
+        self,
+        names: list[str],
+        nsid: bytes,
+        start: float | None,
+        end: float | None,
+        after: tuple[float, int] | None,
+        limit: int | None,
+    ) -> tuple[list[Row], tuple[float, int] | None]:
+        """:meth:`scan_rows` now, in a namespace without expiring versions of a layout-4 store: a
+        walk of ``time`` checked as :meth:`_time_walk` checks it (written out here, the hot loop
+        of a scan), each row by :meth:`_sealed_row`."""
+        cur = self.txn.cursor(db=self.d.time)
+        first = _scan_start(nsid, start, after)
+        landed = cur.set_range(first)
+        if not self._sound_before(cur, first, landed, self._genuine_time_now):
+            raise _damaged(names, b"", None, 0, "the time index is out of order where the scan begins")
+        rows: list[Row] = []
+        if not landed:
+            return rows, None
+        stop = _scan_stop(nsid, end)
+        last = first[:-1]  # sorts before every key the walk may return
+        row_of = self._sealed_row
+        for taken, (key, value) in enumerate(cur.iternext(keys=True, values=True)):
+            if key >= stop:
+                if not self._genuine_time(key, value, False):
+                    raise _damaged(names, b"", None, 0, "the time index is damaged where the scan ends")
+                break
+            n = len(value) - _SEAL
+            if (
+                len(key) != _KEY_NTS or key <= last or n < 2 * _SEAL
+                or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, _TIME))
+            ):
+                raise _damaged(names, b"", None, 0, "the time index is damaged")
+            if taken == limit:
+                return rows, _split_position(last[_POSITION])
+            last = key
+            n -= _SEAL
+            sk = key[_S]
+            row = row_of(names, sk, seq_from_key(sk), key[_T], value[:n], None, _unpack_crc(value, n)[0], b"", None)
             if row is not None:
                 rows.append(row)
         return rows, None
@@ -1259,16 +1494,25 @@ class Projections:
         """:meth:`scan_rows` where expiry applies: rows not expired at ``now``, exactly ``limit``
         per page (the walk reads one row past a full page to know whether more follow)."""
         if as_of is not None:
-            entries, _ = self.scan_as_of(nsid, start, end, after, None, as_of)
-            walk: Iterator[tuple[bytes, bytes, bytes, bytes]] = (
-                (seq_key(seq), tsk, idk, ended) for seq, tsk, idk, ended in entries
+            entries, _ = self._tver_walk(nsid, start, end, after, None, as_of)
+            walk: Iterator[tuple[bytes, bytes, bytes, bytes, bytes]] = (
+                (seq_key(seq), tsk, idk, ended, crc) for seq, tsk, idk, ended, crc in entries
             )
         else:
-            walk = ((key[_S], key[_T], idk, _LIVE) for key, idk in self._time_walk(names, nsid, start, end, after))
+            walk = (
+                (key[_S], key[_T], idk, _LIVE, crc)
+                for key, idk, crc in self._time_walk(names, nsid, start, end, after)
+            )
         rows: list[Row] = []
         last: tuple[bytes, bytes] | None = None
-        for sk, tsk, idk, ended in walk:
-            row = self._row(names, nsid, sk, tsk, idk, None, ended, True, now=now)
+        sealed = self.d.sealed
+        for sk, tsk, idk, ended, crc in walk:
+            if sealed:
+                seq = seq_from_key(sk)
+                xk = self._expiry_key(names, nsid, idk, seq, ended, tsk)
+                row = self._sealed_row(names, sk, seq, tsk, idk, None, _unpack_crc(crc)[0], xk, now)
+            else:
+                row = self._row(names, nsid, sk, tsk, idk, None, ended, True, now=now)
             if row is None:
                 continue
             if limit is not None and len(rows) == limit:
@@ -1280,10 +1524,11 @@ class Projections:
 
     def _time_walk(
         self, names: list[str], nsid: bytes, start: float | None, end: float | None, after: tuple[float, int] | None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """``(key N T S, id key)`` of the live entries of ``time`` of namespace ``names`` (id
-        ``nsid``) in range, checked as they go (the key before the start, ascending keys of the
-        right length, the key that ends the walk); else :class:`StoreCorrupted`."""
+    ) -> Iterator[tuple[bytes, bytes, bytes]]:
+        """``(key N T S, id key, payload CRC)`` of the live entries of ``time`` of namespace
+        ``names`` (id ``nsid``) in range, checked as they go (the key before the start, strictly
+        ascending keys of the right length, each value's seal in layout 4, the key that ends the
+        walk); else :class:`StoreCorrupted`. The CRC is b"" in an older layout (none kept)."""
         cur = self.txn.cursor(db=self.d.time)
         first = _scan_start(nsid, start, after)
         landed = cur.set_range(first)
@@ -1292,16 +1537,23 @@ class Projections:
         if not landed:
             return
         stop = _scan_stop(nsid, end)
-        last = first
-        for key, idk in cur.iternext(keys=True, values=True):
+        last = first[:-1]  # sorts before every key the walk may return
+        sealed = self.d.sealed
+        for key, value in cur.iternext(keys=True, values=True):
             if key >= stop:
-                if not self._genuine_time(key, idk, False):
-                    raise _damaged(names, idk, None, 0, "the time index is damaged where the scan ends")
+                if not self._genuine_time(key, value, False):
+                    raise _damaged(names, b"", None, 0, "the time index is damaged where the scan ends")
                 return
-            if len(key) != _KEY_NTS or key < last:
-                raise _damaged(names, idk, None, 0, "the time index is out of order")
+            if len(key) != _KEY_NTS or key <= last:
+                raise _damaged(names, b"", None, 0, "the time index is out of order")
             last = key
-            yield key, idk
+            if not sealed:
+                yield key, value, b""
+                continue
+            n = len(value) - _SEAL
+            if n < 2 * _SEAL or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, _TIME)):
+                raise _damaged(names, b"", None, seq_from_key(key[_S]), "its time entry is damaged")
+            yield key, value[: n - _SEAL], value[n - _SEAL : n]
 
     def scan_as_of(
         self,
@@ -1319,8 +1571,24 @@ class Projections:
         plus the position of the last one returned when more follow (else None). A walk of
         ``tver``, stopped by the namespace's scan bound as of that event. ``confirm``: every entry
         walked, returned or not, must be confirmed by ``ver`` (for a caller that returns no row
-        of its own to check, such as a count); else :class:`StoreCorrupted`."""
-        out: list[tuple[int, bytes, bytes, bytes]] = []
+        of its own to check, such as a count; in layout 4 each entry's seal is checked instead,
+        always); else :class:`StoreCorrupted`."""
+        entries, more = self._tver_walk(nsid, start, end, after, limit, as_of, confirm)
+        return [entry[:4] for entry in entries], more
+
+    def _tver_walk(
+        self,
+        nsid: bytes,
+        start: float | None,
+        end: float | None,
+        after: tuple[float, int] | None,
+        limit: int | None,
+        as_of: int,
+        confirm: bool = False,
+    ) -> tuple[list[tuple[int, bytes, bytes, bytes, bytes]], tuple[float, int] | None]:
+        """:meth:`scan_as_of` with each entry's payload CRC (b"" before layout 4) last."""
+        out: list[tuple[int, bytes, bytes, bytes, bytes]] = []
+        sealed = self.d.sealed
         last_key = b""
         bound = self.last_position(nsid, as_of)
         if bound == b"":
@@ -1333,26 +1601,35 @@ class Projections:
         if not landed:
             return out, None
         stop = _scan_stop(nsid, end)
-        last = first
+        last = first[:-1]  # sorts before every key the walk may return
         for key, value in cur.iternext(keys=True, values=True):
             if key >= stop:
                 if not self._genuine_tver(key, value):
                     raise StoreCorrupted("the tver index is damaged where a scan ends")
                 return out, None
-            if len(key) != _KEY_NTS or key < last:
+            if len(key) != _KEY_NTS or key <= last:
                 raise StoreCorrupted("the tver index is out of order (damaged store)")
             last = key
             if bound is not None and key[_POSITION] > bound:
                 return out, None
-            if confirm and not self._genuine_tver(key, value):
+            if sealed:
+                body = _opened(key, value, _TVER)
+                if body is None or len(body) < SEQ_LEN + 2 + _SEAL:
+                    raise StoreCorrupted(
+                        f"the tver entry of event {seq_from_key(key[_S])} in namespace {self._label(nsid)} is damaged"
+                    )
+                idk, crc = body[SEQ_LEN:-_SEAL], body[-_SEAL:]
+            elif confirm and not self._genuine_tver(key, value):
                 raise StoreCorrupted("the tver index disagrees with the ver index (damaged store)")
+            else:
+                idk, crc = value[SEQ_LEN:], b""
             put_seq = seq_from_key(key[_S])
             ended = value[:SEQ_LEN]
             if put_seq > as_of or (ended != _LIVE and seq_from_key(ended) <= as_of):
                 continue
             if limit is not None and len(out) == limit:
                 return out, _split_position(last_key[_POSITION])
-            out.append((put_seq, key[_T], value[SEQ_LEN:], ended))
+            out.append((put_seq, key[_T], idk, ended, crc))
             last_key = key
         return out, None
 
@@ -1388,8 +1665,12 @@ class Projections:
         its ``ver`` entry (the walk checked as :meth:`_time_walk` checks it); else
         :class:`StoreCorrupted` naming the namespace."""
         names = self._names(nsid)
+        if self.d.sealed:  # each entry's seal is checked by the walk
+            for key, _, _ in self._time_walk(names, nsid, start, end, None):
+                yield key
+            return
         genuine = self._genuine_time_now
-        for key, idk in self._time_walk(names, nsid, start, end, None):
+        for key, idk, _ in self._time_walk(names, nsid, start, end, None):
             if not genuine(key, idk):
                 raise _damaged(names, idk, None, seq_from_key(key[_S]), "the time and ver indexes disagree")
             yield key

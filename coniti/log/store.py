@@ -105,10 +105,11 @@ one does without it (reads stay exact); a writable open creates it, and the stor
 then rebuilt once (:attr:`Store.stale_projections`)."""
 RETIRED_DBS = (b"atix", b"tmax")
 """Projections of layout 1 that layout 2 no longer keeps; ``rebuild`` deletes them."""
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
 """The layout version this coniti writes (``sys/format``): which projections a store holds and how
 they are encoded. Older stores are read as they are and rebuilt into the current layout by a
-writable open (layout 3 seals each ``cnt`` and ``exv`` value with a CRC-32, layout 2 has none).
+writable open (layout 4 also seals each ``ver``, ``tver`` and ``time`` value and keeps the payload
+CRC of its put there; layout 3 seals each ``cnt`` and ``exv`` value with a CRC-32, layout 2 has none).
 The encoding of the events themselves is :data:`coniti.log.codec.EVENT_VERSION`."""
 
 SYS_ID = b"id"
