@@ -42,6 +42,11 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     rows = np.asarray(vectors)
     if rows.dtype not in (np.float32, np.float64):
         rows = rows.astype(np.float64)
+    if rows.ndim == 2 and rows.shape[0] == 1:  # one query: the same arithmetic, fewer calls
+        row = rows.astype(np.float64)
+        norm = math.sqrt(float(np.einsum("ij,ij->i", row, row)[0]))
+        one: np.ndarray = (row / norm if norm > 0.0 else row).astype(np.float32)
+        return one
     out = np.empty(rows.shape, dtype=np.float32)
     for a in range(0, rows.shape[0], _UNIT_BLOCK):
         block = rows[a : a + _UNIT_BLOCK].astype(np.float64)
@@ -68,9 +73,49 @@ def fast_scores(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 
 def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
-    """The canonical scores: correctly rounded sums of the exact float64 products, one per row."""
+    """The canonical scores: correctly rounded sums of the exact float64 products, one per row
+    (what :func:`math.fsum` of them gives, bit for bit).
+
+    float32 rows and query (what the structures hold) take a vectorised path: a float32 product is
+    exact in float64, so each product scaled by ``2**s`` splits exactly into an integer part and a
+    fraction scaled by ``2**m`` to an integer (``s``, ``m`` chosen from the dimension so that every
+    partial sum of either part stays below ``2**53``: float64 adds them exactly, in any order). The
+    exact total ``high * 2**m + low`` is then rounded once, by one float64 addition of two exact
+    operands (IEEE rounds it correctly, half to even). Rows with a product below ``2**-(s + m)``
+    (values under about ``2**-40`` of either side), a zero total (its sign is fsum's), products of
+    2 or more, and other dtypes go through :func:`math.fsum`."""
     if rows.shape[0] == 0:
         return []
+    dim = rows.shape[1]
+    if rows.dtype != np.float32 or query.dtype != np.float32 or not 0 < dim <= _EXACT_DIM:
+        return _fsum_scores(rows, query)
+    width = max(1, (dim - 1).bit_length())  # dim <= 2**width
+    s, m = 52 - width, 53 - width  # |high| < 2**(s + 1) and |low| < 2**m: dim of them < 2**53
+    part = rows.astype(np.float64)
+    part *= query.astype(np.float64) * 2.0**s  # exact: a power of two times a float32 product
+    high = np.trunc(part)
+    if not (high.max() < 2.0 ** (s + 1) and high.min() > -(2.0 ** (s + 1))):
+        return _fsum_scores(rows, query)
+    part -= high  # the fraction, exact
+    part *= 2.0**m
+    low = np.trunc(part)
+    whole = bool((part == low).all())
+    # both sums exact; high * 2**-s and low * 2**-(s + m) exact too: their sum is the one rounding
+    totals = np.array([2.0**-s, 2.0 ** -(s + m)]) @ np.stack((high.sum(axis=1), low.sum(axis=1)))
+    out: list[float] = totals.tolist()
+    exact = [True] * len(out) if whole else (part == low).all(axis=1).tolist()
+    for i, (score, ok) in enumerate(zip(out, exact, strict=True)):
+        if score == 0.0 or not ok:
+            out[i] = _fsum_scores(rows[i : i + 1], query)[0]
+    return out
+
+
+_EXACT_DIM = 1 << 20
+"""Dimensions the vectorised path of :func:`exact_scores` takes (beyond, the parts would have
+too few bits)."""
+
+
+def _fsum_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     products = rows.astype(np.float64) * query.astype(np.float64)
     return [math.fsum(row) for row in products.tolist()]
 
@@ -88,8 +133,8 @@ def top_by_key(
     ids: Sequence[str], scores: Sequence[float], times: Sequence[float], k: int
 ) -> list[StructureHit]:
     """The ``k`` best by (score desc, time desc, id asc)."""
-    order = sorted(range(len(ids)), key=lambda i: (-scores[i], -times[i], ids[i]))[:k]
-    return [StructureHit(ids[i], float(scores[i])) for i in order]
+    keys = sorted(zip([-s for s in scores], [-t for t in times], ids, strict=True))[:k]
+    return [StructureHit(id_, -float(negative)) for negative, _, id_ in keys]
 
 
 def top_with_ties(values: np.ndarray, k: int) -> np.ndarray:
