@@ -603,9 +603,10 @@ class SortedRows:
 
     def interval(self, start: float, end: float) -> tuple[int, int]:
         """The main rows ``[lo, hi)`` with ``start <= t < end``."""
-        times = self.times[: self.n]
-        lo = 0 if start == -math.inf else int(np.searchsorted(times, start, "left"))
-        hi = len(times) if end == math.inf else int(np.searchsorted(times, end, "left"))
+        n = self.n
+        if start == -math.inf and end == math.inf:
+            return 0, n
+        lo, hi = np.searchsorted(self.times[:n], (start, end), "left").tolist()
         return lo, max(lo, hi)
 
     def visible(self, a: int, b: int, seq: int | None) -> np.ndarray | None:

@@ -77,42 +77,53 @@ def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     (what :func:`math.fsum` of them gives, bit for bit).
 
     float32 rows and query (what the structures hold) take a vectorised path: a float32 product is
-    exact in float64, so each product scaled by ``2**s`` splits exactly into an integer part and a
-    fraction scaled by ``2**m`` to an integer (``s``, ``m`` chosen from the dimension so that every
-    partial sum of either part stays below ``2**53``: float64 adds them exactly, in any order). The
-    exact total ``high * 2**m + low`` is then rounded once, by one float64 addition of two exact
-    operands (IEEE rounds it correctly, half to even). Rows with a product below ``2**-(s + m)``
-    (values under about ``2**-40`` of either side), a zero total (its sign is fsum's), products of
-    2 or more, and other dtypes go through :func:`math.fsum`."""
+    exact in float64, so each product scaled by ``2**50`` splits exactly into an integer part
+    ``high`` and a fraction, which scaled by ``2**m`` truncates to an integer ``low`` (``m`` from
+    the dimension: ``dim * 2**m <= 2**53``). When the row's ``sum |high|`` is below ``2**52``
+    (unit rows: at most ``2**50``) every partial sum of either part is an integer below ``2**53``,
+    so float64 adds them exactly, in any order; the exact total ``high * 2**-50 + low *
+    2**-(50 + m)`` is then rounded once, by one float64 addition of two exact operands (IEEE rounds
+    it correctly, half to even). Rows with a bit of a product below ``2**-(50 + m)``, a larger
+    ``sum |high|``, other dtypes (and a zero total where fsum can return -0.0) go through
+    :func:`math.fsum`."""
     if rows.shape[0] == 0:
         return []
-    dim = rows.shape[1]
+    c, dim = rows.shape
     if rows.dtype != np.float32 or query.dtype != np.float32 or not 0 < dim <= _EXACT_DIM:
         return _fsum_scores(rows, query)
-    width = max(1, (dim - 1).bit_length())  # dim <= 2**width
-    s, m = 52 - width, 53 - width  # |high| < 2**(s + 1) and |low| < 2**m: dim of them < 2**53
-    part = rows.astype(np.float64)
-    part *= query.astype(np.float64) * 2.0**s  # exact: a power of two times a float32 product
-    high = np.trunc(part)
-    if not (high.max() < 2.0 ** (s + 1) and high.min() > -(2.0 ** (s + 1))):
-        return _fsum_scores(rows, query)
-    part -= high  # the fraction, exact
-    part *= 2.0**m
-    low = np.trunc(part)
-    whole = bool((part == low).all())
-    # both sums exact; high * 2**-s and low * 2**-(s + m) exact too: their sum is the one rounding
-    totals = np.array([2.0**-s, 2.0 ** -(s + m)]) @ np.stack((high.sum(axis=1), low.sum(axis=1)))
-    out: list[float] = totals.tolist()
-    exact = [True] * len(out) if whole else (part == low).all(axis=1).tolist()
-    for i, (score, ok) in enumerate(zip(out, exact, strict=True)):
-        if score == 0.0 or not ok:
+    m = 53 - max(1, (dim - 1).bit_length())
+    parts = np.empty((4, c, dim))  # high, low, |high|, the product being split
+    work = parts[3]
+    np.multiply(rows, np.multiply(query, 2.0**_HIGH, dtype=np.float64), out=work)  # exact
+    high = np.trunc(work, out=parts[0])
+    np.abs(high, out=parts[2])
+    work -= high  # the fraction, exact
+    work *= 2.0**m
+    low = np.trunc(work, out=parts[1])
+    whole = bool((work == low).all())
+    sums = parts[:3].sum(axis=2)  # exact below 2**53 (no BLAS: it may thread, and stall)
+    sums[0] *= 2.0**-_HIGH
+    sums[1] *= 2.0 ** -(_HIGH + m)
+    out: list[float] = (sums[0] + sums[1]).tolist()  # the one rounding
+    exact = [True] * c if whole else (work == low).all(axis=1).tolist()
+    for i, (score, ok, size) in enumerate(zip(out, exact, sums[2].tolist(), strict=True)):
+        if not ok or not size < 2.0**52 or (score == 0.0 and _SIGNED_ZERO_SUMS):
             out[i] = _fsum_scores(rows[i : i + 1], query)[0]
     return out
 
 
+_SIGNED_ZERO_SUMS = math.copysign(1.0, math.fsum([-0.0, -0.0])) < 0.0
+"""Whether this Python's :func:`math.fsum` can return -0.0 (then a zero total takes fsum; else
+fsum's zero is +0.0, as is the vectorised path's: CPython 3.11 keeps no zero partials)."""
+
+
+_HIGH = 50
+"""The scale of the integer part ``high`` in :func:`exact_scores` (unit rows: ``sum |high| <=
+2**50``)."""
+
 _EXACT_DIM = 1 << 20
-"""Dimensions the vectorised path of :func:`exact_scores` takes (beyond, the parts would have
-too few bits)."""
+"""Dimensions the vectorised path of :func:`exact_scores` takes (beyond, ``low`` would have too
+few bits)."""
 
 
 def _fsum_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
