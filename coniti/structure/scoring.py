@@ -43,9 +43,10 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     if rows.dtype not in (np.float32, np.float64):
         rows = rows.astype(np.float64)
     if rows.ndim == 2 and rows.shape[0] == 1:  # one query: the same arithmetic, fewer calls
-        row = rows.astype(np.float64)
+        row = rows if rows.dtype == np.float64 else rows.astype(np.float64)
         norm = math.sqrt(float(np.einsum("ij,ij->i", row, row)[0]))
-        one: np.ndarray = (row / norm if norm > 0.0 else row).astype(np.float32)
+        one: np.ndarray = np.empty(rows.shape, dtype=np.float32)
+        np.divide(row, norm if norm > 0.0 else 1.0, out=one, casting="same_kind")  # float64, cast
         return one
     out = np.empty(rows.shape, dtype=np.float32)
     for a in range(0, rows.shape[0], _UNIT_BLOCK):
