@@ -603,9 +603,10 @@ class SortedRows:
 
     def interval(self, start: float, end: float) -> tuple[int, int]:
         """The main rows ``[lo, hi)`` with ``start <= t < end``."""
-        times = self.times[: self.n]
-        lo = 0 if start == -math.inf else int(np.searchsorted(times, start, "left"))
-        hi = len(times) if end == math.inf else int(np.searchsorted(times, end, "left"))
+        n = self.n
+        if start == -math.inf and end == math.inf:
+            return 0, n
+        lo, hi = np.searchsorted(self.times[:n], (start, end), "left").tolist()
         return lo, max(lo, hi)
 
     def visible(self, a: int, b: int, seq: int | None) -> np.ndarray | None:
@@ -628,10 +629,10 @@ class SortedRows:
             approx = fast_scores(self.vecs[a:b], query)
             mask = self.visible(a, b, seq)
             if mask is not None:
-                approx[~mask] = NEG_INF
+                approx = np.where(mask, approx, NEG_INF)
             if skip is not None and a <= skip < b:
                 approx[skip - a] = NEG_INF
-            pool.offer(1, np.arange(a, b), approx)
+            pool.offer_span(1, a, approx)
         if self._check is not None and self._check.done:
             self._check = None
 
@@ -640,6 +641,8 @@ class SortedRows:
         seq: int | None = None,
     ) -> None:
         """Offer the visible buffered rows with ``start <= t < end`` (without ``exclude``) to ``pool``."""
+        if not self.buffer.n:
+            return
         rows = self.buffer.in_range(start, end, exclude, seq)
         if rows.shape[0]:
             pool.offer(0, rows, fast_scores(self.buffer.vecs[rows], query))
@@ -658,15 +661,22 @@ class SortedRows:
 
     def finish(self, pool: Pool, query: np.ndarray) -> list[StructureHit]:
         """The exact top ``pool.k`` among the pool's candidates."""
-        if not pool.parts:
+        parts = pool.parts
+        if not parts:
             return []
-        approx = np.concatenate([p[2] for p in pool.parts])
-        chosen = select_candidates(approx, pool.k, pool.eps)
-        sources = np.concatenate([np.full(p[1].shape[0], p[0], dtype=np.int8) for p in pool.parts])
-        rows = np.concatenate([p[1] for p in pool.parts])[chosen]
-        from_buffer = sources[chosen] == 0
-        vectors = np.zeros((chosen.shape[0], query.shape[0]), dtype=np.float32)
-        times = np.zeros(chosen.shape[0], dtype=np.float64)
+        approx = _joined([p[2] for p in parts])
+        rows = _joined([p[1] for p in parts])
+        chosen = None if approx.shape[0] <= pool.k else select_candidates(approx, pool.k, pool.eps)
+        if chosen is not None:
+            rows = rows[chosen]
+        if all(p[0] == 1 for p in parts):  # main rows only: no buffer lookups
+            vectors, times = np.asarray(self.vecs[rows]), self.times[rows]
+            ids = [self.id_at(row) for row in rows.tolist()]
+            return top_by_key(ids, exact_scores(vectors, query), times.tolist(), pool.k)
+        sources = np.concatenate([np.full(p[1].shape[0], p[0], dtype=np.int8) for p in parts])
+        from_buffer = (sources if chosen is None else sources[chosen]) == 0
+        vectors = np.zeros((rows.shape[0], query.shape[0]), dtype=np.float32)
+        times = np.zeros(rows.shape[0], dtype=np.float64)
         b_rows, m_rows = rows[from_buffer], rows[~from_buffer]
         if b_rows.shape[0]:
             vectors[from_buffer] = self.buffer.vecs[b_rows]
@@ -768,10 +778,47 @@ class Pool:
 
     def offer(self, source: int, rows: np.ndarray, approx: np.ndarray) -> None:
         """Add fast scores ``approx`` of ``rows`` from ``source``; ``-inf`` marks rows that never
-        qualify (removed, or the anchor)."""
+        qualify (removed, or the anchor). Only the rows that can still be candidates are kept
+        (:meth:`_kept`)."""
         self.scored += rows.shape[0]
-        keep = approx > NEG_INF
-        if not keep.all():
+        keep = self._kept(approx)
+        if keep is not None:
             rows, approx = rows[keep], approx[keep]
         if rows.shape[0]:
             self.parts.append((source, rows, approx))
+
+    def offer_span(self, source: int, start: int, approx: np.ndarray) -> None:
+        """:meth:`offer` of the consecutive rows ``start, start + 1, ...`` (one per score)."""
+        self.scored += approx.shape[0]
+        keep = self._kept(approx)
+        if keep is None:
+            rows = np.arange(start, start + approx.shape[0])
+        else:
+            rows, approx = start + keep, approx[keep]
+        if rows.shape[0]:
+            self.parts.append((source, rows, approx))
+
+    def _kept(self, approx: np.ndarray) -> np.ndarray | None:
+        """Positions in ``approx`` that can be candidates (None: all of them): finite, and, past
+        ``k`` scores, within ``2 * eps`` of their own k-th best. The search's final k-th best is at
+        least that one, so :func:`select_candidates` over what is kept picks what it would pick
+        over everything offered."""
+        m, k = approx.shape[0], self.k
+        if m > k:
+            top = np.argpartition(approx, m - k)[m - k :]
+            kth = approx[top[0]]
+            if kth > NEG_INF:
+                # a float32 bound at or below the float64 one: compared without a float64 copy
+                bound = np.nextafter(np.float32(np.float64(kth) - 2.0 * self.eps), NEG_INF)
+                near = approx >= bound
+                if np.count_nonzero(near) == k:  # the usual case: no row near the k-th but the top k
+                    return top
+                out: np.ndarray = np.flatnonzero(near)
+                return out
+        finite = approx > NEG_INF
+        return None if finite.all() else np.flatnonzero(finite)
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(arrays)``, without the copy when there is one array."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)

@@ -42,6 +42,12 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     rows = np.asarray(vectors)
     if rows.dtype not in (np.float32, np.float64):
         rows = rows.astype(np.float64)
+    if rows.ndim == 2 and rows.shape[0] == 1:  # one query: the same arithmetic, fewer calls
+        row = rows if rows.dtype == np.float64 else rows.astype(np.float64)
+        norm = math.sqrt(float(np.einsum("ij,ij->i", row, row)[0]))
+        one: np.ndarray = np.empty(rows.shape, dtype=np.float32)
+        np.divide(row, norm if norm > 0.0 else 1.0, out=one, casting="same_kind")  # float64, cast
+        return one
     out = np.empty(rows.shape, dtype=np.float32)
     for a in range(0, rows.shape[0], _UNIT_BLOCK):
         block = rows[a : a + _UNIT_BLOCK].astype(np.float64)
@@ -68,9 +74,60 @@ def fast_scores(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 
 def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
-    """The canonical scores: correctly rounded sums of the exact float64 products, one per row."""
+    """The canonical scores: correctly rounded sums of the exact float64 products, one per row
+    (what :func:`math.fsum` of them gives, bit for bit).
+
+    float32 rows and query (what the structures hold) take a vectorised path: a float32 product is
+    exact in float64, so each product scaled by ``2**50`` splits exactly into an integer part
+    ``high`` and a fraction, which scaled by ``2**m`` truncates to an integer ``low`` (``m`` from
+    the dimension: ``dim * 2**m <= 2**53``). When the row's ``sum |high|`` is below ``2**52``
+    (unit rows: at most ``2**50``) every partial sum of either part is an integer below ``2**53``,
+    so float64 adds them exactly, in any order; the exact total ``high * 2**-50 + low *
+    2**-(50 + m)`` is then rounded once, by one float64 addition of two exact operands (IEEE rounds
+    it correctly, half to even). Rows with a bit of a product below ``2**-(50 + m)``, a larger
+    ``sum |high|``, other dtypes (and a zero total where fsum can return -0.0) go through
+    :func:`math.fsum`."""
     if rows.shape[0] == 0:
         return []
+    c, dim = rows.shape
+    if rows.dtype != np.float32 or query.dtype != np.float32 or not 0 < dim <= _EXACT_DIM:
+        return _fsum_scores(rows, query)
+    m = 53 - max(1, (dim - 1).bit_length())
+    parts = np.empty((4, c, dim))  # high, low, |high|, the product being split
+    work = parts[3]
+    np.multiply(rows, np.multiply(query, 2.0**_HIGH, dtype=np.float64), out=work)  # exact
+    high = np.trunc(work, out=parts[0])
+    np.abs(high, out=parts[2])
+    work -= high  # the fraction, exact
+    work *= 2.0**m
+    low = np.trunc(work, out=parts[1])
+    whole = bool((work == low).all())
+    sums = parts[:3].sum(axis=2)  # exact below 2**53 (no BLAS: it may thread, and stall)
+    sums[0] *= 2.0**-_HIGH
+    sums[1] *= 2.0 ** -(_HIGH + m)
+    out: list[float] = (sums[0] + sums[1]).tolist()  # the one rounding
+    exact = [True] * c if whole else (work == low).all(axis=1).tolist()
+    for i, (score, ok, size) in enumerate(zip(out, exact, sums[2].tolist(), strict=True)):
+        if not ok or not size < 2.0**52 or (score == 0.0 and _SIGNED_ZERO_SUMS):
+            out[i] = _fsum_scores(rows[i : i + 1], query)[0]
+    return out
+
+
+_SIGNED_ZERO_SUMS = math.copysign(1.0, math.fsum([-0.0, -0.0])) < 0.0
+"""Whether this Python's :func:`math.fsum` can return -0.0 (then a zero total takes fsum; else
+fsum's zero is +0.0, as is the vectorised path's: CPython 3.11 keeps no zero partials)."""
+
+
+_HIGH = 50
+"""The scale of the integer part ``high`` in :func:`exact_scores` (unit rows: ``sum |high| <=
+2**50``)."""
+
+_EXACT_DIM = 1 << 20
+"""Dimensions the vectorised path of :func:`exact_scores` takes (beyond, ``low`` would have too
+few bits)."""
+
+
+def _fsum_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     products = rows.astype(np.float64) * query.astype(np.float64)
     return [math.fsum(row) for row in products.tolist()]
 
@@ -88,8 +145,8 @@ def top_by_key(
     ids: Sequence[str], scores: Sequence[float], times: Sequence[float], k: int
 ) -> list[StructureHit]:
     """The ``k`` best by (score desc, time desc, id asc)."""
-    order = sorted(range(len(ids)), key=lambda i: (-scores[i], -times[i], ids[i]))[:k]
-    return [StructureHit(ids[i], float(scores[i])) for i in order]
+    keys = sorted(zip([-s for s in scores], [-t for t in times], ids, strict=True))[:k]
+    return [StructureHit(id_, -float(negative)) for negative, _, id_ in keys]
 
 
 def top_with_ties(values: np.ndarray, k: int) -> np.ndarray:

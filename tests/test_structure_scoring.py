@@ -1,0 +1,87 @@
+"""The shared scoring: the vectorised exact scores equal fsum of the float64 products, bit for bit,
+and the pool keeps every candidate a search needs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from coniti.structure.rows import NEG_INF, Pool
+from coniti.structure.scoring import error_bound, exact_scores, select_candidates, unit_rows
+
+
+def fsum_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
+    return [
+        math.fsum(float(a) * float(b) for a, b in zip(row, query, strict=True))
+        for row in rows.tolist()
+    ]
+
+
+FLOATS = st.floats(
+    min_value=-1.5, max_value=1.5, allow_nan=False, allow_infinity=False, width=32,
+    allow_subnormal=True,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 40).flatmap(
+        lambda dim: st.tuples(
+            hnp.arrays(np.float32, st.tuples(st.integers(1, 6), st.just(dim)), elements=FLOATS),
+            hnp.arrays(np.float32, st.just(dim), elements=FLOATS),
+        )
+    )
+)
+def test_exact_scores_equal_fsum_bit_for_bit(case: tuple[np.ndarray, np.ndarray]) -> None:
+    """float32 rows (tiny, subnormal, zero and signed-zero values included) score exactly what
+    fsum of the exact products gives, to the last bit."""
+    rows, query = case
+    got = exact_scores(rows, query)
+    assert [x.hex() for x in got] == [x.hex() for x in fsum_scores(rows, query)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([3, 255, 256, 384, 1536]))
+def test_exact_scores_of_unit_rows_equal_fsum(seed: int, dim: int) -> None:
+    """Unit rows of the sizes embedders give score exactly what fsum gives."""
+    rng = np.random.default_rng(seed)
+    rows = unit_rows(rng.standard_normal((12, dim)))
+    query = unit_rows(rng.standard_normal((1, dim)))[0]
+    assert exact_scores(rows, query) == fsum_scores(rows, query)
+
+
+def test_exact_scores_of_large_values_fall_back_to_fsum() -> None:
+    """Values whose products overflow the vectorised parts still score as fsum does."""
+    rows = np.array([[3e30, -2e30, 1.0], [1e-30, 2e-38, 0.5]], dtype=np.float32)
+    query = np.array([2e30, 3e30, 1.0], dtype=np.float32)
+    assert exact_scores(rows, query) == fsum_scores(rows, query)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hnp.arrays(
+        np.float32, st.integers(1, 60),
+        elements=st.one_of(st.just(float("-inf")), st.floats(-1, 1, width=32)),
+    ),
+    st.integers(1, 12),
+    st.integers(0, 1000),
+)
+def test_pool_keeps_what_selection_over_everything_picks(
+    approx: np.ndarray, k: int, start: int
+) -> None:
+    """Offering scores in pieces and selecting over what the pool kept picks the same rows as
+    selecting over every finite score at once."""
+    eps = error_bound(8)
+    pool = Pool(k, eps)
+    for a in range(0, approx.shape[0], 7):
+        pool.offer_span(1, start + a, approx[a : a + 7].copy())
+    finite = np.flatnonzero(approx > NEG_INF)
+    want = set((start + finite[select_candidates(approx[finite], k, eps)]).tolist())
+    kept_rows = np.concatenate([p[1] for p in pool.parts]) if pool.parts else np.zeros(0, int)
+    kept = np.concatenate([p[2] for p in pool.parts]) if pool.parts else np.zeros(0, np.float32)
+    got = set(kept_rows[select_candidates(kept, k, eps)].tolist()) if kept.shape[0] else set()
+    assert got == want
