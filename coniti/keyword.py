@@ -40,7 +40,9 @@ corpus=...)`` scores with the merged figures, so scores are comparable across th
 tagged with the sequence number it reflects (:attr:`KeywordIndex.seq`);
 :meth:`KeywordIndex.from_state` rebuilds an equal index and refuses inconsistent arrays. It also
 takes the state with every value as a numpy array (scalars as 0-d arrays), as an on-disk snapshot
-of named arrays gives it back.
+of named arrays gives it back. The state carries the ids' sort index (``id_order``, ``id_keys``,
+``id_key_scheme``: :meth:`coniti.packed.PackedStrings.sort_index`), so a restored index looks ids up
+without sorting them first; a state without it (or of another key scheme) restores all the same.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ import numpy as np
 from coniti.actor import TimeRange
 from coniti.embedding import tokenize as word_tokens
 from coniti.errors import ContractError
-from coniti.packed import LOOKUP_BUDGET, IdColumn, PackedStrings
+from coniti.packed import KEY_SCHEME, LOOKUP_BUDGET, IdColumn, PackedStrings
 from coniti.structure import StructureHit
 
 __all__ = ["ALIVE", "NO_SPACE", "Corpus", "KeywordIndex", "tokenize"]
@@ -636,7 +638,7 @@ class KeywordIndex:
         offsets = np.cumsum([0, *(len(t) for t in encoded)], dtype=np.int64)
         rows = [np.frombuffer(self._postings[t][0], dtype=np.int_) for t in terms]
         tfs = [np.frombuffer(self._postings[t][1], dtype=np.int_) for t in terms]
-        id_bytes, id_ends = self._ids.pack()
+        id_bytes, id_ends, id_order, id_keys = self._ids.pack_indexed()
         return {
             "version": _STATE_VERSION,
             "seq": self.seq,
@@ -644,6 +646,9 @@ class KeywordIndex:
             "b": self.b,
             "ids": np.array(id_bytes, dtype=np.uint8),
             "id_offsets": np.concatenate(([0], id_ends)).astype(np.int64),
+            "id_order": np.array(id_order, dtype=np.int64),
+            "id_keys": np.array(id_keys, dtype=np.uint64),
+            "id_key_scheme": np.frombuffer(KEY_SCHEME.encode("ascii"), dtype=np.uint8).copy(),
             "born": np.frombuffer(self._born, dtype=np.int64).copy(),
             "died": np.frombuffer(self._died, dtype=np.int64).copy(),
             "length": np.frombuffer(self._length, dtype=np.int_).astype(np.int64),
@@ -694,9 +699,15 @@ class KeywordIndex:
         except KeyError as exc:
             raise ContractError(f"keyword index state lacks {exc.args[0]!r}") from None
         try:
-            index._ids = IdColumn(PackedStrings(id_bytes, id_off[1:]))
+            ids = PackedStrings(id_bytes, id_off[1:])
         except ValueError:
             raise ContractError("keyword index state: the id offsets are not in order") from None
+        try:  # the ids' sort index, when written under this key scheme (older states: made later)
+            if _scheme(state.get("id_key_scheme")) == KEY_SCHEME:
+                ids = PackedStrings(id_bytes, id_off[1:], (state["id_order"], state["id_keys"]))
+        except (KeyError, ValueError):
+            raise ContractError("keyword index state: id_order and id_keys do not fit the ids") from None
+        index._ids = IdColumn(ids)
         index._born = array("q", born.tobytes())
         index._died = array("q", died.tobytes())
         index._length = array("l", length.astype(np.int_).tobytes())
@@ -718,6 +729,13 @@ class KeywordIndex:
             raise ContractError("keyword index state: terms and postings disagree")
         index._packed_postings = (post_off, post_rows, post_tfs)
         return index
+
+
+def _scheme(value: Any) -> str | None:
+    """The key scheme a state names (``uint8`` ASCII), None when it names none."""
+    if value is None:
+        return None
+    return np.asarray(value, dtype=np.uint8).tobytes().decode("ascii", "replace")
 
 
 class _AsOf(KeywordIndex):

@@ -5,8 +5,8 @@ A snapshot holds a column of strings (ids, content keys) as their UTF-8 bytes on
 of them into a list, and a dict from id to row, costs about half a second: more than the rest of an
 ``ask``. :class:`PackedStrings` reads such a column in place: one string by index, or every index
 holding a given string (:meth:`PackedStrings.find`: a binary search over a sorted key of each
-string, built by the first find), and decodes everything only when asked
-(:meth:`PackedStrings.tolist`). :class:`IdColumn` is the id of each row of a table that grows: a
+string, built by the first find or given by its owner: :meth:`PackedStrings.sort_index`), and
+decodes everything only when asked (:meth:`PackedStrings.tolist`). :class:`IdColumn` is the id of each row of a table that grows: a
 packed base plus the rows appended since, or, once :meth:`IdColumn.unpack` ran, one list.
 
 Owners that look strings up often should unpack after :data:`LOOKUP_BUDGET` finds: past that, one
@@ -20,19 +20,29 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["LOOKUP_BUDGET", "IdColumn", "PackedStrings"]
+__all__ = ["KEY_SCHEME", "LOOKUP_BUDGET", "IdColumn", "PackedStrings"]
 
 LOOKUP_BUDGET = 1024
 """Finds over a packed column after which its owner should unpack it (see the module docstring)."""
 
+KEY_SCHEME = f"mix64-{sys.byteorder}-1"
+"""The name of the 64-bit key :meth:`PackedStrings.sort_index` sorts (it depends on the machine's
+byte order): a sort index kept on disk applies only where this name is the one it was made with."""
+
 
 class PackedStrings:
     """An immutable column of strings as UTF-8 ``raw`` bytes cut at ``ends`` (string ``i`` is
-    ``raw[ends[i-1]:ends[i]]``). Raises ``ValueError`` for arrays that do not fit together."""
+    ``raw[ends[i-1]:ends[i]]``). ``index``: the :meth:`sort_index` of these strings, kept from an
+    earlier one (under the same :data:`KEY_SCHEME`): then no find sorts. Raises ``ValueError`` for
+    arrays that do not fit together (an ``index`` of another length or dtype, an order out of
+    range, keys not sorted); that ``index`` is the sort of these very strings is the caller's
+    promise (a checksum of what was written, say): a wrong one makes finds miss."""
 
-    __slots__ = ("_ends", "_order", "_raw", "_sorted", "_starts", "finds")
+    __slots__ = ("_ends", "_order", "_raw", "_sorted", "finds")
 
-    def __init__(self, raw: np.ndarray, ends: np.ndarray) -> None:
+    def __init__(
+        self, raw: np.ndarray, ends: np.ndarray, index: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> None:
         if raw.dtype != np.uint8 or raw.ndim != 1 or ends.ndim != 1:
             raise ValueError("the string arrays do not fit together")
         if ends.shape[0] and int(ends[-1]) != raw.shape[0]:
@@ -41,9 +51,10 @@ class PackedStrings:
             raise ValueError("the string ends are not in order")
         self._raw = raw
         self._ends = np.asarray(ends, dtype=np.int64)
-        self._starts: np.ndarray | None = None
         self._order: np.ndarray | None = None
         self._sorted: np.ndarray | None = None
+        if index is not None:
+            self._order, self._sorted = _checked_index(index, len(self))
         self.finds = 0
         """How many :meth:`find` calls were made (for owners that unpack past a budget)."""
 
@@ -62,29 +73,42 @@ class PackedStrings:
         start = int(self._ends[i - 1]) if i else 0
         return self._raw[start : int(self._ends[i])].tobytes().decode("utf-8", "surrogatepass")
 
-    def find(self, value: str) -> np.ndarray:
-        """Every index holding ``value``, ascending (``int64``). The first call sorts a 64-bit key of
-        every string (its length, first and last 8 bytes: O(n log n), ~15 ms at 200,000 strings);
-        then a find is a binary search plus a byte comparison of the strings sharing the key."""
-        self.finds += 1
-        if self._order is None:
+    def sort_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(order, keys)``: the rows by their 64-bit key (:data:`KEY_SCHEME`: the string's length,
+        first and last 8 bytes, mixed), and those keys in that order (``int64``, ``uint64``). Made
+        by the first call (or find) unless given: O(n log n), ~0.3 s at 1,000,000 strings."""
+        if self._order is None or self._sorted is None:
             starts = np.concatenate(([0], self._ends[:-1])) if len(self) else self._ends
-            lengths = self._ends - starts
-            keys = _keys(self._raw, starts, lengths)
-            self._order = np.argsort(keys)
-            self._sorted = keys[self._order]
-            self._starts = starts
-        assert self._sorted is not None and self._starts is not None
+            keys = _keys(self._raw, starts, self._ends - starts)
+            order = np.argsort(keys).astype(np.int64, copy=False)
+            self._order, self._sorted = order, keys[order]
+        return self._order, self._sorted
+
+    def _starts(self, rows: np.ndarray) -> np.ndarray:
+        """Where each of ``rows`` starts in the raw bytes."""
+        before = self._ends[np.maximum(rows - 1, 0)]
+        starts: np.ndarray = np.where(rows > 0, before, 0)
+        return starts
+
+    def find(self, value: str) -> np.ndarray:
+        """Every index holding ``value``, ascending (``int64``). Without a given index the first
+        call makes :meth:`sort_index`; a find is a binary search of it plus a byte comparison of
+        the strings sharing the key."""
+        self.finds += 1
+        order, sorted_keys = self.sort_index()
         encoded = value.encode("utf-8", "surrogatepass")
         key = np.uint64(_key(encoded))
-        lo = int(np.searchsorted(self._sorted, key, "left"))
-        hi = int(np.searchsorted(self._sorted, key, "right"))
-        rows = np.sort(self._order[lo:hi])
+        lo = int(np.searchsorted(sorted_keys, key, "left"))
+        hi = int(np.searchsorted(sorted_keys, key, "right"))
+        rows = np.sort(order[lo:hi])
         if rows.shape[0] == 1:  # the usual case: one string has the key
             row = int(rows[0])
-            same = self._raw[int(self._starts[row]) : int(self._ends[row])].tobytes() == encoded
+            start = int(self._ends[row - 1]) if row else 0
+            same = self._raw[start : int(self._ends[row])].tobytes() == encoded
             return rows if same else rows[:0]
-        starts = self._starts[rows]
+        starts = self._starts(rows)
+        same_length = self._ends[rows] - starts == len(encoded)
+        rows, starts = np.asarray(rows[same_length]), starts[same_length]
         needle = np.frombuffer(encoded, dtype=np.uint8)
         for j in range(needle.shape[0]):  # several strings share the key: compare them column-wise
             if not rows.shape[0]:
@@ -193,6 +217,26 @@ class IdColumn:
         base_raw, base_ends = self._base.arrays
         offset = int(base_ends[-1]) if base_ends.shape[0] else 0
         return np.concatenate((base_raw, raw)), np.concatenate((base_ends, ends + offset)).astype(np.int64)
+
+    def pack_indexed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`pack` and the :meth:`PackedStrings.sort_index` of the packed strings: the base's
+        (made once, or as given) while nothing was appended to it, else made now."""
+        if self._list is None and not self._tail:
+            assert self._base is not None
+            return (*self._base.arrays, *self._base.sort_index())
+        raw, ends = self.pack()
+        return raw, ends, *PackedStrings(raw, ends).sort_index()
+
+
+def _checked_index(index: tuple[np.ndarray, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``index`` if it can be the :meth:`PackedStrings.sort_index` of ``n`` strings (lengths,
+    dtypes, order in range, keys ascending), else ``ValueError``."""
+    order, keys = (np.asarray(a) for a in index)
+    if order.dtype != np.int64 or keys.dtype != np.uint64 or order.shape != (n,) or keys.shape != (n,):
+        raise ValueError("the sort index does not fit the strings")
+    if n and (int(order.min()) < 0 or int(order.max()) >= n or not (keys[1:] >= keys[:-1]).all()):
+        raise ValueError("the sort index is not in order")
+    return order, keys
 
 
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))

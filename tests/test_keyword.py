@@ -277,6 +277,37 @@ def test_purge_hides_every_row_of_an_id_at_every_point() -> None:
     assert index.rows == 2
 
 
+def test_a_state_without_the_ids_sort_index_restores_the_same_index() -> None:
+    """A state without id_order, id_keys and id_key_scheme (written before they were kept), or
+    naming another key scheme, restores an index with the same hits and scores."""
+    index = _three()
+    index.remove(["d2"], died=7)
+    old = {k: v for k, v in index.state().items() if not k.startswith("id_") or k == "id_offsets"}
+    other = {**index.state(), "id_key_scheme": np.frombuffer(b"mix64-other-9", dtype=np.uint8)}
+    for state in (old, other):
+        copy = KeywordIndex.from_state(state)
+        assert copy.search("banana cherry", k=5) == index.search("banana cherry", k=5)
+        assert copy.score("banana", ["d1", "d2", "d3"]) == index.score("banana", ["d1", "d2", "d3"])
+
+
+def test_a_restored_index_looks_ids_up_without_sorting_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """from_state(state()) keeps the ids' sort index: its lookups (score, timestamp) sort nothing."""
+    index = _three()
+    state = index.state()
+    monkeypatch.setattr("coniti.packed.np.argsort", lambda *_a, **_k: pytest.fail("the ids were sorted"))
+    copy = KeywordIndex.from_state(state)
+    assert copy.score("banana", ["d1", "d2", "x"]) == index.score("banana", ["d1", "d2", "x"])
+    assert copy.timestamp("d3") == 3.0
+
+
+def test_a_state_whose_ids_sort_index_does_not_fit_is_refused() -> None:
+    """A state whose id_order names a row that does not exist raises ContractError naming it."""
+    state = _three().state()
+    state["id_order"] = state["id_order"] + 5
+    with pytest.raises(ContractError, match="id_order"):
+        KeywordIndex.from_state(state)
+
+
 def test_state_as_arrays_only_round_trips() -> None:
     """A state whose scalars came back as 0-d arrays (an on-disk snapshot) restores the same index."""
     index = _three()

@@ -59,6 +59,50 @@ def test_arrays_that_do_not_fit_are_refused() -> None:
 
 
 @settings(max_examples=80, deadline=None)
+@given(st.lists(IDS, max_size=30), IDS)
+def test_a_column_given_its_sort_index_finds_as_one_that_sorts(values: list[str], other: str) -> None:
+    """A column made with the sort_index of an equal column (kept from a snapshot) finds the
+    same indexes, and gives that index back as its own."""
+    made = PackedStrings(*pack_strings(values))
+    order, keys = made.sort_index()
+    given_one = PackedStrings(*pack_strings(values), (order.copy(), keys.copy()))
+    for probe in {*values, other}:
+        assert given_one.find(probe).tolist() == made.find(probe).tolist()
+    assert [a.tolist() for a in given_one.sort_index()] == [order.tolist(), keys.tolist()]
+
+
+def test_a_sort_index_that_does_not_fit_is_refused() -> None:
+    """A sort index of another length or dtype, an order out of range or keys out of order raise
+    ValueError."""
+    raw, ends = pack_strings(["ab", "cd", "ef"])
+    order, keys = PackedStrings(raw, ends).sort_index()
+    for bad in (
+        (order[:2], keys[:2]),
+        (order.astype(np.int32), keys),
+        (order + 1, keys),
+        (order, keys[::-1].copy()),
+    ):
+        with pytest.raises(ValueError):
+            PackedStrings(raw, ends, bad)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(IDS, max_size=12), st.lists(IDS, max_size=8))
+def test_pack_indexed_gives_the_sort_index_of_the_packed_ids(base: list[str], appended: list[str]) -> None:
+    """pack_indexed() is pack() plus the sort index a column of the packed ids makes, with or
+    without rows appended to a packed base, and unpacked."""
+    column = IdColumn(PackedStrings(*pack_strings(base)))
+    for id_ in appended:
+        column.append(id_)
+    for _ in range(2):
+        raw, ends, order, keys = column.pack_indexed()
+        assert [raw.tobytes(), ends.tolist()] == [a.tobytes() if i == 0 else a.tolist() for i, a in enumerate(column.pack())]
+        fresh_order, fresh_keys = PackedStrings(raw, ends).sort_index()
+        assert keys.tolist() == fresh_keys.tolist() and sorted(order.tolist()) == list(range(len(ends)))
+        column.unpack()
+
+
+@settings(max_examples=80, deadline=None)
 @given(st.lists(IDS, max_size=12), st.lists(IDS, max_size=8))
 def test_an_id_column_grows_like_a_list(base: list[str], appended: list[str]) -> None:
     """A column over packed ``base`` with ``appended`` added behaves as the list of both (len,
