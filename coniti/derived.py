@@ -58,6 +58,7 @@ import numpy as np
 
 from coniti.atomicfile import atomic_writer, fsync_dir
 from coniti.errors import EngineError
+from coniti.packed import PackedStrings
 
 __all__ = [
     "CRC_BLOCK",
@@ -206,17 +207,7 @@ def pack_strings(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def unpack_strings(raw: np.ndarray, ends: np.ndarray) -> list[str]:
     """The strings of :func:`pack_strings`. Raises ``ValueError`` for arrays that do not fit."""
-    if raw.dtype != np.uint8 or ends.ndim != 1 or (ends.shape[0] and int(ends[-1]) != raw.shape[0]):
-        raise ValueError("the string arrays do not fit together")
-    if ends.shape[0] > 1 and not (np.diff(ends) >= 0).all():
-        raise ValueError("the string ends are not in order")
-    blob = raw.tobytes()
-    stops = ends.tolist()
-    starts = [0, *stops[:-1]] if stops else []
-    if blob.isascii():  # byte offsets are character offsets
-        text = blob.decode("ascii")
-        return [text[a:b] for a, b in zip(starts, stops, strict=True)]
-    return [blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, stops, strict=True)]
+    return PackedStrings(raw, ends).tolist()
 
 
 def snapshot_name(namespace: tuple[str, ...], key: Mapping[str, Any]) -> str:
