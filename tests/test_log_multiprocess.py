@@ -9,7 +9,9 @@ repeat, and the reader never sees a count or head go backwards.
 from __future__ import annotations
 
 import json
+import mmap
 import os
+import struct
 import threading
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,57 @@ def test_verify_while_other_processes_write_is_clean(contended_store: dict[str, 
     assert mid is not None
     assert mid["problems"] == []
     assert mid["events_checked"] == mid["head_seq"] >= mid["count_before"]
+
+
+# -- a read never sees an older snapshot than one already seen ----------------------------------
+#
+# LMDB (0.9, mdb_txn_renew0) begins a read transaction by loading the last committed txnid from the
+# lock file, then copying the meta page of that txnid's parity. A writer writes its meta page (into
+# the page cache, where the read-only map sees it at once; with sync, O_DSYNC holds it there for the
+# whole flush) before it publishes its txnid in the lock file. So a reader that loads txnid t, and
+# stalls until commit t+1 is published and commit t+2 has written its meta page (over t's), reads
+# snapshot t+2; its next transaction, begun before t+2 is published, reads t+1: an older head.
+
+
+def _lock_txnid_at(path: str, txnid: int) -> int:
+    """Where LMDB's lock file keeps the last committed txnid (``mti_txnid``): the one 8-aligned
+    offset among its first 128 bytes holding ``txnid`` (48 on a 64-bit Linux build)."""
+    raw = (Path(path) / "lock.mdb").read_bytes()[:128]
+    found = [at for at in range(0, 128, 8) if struct.unpack_from("<Q", raw, at)[0] == txnid]
+    assert len(found) == 1, f"cannot locate mti_txnid {txnid} in lock.mdb: {found}"
+    return found[0]
+
+
+def test_a_reader_that_stalled_across_commits_then_sees_no_older_head(tmp_path: Path) -> None:
+    """The race above, with the lock file showing the reader what each step of it shows: after a
+    read begun on txnid t while the meta pages name t+1 and t+2 (the stalled reader) and a read
+    begun on t+1 with t+2 written but not yet published, the heads seen never decrease."""
+    path = str(tmp_path / "store")
+    with LogBackend(path) as store:
+        env = lmdb_env(store)
+        txnids = []
+        for k in range(3):
+            put(store, [rec(f"r{k}", float(k))])
+            txnids.append(env.info()["last_txnid"])
+        newest = txnids[-1]
+        assert txnids == [newest - 2, newest - 1, newest]  # one commit per put: heads 1, 2, 3
+        at = _lock_txnid_at(path, newest)
+        seen: list[int] = []
+        with open(Path(path) / "lock.mdb", "r+b") as f, mmap.mmap(f.fileno(), 4096) as lock:
+            struct.pack_into("<Q", lock, at, newest - 2)  # the stalled reader's load
+            try:
+                stalled = threading.Thread(target=lambda: seen.append(store.head))
+                stalled.start()
+                stalled.join(0.3)
+                struct.pack_into("<Q", lock, at, newest - 1)  # t+1 published, t+2 in flight
+                stalled.join(10)
+                assert not stalled.is_alive()
+                seen.append(store.head)
+            finally:
+                struct.pack_into("<Q", lock, at, newest)  # t+2 published
+            seen.append(store.head)
+    assert seen == sorted(seen), f"the head went backwards: {seen}"
+    assert seen[-1] == 3
 
 
 def test_threads_on_two_handles_lose_nothing(tmp_path: Path) -> None:
