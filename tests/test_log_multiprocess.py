@@ -180,6 +180,36 @@ def test_a_reader_that_stalled_across_commits_then_sees_no_older_head(tmp_path: 
     assert seen[-1] == 3
 
 
+@pytest.mark.slow
+def test_readers_never_see_the_head_go_back_while_writers_commit_one_record_each(
+    tmp_path: Path,
+) -> None:
+    """A soak for the race above: 3 writer processes put 500 records each, one per commit, while
+    4 reader processes poll count and head; no reader sees either decrease."""
+    path = str(tmp_path / "store")
+    LogBackend(path).close()
+    writers = [
+        spawn("mp-writer", {"store": path, "ns": list(NS), "writer": w, "n": 500, "single": 500,
+                            "batch": 1})
+        for w in range(3)
+    ]
+    readers = [
+        spawn("mp-reader", {"store": path, "ns": list(NS), "target": 1500, "timeout": 600})
+        for _ in range(4)
+    ]
+    for proc in [*writers, *readers]:
+        _ready(proc)
+    for proc in [*writers, *readers]:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in writers:
+        _finish(proc, timeout=600)
+    reads = [_finish(proc, timeout=600) for proc in readers]
+    assert [r["regressions"] for r in reads] == [[]] * 4
+    assert [r["last"] for r in reads] == [1500] * 4
+
+
 def test_threads_on_two_handles_lose_nothing(tmp_path: Path) -> None:
     """4 threads x 100 single puts through two handles on one path: all 400 there, verify clean."""
     path = str(tmp_path / "store")

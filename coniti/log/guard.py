@@ -202,6 +202,9 @@ def size_problem(data_file: str) -> str | None:
         m0 = _meta(first)
         psize = m0[0] if m0 is not None else 4096
         m1 = _meta(os.pread(fd, _META.size, psize))
+        # The length once the meta pages are read: a commit writes its pages (growing the file)
+        # before its meta page, so a length taken before them may miss a commit they name.
+        size = os.fstat(fd).st_size
     finally:
         os.close(fd)
     metas = [m for m in (m0, m1) if m is not None]
