@@ -396,6 +396,8 @@ def _begin_read(shared: _Shared) -> Any:
     ``t``'s parity still held ``t`` when it was copied, and the transaction reads exactly the
     published state ``t`` (published states only advance, in every process); otherwise it is begun
     again (a retry needs another commit to land during the few instructions of the next begin).
+    Limit: a copy made while a writer is midway through writing that very page (its txnid comes
+    last) escapes the check; that write is one copy of some 130 bytes.
     """
     metas = shared.metas
     tries = 0
