@@ -134,6 +134,34 @@ def test_open_adopts_a_map_another_process_grows_during_the_open(tmp_path: Path)
     assert lines == [{"count": 201, "head": 201}]
 
 
+def test_open_is_not_refused_when_another_process_commits_while_the_length_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process commits, growing the data file, between the open's reading of the file's
+    length and of its meta pages (seen with several processes growing a store at once): the open
+    takes the file for what it is, not for one truncated short of that commit."""
+    path = str(tmp_path / "store")
+    with LogBackend(path, map_size=SMALL_MAP) as store:
+        put(store, [rec("mine", 0.0)])
+    real_pread = os.pread
+    grown: list[int] = []
+
+    def pread_after_another_commit(fd: int, n: int, offset: int) -> bytes:
+        if not grown:
+            size = os.path.getsize(data_file(path))
+            code, _, err = run_child("grow", {"store": path, "n": 50, "dim": 2048})
+            assert code == 0, err[-3000:]
+            grown.append(os.path.getsize(data_file(path)) - size)
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", pread_after_another_commit)
+    with LogBackend(path, map_size=SMALL_MAP) as store:
+        monkeypatch.undo()
+        assert grown[0] > 0
+        assert count(store) == 51
+        assert_verified(store)
+
+
 def test_verify_adopts_a_map_grown_by_another_process(tmp_path: Path) -> None:
     """After another process grew the map, our first call being verify(): it is clean."""
     path = str(tmp_path / "store")

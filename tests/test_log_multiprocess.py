@@ -9,7 +9,9 @@ repeat, and the reader never sees a count or head go backwards.
 from __future__ import annotations
 
 import json
+import mmap
 import os
+import struct
 import threading
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,88 @@ def test_verify_while_other_processes_write_is_clean(contended_store: dict[str, 
     assert mid is not None
     assert mid["problems"] == []
     assert mid["events_checked"] == mid["head_seq"] >= mid["count_before"]
+
+
+# -- a read never sees an older snapshot than one already seen ----------------------------------
+#
+# LMDB (0.9, mdb_txn_renew0) begins a read transaction by loading the last committed txnid from the
+# lock file, then copying the meta page of that txnid's parity. A writer writes its meta page (into
+# the page cache, where the read-only map sees it at once; with sync, O_DSYNC holds it there for the
+# whole flush) before it publishes its txnid in the lock file. So a reader that loads txnid t, and
+# stalls until commit t+1 is published and commit t+2 has written its meta page (over t's), reads
+# snapshot t+2; its next transaction, begun before t+2 is published, reads t+1: an older head.
+
+
+def _offsets_holding(path: str, txnid: int) -> set[int]:
+    """The 8-aligned offsets among the first 128 bytes of LMDB's lock file that hold ``txnid``."""
+    raw = (Path(path) / "lock.mdb").read_bytes()[:128]
+    return {at for at in range(0, 128, 8) if struct.unpack_from("<Q", raw, at)[0] == txnid}
+
+
+def test_a_reader_that_stalled_across_commits_then_sees_no_older_head(tmp_path: Path) -> None:
+    """The race above, with the lock file showing the reader what each step of it shows: after a
+    read begun on txnid t while the meta pages name t+1 and t+2 (the stalled reader) and a read
+    begun on t+1 with t+2 written but not yet published, the heads seen never decrease."""
+    path = str(tmp_path / "store")
+    with LogBackend(path) as store:
+        env = lmdb_env(store)
+        txnids = []
+        holding: list[set[int]] = []
+        for k in range(3):
+            put(store, [rec(f"r{k}", float(k))])
+            txnids.append(env.info()["last_txnid"])
+            holding.append(_offsets_holding(path, txnids[-1]))
+        newest = txnids[-1]
+        assert txnids == [newest - 2, newest - 1, newest]  # one commit per put: heads 1, 2, 3
+        # Where the lock file publishes the last committed txnid (mti_txnid: 48 on 64-bit Linux):
+        # the one place that followed every commit.
+        (at,) = set.intersection(*holding)
+        seen: list[int] = []
+        with open(Path(path) / "lock.mdb", "r+b") as f, mmap.mmap(f.fileno(), 4096) as lock:
+            struct.pack_into("<Q", lock, at, newest - 2)  # the stalled reader's load
+            try:
+                stalled = threading.Thread(target=lambda: seen.append(store.head))
+                stalled.start()
+                stalled.join(0.3)
+                struct.pack_into("<Q", lock, at, newest - 1)  # t+1 published, t+2 in flight
+                stalled.join(10)
+                assert not stalled.is_alive()
+                seen.append(store.head)
+            finally:
+                struct.pack_into("<Q", lock, at, newest)  # t+2 published
+            seen.append(store.head)
+    assert seen == sorted(seen), f"the head went backwards: {seen}"
+    assert seen[-1] == 3
+
+
+@pytest.mark.slow
+def test_readers_never_see_the_head_go_back_while_writers_commit_one_record_each(
+    tmp_path: Path,
+) -> None:
+    """A soak for the race above: 3 writer processes put 500 records each, one per commit, while
+    4 reader processes poll count and head; no reader sees either decrease."""
+    path = str(tmp_path / "store")
+    LogBackend(path).close()
+    writers = [
+        spawn("mp-writer", {"store": path, "ns": list(NS), "writer": w, "n": 500, "single": 500,
+                            "batch": 1})
+        for w in range(3)
+    ]
+    readers = [
+        spawn("mp-reader", {"store": path, "ns": list(NS), "target": 1500, "timeout": 600})
+        for _ in range(4)
+    ]
+    for proc in [*writers, *readers]:
+        _ready(proc)
+    for proc in [*writers, *readers]:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in writers:
+        _finish(proc, timeout=600)
+    reads = [_finish(proc, timeout=600) for proc in readers]
+    assert [r["regressions"] for r in reads] == [[]] * 4
+    assert [r["last"] for r in reads] == [1500] * 4
 
 
 def test_threads_on_two_handles_lose_nothing(tmp_path: Path) -> None:

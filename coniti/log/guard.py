@@ -27,6 +27,7 @@ opens ``lock.mdb`` for writing wherever it leads. This module is the check in fr
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import stat
 import struct
@@ -38,6 +39,7 @@ from coniti.errors import StoreError
 
 __all__ = [
     "DATA_FILE",
+    "MetaTxnids",
     "STORE_FILES",
     "WITNESS_FILE",
     "Witness",
@@ -153,6 +155,38 @@ def _meta(raw: bytes) -> tuple[int, int, int] | None:
     return psize, last_pg, txnid
 
 
+_TXNID_AT = _META.size - 8
+"""Where a meta page's txnid (a native 64-bit word) lies in its page: the last field of :data:`_META`."""
+
+
+class MetaTxnids:
+    """The txnids the two meta pages of a data file name now, read through a read-only shared map
+    of those two pages (a commit's meta page write shows there as soon as it is made, before LMDB
+    publishes the commit in its lock file). The file must hold both pages (LMDB writes them when it
+    creates the file)."""
+
+    __slots__ = ("_first", "_map", "_second", "_words")
+
+    def __init__(self, data_file: str, psize: int) -> None:
+        fd = os.open(data_file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        try:
+            self._map = mmap.mmap(fd, 2 * psize, mmap.MAP_SHARED, mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        self._words = memoryview(self._map).cast("Q")
+        self._first = _TXNID_AT // 8
+        self._second = (psize + _TXNID_AT) // 8
+
+    def past(self, txnid: int) -> bool:
+        """Whether either meta page names a commit after ``txnid``."""
+        words = self._words
+        return words[self._first] > txnid or words[self._second] > txnid
+
+    def close(self) -> None:
+        self._words.release()
+        self._map.close()
+
+
 def size_problem(data_file: str) -> str | None:
     """Why ``data_file`` is shorter than its newest valid meta page needs (truncated), or None (also
     None when there is no file or it is empty: LMDB makes a new one)."""
@@ -168,6 +202,9 @@ def size_problem(data_file: str) -> str | None:
         m0 = _meta(first)
         psize = m0[0] if m0 is not None else 4096
         m1 = _meta(os.pread(fd, _META.size, psize))
+        # The length once the meta pages are read: a commit writes its pages (growing the file)
+        # before its meta page, so a length taken before them may miss a commit they name.
+        size = os.fstat(fd).st_size
     finally:
         os.close(fd)
     metas = [m for m in (m0, m1) if m is not None]

@@ -12,6 +12,8 @@ Contracts:
   one path in a process shares the first opener's mode; asking for another raises ``ContractError``.
 * **Writers** are serialised per environment by a lock, and a write transaction never leaves the
   thread that began it. Other processes' writers are serialised by LMDB's own lock.
+* **Monotonic reads.** A read transaction never shows an older state than one an earlier read
+  transaction of any process showed (:func:`_begin_read`: LMDB alone can, see there).
 * **Growth.** A full map is doubled and the transaction retried (the work function runs again, so it
   must keep its state in the transaction). A map grown by another process is adopted
   (``set_mapsize(0)``) when LMDB reports it. Resizing waits until no transaction of this process is
@@ -51,6 +53,7 @@ import shutil
 import struct
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -258,6 +261,9 @@ class _Shared:
         self.stand_in = ""
         """The temporary directory of the empty environment standing in for a store whose creation
         never committed (read-only opens only), else empty."""
+        self.metas: guard.MetaTxnids | None = None
+        """The data file's meta pages, which :func:`_begin_read` checks each read against (None for
+        a stand-in)."""
 
 
 _REGISTRY: dict[str, _Shared] = {}
@@ -364,11 +370,52 @@ def _stand_in(shared: _Shared) -> None:
     shared.env = lmdb.open(shared.stand_in, max_dbs=len(ALL_DBS) + 4, mode=0o600, sync=False)
 
 
+def _watch_metas(shared: _Shared) -> None:
+    """Map the meta pages of the environment just opened, for :func:`_begin_read`."""
+    if not shared.stand_in:
+        psize = int(shared.env.stat()["psize"])
+        shared.metas = guard.MetaTxnids(os.path.join(shared.path, guard.DATA_FILE), psize)
+
+
+def _unwatch_metas(shared: _Shared) -> None:
+    metas, shared.metas = shared.metas, None
+    if metas is not None:
+        metas.close()
+
+
+def _begin_read(shared: _Shared) -> Any:
+    """Begin a read transaction on a state no older than any a read transaction began on before.
+
+    LMDB does not promise that by itself. ``mdb_txn_renew0`` loads the last committed txnid ``t``
+    from the lock file, then copies the meta page of ``t``'s parity; a writer writes its meta page
+    (visible at once through the map; with ``sync`` it stays there, unpublished, for the whole
+    O_DSYNC flush) before it publishes its txnid. A reader stalled between the load and the copy
+    while commit ``t+1`` lands and commit ``t+2`` writes its meta page (over ``t``'s) reads state
+    ``t+2``; a transaction begun next, before ``t+2`` is published, reads ``t+1``: older. So each
+    transaction is checked once begun: while the meta pages name nothing past ``t+1`` the page of
+    ``t``'s parity still held ``t`` when it was copied, and the transaction reads exactly the
+    published state ``t`` (published states only advance, in every process); otherwise it is begun
+    again (a retry needs another commit to land during the few instructions of the next begin).
+    Limit: a copy made while a writer is midway through writing that very page (its txnid comes
+    last) escapes the check; that write is one copy of some 130 bytes.
+    """
+    metas = shared.metas
+    tries = 0
+    while True:
+        txn = shared.env.begin()
+        if metas is None or not metas.past(txn.id() + 1):
+            return txn
+        txn.abort()
+        tries += 1
+        if tries > 1:
+            time.sleep(0.0002)
+
+
 def witness_problem(shared: _Shared, witness: guard.Witness | None) -> str | None:
     """Why the store's current state contradicts ``witness`` (:func:`guard.witness_problem`)."""
     if witness is None:
         return None
-    with shared.env.begin() as txn:
+    with _begin_read(shared) as txn:
         raw = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
         head_seq = 0 if raw is None or len(raw) != 48 else int.from_bytes(raw[:8], "big")
         head_hash = bytes(32) if raw is None else bytes(raw[16:])
@@ -421,6 +468,7 @@ def _acquire(path: str, durability: str, map_size: int, read_only: bool) -> _Sha
                         env.reader_check()
                         _remove_leftovers(real)
                     _init_env(shared)
+                    _watch_metas(shared)
                     if not read_only:
                         shared.witness_fd = guard.open_witness(real)
                 except BaseException:
@@ -451,6 +499,7 @@ def _release(shared: _Shared) -> None:
 def _close_env(shared: _Shared) -> None:
     """Close the environment, the witness and any stand-in directory of ``shared``."""
     try:
+        _unwatch_metas(shared)
         shared.env.close()
     finally:
         if shared.witness_fd >= 0:
@@ -657,7 +706,7 @@ class Store:
         while True:
             gate.enter()
             try:
-                return shared.env.begin()
+                return _begin_read(shared)
             except lmdb.MapResizedError:
                 gate.leave()
                 self._adopt_new_size(shared)
@@ -758,10 +807,10 @@ class Store:
     def sync(self) -> None:
         """Flush every commit to disk now (useful with ``durability="nosync"``)."""
         shared = self._live()
+        with self.read() as txn:  # the head first: the flush then covers it
+            head = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
         with lmdb_errors(self.path):
             shared.env.sync(True)
-            with shared.env.begin() as txn:
-                head = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
         self._witness(shared, head)
 
     def witness_problem(self) -> str | None:
@@ -814,6 +863,7 @@ class Store:
                         shared.env.copy(scratch, compact=True)
                     os.chmod(copy, 0o600)
                     _fsync_path(copy)
+                    _unwatch_metas(shared)
                     shared.env.close()
                     try:
                         os.replace(copy, data_file)
@@ -822,6 +872,7 @@ class Store:
                         with lmdb_errors(self.path):
                             shared.env = _open_env(self.path, map_size, False, shared.durability)
                             _init_env(shared)
+                            _watch_metas(shared)
                         if reopened is not None:
                             reopened()
                 finally:
@@ -850,7 +901,7 @@ class Store:
                         wtxn = None if self.read_only else env.begin(write=True)
                         try:
                             result = check(data_file)
-                            rtxn = None if result else env.begin()
+                            rtxn = None if result else _begin_read(shared)
                         finally:
                             if wtxn is not None:
                                 wtxn.abort()
