@@ -57,7 +57,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from coniti.atomicfile import atomic_writer, fsync_dir
@@ -242,7 +241,10 @@ def _crc32(data: np.ndarray) -> int:
 
 
 def _crc32c(data: np.ndarray) -> int:
-    """The CRC-32C of a 1-d ``uint8`` array (``crc32c`` releases the GIL on large buffers)."""
+    """The CRC-32C of a 1-d ``uint8`` array (``crc32c`` releases the GIL on large buffers;
+    imported on first use: an engine that keeps no snapshot never loads it)."""
+    import crc32c
+
     return crc32c.crc32c(data.data)
 
 

@@ -65,7 +65,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
-import crc32c
 import numpy as np
 
 from coniti.embedding import Embedder, EmbeddingSpec
@@ -217,6 +216,8 @@ def _digest(path: Path, blob: mmap.mmap | bytes, pinned: dict[str, str] | None) 
     if pinned is None:
         return hashlib.sha256(blob).hexdigest()
     if name in PINNED_CRC32C:
+        import crc32c
+
         crc, want_crc = crc32c.crc32c(blob), PINNED_CRC32C[name]
         if crc != want_crc:
             _not_pinned(path, f"CRC-32C {crc:08x} is not the pinned {want_crc:08x}")
