@@ -350,7 +350,7 @@ def stored_embedding(memory: MemoryBackend, default: str = NEW_MEMORY_EMBEDDING)
             break
     if stored is None:
         return default
-    for name in EMBEDDERS.names(registered_first=True):
+    for name in EMBEDDERS.in_order():  # entry points are read only if no built-in matches
         try:
             if EMBEDDERS.create(name).spec_id == stored:
                 return name

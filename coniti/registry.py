@@ -25,7 +25,7 @@ import importlib.metadata
 import json
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar, cast
 
 from coniti.errors import UnknownPiece
@@ -90,6 +90,17 @@ class Registry(Generic[T]):
             if not registered_first:
                 return sorted(set(self._factories) | set(self._discover()))
             return [*self._factories, *sorted(set(self._discover()) - set(self._factories))]
+
+    def in_order(self) -> Iterator[str]:
+        """The names of ``names(registered_first=True)``, yielded one by one: the entry points are
+        read only when the caller asks for more than the names registered in code (reading them
+        scans every installed distribution)."""
+        with self._lock:
+            registered = list(self._factories)
+        yield from registered
+        with self._lock:
+            rest = sorted(set(self._discover()) - set(registered))
+        yield from rest
 
     def get(self, name: str) -> Callable[..., T]:
         """The factory registered as ``name``; unknown names raise :class:`UnknownPiece` listing all."""

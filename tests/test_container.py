@@ -290,6 +290,35 @@ def test_stored_embedding_names_the_embedder_that_wrote_the_memory() -> None:
         stored_embedding(memory)
 
 
+def test_stored_embedding_of_a_built_in_embedder_reads_no_entry_points(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Memory written with an embedder registered in code is matched without reading the entry
+    points (a scan of every installed distribution, paid by every CLI command)."""
+    import importlib.metadata
+
+    from coniti.container import stored_embedding
+    from coniti.embedding import EMBEDDERS
+
+    memory = InMemoryBackend()
+    with Container(memory=memory, embedding="local_hash") as c:
+        c.engine.ingest("a note")
+    monkeypatch.setattr(EMBEDDERS, "_entry_points", None)
+
+    def refuse(**kw: object) -> object:
+        raise AssertionError("entry points read")
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", refuse)
+    assert stored_embedding(memory) == "local_hash"
+
+
+def test_in_order_yields_the_registered_names_then_the_other_entry_points() -> None:
+    """Registry.in_order gives the names of names(registered_first=True), in the same order."""
+    from coniti.embedding import EMBEDDERS
+
+    assert list(EMBEDDERS.in_order()) == EMBEDDERS.names(registered_first=True)
+
+
 def test_a_factory_given_as_an_import_path_loads_on_first_lookup() -> None:
     """register(name, "module:attribute") imports nothing until the name is looked up."""
     from coniti.registry import Registry

@@ -1,5 +1,5 @@
-"""Snapshot checksums checked on first touch: a restored vector matrix is read only after the CRC-32
-of each block a read touches passed, and a block that fails makes the engine rebuild (never answer
+"""Snapshot checksums checked on first touch: a restored vector matrix is read only after the CRC-32C
+(zlib's CRC-32 for snapshots written before) of each block a read touches passed, and a block that fails makes the engine rebuild (never answer
 from it). Snapshots here are saved with a small ``CRC_BLOCK`` so that a few dozen rows span many
 blocks; the manifest records the block size, so the load honours it.
 """
@@ -7,8 +7,10 @@ blocks; the manifest records the block size, so the load honours it.
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
+import crc32c
 import numpy as np
 import pytest
 
@@ -272,3 +274,82 @@ def test_a_damaged_content_index_is_never_used_for_admission(tmp_path: Path, mon
         duplicate = Note(id="dup", text=notes(60)[59].text, timestamp=59.0)
         assert not e.ingest(duplicate).admitted
         assert e.verify().ok
+
+
+# -- which checksum: CRC-32C written, zlib's CRC-32 of older snapshots still checked ----------
+
+
+def as_zlib_snapshot(manifest_path: Path) -> None:
+    """Rewrite a snapshot's manifest as one written before ``checksum`` was recorded: no
+    ``checksum`` key, each block's zlib CRC-32."""
+    manifest = json.loads(manifest_path.read_bytes())
+    for entry in manifest["arrays"].values():
+        del entry["checksum"]
+        array = np.load(manifest_path.parent / manifest["data"] / entry["file"], mmap_mode="r")
+        raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        block = entry["crc32_block"]
+        entry["crc32_blocks"] = [zlib.crc32(raw[a : a + block].data) for a in range(0, raw.shape[0], block)]
+    manifest_path.write_text(json.dumps(manifest))
+
+
+def test_a_save_records_crc32c_for_each_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every array entry a save writes names checksum "crc32c", and its block values are the
+    CRC-32C (not zlib's CRC-32) of each block of the array's data."""
+    place = small_blocks(tmp_path, monkeypatch, MATRIX)
+    entry = json.loads((place.path / "x.json").read_bytes())["arrays"]["p/m"]
+    raw = MATRIX.reshape(-1).view(np.uint8)
+    want = [crc32c.crc32c(raw[a : a + BLOCK].data) for a in range(0, raw.shape[0], BLOCK)]
+    assert entry["checksum"] == derived.CHECKSUM == "crc32c"
+    assert entry["crc32_blocks"] == want
+    assert want != [zlib.crc32(raw[a : a + BLOCK].data) for a in range(0, raw.shape[0], BLOCK)]
+
+
+def test_an_entry_without_a_checksum_is_checked_with_zlib_crc32(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot written before the checksum was recorded (zlib's CRC-32 per block) loads, at
+    load and deferred, and a damaged block of it still fails its check."""
+    place = small_blocks(tmp_path, monkeypatch, MATRIX)
+    as_zlib_snapshot(place.path / "x.json")
+    loaded = place.load("x", key={}, head=1, hash_at=lambda s: "h")
+    assert np.array_equal(loaded.parts["p"]["m"], MATRIX)
+    deferred = place.load("x", key={}, head=1, hash_at=lambda s: "h", defer={"p/m"})
+    deferred.checks["p/m"].all()
+    flip(place, 4500)
+    with pytest.raises(StaleSnapshot, match="fails its checksum"):
+        place.load("x", key={}, head=1, hash_at=lambda s: "h")
+    check = place.load("x", key={}, head=1, hash_at=lambda s: "h", defer={"p/m"}).checks["p/m"]
+    check.rows(0, 31)  # the blocks before the damage pass
+    with pytest.raises(StaleSnapshot, match="fails its checksum"):
+        check.rows(31, 40)
+
+
+def test_an_entry_naming_an_unknown_checksum_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A manifest entry whose checksum is not one this version computes is refused at load,
+    naming the checksum."""
+    place = small_blocks(tmp_path, monkeypatch, MATRIX)
+    path = place.path / "x.json"
+    manifest = json.loads(path.read_bytes())
+    manifest["arrays"]["p/m"]["checksum"] = "sha1"
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(StaleSnapshot, match="unknown checksum 'sha1'"):
+        place.load("x", key={}, head=1, hash_at=lambda s: "h", defer={"p/m"})
+
+
+def test_an_engine_restores_a_snapshot_checked_with_zlib_crc32_without_a_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine opening a store whose snapshot predates CRC-32C restores it (never rebuilds from
+    the events) and answers as a fresh build."""
+    with saved_store(tmp_path / "s", monkeypatch) as store:
+        as_zlib_snapshot(next(Path(store.derived_path).glob("*.json")))
+
+        def refuse(*args: object, **kw: object) -> object:
+            raise AssertionError("rebuilt from the events")
+
+        monkeypatch.setattr(ContinuityEngine, "_event_build", refuse)
+        e = engine(store)
+        got = hits(e, FULL)
+        monkeypatch.undo()
+        assert got == hits(fresh(store), FULL)
+        assert e._spaces[()].checks["structure.0/vecs"].done

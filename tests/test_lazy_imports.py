@@ -71,3 +71,19 @@ def test_what_ask_and_add_import_leaves_out_asyncio() -> None:
     )
     assert "asyncio" not in loaded
     assert "difflib" not in loaded
+
+
+def test_an_engine_in_memory_never_loads_crc32c() -> None:
+    """crc32c (snapshot checksums) is imported on the first checksum: an engine over memory, which
+    keeps no snapshot, ingests and asks without it."""
+    loaded = _loaded_after(
+        "from coniti import ContinuityEngine\n"
+        "from coniti.embedding import LocalHashEmbedder\n"
+        "from coniti.impl.memory import InMemoryBackend\n"
+        "from coniti.strategy import DefaultStrategy\n"
+        "from coniti.structure import FlatStructure\n"
+        "e = ContinuityEngine(InMemoryBackend(), LocalHashEmbedder(dim=16), FlatStructure(),"
+        " DefaultStrategy())\n"
+        "e.ingest('a note'); e.ask('note')"
+    )
+    assert "coniti.derived" in loaded and "crc32c" not in loaded

@@ -8,6 +8,7 @@ changed file copied.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import struct
 from pathlib import Path
 from typing import Any, ClassVar
 
+import crc32c
 import numpy as np
 import pytest
 
@@ -225,6 +227,34 @@ def test_user_model_dir_puts_its_digests_in_the_spec(
     )
     assert made.spec_id != embedder.spec_id
     assert made.embed(["Alice lives in Lyon."]).shape == (1, 384)
+
+
+def test_pinned_crc32c_is_that_of_the_file_with_the_pinned_sha256(packaged: Path) -> None:
+    """The weights' pinned CRC-32C is the checksum of the very file whose SHA-256 is pinned."""
+    blob = (packaged / "model.safetensors").read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == minilm.PINNED_SHA256["model.safetensors"]
+    assert crc32c.crc32c(blob) == minilm.PINNED_CRC32C["model.safetensors"]
+
+
+def test_packaged_weights_are_checked_by_crc32c_without_hashing_them(
+    embedder: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading the packaged model (caches empty) never feeds the 90 MB weights to SHA-256 and gives
+    the same spec id, with the pinned digests."""
+    hashed: list[int] = []
+    real = minilm.hashlib.sha256
+
+    def spy(data: Any = b"") -> Any:
+        hashed.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(minilm, "_by_stat", {})
+    monkeypatch.setattr(minilm, "_by_digest", {})
+    monkeypatch.setattr(minilm.hashlib, "sha256", spy)
+    made = MiniLMEmbedder()
+    assert hashed and max(hashed) < 10_000_000  # tokenizer.json and config.json only
+    assert made.spec_id == embedder.spec_id
+    assert made.spec.options["sha256"] == minilm.PINNED_SHA256
 
 
 # -- errors -------------------------------------------------------------------------------------

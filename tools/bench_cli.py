@@ -24,7 +24,11 @@ the ask itself. Wall clock on a shared machine: compare rows of one run, and the
 
 To compare with another version of coniti in the same run, give its directory in ``PYTHONPATH``
 (the children run outside this checkout, so it wins): e.g. ``git archive main coniti | tar -x -C
-/tmp/main`` and ``PYTHONPATH=/tmp/main python tools/bench_cli.py ...``.
+/tmp/main`` and ``PYTHONPATH=/tmp/main python tools/bench_cli.py ...``. Give each version its own
+copy of the store (``cp -a``) when their snapshots of derived state differ (e.g. the checksum of
+their blocks): a version that refuses the other's snapshot rebuilds the whole namespace on every
+read-only ``ask``. ``--reindex`` rewrites the store's snapshot with the code being measured first
+(an ``add`` rewrites it only once it lags by 1,000 events).
 """
 
 from __future__ import annotations
@@ -108,6 +112,21 @@ def make_store(path: Path, n: int, seed: int) -> None:
     print(f"built {path}: {n:,} notes in {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 
+def reindex(path: Path) -> None:
+    """Rewrite the snapshot of the store's root namespace with the coniti being measured."""
+    code = (
+        "import sys\n"
+        "from coniti.container import Container, stored_embedding\n"
+        "from coniti.impl.log import LogBackend\n"
+        "with LogBackend(sys.argv[1]) as store:\n"
+        "    with Container(memory=store, embedding=stored_embedding(store)) as c:\n"
+        "        c.engine.reindex()\n"
+    )
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, cwd=_NEUTRAL)
+    print(f"reindexed {path} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+
+
 def timed_runs(argv: list[str], runs: int, env: dict[str, str]) -> tuple[list[float], list[float]]:
     """Wall-clock and CPU (user + system) seconds of ``runs`` fresh processes of ``argv``; a failure
     stops the benchmark."""
@@ -156,11 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--phases", action="store_true", help="also the in-process split of an ask")
     p.add_argument("--commands", default="ask,add", help="which of ask,add to time")
+    p.add_argument("--reindex", action="store_true",
+                   help="first rewrite the store's snapshot with the code measured")  # fmt: skip
     args = p.parse_args(argv)
     if args.n < 1 or args.runs < 1:
         p.error("--n and --runs must be >= 1")
     store = args.store or Path(tempfile.gettempdir()) / f"coniti-bench-cli-{args.n}"
     make_store(store, args.n, args.seed)
+    if args.reindex:
+        reindex(store)
     compileall.compile_dir(ROOT / "coniti", quiet=1)  # as an installed package has them
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["CONITI_STORE"] = str(store)

@@ -45,14 +45,15 @@ from coniti import Container
 import coniti.impl.log
 import coniti.derived as derived
 crc_seconds = [0.0]
-checked = derived._crc32
-def timed(data):
-    start = time.thread_time()
-    try:
-        return checked(data)
-    finally:
-        crc_seconds[0] += time.thread_time() - start
-derived._crc32 = timed
+def timing(checked):
+    def timed(data):
+        start = time.thread_time()
+        try:
+            return checked(data)
+        finally:
+            crc_seconds[0] += time.thread_time() - start
+    return timed
+derived._CHECKSUMS = {{kind: timing(f) for kind, f in derived._CHECKSUMS.items()}}
 t0, cpu0 = time.perf_counter(), time.process_time()
 c = Container(memory="log", path={path!r}, structure={structure!r})
 c.engine.structures()
