@@ -114,12 +114,12 @@ def test_verify_of_a_format1_store_opened_read_only_says_why_it_cannot_compare(f
 
 
 def test_a_writable_open_upgrades_a_format1_store(format1: Path) -> None:
-    """A writable open rebuilds a format-1 store into the current layout: sys/format is 4, atix and
+    """A writable open rebuilds a format-1 store into the current layout: sys/format is 5, atix and
     tmax are gone, verify() is clean and every point of history reads as before."""
     with LogBackend(format1) as store:
         assert store.verify().ok
         assert [observe(store.at(seq)) for seq in range(store.head + 1)] == EXPECTED["states"]
-    assert sys_format(format1) == LAYOUT_VERSION == 4
+    assert sys_format(format1) == LAYOUT_VERSION == 5
     assert not {b"atix", b"tmax"} & tables(format1)
 
 
@@ -160,10 +160,10 @@ def test_an_interrupted_upgrade_leaves_the_format1_store_whole(
 
 
 def test_a_new_store_is_written_in_the_current_layout(tmp_path: Path) -> None:
-    """A new store has sys/format 4 and no atix or tmax table."""
+    """A new store has sys/format 5 and no atix or tmax table."""
     with LogBackend(tmp_path / "s") as store:
         put(store, record("a", 1.0))
-    assert sys_format(tmp_path / "s") == 4
+    assert sys_format(tmp_path / "s") == 5
     assert not {b"atix", b"tmax"} & tables(tmp_path / "s")
 
 

@@ -330,11 +330,11 @@ class EventLog:
         group_commit: bool = True,
     ) -> None:
         self.store = Store(path, durability=durability, map_size=map_size, read_only=read_only)
-        if self.store.stale_projections:
-            from coniti.log.checks import rebuild
+        if self.store.stale_projections or self.store.needs_reseal:
+            from coniti.log.checks import rebuild, reseal
 
             try:
-                rebuild(self.store)
+                (rebuild if self.store.stale_projections else reseal)(self.store)
             except BaseException:
                 self.store.close()  # a failed open leaves no environment open behind it
                 raise
