@@ -186,6 +186,8 @@ _crc = crc32c
 payload CRC ``P`` and seal ``C``. Layouts 3 and 4 used zlib's CRC-32 (:class:`Dbs` picks the one
 of the store's layout for reads; writes are always in the current layout)."""
 _unpack_crc = _CRC.unpack_from
+_unpack_pc = struct.Struct(">II").unpack_from
+"""``(P, C)``: the payload CRC and the seal that end a ``ver``, ``tver`` or ``time`` value."""
 
 
 def _sealed(key: bytes, body: bytes, seed: int = 0) -> bytes:
@@ -193,7 +195,7 @@ def _sealed(key: bytes, body: bytes, seed: int = 0) -> bytes:
     ``ver``, ``tver`` and ``time`` ``seed`` is the CRC of the sub-database's name (:data:`_VER`,
     ...), so the seal covers ``name ‖ key ‖ body`` and an entry of one of them never passes for an
     entry of another."""
-    return body + _CRC.pack(_crc(body, _crc(key, seed)))
+    return body + _CRC.pack(_crc(key + body, seed))  # one call: the CRC of key ‖ body
 
 
 _VER = _crc(b"ver")
@@ -226,7 +228,7 @@ def _opened(key: bytes, value: bytes, seed: int, crc: Callable[[Any, int], int] 
     sub-database, see :func:`_sealed`; ``crc`` the layout's CRC), or None if it is too short or its
     seal does not hold."""
     n = len(value) - _SEAL
-    if n < _SEAL or _unpack_crc(value, n)[0] != crc(value[:n], crc(key, seed)):
+    if n < _SEAL or _unpack_crc(value, n)[0] != crc(key + value[:n], seed):
         return None
     return value[:n]
 
@@ -264,7 +266,7 @@ def _unseal(
     if legacy and len(value) in bodies:
         return bytes(value)
     body = bytes(value[:-_SEAL])
-    if len(body) not in bodies or _CRC.unpack_from(value, len(body))[0] != crc(body, crc(key, 0)):
+    if len(body) not in bodies or _CRC.unpack_from(value, len(body))[0] != crc(key + body, 0):
         return None
     return body
 
@@ -1147,18 +1149,19 @@ class Projections:
         of no payload, so no other index is needed to tell erasure from damage). The id and
         timestamp come from the keys (a hashed id key or the timestamp key of 0.0: from the
         envelope, which must match them), the expiry from ``xk``."""
-        frame = self.txn.get(sk, db=self.d.log)
+        d = self.d
+        frame = self.txn.get(sk, db=d.log)
         if frame is None:
             raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
         try:
             if tsk != _TS_ZERO and idk[:1] == _INLINE:
-                data = read_content(frame, seq, crc, self.d.seals.crc)
+                data = read_content(frame, seq, crc, d.seals.crc)
                 if data is None:
                     return None
                 rid = record_id if record_id is not None else inline_name(idk)
                 ts = decode_ts_key(tsk)
             else:
-                env, data = read_put(frame, seq, crc, self.d.seals.crc)
+                env, data = read_put(frame, seq, crc, d.seals.crc)
                 if data is None:
                     return None
                 rid, ts = env["i"], env["ts"]
@@ -1476,13 +1479,15 @@ class Projections:
                     if not sealed:
                         row = self._row(names, nsid, sk, value[SEQ_LEN:_TV_END], idk, record_id, end, False, value[_TV_END:], now)
                     else:
-                        n = len(value) - _SEAL
-                        if n + _SEAL not in _VER_LENGTHS or _unpack_crc(value, n)[0] != crc32(value[:n], crc32(key, ver_seed)):
+                        n = len(value) - 2 * _SEAL  # the end of the value before P C
+                        if n + 2 * _SEAL not in _VER_LENGTHS:
                             raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
-                        xk = value[_TV_END : n - _SEAL]
+                        crc, seal = _unpack_pc(value, n)
+                        if seal != crc32(key + value[: n + _SEAL], ver_seed):
+                            raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
+                        xk = value[_TV_END:n]
                         if xk and now is None:
                             now = self.clock(as_of)
-                        crc = _unpack_crc(value, n - _SEAL)[0]
                         row = self._sealed_row(names, sk, seq, value[SEQ_LEN:_TV_END], idk, record_id, crc, xk, now)
                 elif sealed and not self._genuine_ver(key, value):
                     raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
@@ -1573,18 +1578,17 @@ class Projections:
                 if not self._genuine_time(key, value, False):
                     raise _damaged(names, b"", None, 0, "the time index is damaged where the scan ends")
                 break
-            n = len(value) - _SEAL
-            if (
-                len(key) != _KEY_NTS or key <= last or n < 2 * _SEAL
-                or _unpack_crc(value, n)[0] != crc32(value[:n], crc32(key, time_seed))
-            ):
+            n = len(value) - 2 * _SEAL  # the end of the value before P C
+            if len(key) != _KEY_NTS or key <= last or n < _SEAL:
+                raise _damaged(names, b"", None, 0, "the time index is damaged")
+            crc, seal = _unpack_pc(value, n)
+            if seal != crc32(key + value[: n + _SEAL], time_seed):
                 raise _damaged(names, b"", None, 0, "the time index is damaged")
             if taken == limit:
                 return rows, _split_position(last[_POSITION])
             last = key
-            n -= _SEAL
             sk = key[_S]
-            row = row_of(names, sk, seq_from_key(sk), key[_T], value[:n], None, _unpack_crc(value, n)[0], b"", None)
+            row = row_of(names, sk, seq_from_key(sk), key[_T], value[:n], None, crc, b"", None)
             if row is not None:
                 rows.append(row)
         return rows, None
@@ -1662,7 +1666,7 @@ class Projections:
                 yield key, value, b""
                 continue
             n = len(value) - _SEAL
-            if n < 2 * _SEAL or _unpack_crc(value, n)[0] != crc32(value[:n], crc32(key, seals.time)):
+            if n < 2 * _SEAL or _unpack_crc(value, n)[0] != crc32(key + value[:n], seals.time):
                 raise _damaged(names, b"", None, seq_from_key(key[_S]), "its time entry is damaged")
             yield key, value[: n - _SEAL], value[n - _SEAL : n]
 
