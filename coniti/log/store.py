@@ -53,7 +53,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import lmdb
 import msgpack
@@ -684,6 +684,14 @@ class Store:
                 if error is None:
                     raise
                 raise error from exc
+
+    def raise_translated(self, exc: BaseException) -> NoReturn:
+        """Raise the coniti error for ``exc`` raised in a transaction of this store
+        (:func:`translate`), or ``exc`` itself when it has none."""
+        error = translate(self.path, exc)
+        if error is None:
+            raise exc
+        raise error from exc
 
     def end_read(self, txn: Any) -> None:
         """End a transaction from :meth:`begin_read`."""
