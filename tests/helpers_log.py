@@ -80,6 +80,18 @@ def db_entries(path: Path, db: bytes) -> list[tuple[bytes, bytes]]:
         env.close()
 
 
+def unpack_store(archive: Path, into: Path) -> Path:
+    """The store ``store/`` of the fixture ``archive`` (a ``.tar.gz``), unpacked into ``into`` with
+    the private mode a store directory needs."""
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    path = into / "store"
+    path.chmod(0o700)
+    return path
+
+
 def to_layout_4(path: Path) -> None:
     """Turn a closed store of the current layout (5) into the layout-4 store the previous coniti
     wrote: the same entries, each payload CRC and seal computed with zlib's CRC-32 instead of

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import struct
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import lmdb
 import pytest
+from helpers_log import unpack_store
 
 from coniti.actor import TimeRange
 from coniti.errors import StoreCorrupted
@@ -67,11 +67,7 @@ def sys_format(path: Path) -> int:
 
 @pytest.fixture
 def format1(tmp_path: Path) -> Path:
-    with tarfile.open(FIXTURE / "store.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    path = tmp_path / "store"
-    path.chmod(0o700)
-    return path
+    return unpack_store(FIXTURE / "store.tar.gz", tmp_path)
 
 
 def last_seq_at(recorded: list[list[float]], t: float) -> int:

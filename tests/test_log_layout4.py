@@ -7,13 +7,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import struct
-import tarfile
 import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_log import db_entries
+from helpers_log import db_entries, unpack_store
 
 from coniti.impl.log import LogBackend
 from coniti.log.store import LAYOUT_VERSION, PROJECTION_DBS
@@ -28,11 +27,7 @@ _spec.loader.exec_module(make)
 
 @pytest.fixture
 def layout4(tmp_path: Path) -> Path:
-    with tarfile.open(FIXTURE / "store.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    path = tmp_path / "store"
-    path.chmod(0o700)
-    return path
+    return unpack_store(FIXTURE / "store.tar.gz", tmp_path)
 
 
 def _format(path: Path) -> int:
