@@ -80,6 +80,72 @@ def db_entries(path: Path, db: bytes) -> list[tuple[bytes, bytes]]:
         env.close()
 
 
+def unpack_store(archive: Path, into: Path) -> Path:
+    """The store ``store/`` of the fixture ``archive`` (a ``.tar.gz``), unpacked into ``into`` with
+    the private mode a store directory needs."""
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    path = into / "store"
+    path.chmod(0o700)
+    return path
+
+
+def to_layout_4(path: Path) -> None:
+    """Turn a closed store of the current layout (5) into the layout-4 store the previous coniti
+    wrote: the same entries, each payload CRC and seal computed with zlib's CRC-32 instead of
+    CRC-32C (each CRC-32C checked on the way), sys/format 4."""
+    import struct
+    import zlib
+
+    import crc32c
+
+    from coniti.log.codec import split_frame
+    from coniti.log.keys import seq_key
+
+    frames = dict(db_entries(path, b"log"))
+    for name in (b"ver", b"tver", b"time", b"cnt", b"exv"):
+        def reseal(txn: Any, db: Any, name: bytes = name) -> None:
+            seed = (crc32c.crc32c(name), zlib.crc32(name)) if name in (b"ver", b"tver", b"time") else (0, 0)
+            for key, value in list(txn.cursor(db=db)):
+                key, value = bytes(key), bytes(value)
+                if not value:
+                    continue  # an expiry marker
+                body = value[:-4]
+                assert struct.unpack(">I", value[-4:])[0] == crc32c.crc32c(body, crc32c.crc32c(key, seed[0]))
+                if seed[0]:
+                    seq = struct.unpack(">Q", key[-8:])[0]
+                    payload = split_frame(frames[seq_key(2**64 - 1 - seq if name == b"ver" else seq)])[2]
+                    assert struct.unpack(">I", body[-4:])[0] == crc32c.crc32c(payload)
+                    body = body[:-4] + struct.pack(">I", zlib.crc32(payload))
+                txn.put(key, body + struct.pack(">I", zlib.crc32(body, zlib.crc32(key, seed[1]))), db=db)
+
+        rewrite_db(path, name, reseal)
+    rewrite_db(path, b"sys", lambda txn, db: txn.put(b"format", struct.pack(">I", 4), db=db))
+
+
+def to_layout_3(path: Path) -> None:
+    """Turn a closed store of the current layout into the layout-3 store coniti wrote before
+    layout 4: :func:`to_layout_4`, then ver, tver and time values without their payload CRC and
+    seal, sys/format 3."""
+    import struct
+    import zlib
+
+    to_layout_4(path)
+    for name in (b"ver", b"tver", b"time"):
+        seed = zlib.crc32(name)
+
+        def strip(txn: Any, db: Any, seed: int = seed) -> None:
+            for key, value in list(txn.cursor(db=db)):
+                body = bytes(value[:-4])
+                assert struct.unpack(">I", value[-4:])[0] == zlib.crc32(body, zlib.crc32(bytes(key), seed))
+                txn.put(key, body[:-4], db=db)
+
+        rewrite_db(path, name, strip)
+    rewrite_db(path, b"sys", lambda txn, db: txn.put(b"format", struct.pack(">I", 3), db=db))
+
+
 def put(backend: MemoryBackend, records: Iterable[MemoryRecord]) -> int:
     return backend.put(PutRequest(records=list(records))).written
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import struct
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import lmdb
 import pytest
+from helpers_log import unpack_store
 
 from coniti.actor import TimeRange
 from coniti.errors import StoreCorrupted
@@ -67,11 +67,7 @@ def sys_format(path: Path) -> int:
 
 @pytest.fixture
 def format1(tmp_path: Path) -> Path:
-    with tarfile.open(FIXTURE / "store.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    path = tmp_path / "store"
-    path.chmod(0o700)
-    return path
+    return unpack_store(FIXTURE / "store.tar.gz", tmp_path)
 
 
 def last_seq_at(recorded: list[list[float]], t: float) -> int:
@@ -114,12 +110,12 @@ def test_verify_of_a_format1_store_opened_read_only_says_why_it_cannot_compare(f
 
 
 def test_a_writable_open_upgrades_a_format1_store(format1: Path) -> None:
-    """A writable open rebuilds a format-1 store into the current layout: sys/format is 4, atix and
+    """A writable open rebuilds a format-1 store into the current layout: sys/format is 5, atix and
     tmax are gone, verify() is clean and every point of history reads as before."""
     with LogBackend(format1) as store:
         assert store.verify().ok
         assert [observe(store.at(seq)) for seq in range(store.head + 1)] == EXPECTED["states"]
-    assert sys_format(format1) == LAYOUT_VERSION == 4
+    assert sys_format(format1) == LAYOUT_VERSION == 5
     assert not {b"atix", b"tmax"} & tables(format1)
 
 
@@ -160,10 +156,10 @@ def test_an_interrupted_upgrade_leaves_the_format1_store_whole(
 
 
 def test_a_new_store_is_written_in_the_current_layout(tmp_path: Path) -> None:
-    """A new store has sys/format 4 and no atix or tmax table."""
+    """A new store has sys/format 5 and no atix or tmax table."""
     with LogBackend(tmp_path / "s") as store:
         put(store, record("a", 1.0))
-    assert sys_format(tmp_path / "s") == 4
+    assert sys_format(tmp_path / "s") == 5
     assert not {b"atix", b"tmax"} & tables(tmp_path / "s")
 
 

@@ -1,23 +1,25 @@
-"""Store layout 4: every ``ver``, ``tver`` and ``time`` value carries its put's payload CRC ``P`` and
-a seal ``C`` (``log/FORMAT.md`` §1, §5.1). Reads check the seal and the payload CRC instead of
-confirming each entry by the other index; layout-3 stores read as they are (read-only) and a
-writable open rebuilds them into layout 4."""
+"""Store layouts 4 and 5: every ``ver``, ``tver`` and ``time`` value carries its put's payload CRC
+``P`` and a seal ``C`` (``log/FORMAT.md`` §1, §5.1), CRC-32C in layout 5 (zlib's CRC-32 in layout
+4). Reads check the seal and the payload CRC instead of confirming each entry by the other index;
+layout-4 and layout-3 stores read as they are (read-only), and a writable open reseals a layout-4
+store into layout 5 and rebuilds a layout-3 one."""
 
 from __future__ import annotations
 
 import struct
-import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_log import db_entries, put, rec, rewrite_db
+from crc32c import crc32c
+from helpers_log import db_entries, put, rec, rewrite_db, to_layout_3, to_layout_4
 
 from coniti.errors import StoreCorrupted
 from coniti.impl.log import LogBackend
+from coniti.log import checks
 from coniti.log.codec import split_frame
 from coniti.log.keys import seq_key
-from coniti.log.store import LAYOUT_VERSION
+from coniti.log.store import LAYOUT_VERSION, PROJECTION_DBS
 from coniti.memory import (
     CountRequest,
     DeleteOp,
@@ -61,61 +63,127 @@ def _reads(s: LogBackend) -> list[Any]:
     return out
 
 
-def _to_layout_3(path: Path) -> None:
-    """Turn a layout-4 store into the layout-3 store the previous coniti wrote: ver, tver and time
-    values without their payload CRC and seal, sys/format 3."""
-    for name in (b"ver", b"tver", b"time"):
-        seed = zlib.crc32(name)
-
-        def strip(txn: Any, db: Any, seed: int = seed) -> None:
-            for key, value in list(txn.cursor(db=db)):
-                body = bytes(value[:-4])
-                assert struct.unpack(">I", value[-4:])[0] == zlib.crc32(body, zlib.crc32(bytes(key), seed))
-                txn.put(key, body[:-4], db=db)
-
-        rewrite_db(path, name, strip)
-    rewrite_db(path, b"sys", lambda txn, db: txn.put(b"format", struct.pack(">I", 3), db=db))
+def _tables(path: Path) -> dict[bytes, list[tuple[bytes, bytes]]]:
+    """Every entry of every sub-database of a closed store but ``sys`` (whose ``format`` differs
+    between layouts)."""
+    return {name: _entries(path, name) for name in (b"log", *PROJECTION_DBS)}
 
 
-def test_a_new_store_seals_every_ver_tver_and_time_value(tmp_path: Path) -> None:
-    """Each ver, tver and time value ends with the CRC-32 of its put's payload and a seal over the
-    table name, the key and the value (an erased version's payload CRC is 0)."""
+def test_a_new_store_seals_every_value_with_crc32c(tmp_path: Path) -> None:
+    """Each ver, tver and time value ends with the CRC-32C of its put's payload and a CRC-32C seal
+    over the table name, the key and the value (an erased version's payload CRC is 0); each cnt and
+    exv value ends with a CRC-32C seal over its key and value."""
     _store(tmp_path / "s")
     frames = dict(_entries(tmp_path / "s", b"log"))
     for name in (b"ver", b"tver", b"time"):
         for key, value in _entries(tmp_path / "s", name):
             body, seal = value[:-4], struct.unpack(">I", value[-4:])[0]
-            assert seal == zlib.crc32(name + key + body)
+            assert seal == crc32c(name + key + body)
             seq = struct.unpack(">Q", key[-8:])[0]
             seq = 2**64 - 1 - seq if name == b"ver" else seq
             payload = split_frame(frames[seq_key(seq)])[2]
-            assert struct.unpack(">I", body[-4:])[0] == zlib.crc32(payload)
-    assert _sys_format(tmp_path / "s") == LAYOUT_VERSION == 4
+            assert struct.unpack(">I", body[-4:])[0] == crc32c(payload)
+    sealed = [(k, v) for name in (b"cnt", b"exv") for k, v in _entries(tmp_path / "s", name) if v]
+    assert sealed and all(struct.unpack(">I", v[-4:])[0] == crc32c(k + v[:-4]) for k, v in sealed)
+    assert _sys_format(tmp_path / "s") == LAYOUT_VERSION == 5
+
+
+def test_a_layout_4_store_reads_the_same_read_only(tmp_path: Path) -> None:
+    """A layout-4 store (its CRCs zlib's CRC-32) opened read-only gives every get, scan and range
+    count, now and as of each point, that it gives in layout 5, and stays layout 4."""
+    _store(tmp_path / "s")
+    with LogBackend(tmp_path / "s", read_only=True) as s:
+        expected = _reads(s)
+    to_layout_4(tmp_path / "s")
+    with LogBackend(tmp_path / "s", read_only=True) as s:
+        assert _reads(s) == expected
+    assert _sys_format(tmp_path / "s") == 4
+
+
+def test_a_layout_4_store_read_only_checks_its_zlib_seals(tmp_path: Path) -> None:
+    """In a layout-4 store read as it is, a ver value with one bit flipped makes a get raise: its
+    zlib seal is checked, not skipped."""
+    _store(tmp_path / "s")
+    to_layout_4(tmp_path / "s")
+    _flip(tmp_path / "s", b"ver", b"r3", 9)
+    with LogBackend(tmp_path / "s", read_only=True) as s, pytest.raises(StoreCorrupted, match="r3"):
+        s.get(GetRequest(ids=["r3"], namespace=NS))
+
+
+def test_a_writable_open_reseals_a_layout_4_store_byte_for_byte(tmp_path: Path) -> None:
+    """A writable open of a layout-4 store reseals it into layout 5 without a rebuild: every table
+    is then byte for byte what coniti writes in layout 5, sys/format is 5, verify() is clean and
+    the reads are those of before."""
+    _store(tmp_path / "s")
+    before = _tables(tmp_path / "s")
+    with LogBackend(tmp_path / "s", read_only=True) as s:
+        expected = _reads(s)
+    to_layout_4(tmp_path / "s")
+    assert _tables(tmp_path / "s") != before
+    with LogBackend(tmp_path / "s") as s:
+        assert s.verify().ok
+        assert _reads(s) == expected
+    assert _sys_format(tmp_path / "s") == 5
+    assert _tables(tmp_path / "s") == before
+
+
+def test_a_reseal_does_not_rebuild(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upgrade from layout 4 reseals in place: no projection is rebuilt from the log."""
+    _store(tmp_path / "s")
+    to_layout_4(tmp_path / "s")
+
+    def no_rebuild(store: Any) -> int:
+        raise AssertionError("rebuilt")
+
+    monkeypatch.setattr(checks, "rebuild", no_rebuild)
+    with LogBackend(tmp_path / "s") as s:
+        assert s.head
+    assert _sys_format(tmp_path / "s") == 5
+
+
+@pytest.mark.parametrize(
+    ("db", "match", "at"),
+    [(b"log", b"note r4", -1), (b"ver", b"r3", 9), (b"tver", b"r3", 0), (b"time", b"r2", -1), (b"cnt", b"", -2)],
+)
+def test_an_upgrade_of_a_damaged_layout_4_store_fails_and_changes_nothing(
+    tmp_path: Path, db: bytes, match: bytes, at: int
+) -> None:
+    """One bit flipped in a layout-4 store (a put's payload, a ver, tver, time or cnt value): the
+    writable open that would reseal it raises StoreCorrupted, and every table and sys/format are as
+    they were (the damage is not sealed as genuine); read-only, the store still reads as layout 4."""
+    _store(tmp_path / "s")
+    to_layout_4(tmp_path / "s")
+    _flip(tmp_path / "s", db, match, at)
+    damaged = _tables(tmp_path / "s")
+    with pytest.raises(StoreCorrupted, match="stays in layout 4"):
+        LogBackend(tmp_path / "s")
+    assert _sys_format(tmp_path / "s") == 4
+    assert _tables(tmp_path / "s") == damaged
 
 
 def test_a_layout_3_store_reads_the_same_read_only_and_a_writable_open_upgrades_it(tmp_path: Path) -> None:
     """A layout-3 store (no payload CRCs, no seals on ver/tver/time) gives every get, scan and
-    range count, now and as of each point, that it gave in layout 4; a writable open rebuilds it
-    into layout 4, byte for byte what it was, and verify() is clean."""
+    range count, now and as of each point, that it gave in layout 5; a writable open rebuilds it
+    into layout 5, byte for byte what it was, and verify() is clean."""
     _store(tmp_path / "s")
-    before = {name: _entries(tmp_path / "s", name) for name in (b"ver", b"tver", b"time")}
+    before = _tables(tmp_path / "s")
     with LogBackend(tmp_path / "s", read_only=True) as s:
         expected = _reads(s)
-    _to_layout_3(tmp_path / "s")
+    to_layout_3(tmp_path / "s")
     with LogBackend(tmp_path / "s", read_only=True) as s:
         assert _reads(s) == expected
     with LogBackend(tmp_path / "s") as s:
         assert s.verify().ok
         assert _reads(s) == expected
-    assert _sys_format(tmp_path / "s") == 4
-    assert {name: _entries(tmp_path / "s", name) for name in before} == before
+    assert _sys_format(tmp_path / "s") == 5
+    assert _tables(tmp_path / "s") == before
 
 
 def test_a_layout_3_store_read_only_still_confirms_entries_by_the_other_index(tmp_path: Path) -> None:
     """In a layout-3 store (read as it is) a tver entry that disagrees with ver makes a get raise:
     the older layout keeps its cross-index checks."""
     _store(tmp_path / "s")
-    _to_layout_3(tmp_path / "s")
+    to_layout_3(tmp_path / "s")
     key, value = [(k, v) for k, v in _entries(tmp_path / "s", b"tver") if b"r3" in v][0]
     rewrite_db(tmp_path / "s", b"tver", lambda txn, db: txn.put(key, value[:-1] + b"x", db=db))
     with LogBackend(tmp_path / "s", read_only=True) as s, pytest.raises(StoreCorrupted, match="r3"):
@@ -209,7 +277,7 @@ def test_a_rebuild_does_not_seal_a_payload_that_does_not_match_its_digest(tmp_pa
     changes nothing (the fold would otherwise seal the damaged payload's CRC); read-only, the
     damage is still reported by the read."""
     _store(tmp_path / "s")
-    _to_layout_3(tmp_path / "s")
+    to_layout_3(tmp_path / "s")
     seq = 5  # the put of r4
     frame = bytearray(dict(_entries(tmp_path / "s", b"log"))[seq_key(seq)])
     frame[-1] ^= 0x01

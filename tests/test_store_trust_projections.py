@@ -13,7 +13,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from helpers_log import db_entries, put, rec, rewrite_db
+from helpers_log import db_entries, put, rec, rewrite_db, to_layout_3
 
 from coniti.errors import StoreCorrupted
 from coniti.impl.log import LogBackend
@@ -137,8 +137,9 @@ def test_an_op_id_index_naming_another_event_is_reported(tmp_path: Path) -> None
 
 
 def _unseal_to_layout_2(path: Path) -> None:
-    """Turn a layout-3 store into the layout-2 store the previous coniti wrote: the same tables
-    with cnt and exv values without their CRC, sys/format 2."""
+    """Turn a store into the layout-2 store the previous coniti wrote: its layout-3 form
+    (:func:`helpers_log.to_layout_3`) with cnt and exv values without their CRC, sys/format 2."""
+    to_layout_3(path)
     for name in (b"cnt", b"exv"):
         def strip(txn: Any, db: Any) -> None:
             for key, value in list(txn.cursor(db=db)):
@@ -153,7 +154,7 @@ def _unseal_to_layout_2(path: Path) -> None:
 
 def test_a_layout_2_store_reads_as_it_is_read_only_and_is_upgraded_by_a_writable_open(tmp_path: Path) -> None:
     """A store of layout 2 (no CRCs) gives the same counts read-only; a writable open rebuilds it into
-    layout 4, after which verify() is clean and the counts are the same."""
+    layout 5, after which verify() is clean and the counts are the same."""
     _store(tmp_path / "s")
     with LogBackend(tmp_path / "s", read_only=True) as s:
         counts = [s.at(seq).count(CountRequest(namespace=NS)).count for seq in range(s.head + 1)]
@@ -163,7 +164,7 @@ def test_a_layout_2_store_reads_as_it_is_read_only_and_is_upgraded_by_a_writable
     with LogBackend(tmp_path / "s") as s:
         assert s.verify().ok
         assert [s.at(seq).count(CountRequest(namespace=NS)).count for seq in range(s.head + 1)] == counts
-    assert struct.unpack(">I", dict(_entries(tmp_path / "s", b"sys"))[b"format"])[0] == LAYOUT_VERSION == 4
+    assert struct.unpack(">I", dict(_entries(tmp_path / "s", b"sys"))[b"format"])[0] == LAYOUT_VERSION == 5
 
 
 def test_a_damage_message_names_the_namespace_as_the_cli_writes_it(tmp_path: Path) -> None:

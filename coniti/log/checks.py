@@ -44,13 +44,14 @@ from coniti.log.store import (
     LAYOUT_VERSION,
     LOG_DB,
     PROJECTION_DBS,
+    RESEALED_LAYOUT,
     RETIRED_DBS,
     SYS_DB,
     SYS_LAYOUT,
     Store,
 )
 
-__all__ = ["VerifyReport", "rebuild", "verify"]
+__all__ = ["VerifyReport", "rebuild", "reseal", "verify"]
 
 MAX_PROBLEMS = 100
 DIFFS_PER_DB = 3
@@ -112,6 +113,24 @@ def rebuild(store: Store) -> int:
                 f"the head record names event {head.seq}; the log ends at event {chain.seq}"
             )
         return chain.seq
+
+    return store.write(write)
+
+
+def reseal(store: Store) -> int:
+    """Upgrade a store of :data:`~coniti.log.store.RESEALED_LAYOUT` (4) to the current layout in one
+    write transaction, without a rebuild: every payload CRC and seal is recomputed in the current
+    layout's CRC once the layout-4 one is checked (:meth:`Projections.reseal`). Returns the number
+    of values resealed (0 when another process upgraded the store first). Raises
+    :class:`StoreCorrupted` naming the damaged entry and changes nothing."""
+    dbs = store.dbs
+
+    def write(txn: Any) -> int:
+        if txn.get(SYS_LAYOUT, db=dbs[SYS_DB]) != struct.pack(">I", RESEALED_LAYOUT):
+            return 0
+        resealed = Projections(txn, Dbs(dbs)).reseal()
+        _retire_old_layout(store, txn)
+        return resealed
 
     return store.write(write)
 

@@ -29,7 +29,6 @@ import hashlib
 import math
 import struct
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -76,7 +75,7 @@ __all__ = [
     "event_hash",
     "is_erased",
     "payload_digest",
-    "payload_crc",
+    "payload_view",
     "read_content",
     "read_feedback",
     "read_meta",
@@ -134,7 +133,6 @@ _DIGEST = 32
 _VECTOR_DTYPES = frozenset({"<f2", "<f4", "<f8", ">f2", ">f4", ">f8"})
 _DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name) for name in _VECTOR_DTYPES}
 _sha256 = hashlib.sha256
-_crc32 = zlib.crc32
 _unpackb = msgpack.unpackb
 _tuple_new = tuple.__new__
 """Builds a NamedTuple without its Python-level ``__new__`` (hot read paths)."""
@@ -915,12 +913,20 @@ def _packed_uint(n: int) -> bytes:
     return b"\xcf" + n.to_bytes(8, "big")
 
 
-def _checked_payload(digest: bytes, payload_bytes: bytes | memoryview, crc: int | None = None) -> Any:
+Checksum = Callable[[Any, int], int]
+"""A CRC function ``checksum(data, start)`` (the store layout's, chosen by
+:class:`coniti.log.projections.Dbs`): the codec checks payloads with it and never picks one."""
+
+
+def _checked_payload(
+    digest: bytes, payload_bytes: bytes | memoryview, crc: int | None = None, checksum: Checksum | None = None
+) -> Any:
     """The decoded payload (None when there is none) once it matches ``digest``, or, when ``crc``
-    is given, once its CRC-32 is ``crc`` (the check of store layout 4, whose index entries carry
-    it: 0 for an erased put, the CRC of no bytes)."""
+    is given, once its ``checksum`` is ``crc`` (the check of store layouts 4 and 5, whose index
+    entries carry it: 0 for an erased put, the CRC of no bytes)."""
     if crc is not None:
-        if _crc32(payload_bytes) != crc:
+        assert checksum is not None
+        if checksum(payload_bytes, 0) != crc:
             raise ValueError("its payload does not match the CRC its index entry holds")
         if not payload_bytes:
             return None
@@ -934,41 +940,42 @@ def _checked_payload(digest: bytes, payload_bytes: bytes | memoryview, crc: int 
         return _unpack(payload_bytes)
 
 
-def payload_crc(frame: bytes, *, checked: bool = False) -> int:
-    """The CRC-32 of the payload bytes of ``frame`` (0 when it has none: an erased put), which store
-    layout 4 keeps in the index entries of a put (``log/FORMAT.md`` §1). ``checked``: the payload
-    must first match the frame's digest (what a fold from the log seals must be genuine). Raises
-    ValueError for a frame too short for its envelope length and digest, or a payload that does
-    not match."""
+def payload_view(frame: bytes, *, checked: bool = False) -> memoryview:
+    """The payload bytes of ``frame`` (empty when it has none: an erased put), whose CRC store
+    layouts 4 and 5 keep in the index entries of a put (``log/FORMAT.md`` §1). ``checked``: the
+    payload must first match the frame's digest (what a fold from the log seals must be genuine).
+    Raises ValueError for a frame too short for its envelope length and digest, or a payload that
+    does not match."""
     end = _HEAD + _unpack_u32(frame)[0]
     if end + _DIGEST > len(frame):
         raise ValueError("envelope length exceeds the frame")
     payload = memoryview(frame)[end + _DIGEST :]
     if checked and payload and _sha256(payload).digest() != frame[end : end + _DIGEST]:
         raise ValueError("its payload does not match its digest")
-    return _crc32(payload)
+    return payload
 
 
-def read_content(frame: bytes, seq: int, crc: int | None = None) -> RecordData | None:
+def read_content(frame: bytes, seq: int, crc: int | None = None, checksum: Checksum | None = None) -> RecordData | None:
     """The content of put event ``seq`` for a read to return (None when erased), checked: the frame
     is the put numbered ``seq`` and its payload matches the digest it carries (the digest of an
-    erased payload cannot be checked). Given ``crc`` (store layout 4: the CRC-32 the sealed index
-    entry holds, :func:`payload_crc`), the payload must have that CRC instead and the envelope is
-    not read: content with the CRC the index sealed is the content written for that entry (an
-    erased put's is the CRC of no payload). The envelope is decoded only when it does not begin as
-    coniti writes a put of ``seq`` in the current event version (it is fully decoded and upcast when
-    :data:`PAYLOAD_UPCASTS` says an older version's payload may change); the caller takes the id
-    and timestamp from the index entries, which it checks against each other. Raises
+    erased payload cannot be checked). Given ``crc`` (store layouts 4 and 5: the CRC the sealed
+    index entry holds, computed by ``checksum``), the payload must have that CRC instead and the
+    envelope is not read: content with the CRC the index sealed is the content written for that
+    entry (an erased put's is the CRC of no payload). The envelope is decoded only when it does not
+    begin as coniti writes a put of ``seq`` in the current event version (it is fully decoded and
+    upcast when :data:`PAYLOAD_UPCASTS` says an older version's payload may change); the caller
+    takes the id and timestamp from the index entries, which it checks against each other. Raises
     :class:`StoreCorrupted` naming the event."""
     if PAYLOAD_UPCASTS:
-        return read_put(frame, seq, crc)[1]
+        return read_put(frame, seq, crc, checksum)[1]
     try:
         end = _HEAD + _unpack_u32(frame)[0]
         if end + _DIGEST > len(frame):
             raise ValueError("envelope length exceeds the frame")
-        if crc is not None:  # the hot path of a layout-4 read, written out
+        if crc is not None:  # the hot path of a sealed read, written out
+            assert checksum is not None
             payload_bytes = memoryview(frame)[end + _DIGEST :]
-            if _crc32(payload_bytes) != crc:
+            if checksum(payload_bytes, 0) != crc:
                 raise ValueError("its payload does not match the CRC its index entry holds")
             if not payload_bytes:
                 return None
@@ -986,24 +993,28 @@ def read_content(frame: bytes, seq: int, crc: int | None = None) -> RecordData |
         raise _corrupted(f"event {seq}", exc) from exc
 
 
-def _read_checked(frame: bytes, seq: int, kind: str, crc: int | None = None) -> tuple[dict[str, Any], Any]:
+def _read_checked(
+    frame: bytes, seq: int, kind: str, crc: int | None = None, checksum: Checksum | None = None
+) -> tuple[dict[str, Any], Any]:
     """``(envelope, decoded payload or None)`` of event ``seq``, which must be of ``kind`` and carry
     a payload matching its digest (or ``crc``, see :func:`_checked_payload`); raises ValueError
     (and the like) otherwise."""
     env_bytes, digest, payload_bytes = split_frame(frame)
-    env, payload = _current(_unpack(env_bytes), _checked_payload(digest, payload_bytes, crc))
+    env, payload = _current(_unpack(env_bytes), _checked_payload(digest, payload_bytes, crc, checksum))
     if env["k"] != kind or env["s"] != seq:
         raise ValueError(f"it is event {env['s']!r} of kind {env['k']!r}, not the {kind} event {seq}")
     return env, payload
 
 
-def read_put(frame: bytes, seq: int, crc: int | None = None) -> tuple[dict[str, Any], RecordData | None]:
+def read_put(
+    frame: bytes, seq: int, crc: int | None = None, checksum: Checksum | None = None
+) -> tuple[dict[str, Any], RecordData | None]:
     """``(envelope, content)`` of put event ``seq`` for a read to return, checked like
-    :func:`read_content` (``crc`` likewise); the caller compares the envelope's ``n``, ``i`` and
-    ``ts`` with the index entry that led it here (a hashed id, or the timestamp key of 0.0 that
-    loses -0.0's sign)."""
+    :func:`read_content` (``crc`` and ``checksum`` likewise); the caller compares the envelope's
+    ``n``, ``i`` and ``ts`` with the index entry that led it here (a hashed id, or the timestamp key
+    of 0.0 that loses -0.0's sign)."""
     try:
-        env, payload = _read_checked(frame, seq, PUT, crc)
+        env, payload = _read_checked(frame, seq, PUT, crc, checksum)
         return env, None if payload is None else _stored_record(payload)
     except _MALFORMED as exc:
         raise _corrupted(f"event {seq}", exc) from exc

@@ -330,11 +330,11 @@ class EventLog:
         group_commit: bool = True,
     ) -> None:
         self.store = Store(path, durability=durability, map_size=map_size, read_only=read_only)
-        if self.store.stale_projections:
-            from coniti.log.checks import rebuild
+        if self.store.stale_projections or self.store.needs_reseal:
+            from coniti.log.checks import rebuild, reseal
 
             try:
-                rebuild(self.store)
+                (rebuild if self.store.stale_projections else reseal)(self.store)
             except BaseException:
                 self.store.close()  # a failed open leaves no environment open behind it
                 raise
@@ -995,12 +995,18 @@ class EventLog:
         self, namespace: Namespace, ids: Sequence[str], as_of: int | None = None
     ) -> tuple[list[Row], list[str]]:
         """Rows for ``ids`` (no repeats) in order, and the ids not found."""
-        with self.store.read() as txn:
+        store = self.store
+        txn = store.begin_read()  # the pair, not store.read(): the hot path of a get
+        try:
             p = Projections(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], list(ids)
             return p.get_rows(namespace, nsid, ids, as_of)
+        except BaseException as exc:
+            store.raise_translated(exc)
+        finally:
+            store.end_read(txn)
 
     def scan(
         self,
@@ -1014,12 +1020,18 @@ class EventLog:
         """Rows in (timestamp, write order) with ``start <= timestamp < end``, strictly after the
         position ``after`` = ``(timestamp, seq)``, at most ``limit``; plus the position of the last
         row when more follow."""
-        with self.store.read() as txn:
+        store = self.store
+        txn = store.begin_read()  # the pair, not store.read(): the hot path of a scan page
+        try:
             p = Projections(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], None
             return p.scan_rows(namespace, nsid, start, end, after, limit, as_of)
+        except BaseException as exc:
+            store.raise_translated(exc)
+        finally:
+            store.end_read(txn)
 
     def count(
         self,

@@ -34,11 +34,13 @@ An *erased* version (its put frame has no payload) has a ``ver`` entry (so histo
 its end still find it) but no ``tver`` entry and no share in ``cnt``: no read, now or as of any
 point, returns or counts it.
 
-Layout 4 (:data:`~coniti.log.store.LAYOUT_VERSION`): ``P`` is the CRC-32 of the put's payload bytes
-(0 once erased) and ``C`` a seal over the table's name, the key and the value (:func:`_sealed`), so
-each entry proves itself: reads check the seal and the payload's CRC instead of confirming each
-entry by the other index and hashing the payload. A layout-3 store (no ``P``, no ``C``) opened
-read-only is read as it is, with those confirmations (:meth:`Projections._row`).
+Layout 5 (:data:`~coniti.log.store.LAYOUT_VERSION`): ``P`` is the CRC-32C of the put's payload
+bytes (0 once erased) and ``C`` a seal over the table's name, the key and the value
+(:func:`_sealed`), so each entry proves itself: reads check the seal and the payload's CRC instead
+of confirming each entry by the other index and hashing the payload. A layout-4 store (the same
+with zlib's CRC-32, :data:`ZLIB_SEALS`) opened read-only is read as it is, and a writable open
+reseals it (:meth:`Projections.reseal`). A layout-3 store (no ``P``, no ``C``) opened read-only is
+read as it is, with those confirmations (:meth:`Projections._row`).
 """
 
 from __future__ import annotations
@@ -47,11 +49,12 @@ import math
 import struct
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import takewhile
 from typing import Any, NamedTuple
 
 import msgpack
+from crc32c import crc32c
 
 from coniti.errors import StoreCorrupted, StoreError, namespace_text
 from coniti.log.chain import FoldError
@@ -67,7 +70,7 @@ from coniti.log.codec import (
     RecordData,
     decode_envelope,
     decode_op,
-    payload_crc,
+    payload_view,
     read_content,
     read_feedback,
     read_put,
@@ -178,32 +181,54 @@ def _cnt_key(nsid: bytes, seq: int) -> bytes:
 
 _CRC = struct.Struct(">I")
 _SEAL = _CRC.size
-_crc32 = zlib.crc32
+_crc = crc32c
+"""The CRC of layout 5 (:data:`~coniti.log.store.LAYOUT_VERSION`): CRC-32C (Castagnoli), of every
+payload CRC ``P`` and seal ``C``. Layouts 3 and 4 used zlib's CRC-32 (:class:`Dbs` picks the one
+of the store's layout for reads; writes are always in the current layout)."""
 _unpack_crc = _CRC.unpack_from
+_unpack_pc = struct.Struct(">II").unpack_from
+"""``(P, C)``: the payload CRC and the seal that end a ``ver``, ``tver`` or ``time`` value."""
 
 
 def _sealed(key: bytes, body: bytes, seed: int = 0) -> bytes:
-    """A sealed value: ``body`` then the CRC-32 of ``key ‖ body``, for ``cnt`` and ``exv`` (layout
-    3 on); for ``ver``, ``tver`` and ``time`` (layout 4) ``seed`` is the CRC-32 of the
-    sub-database's name (:data:`_VER`, ...), so the seal covers ``name ‖ key ‖ body`` and an entry
-    of one of them never passes for an entry of another."""
-    return body + _CRC.pack(_crc32(body, _crc32(key, seed)))
+    """A sealed value: ``body`` then the CRC of ``key ‖ body``, for ``cnt`` and ``exv``; for
+    ``ver``, ``tver`` and ``time`` ``seed`` is the CRC of the sub-database's name (:data:`_VER`,
+    ...), so the seal covers ``name ‖ key ‖ body`` and an entry of one of them never passes for an
+    entry of another."""
+    return body + _CRC.pack(_crc(key + body, seed))  # one call: the CRC of key ‖ body
 
 
-_VER = zlib.crc32(b"ver")
-_TVER = zlib.crc32(b"tver")
-_TIME = zlib.crc32(b"time")
+_VER = _crc(b"ver")
+_TVER = _crc(b"tver")
+_TIME = _crc(b"time")
 _NO_PAYLOAD = _CRC.pack(0)
-"""The payload CRC ``P`` of an erased put (the CRC-32 of no bytes)."""
+"""The payload CRC ``P`` of an erased put (the CRC of no bytes)."""
 _VER_LENGTHS = (_TV_END + 2 * _SEAL, _XK_END + 2 * _SEAL)
 """The lengths of a sealed ``ver`` value: ``E T P C`` and ``E T X P C``."""
 
 
-def _opened(key: bytes, value: bytes, seed: int) -> bytes | None:
+class Seals(NamedTuple):
+    """How one layout computes its CRCs: the function (``crc(data, start)``) and the seeds of the
+    seals of ``ver``, ``tver`` and ``time`` (the CRC of the sub-database's name)."""
+
+    crc: Callable[[Any, int], int]
+    ver: int
+    tver: int
+    time: int
+
+
+SEALS = Seals(_crc, _VER, _TVER, _TIME)
+"""Layout 5's CRCs (CRC-32C)."""
+ZLIB_SEALS = Seals(zlib.crc32, zlib.crc32(b"ver"), zlib.crc32(b"tver"), zlib.crc32(b"time"))
+"""Layout 4's CRCs (zlib's CRC-32; layout 3 sealed ``cnt`` and ``exv`` with it)."""
+
+
+def _opened(key: bytes, value: bytes, seed: int, crc: Callable[[Any, int], int] = _crc) -> bytes | None:
     """The body of the sealed ``ver``/``tver``/``time`` value ``value`` of ``key`` (``seed``: its
-    sub-database, see :func:`_sealed`), or None if it is too short or its seal does not hold."""
+    sub-database, see :func:`_sealed`; ``crc`` the layout's CRC), or None if it is too short or its
+    seal does not hold."""
     n = len(value) - _SEAL
-    if n < _SEAL or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, seed)):
+    if n < _SEAL or _unpack_crc(value, n)[0] != crc(key + value[:n], seed):
         return None
     return value[:n]
 
@@ -211,35 +236,37 @@ def _opened(key: bytes, value: bytes, seed: int) -> bytes | None:
 def _payload_crc(frame: bytes, seq: int) -> bytes:
     """The payload CRC ``P`` (4 bytes) of the put frame ``frame`` of event ``seq`` being written."""
     try:
-        return _CRC.pack(payload_crc(frame))
+        return _CRC.pack(_crc(payload_view(frame)))
     except ValueError as exc:
         raise StoreCorrupted(f"event {seq} is malformed: {exc}") from exc
 
 
 def _ver_value(key: bytes, end: bytes, tsk: bytes, xk: bytes, crc: bytes) -> bytes:
-    """``ver`` value of ``key`` (layout 4): ``E T`` (``X`` if the version expires), the payload CRC
-    ``P`` of its put (:data:`_NO_PAYLOAD` once erased), sealed."""
+    """``ver`` value of ``key``: ``E T`` (``X`` if the version expires), the payload CRC ``P`` of
+    its put (:data:`_NO_PAYLOAD` once erased), sealed."""
     return _sealed(key, end + tsk + xk + crc, _VER)
 
 
 def _tver_value(key: bytes, end: bytes, idk: bytes, crc: bytes) -> bytes:
-    """``tver`` value of ``key`` (layout 4): ``E I P``, sealed."""
+    """``tver`` value of ``key``: ``E I P``, sealed."""
     return _sealed(key, end + idk + crc, _TVER)
 
 
 def _time_value(key: bytes, idk: bytes, crc: bytes) -> bytes:
-    """``time`` value of ``key`` (layout 4): ``I P``, sealed."""
+    """``time`` value of ``key``: ``I P``, sealed."""
     return _sealed(key, idk + crc, _TIME)
 
 
-def _unseal(key: bytes, value: bytes, bodies: tuple[int, ...], legacy: bool) -> bytes | None:
-    """The body of the sealed value ``value`` of ``key`` (one of the lengths ``bodies``), or None if
-    its CRC or length is wrong. ``legacy`` (a store of an older layout, read as it is): values of
-    those lengths carry no CRC and are taken as they are."""
+def _unseal(
+    key: bytes, value: bytes, bodies: tuple[int, ...], legacy: bool, crc: Callable[[Any, int], int] = _crc
+) -> bytes | None:
+    """The body of the sealed value ``value`` of ``key`` (one of the lengths ``bodies``; ``crc`` the
+    layout's CRC), or None if its CRC or length is wrong. ``legacy`` (a store of layout 1 or 2,
+    read as it is): values of those lengths carry no CRC and are taken as they are."""
     if legacy and len(value) in bodies:
         return bytes(value)
     body = bytes(value[:-_SEAL])
-    if len(body) not in bodies or _CRC.unpack_from(value, len(body))[0] != zlib.crc32(body, zlib.crc32(key)):
+    if len(body) not in bodies or _CRC.unpack_from(value, len(body))[0] != crc(key + body, 0):
         return None
     return body
 
@@ -355,17 +382,20 @@ class Dbs:
     ``log`` and ``sys`` are None for a scratch environment holding projections only."""
 
     __slots__ = (
-        "cnt", "erx", "exv", "fbk", "legacy", "log", "meta", "ns", "nsn", "opx", "sealed", "sys", "time",
-        "tver", "ver",
+        "cnt", "erx", "exv", "fbk", "legacy", "log", "meta", "ns", "nsn", "opx", "seals", "sealed", "sys",
+        "time", "tver", "ver",
     )
 
     def __init__(self, dbs: dict[bytes, Any], *, layout: int = LAYOUT_VERSION) -> None:
         self.legacy = layout < 3
         """A store of layout 1 or 2 opened read-only: its ``cnt`` and ``exv`` values carry no CRC."""
         self.sealed = layout >= 4
-        """Layout 4: each ``ver``, ``tver`` and ``time`` value carries its put's payload CRC and a
+        """Layout 4 on: each ``ver``, ``tver`` and ``time`` value carries its put's payload CRC and a
         seal, which reads check instead of confirming the entry by the other index. Older layouts
         (opened read-only) are read as they are, with those confirmations."""
+        self.seals = SEALS if layout >= 5 else ZLIB_SEALS
+        """The CRCs of the store's layout, which reads check: CRC-32C from layout 5, zlib's CRC-32
+        before (a layout-4 store opened read-only; layout 3's ``cnt`` and ``exv`` seals)."""
         self.log = dbs.get(LOG_DB)
         self.sys = dbs.get(SYS_DB)
         self.ns = dbs[b"ns"]
@@ -516,7 +546,8 @@ class Projections:
         before 4, which has none); :class:`StoreCorrupted` if it is missing, malformed or (layout
         4) its seal does not hold."""
         if value is not None and self.d.sealed:
-            body = _opened(key, value, _VER) if len(value) in _VER_LENGTHS else None
+            seals = self.d.seals
+            body = _opened(key, value, seals.ver, seals.crc) if len(value) in _VER_LENGTHS else None
             if body is not None:
                 return body[:SEQ_LEN], body[SEQ_LEN:_TV_END], body[_TV_END:-_SEAL], body[-_SEAL:]
         elif value is not None and len(value) in (_TV_END, _XK_END):
@@ -590,16 +621,17 @@ class Projections:
         cur = self.txn.cursor(db=self.d.cnt)
         target = _cnt_key(nsid, MAX_SEQ if as_of is None else as_of + 1)
         legacy = self.d.legacy
+        crc = self.d.seals.crc
         landed = cur.set_range(target)
         # One damaged key can misdirect LMDB's search; it is then the entry landed on or the one
         # before it, and both are checked (each value's CRC covers its key).
-        if landed and not legacy and _unseal(cur.key(), cur.value(), _CNT_BODIES, False) is None:
+        if landed and not legacy and _unseal(cur.key(), cur.value(), _CNT_BODIES, False, crc) is None:
             raise StoreCorrupted(f"the count index is damaged near namespace {self._label(nsid)}")
         found = cur.prev() if landed else cur.last()
         if not found:
             return None
         key = cur.key()
-        body = _unseal(key, cur.value(), _CNT_BODIES, legacy)
+        body = _unseal(key, cur.value(), _CNT_BODIES, legacy, crc)
         if key >= target or (body is None and key[:NSID_LEN] != nsid):
             raise StoreCorrupted(f"the count index is damaged near namespace {self._label(nsid)}")
         if key[:NSID_LEN] != nsid:
@@ -899,7 +931,7 @@ class Projections:
             crc = None
             if not event.erased:
                 try:
-                    crc = _CRC.pack(payload_crc(self.frame(seq) if frame is None else frame, checked=True))
+                    crc = _CRC.pack(_crc(payload_view(self.frame(seq) if frame is None else frame, checked=True)))
                 except ValueError as exc:
                     raise FoldError(seq, f"event {seq}: {exc}") from exc
             self.put_version(
@@ -940,6 +972,81 @@ class Projections:
             nsid = self._interned.get(namespace) or self.intern(ns_bytes(namespace))
             self._interned[namespace] = nsid
             self.feedback(seq, nsid, name_key(event.id))
+
+    # -- layout upgrade ------------------------------------------------------------------------
+
+    def reseal(self) -> int:
+        """Reseal every value of a layout-4 store in the current layout (a write transaction, this
+        view of the current layout): each ``ver``, ``tver`` and ``time`` value gets the CRC-32C of
+        its put's payload as ``P`` and a CRC-32C seal, each ``cnt`` and ``exv`` value a CRC-32C
+        seal; nothing else changes. Each value is checked in layout 4 first: its zlib seal must
+        hold and, for the three, its ``P`` must be the zlib CRC-32 of the payload of the put the key
+        names, so damage is never sealed as genuine. Else :class:`StoreCorrupted` naming the table
+        and entry (the caller's transaction then changes nothing). Returns how many values were
+        resealed."""
+        old = ZLIB_SEALS
+        txn = self.txn
+        d = self.d
+        resealed = 0
+        for name, db, seeds in ((b"ver", d.ver, (old.ver, _VER)), (b"tver", d.tver, (old.tver, _TVER)),
+                                (b"time", d.time, (old.time, _TIME))):
+            cur = txn.cursor(db=db)
+            more = cur.first()
+            while more:
+                key = cur.key()
+                body = _opened(key, cur.value(), seeds[0], old.crc)
+                seq = self._resealed_seq(name, key, body)
+                frame = txn.get(seq_key(seq), db=d.log)
+                if frame is None:
+                    raise _missing(seq)
+                try:
+                    payload = payload_view(frame)
+                except ValueError as exc:
+                    raise StoreCorrupted(f"event {seq} is malformed: {exc}") from exc
+                assert body is not None
+                if old.crc(payload, 0) != _unpack_crc(body, len(body) - _SEAL)[0]:
+                    raise self._unresealable(name, key, seq, "its payload does not match the CRC its entry holds")
+                cur.put(key, _sealed(key, body[:-_SEAL] + _CRC.pack(_crc(payload)), seeds[1]))
+                resealed += 1
+                more = cur.next()
+        for name, db, bodies in ((b"cnt", d.cnt, _CNT_BODIES), (b"exv", d.exv, (SEQ_LEN,))):
+            cur = txn.cursor(db=db)
+            more = cur.first()
+            while more:
+                key = cur.key()
+                value = cur.value()
+                if name == b"exv" and len(key) == NSID_LEN:  # a namespace's marker: no seal
+                    if value:
+                        raise self._unresealable(name, key, None, "its marker holds a value")
+                else:
+                    body = _unseal(key, value, bodies, False, old.crc)
+                    if body is None:
+                        raise self._unresealable(name, key, None, "its seal does not hold")
+                    cur.put(key, _sealed(key, body))
+                    resealed += 1
+                more = cur.next()
+        return resealed
+
+    def _resealed_seq(self, name: bytes, key: bytes, body: bytes | None) -> int:
+        """The put seq of the layout-4 ``ver``, ``tver`` or ``time`` entry ``key`` whose opened body
+        is ``body`` (None: its seal does not hold), once its key and body have their lengths."""
+        if name == b"ver":
+            ok = len(key) >= NSID_LEN + 3 + SEQ_LEN and body is not None and len(body) + _SEAL in _VER_LENGTHS
+        else:
+            smallest = 3 + _SEAL + (SEQ_LEN if name == b"tver" else 0)
+            ok = len(key) == _KEY_NTS and body is not None and len(body) >= smallest
+        if not ok:
+            raise self._unresealable(name, key, None, "its seal or length is wrong")
+        return seq_from_inv(key[-SEQ_LEN:]) if name == b"ver" else seq_from_key(key[-SEQ_LEN:])
+
+    def _unresealable(self, name: bytes, key: bytes, seq: int | None, why: str) -> StoreCorrupted:
+        """The error of an upgrade to the current layout that found entry ``key`` of table ``name``
+        damaged (``seq``: the put it names, if known)."""
+        what = f"of event {seq} " if seq is not None else f"{key.hex()} "
+        return StoreCorrupted(
+            f"the {name.decode()} entry {what}in namespace {self._label(key[:NSID_LEN])} is damaged ({why}): "
+            f"the store stays in layout 4 (its upgrade to layout {LAYOUT_VERSION} changed nothing)"
+        )
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -1042,18 +1149,19 @@ class Projections:
         of no payload, so no other index is needed to tell erasure from damage). The id and
         timestamp come from the keys (a hashed id key or the timestamp key of 0.0: from the
         envelope, which must match them), the expiry from ``xk``."""
-        frame = self.txn.get(sk, db=self.d.log)
+        d = self.d
+        frame = self.txn.get(sk, db=d.log)
         if frame is None:
             raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
         try:
             if tsk != _TS_ZERO and idk[:1] == _INLINE:
-                data = read_content(frame, seq, crc)
+                data = read_content(frame, seq, crc, d.seals.crc)
                 if data is None:
                     return None
                 rid = record_id if record_id is not None else inline_name(idk)
                 ts = decode_ts_key(tsk)
             else:
-                env, data = read_put(frame, seq, crc)
+                env, data = read_put(frame, seq, crc, d.seals.crc)
                 if data is None:
                     return None
                 rid, ts = env["i"], env["ts"]
@@ -1076,7 +1184,8 @@ class Projections:
         which must hold them (layout 4)."""
         vk = nsid + idk + inv_seq_key(seq)
         found = self.txn.get(vk, db=self.d.ver)
-        body = None if found is None or len(found) not in _VER_LENGTHS else _opened(vk, found, _VER)
+        seals = self.d.seals
+        body = None if found is None or len(found) not in _VER_LENGTHS else _opened(vk, found, seals.ver, seals.crc)
         if body is None or body[:_TV_END] != end + tsk:
             raise _damaged(names, idk, None, seq, "the ver and time indexes disagree")
         return body[_TV_END:-_SEAL]
@@ -1107,7 +1216,7 @@ class Projections:
         if self.d.sealed:
             return (
                 len(key) >= NSID_LEN + 3 + SEQ_LEN and len(value) in _VER_LENGTHS
-                and _opened(key, value, _VER) is not None
+                and _opened(key, value, self.d.seals.ver, self.d.seals.crc) is not None
             )
         if len(key) < NSID_LEN + 3 + SEQ_LEN or len(value) not in (_TV_END, _XK_END):
             return False
@@ -1125,7 +1234,8 @@ class Projections:
         if len(key) != _KEY_NTS:
             return False
         if self.d.sealed:
-            return _opened(key, value, _TVER if tver else _TIME) is not None
+            seals = self.d.seals
+            return _opened(key, value, seals.tver if tver else seals.time, seals.crc) is not None
         end, idk = (value[:SEQ_LEN], value[SEQ_LEN:]) if tver else (_LIVE, value)
         ver_key = key[:NSID_LEN] + idk + inv_seq_key(seq_from_key(key[_S]))
         found = self.txn.get(ver_key, db=self.d.ver)
@@ -1209,7 +1319,7 @@ class Projections:
                     if value:
                         raise StoreCorrupted(f"the expiry index of namespace {self._label(nsid)} is damaged")
                     continue  # the namespace's marker
-                end = _unseal(key, value, (SEQ_LEN,), legacy)
+                end = _unseal(key, value, (SEQ_LEN,), legacy, self.d.seals.crc)
                 if end is None or len(key) != NSID_LEN + 8 + SEQ_LEN or key < last:
                     raise StoreCorrupted(f"the expiry index of namespace {self._label(nsid)} is damaged")
                 last = key
@@ -1227,7 +1337,7 @@ class Projections:
         if len(key) == NSID_LEN:
             return not value
         return self.d.legacy or (
-            len(key) == NSID_LEN + 8 + SEQ_LEN and _unseal(key, value, (SEQ_LEN,), False) is not None
+            len(key) == NSID_LEN + 8 + SEQ_LEN and _unseal(key, value, (SEQ_LEN,), False, self.d.seals.crc) is not None
         )
 
     def expired(self, nsid: bytes, now: float) -> list[tuple[int, str]]:
@@ -1352,6 +1462,7 @@ class Projections:
             elif now is None:
                 now = self.clock(as_of)
         cur = self._ver_cur or self._vcur()
+        crc32, ver_seed = self.d.seals.crc, self.d.seals.ver
         for record_id in ids:
             idk = name_key(record_id)
             prefix = nsid + idk
@@ -1368,13 +1479,15 @@ class Projections:
                     if not sealed:
                         row = self._row(names, nsid, sk, value[SEQ_LEN:_TV_END], idk, record_id, end, False, value[_TV_END:], now)
                     else:
-                        n = len(value) - _SEAL
-                        if n + _SEAL not in _VER_LENGTHS or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, _VER)):
+                        n = len(value) - 2 * _SEAL  # the end of the value before P C
+                        if n + 2 * _SEAL not in _VER_LENGTHS:
                             raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
-                        xk = value[_TV_END : n - _SEAL]
+                        crc, seal = _unpack_pc(value, n)
+                        if seal != crc32(key + value[: n + _SEAL], ver_seed):
+                            raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
+                        xk = value[_TV_END:n]
                         if xk and now is None:
                             now = self.clock(as_of)
-                        crc = _unpack_crc(value, n - _SEAL)[0]
                         row = self._sealed_row(names, sk, seq, value[SEQ_LEN:_TV_END], idk, record_id, crc, xk, now)
                 elif sealed and not self._genuine_ver(key, value):
                     raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
@@ -1459,23 +1572,23 @@ class Projections:
         stop = _scan_stop(nsid, end)
         last = first[:-1]  # sorts before every key the walk may return
         row_of = self._sealed_row
+        crc32, time_seed = self.d.seals.crc, self.d.seals.time
         for taken, (key, value) in enumerate(cur.iternext(keys=True, values=True)):
             if key >= stop:
                 if not self._genuine_time(key, value, False):
                     raise _damaged(names, b"", None, 0, "the time index is damaged where the scan ends")
                 break
-            n = len(value) - _SEAL
-            if (
-                len(key) != _KEY_NTS or key <= last or n < 2 * _SEAL
-                or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, _TIME))
-            ):
+            n = len(value) - 2 * _SEAL  # the end of the value before P C
+            if len(key) != _KEY_NTS or key <= last or n < _SEAL:
+                raise _damaged(names, b"", None, 0, "the time index is damaged")
+            crc, seal = _unpack_pc(value, n)
+            if seal != crc32(key + value[: n + _SEAL], time_seed):
                 raise _damaged(names, b"", None, 0, "the time index is damaged")
             if taken == limit:
                 return rows, _split_position(last[_POSITION])
             last = key
-            n -= _SEAL
             sk = key[_S]
-            row = row_of(names, sk, seq_from_key(sk), key[_T], value[:n], None, _unpack_crc(value, n)[0], b"", None)
+            row = row_of(names, sk, seq_from_key(sk), key[_T], value[:n], None, crc, b"", None)
             if row is not None:
                 rows.append(row)
         return rows, None
@@ -1539,6 +1652,8 @@ class Projections:
         stop = _scan_stop(nsid, end)
         last = first[:-1]  # sorts before every key the walk may return
         sealed = self.d.sealed
+        seals = self.d.seals
+        crc32 = seals.crc
         for key, value in cur.iternext(keys=True, values=True):
             if key >= stop:
                 if not self._genuine_time(key, value, False):
@@ -1551,7 +1666,7 @@ class Projections:
                 yield key, value, b""
                 continue
             n = len(value) - _SEAL
-            if n < 2 * _SEAL or _unpack_crc(value, n)[0] != _crc32(value[:n], _crc32(key, _TIME)):
+            if n < 2 * _SEAL or _unpack_crc(value, n)[0] != crc32(key + value[:n], seals.time):
                 raise _damaged(names, b"", None, seq_from_key(key[_S]), "its time entry is damaged")
             yield key, value[: n - _SEAL], value[n - _SEAL : n]
 
@@ -1589,6 +1704,7 @@ class Projections:
         """:meth:`scan_as_of` with each entry's payload CRC (b"" before layout 4) last."""
         out: list[tuple[int, bytes, bytes, bytes, bytes]] = []
         sealed = self.d.sealed
+        seals = self.d.seals
         last_key = b""
         bound = self.last_position(nsid, as_of)
         if bound == b"":
@@ -1613,7 +1729,7 @@ class Projections:
             if bound is not None and key[_POSITION] > bound:
                 return out, None
             if sealed:
-                body = _opened(key, value, _TVER)
+                body = _opened(key, value, seals.tver, seals.crc)
                 if body is None or len(body) < SEQ_LEN + 2 + _SEAL:
                     raise StoreCorrupted(
                         f"the tver entry of event {seq_from_key(key[_S])} in namespace {self._label(nsid)} is damaged"

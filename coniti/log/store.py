@@ -56,7 +56,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import lmdb
 import msgpack
@@ -82,6 +82,7 @@ __all__ = [
     "PROJECTION_DBS",
     "RETIRED_DBS",
     "LAYOUT_VERSION",
+    "RESEALED_LAYOUT",
     "SYS_DB",
     "Store",
     "lmdb_errors",
@@ -108,12 +109,17 @@ one does without it (reads stay exact); a writable open creates it, and the stor
 then rebuilt once (:attr:`Store.stale_projections`)."""
 RETIRED_DBS = (b"atix", b"tmax")
 """Projections of layout 1 that layout 2 no longer keeps; ``rebuild`` deletes them."""
-LAYOUT_VERSION = 4
+LAYOUT_VERSION = 5
 """The layout version this coniti writes (``sys/format``): which projections a store holds and how
-they are encoded. Older stores are read as they are and rebuilt into the current layout by a
-writable open (layout 4 also seals each ``ver``, ``tver`` and ``time`` value and keeps the payload
-CRC of its put there; layout 3 seals each ``cnt`` and ``exv`` value with a CRC-32, layout 2 has none).
-The encoding of the events themselves is :data:`coniti.log.codec.EVENT_VERSION`."""
+they are encoded. Older stores are read as they are and upgraded by a writable open: layout 4 is
+resealed in place (:data:`RESEALED_LAYOUT`), older ones rebuilt from the log. Layout 5 computes
+every payload CRC and seal with CRC-32C; layout 4 had the same entries with zlib's CRC-32 (it
+added the payload CRC of each put and a seal to each ``ver``, ``tver`` and ``time`` value); layout 3
+sealed each ``cnt`` and ``exv`` value, layout 2 had no CRC. The encoding of the events themselves is
+:data:`coniti.log.codec.EVENT_VERSION`."""
+RESEALED_LAYOUT = 4
+"""The older layout that a writable open upgrades by resealing its values (:attr:`Store.needs_reseal`)
+instead of rebuilding the projections: it holds the same entries as the current one."""
 
 SYS_ID = b"id"
 SYS_SECRET = b"secret"
@@ -253,6 +259,7 @@ class _Shared:
         self.store_id = b""
         self.secret = b""
         self.stale_projections = False
+        self.needs_reseal = False
         self.layout = LAYOUT_VERSION
         self.witness_fd = -1
         """Where a writable open writes the head witness (-1: not written, a read-only open)."""
@@ -332,8 +339,10 @@ def _init_tables(shared: _Shared) -> None:
                 shared.dbs[name] = env.open_db(name, txn=txn, create=True)
             sys_db = shared.dbs[SYS_DB]
             fmt = txn.get(SYS_LAYOUT, db=sys_db)
-            older = fmt is not None and _U32.unpack(fmt)[0] < LAYOUT_VERSION
+            found = None if fmt is None else _U32.unpack(fmt)[0]
+            older = found is not None and found < RESEALED_LAYOUT
             shared.stale_projections = older or (added and txn.get(SYS_HEAD, db=sys_db) is not None)
+            shared.needs_reseal = not shared.stale_projections and found == RESEALED_LAYOUT
             if fmt is None:
                 fmt = _U32.pack(LAYOUT_VERSION)
                 txn.put(SYS_LAYOUT, fmt, db=sys_db)
@@ -624,11 +633,19 @@ class Store:
         (written before that projection existed): the projections must be rebuilt."""
         return self._live().stale_projections
 
+    @property
+    def needs_reseal(self) -> bool:
+        """True when this writable open found a store of :data:`RESEALED_LAYOUT`: its values must be
+        resealed in the current layout (:func:`coniti.log.checks.reseal`)."""
+        return self._live().needs_reseal
+
     def projections_rebuilt(self) -> None:
-        """Record that the projections were rebuilt in the current layout (clears
-        :attr:`stale_projections`; :attr:`layout` is then :data:`LAYOUT_VERSION`)."""
+        """Record that the projections were rebuilt or resealed in the current layout (clears
+        :attr:`stale_projections` and :attr:`needs_reseal`; :attr:`layout` is then
+        :data:`LAYOUT_VERSION`)."""
         shared = self._live()
         shared.stale_projections = False
+        shared.needs_reseal = False
         shared.layout = LAYOUT_VERSION
 
     @property
@@ -716,6 +733,14 @@ class Store:
                 if error is None:
                     raise
                 raise error from exc
+
+    def raise_translated(self, exc: BaseException) -> NoReturn:
+        """Raise the coniti error for ``exc`` raised in a transaction of this store
+        (:func:`translate`), or ``exc`` itself when it has none."""
+        error = translate(self.path, exc)
+        if error is None:
+            raise exc
+        raise error from exc
 
     def end_read(self, txn: Any) -> None:
         """End a transaction from :meth:`begin_read`."""
