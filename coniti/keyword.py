@@ -86,8 +86,9 @@ NO_SPACE = (
 
 _SPLIT = re.compile(f"([{NO_SPACE}]+)")
 _STATE_VERSION = 1
-_PENDING_LIMIT = 1 << 21
-"""Pending posting entries (term, row) beyond which an add moves them into the postings."""
+_PENDING_LIMIT = 1 << 20
+"""Pending posting entries (term, row) beyond which an add moves them into the postings (at most
+about 24 MiB of pending arrays)."""
 
 
 def tokenize(text: str) -> list[str]:
