@@ -104,6 +104,9 @@ class Embedder(ABC):
     name: ClassVar[str]
     chunk_size: ClassVar[int] = 1024
     """Texts handed to :meth:`_embed` at once (bounds the working memory of one call)."""
+    uses_words: ClassVar[bool] = False
+    """Whether the features start from :func:`tokenize` of each text, so that :meth:`embed_words`
+    passes the caller's tokens to :meth:`_embed_words`."""
 
     @property
     @abstractmethod
@@ -127,6 +130,21 @@ class Embedder(ABC):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (a sequence of strings, not one string) into a new ``(n, dim)`` float32 array."""
+        return self._embed_all(texts, None)
+
+    def embed_words(self, texts: Sequence[str], words: Sequence[list[str]]) -> np.ndarray:
+        """:meth:`embed` of ``texts``, given ``words[i]``: :func:`tokenize` of ``texts[i]`` (not
+        checked against the texts). An embedder whose features start from those tokens (it
+        declares :attr:`uses_words`) takes them instead of tokenising again; any other, and any
+        whose class overrides :meth:`embed` (a wrapper must see every call), embeds the texts by
+        :meth:`embed`. The vectors are the same either way."""
+        if not self.uses_words or type(self).embed is not Embedder.embed:
+            return self.embed(texts)
+        if len(words) != len(texts):
+            raise ContractError(f"words has {len(words)} items, texts {len(texts)}: one per text")
+        return self._embed_all(texts, words)
+
+    def _embed_all(self, texts: Sequence[str], words: Sequence[list[str]] | None) -> np.ndarray:
         if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
             raise ContractError(
                 f"texts must be a sequence of strings, got {type(texts).__name__}"
@@ -139,7 +157,11 @@ class Embedder(ABC):
         step = self.chunk_size
         for start in range(0, len(batch), step):
             chunk = batch[start : start + step]
-            out[start : start + len(chunk)] = unit_rows(self._embed(chunk))
+            rows = (
+                self._embed(chunk) if words is None
+                else self._embed_words(chunk, list(words[start : start + step]))
+            )  # fmt: skip
+            out[start : start + len(chunk)] = unit_rows(rows)
         return out
 
     def embed_one(self, text: str) -> np.ndarray:
@@ -150,6 +172,11 @@ class Embedder(ABC):
     @abstractmethod
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Unnormalised float64 rows ``(len(texts), dim)`` for already validated texts."""
+
+    def _embed_words(self, texts: list[str], words: list[list[str]]) -> np.ndarray:
+        """:meth:`_embed` of ``texts`` whose :func:`tokenize` tokens are ``words`` (with
+        :attr:`uses_words`; the default ignores them)."""
+        return self._embed(texts)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec_id}, dim={self.dim})"
@@ -259,10 +286,13 @@ class _Features:
         self._bucket.extend(idx)
         self._value.extend(val)
 
-    def sparse(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(rows, buckets, values)``: one entry per feature occurrence; ``rows`` index ``texts``."""
+    def sparse(
+        self, texts: list[str], words: list[list[str]] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, buckets, values)``: one entry per feature occurrence; ``rows`` index ``texts``
+        (``words``: their :func:`tokenize` tokens, if known)."""
         n = len(texts)
-        per_text = [_ascii_tokens(t) if t.isascii() else tokenize(t) for t in texts]
+        per_text = words if words is not None else [_ascii_tokens(t) if t.isascii() else tokenize(t) for t in texts]
         tokens = list(itertools.chain.from_iterable(per_text))
         with self._lock:
             if len(self._vocab) > _CACHE_LIMIT:
@@ -329,6 +359,7 @@ class LocalHashEmbedder(Embedder):
 
     name: ClassVar[str] = "local_hash"
     VERSION: ClassVar[int] = 1
+    uses_words: ClassVar[bool] = True
 
     def __init__(
         self, dim: int = 256, *, char_weight: float = 0.5, bigram_weight: float = 0.5
@@ -360,7 +391,10 @@ class LocalHashEmbedder(Embedder):
         }
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        rows, idx, val = self._features.sparse(texts)
+        return self._embed_words(texts, None)
+
+    def _embed_words(self, texts: list[str], words: list[list[str]] | None) -> np.ndarray:
+        rows, idx, val = self._features.sparse(texts, words)
         n, dim = len(texts), self._dim
         flat = np.bincount(rows * dim + idx, weights=val, minlength=n * dim)
         return flat.reshape(n, dim)
@@ -371,6 +405,7 @@ class RandomProjectionEmbedder(Embedder):
 
     name: ClassVar[str] = "random_projection"
     VERSION: ClassVar[int] = 1
+    uses_words: ClassVar[bool] = True
     chunk_size: ClassVar[int] = 128
     MAX_MATRIX: ClassVar[int] = 1 << 26
 
@@ -432,7 +467,10 @@ class RandomProjectionEmbedder(Embedder):
             return self._matrix
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        rows, idx, val = self._features.sparse(texts)
+        return self._embed_words(texts, None)
+
+    def _embed_words(self, texts: list[str], words: list[list[str]] | None) -> np.ndarray:
+        rows, idx, val = self._features.sparse(texts, words)
         n = len(texts)
         # Fold repeated (row, bucket) pairs first: far fewer rows of the matrix to gather.
         keys, inverse = np.unique(rows * self._n_features + idx, return_inverse=True)

@@ -71,6 +71,7 @@ from coniti.actor import Note, Query, to_timestamp
 from coniti.batch import NoteBatch, RecordBatch
 from coniti.contracts import Contract
 from coniti.embedding import Embedder
+from coniti.embedding import tokenize as word_tokens
 from coniti.errors import (
     ContractError,
     DuplicateRecord,
@@ -83,7 +84,7 @@ from coniti.events import Event
 from coniti.filters import Predicate, compile_filter
 from coniti.fusion import Fusion, mmr
 from coniti.hybrid import Ranked, candidates, depth, fuse_hits
-from coniti.keyword import Corpus, KeywordIndex
+from coniti.keyword import Corpus, KeywordIndex, tokens_of
 from coniti.memory import (
     DeleteRequest,
     DeleteResult,
@@ -342,8 +343,10 @@ class ContinuityEngine:
             if not batch:
                 return []
             texts = list(columns.texts) if columns is not None else [n.text for n in batch]
-            vectors = self.embedder.embed(texts)
-            decisions = self.strategy.admit(batch, vectors, self._context(ns, space))
+            words = [word_tokens(text) for text in texts]  # for the embedder and the keyword index
+            vectors = self.embedder.embed_words(texts, words)
+            keys = self.strategy.content_keys(batch)  # for admission and the content index
+            decisions = self.strategy.admit(batch, vectors, self._context(ns, space, keys))
             if len(decisions) != len(batch):
                 raise ContractError(
                     f"strategy {self.strategy.name!r} returned {len(decisions)} decisions "
@@ -360,7 +363,10 @@ class ContinuityEngine:
                     self._spec_id,
                     ns,
                 )
-                self._write_batch(ns, space, rows, batch if every else [batch[i] for i in chosen])
+                if not every:
+                    keys, words = [keys[i] for i in chosen], [words[i] for i in chosen]
+                tokens = [tokens_of(t, w) for t, w in zip(rows.notes.texts, words, strict=True)]
+                self._write_batch(ns, space, rows, keys, tokens)
             else:
                 records = [
                     MemoryRecord.trusted(batch[i], vectors[i].copy(), self._spec_id, ns)
@@ -384,25 +390,31 @@ class ContinuityEngine:
                 return self.memory.put(request)
             return self.memory.put_with_meta(request, claim)
 
+        notes = [r.note for r in indexed]
         self._store(
-            ns, space, [r.note.id for r in indexed], np.stack(vectors) if indexed else None,
-            np.array([r.note.timestamp for r in indexed], dtype=np.float64),
-            [r.note for r in indexed], len(records), put,
+            ns, space, [n.id for n in notes], np.stack(vectors) if indexed else None,
+            np.array([n.timestamp for n in notes], dtype=np.float64),
+            [n.text for n in notes], self.strategy.content_keys(notes), len(records), put,
             positions=[i for i, r in enumerate(records) if r.vector is not None],
             expires=[r.expires_at for r in indexed],
         )  # fmt: skip
 
     def _write_batch(
-        self, ns: tuple[str, ...], space: _Derived, batch: RecordBatch, notes: list[Note]
+        self,
+        ns: tuple[str, ...],
+        space: _Derived,
+        batch: RecordBatch,
+        keys: Sequence[str | None],
+        tokens: Sequence[list[str]],
     ) -> None:
-        """:meth:`_store` of the columns of ``batch`` (``notes``: the same notes, for the content
-        index), memory written by :meth:`MemoryBackend.put_batch`."""
+        """:meth:`_store` of the columns of ``batch`` (``keys``: their content keys; ``tokens``:
+        their keyword tokens), memory written by :meth:`MemoryBackend.put_batch`."""
         if not len(batch):
             return
         self._store(
-            ns, space, list(batch.ids), batch.vectors, batch.notes.timestamps, notes, len(batch),
-            lambda claim: self.memory.put_batch(batch, claim),
-            positions=list(range(len(batch))) if batch.vectors is not None else [],
+            ns, space, list(batch.ids), batch.vectors, batch.notes.timestamps, batch.notes.texts,
+            keys, len(batch), lambda claim: self.memory.put_batch(batch, claim),
+            positions=list(range(len(batch))) if batch.vectors is not None else [], tokens=tokens,
         )  # fmt: skip
 
     def _store(
@@ -412,18 +424,21 @@ class ContinuityEngine:
         ids: list[str],
         matrix: np.ndarray | None,
         times: np.ndarray,
-        notes: list[Note],
+        texts: Sequence[str],
+        keys: Sequence[str | None],
         count: int,
         put: Callable[[MetaSetRequest | None], object],
         *,
         positions: list[int],
         expires: list[float | None] | None = None,
+        tokens: Sequence[list[str]] | None = None,
     ) -> None:
         """Structures first (the rows ``ids``/``matrix``/``times``; None: no row), memory last by
         ``put(claim)`` (``claim``: the metadata to set in the same step, or None); undo the
-        structures if memory refuses. ``count``: the records written; ``positions``: each row's
-        place among them (its event follows the claim's in that order); ``expires``: each row's
-        expiry, for the keyword index."""
+        structures if memory refuses. ``texts``, ``keys`` and ``tokens`` (None: made from the
+        texts): each row's text, content key and keyword tokens; ``count``: the records written;
+        ``positions``: each row's place among them (its event follows the claim's in that order);
+        ``expires``: each row's expiry, for the keyword index."""
         before = self._caught_up(ns, space)
         claim = self._claim(ns, space)
         born = None
@@ -445,11 +460,11 @@ class ContinuityEngine:
             self._undo_add(ns, space, ids)
             raise
         space.meta_checked = True
-        self._index(space, notes)
+        self._index(space, ids, keys)
         if matrix is not None:
             space.keyword.add(
-                ids, [n.text for n in notes], times.tolist(),
-                born.tolist() if born is not None else (self._head() or 0), expires=expires,
+                ids, texts, times, born if born is not None else (self._head() or 0),
+                expires=expires, tokens=tokens,
             )  # fmt: skip
         self._settle(ns, space, before, count + (claim is not None), ids)
 
@@ -1113,7 +1128,7 @@ class ContinuityEngine:
                 times = np.array([r.note.timestamp for r in records], dtype=np.float64)
                 for structure in space.structures:
                     structure.add([r.id for r in records], matrix, times)
-                self._index(space, [r.note for r in records])
+                self._index_notes(space, [r.note for r in records])
                 self._keyword_add(space, records, None)
         except BaseException:
             self._recover(ns)
@@ -1233,7 +1248,7 @@ class ContinuityEngine:
             born = np.array([r.version or 0 for r in chunk], dtype=np.int64)
             for structure in space.structures:
                 structure.add(ids, matrix, times, born=born)
-            self._index(space, [r.note for r in chunk])
+            self._index_notes(space, [r.note for r in chunk])
             self._keyword_add(space, chunk, None)
         space.keyword.seq = space.seq or 0
         return space
@@ -1575,7 +1590,11 @@ class ContinuityEngine:
 
     # -- content index --------------------------------------------------------------------------
 
-    def _context(self, ns: tuple[str, ...], space: _Derived) -> StrategyContext:
+    def _context(
+        self, ns: tuple[str, ...], space: _Derived, keys: Sequence[str | None] | None = None
+    ) -> StrategyContext:
+        """What the strategy consults for ``ns`` (``keys``: the content keys of the notes it is to
+        admit, when computed)."""
         first = space.structures[0]
 
         def stored_with_key(key: str) -> list[str]:
@@ -1591,6 +1610,7 @@ class ContinuityEngine:
             structures=tuple(space.structures),
             stored_with_key=stored_with_key,
             is_stored=first.__contains__,
+            keys=keys,
         )
 
     def _content(self, space: _Derived) -> dict[str, str]:
@@ -1610,16 +1630,19 @@ class ContinuityEngine:
                     self._add_key(space, id_, change)
         return space.key_of
 
-    def _index(self, space: _Derived, notes: Iterable[Note]) -> None:
-        key_of = self.strategy.content_key
-        for note in notes:
-            key = key_of(note)
+    def _index_notes(self, space: _Derived, notes: Sequence[Note]) -> None:
+        self._index(space, [n.id for n in notes], self.strategy.content_keys(notes))
+
+    def _index(self, space: _Derived, ids: Sequence[str], keys: Sequence[str | None]) -> None:
+        """Add ``ids`` to the content index under their content ``keys`` (None: not indexed)."""
+        deferred = space.content is not None
+        for id_, key in zip(ids, keys, strict=True):
             if key is None:
                 continue
-            if space.content is not None:
-                space.deferred.append((note.id, key))
+            if deferred:
+                space.deferred.append((id_, key))
             else:
-                self._add_key(space, note.id, key)
+                self._add_key(space, id_, key)
 
     @staticmethod
     def _add_key(space: _Derived, id_: str, key: str) -> None:
@@ -1837,7 +1860,7 @@ class _Folder:
         self.space.keyword.add(
             self.ids, [n.text for n in self.notes], self.times, self.born, expires=self.expires
         )
-        self.engine._index(self.space, self.notes)
+        self.engine._index_notes(self.space, self.notes)
         self._reset()
 
 

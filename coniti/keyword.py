@@ -64,7 +64,7 @@ from coniti.errors import ContractError
 from coniti.packed import KEY_SCHEME, LOOKUP_BUDGET, IdColumn, PackedStrings
 from coniti.structure import StructureHit
 
-__all__ = ["ALIVE", "NO_SPACE", "Corpus", "KeywordIndex", "tokenize"]
+__all__ = ["ALIVE", "NO_SPACE", "Corpus", "KeywordIndex", "tokenize", "tokens_of"]
 
 ALIVE = 2**63 - 1
 """The ``died`` value of a live row."""
@@ -86,12 +86,20 @@ NO_SPACE = (
 
 _SPLIT = re.compile(f"([{NO_SPACE}]+)")
 _STATE_VERSION = 1
+_PENDING_LIMIT = 1 << 20
+"""Pending posting entries (term, row) beyond which an add moves them into the postings (at most
+about 24 MiB of pending arrays)."""
 
 
 def tokenize(text: str) -> list[str]:
     """The tokens of ``text`` in order (module docstring): NFKC, case-folded, ``\\w`` runs, bigrams
     for scripts without spaces."""
-    words = word_tokens(text)
+    return tokens_of(text, word_tokens(text))
+
+
+def tokens_of(text: str, words: list[str]) -> list[str]:
+    """:func:`tokenize` of ``text`` from its word tokens ``words`` (:func:`coniti.embedding.tokenize`
+    of it, which an embedder may have made already): ``words`` itself for an ASCII text."""
     if text.isascii():  # no character of a script without spaces
         return words
     out: list[str] = []
@@ -172,6 +180,16 @@ class KeywordIndex:
         gives (``term -> t``: rows ``posting_rows[offsets[t]:offsets[t + 1]]``); a term leaves it for
         ``_postings`` when a write first touches it."""
         self._packed_postings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._term_number: dict[str, int] = {}
+        """Every term added since this index was made (or cleared), numbered in order of first use."""
+        self._terms: list[str] = []
+        """The terms by number."""
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        """Postings added but not yet in ``_postings``: per :meth:`add`, ``(term numbers, rows,
+        term frequencies)`` sorted by term, then row. Every read of postings first moves them there
+        (:meth:`_flush`), all at once: one append per distinct term of many batches, not per term
+        of each batch."""
+        self._pending_size = 0
         self._live = 0
         self._ends = 0
         """Rows ended, retracted or purged so far (as-of views re-index the rows ended since their
@@ -259,6 +277,8 @@ class KeywordIndex:
 
     def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         """The rows and term frequencies of ``term`` (int64 arrays), or None."""
+        if self._pending:
+            self._flush()
         posting = self._postings.get(term)
         if posting is not None:
             return np.frombuffer(posting[0], dtype=np.int_), np.frombuffer(posting[1], dtype=np.int_)
@@ -282,6 +302,7 @@ class KeywordIndex:
         return out
 
     def _thaw_all(self) -> None:
+        self._flush()
         for term in list(self._packed_terms):
             self._thaw(term)
         self._packed_postings = None
@@ -297,64 +318,100 @@ class KeywordIndex:
         self,
         ids: Sequence[str],
         texts: Sequence[str],
-        timestamps: Sequence[float],
-        born: Sequence[int] | int = 0,
+        timestamps: Sequence[float] | np.ndarray,
+        born: Sequence[int] | np.ndarray | int = 0,
         expires: Sequence[float | None] | None = None,
+        *,
+        tokens: Sequence[list[str]] | None = None,
     ) -> None:
         """Add live rows: ``ids[i]`` with ``texts[i]`` at ``timestamps[i]``, written by sequence
         number ``born[i]`` (one int: the same for all). All or nothing: raises
-        :class:`ContractError` for an id already live here or repeated, or mismatched lengths."""
+        :class:`ContractError` for an id already live here or repeated, or mismatched lengths.
+
+        ``tokens``: ``tokenize(texts[i])`` for each text, when the caller has them (see
+        :func:`tokens_of`); they are not checked against the texts."""
         n = len(ids)
-        births = [born] * n if isinstance(born, int) else list(born)
-        ends = [math.inf if x is None else float(x) for x in (expires or [None] * n)]
-        if len(texts) != n or len(timestamps) != n or len(births) != n or len(ends) != n:
+        births = array("q", [born]) * n if isinstance(born, int) else _column("q", born)
+        ends = array("d", [math.inf]) * n
+        expiring = 0
+        if expires is not None:
+            ends = array("d", [math.inf if x is None else float(x) for x in expires])
+            expiring = sum(end != math.inf for end in ends)
+        times = _column("d", timestamps)
+        per_text = [tokenize(text) for text in texts] if tokens is None else list(tokens)
+        if len(texts) != n or len(times) != n or len(births) != n or len(ends) != n or len(per_text) != n:
             raise ContractError(
                 f"ids, texts, timestamps and born must have one entry per note ({n} ids)"
             )
         searched = self._searchable(n)  # packed ids: a few are searched, many unpack them first
         row_of = self._row_of
-        seen: set[str] = set()
-        for id_ in ids:
-            live = self._find_live(id_) if searched else row_of.get(id_)  # type: ignore[union-attr]
-            if id_ in seen or live is not None:
-                raise ContractError(f"id {id_!r} is already in the keyword index")
-            seen.add(id_)
+        if searched or row_of is None or len(set(ids)) != n or not row_of.keys().isdisjoint(ids):
+            seen: set[str] = set()
+            for id_ in ids:
+                live = self._find_live(id_) if searched else row_of.get(id_)  # type: ignore[union-attr]
+                if id_ in seen or live is not None:
+                    raise ContractError(f"id {id_!r} is already in the keyword index")
+                seen.add(id_)
         first = len(self._ids)
-        per_text = [tokenize(text) for text in texts]
-        born_column = array("q", map(int, births))
-        time_column = array("d", map(float, timestamps))
         self._ids.extend(ids)
-        self._born.extend(born_column)
+        self._born.extend(births)
         self._died.extend(array("q", [ALIVE]) * n)
         self._length.extend(array("l", map(len, per_text)))
-        self._time.extend(time_column)
-        self._expires.extend(array("d", ends))
-        self._expiring += sum(end != math.inf for end in ends)
+        self._time.extend(times)
+        self._expires.extend(ends)
+        self._expiring += expiring
         if row_of is not None:
             row_of.update(zip(ids, range(first, first + n), strict=True))
         self._post(first, per_text)
         self._live += n
 
     def _post(self, first: int, per_text: list[list[str]]) -> None:
-        """Append rows ``first, first + 1, ...`` (their tokens ``per_text``) to the postings: per
-        term, its rows in order with their term frequencies; new terms in order of first use."""
+        """Add rows ``first, first + 1, ...`` (their tokens ``per_text``) to the pending postings
+        (numbered terms: new ones in order of first use); past :data:`_PENDING_LIMIT` entries,
+        :meth:`_flush` them."""
         tokens = list(itertools.chain.from_iterable(per_text))
         if not tokens:
             return
-        number = dict(zip(dict.fromkeys(tokens), itertools.count()))
+        number = self._term_number
+        try:  # the usual case: every term seen before
+            term_of = np.fromiter(map(number.__getitem__, tokens), np.int64, len(tokens))
+        except KeyError:
+            terms = self._terms
+            for token in dict.fromkeys(tokens):
+                if token not in number:
+                    number[token] = len(terms)
+                    terms.append(token)
+            term_of = np.fromiter(map(number.__getitem__, tokens), np.int64, len(tokens))
         n = len(per_text)
         rows = np.repeat(np.arange(n, dtype=np.int64), np.fromiter(map(len, per_text), np.int64, n))
-        term_of = np.fromiter(map(number.__getitem__, tokens), np.int64, len(tokens))
         keys, tfs = np.unique(term_of * n + rows, return_counts=True)  # by term, then row
-        term_of = keys // n
-        starts = np.flatnonzero(np.concatenate(([True], term_of[1:] != term_of[:-1])))
+        self._pending.append((keys // n, keys % n + first, tfs.astype(np.int64)))
+        self._pending_size += len(keys)
+        if self._pending_size > _PENDING_LIMIT:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Append the pending postings to ``_postings``: per term, its rows in order with their
+        term frequencies (a term whose postings are still packed is thawed first)."""
+        pending = self._pending
+        if not pending:
+            return
+        if len(pending) == 1:
+            terms, rows, tfs = pending[0]
+        else:  # each part is sorted by term and the parts come in row order: a stable sort keeps it
+            terms, rows, tfs = (np.concatenate(column) for column in zip(*pending, strict=True))
+            order = np.argsort(terms, kind="stable")
+            terms, rows, tfs = terms[order], rows[order], tfs[order]
+        pending.clear()
+        self._pending_size = 0
+        starts = np.flatnonzero(np.concatenate(([True], terms[1:] != terms[:-1])))
         size = np.dtype(np.int_).itemsize
-        row_bytes = (keys % n + first).astype(np.int_).tobytes()
+        row_bytes = rows.astype(np.int_).tobytes()
         tf_bytes = tfs.astype(np.int_).tobytes()
         bounds = (starts * size).tolist() + [len(row_bytes)]
-        postings = self._postings
-        # every term has a group, and the groups come in the order of the terms' numbers
-        for term, a, b in zip(number, bounds[:-1], bounds[1:], strict=True):
+        postings, names = self._postings, self._terms
+        for t, a, b in zip(terms[starts].tolist(), bounds[:-1], bounds[1:], strict=True):
+            term = names[t]
             posting = postings.get(term)
             if posting is None:
                 posting = self._thaw(term)  # a new term, or one whose postings are still packed
@@ -731,6 +788,14 @@ class KeywordIndex:
         return index
 
 
+def _column(code: str, values: Sequence[Any] | np.ndarray) -> array[Any]:
+    """An ``array(code)`` of ``values`` (``"q"``: int64, ``"d"``: float64), from a numpy array by
+    its bytes."""
+    if isinstance(values, np.ndarray):
+        return array(code, values.astype(np.int64 if code == "q" else np.float64).tobytes())
+    return array(code, map(int, values) if code == "q" else map(float, values))
+
+
 def _scheme(value: Any) -> str | None:
     """The key scheme a state names (``uint8`` ASCII), None when it names none."""
     if value is None:
@@ -753,6 +818,9 @@ class _AsOf(KeywordIndex):
 
     def _clock(self) -> float:
         return time.time() if self._at is None else self._at
+
+    def _flush(self) -> None:
+        self._base._flush()  # into the base's postings (this view shares them, until a compaction)
 
     def _changes(self) -> int:
         return self._base._ends

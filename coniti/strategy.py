@@ -38,6 +38,8 @@ from coniti.structure import Structure, StructureHit
 
 __all__ = ["STRATEGIES", "Admission", "DefaultStrategy", "Strategy", "StrategyContext"]
 
+_DOUBLE = struct.Struct("<d")
+
 DUPLICATE_KEYS = ("text_timestamp", "text_metadata")
 """What :class:`DefaultStrategy` compares to find a duplicate (its ``duplicate_key`` option)."""
 
@@ -63,12 +65,16 @@ class StrategyContext:
     ``structures``: the namespace's structures, in the engine's order (read them, never modify).
     ``stored_with_key``: ids of stored notes whose :meth:`Strategy.content_key` equals the given key.
     ``is_stored``: whether an id is stored in the namespace.
+    ``keys``: in a call of :meth:`Strategy.admit`, the :meth:`Strategy.content_keys` of its notes
+    when the engine computed them already (it indexes the admitted notes under the same keys), in
+    the notes' order; None otherwise.
     """
 
     namespace: tuple[str, ...]
     structures: Sequence[Structure]
     stored_with_key: Callable[[str], list[str]]
     is_stored: Callable[[str], bool]
+    keys: Sequence[str | None] | None = None
 
 
 class Strategy(ABC):
@@ -87,6 +93,12 @@ class Strategy(ABC):
         ``None`` (the default) means the strategy needs no content index.
         """
         return None
+
+    def content_keys(self, notes: Sequence[Note]) -> list[str | None]:
+        """:meth:`content_key` of each note, in order (a strategy may override it to compute a
+        batch faster; the keys must be the same)."""
+        key_of = self.content_key
+        return [key_of(note) for note in notes]
 
     @abstractmethod
     def admit(
@@ -131,22 +143,22 @@ class DefaultStrategy(Strategy):
         if not self._refuse_duplicates:
             return None
         text = note.text.encode("utf-8", "surrogatepass")
-        digest = hashlib.blake2b(len(text).to_bytes(8, "little"), digest_size=16)
-        digest.update(text)
         if self._duplicate_key == "text_timestamp":
-            digest.update(struct.pack("<d", note.timestamp + 0.0))
+            tail = _DOUBLE.pack(note.timestamp + 0.0)
         else:
-            digest.update(_metadata_bytes(note.metadata))
-        return digest.hexdigest()
+            tail = _metadata_bytes(note.metadata)
+        # one call over the parts: the digest of feeding them one by one
+        return hashlib.blake2b(len(text).to_bytes(8, "little") + text + tail, digest_size=16).hexdigest()
 
     def admit(
         self, notes: Sequence[Note], vectors: np.ndarray, context: StrategyContext
     ) -> list[Admission]:
+        keys = self.content_keys(notes) if context.keys is None else context.keys
         decisions: list[Admission] = []
         batch_ids: set[str] = set()
         batch_keys: dict[str, str] = {}
-        for note in notes:
-            decision = self._decide(note, context, batch_ids, batch_keys)
+        for note, key in zip(notes, keys, strict=True):
+            decision = self._decide(note, key, context, batch_ids, batch_keys)
             decisions.append(decision)
             batch_ids.add(note.id)
         return decisions
@@ -154,6 +166,7 @@ class DefaultStrategy(Strategy):
     def _decide(
         self,
         note: Note,
+        key: str | None,
         context: StrategyContext,
         batch_ids: set[str],
         batch_keys: dict[str, str],
@@ -164,7 +177,6 @@ class DefaultStrategy(Strategy):
             return Admission(False, f"id {note.id!r} appears earlier in this batch")
         if context.is_stored(note.id):
             return Admission(False, f"id {note.id!r} is already stored")
-        key = self.content_key(note)
         if key is None:
             return ADMIT
         stored = context.stored_with_key(key)

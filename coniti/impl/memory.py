@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from coniti.actor import Note, TimeRange
 from coniti.batch import RecordBatch, check_batch_ids
 from coniti.contracts import check_json_value
@@ -131,6 +133,19 @@ class _Stored:
                     return out, True
                 out.append(key)
         return out, False
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _copy_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a batch's metadata dict (valid JSON already: its nested values are copied
+    by :func:`check_json_value`, its scalars shared)."""
+    out = dict(metadata)
+    for key, value in out.items():
+        if type(value) not in _SCALARS:
+            out[key] = check_json_value(value, "metadata")
+    return out
 
 
 def _copy(space: _Stored | None) -> _Stored:
@@ -265,7 +280,9 @@ class InMemoryBackend(MemoryBackend):
 
     def put_batch(self, batch: RecordBatch, meta: MetaSetRequest | None = None) -> PutResult:
         """:meth:`put` (with ``meta``: :meth:`put_with_meta`) of the batch's records, each stored as
-        one copy made from the columns, under the instance lock."""
+        one copy made from the columns, under the instance lock: the vectors are one read-only copy
+        of the batch's matrix, each record's a row of it (the copy lives while any of its records
+        is held)."""
         if not isinstance(batch, RecordBatch):
             raise ContractError(f"batch must be a RecordBatch, got {type(batch).__name__}")
         if meta is not None:
@@ -286,14 +303,16 @@ class InMemoryBackend(MemoryBackend):
             self._order += len(notes)
             orders = range(first, first + len(notes))
             stamps = notes.timestamps.tolist()
+            rows: list[np.ndarray | None] = [None] * len(notes)
+            if vectors is not None:
+                matrix = vectors.copy()
+                matrix.flags.writeable = False
+                rows = list(matrix)
             trusted_note, trusted_record = Note.trusted, MemoryRecord.trusted
             records = [
-                trusted_record(
-                    trusted_note(record_id, text, ts, check_json_value(md, "metadata")),
-                    None if vectors is None else vectors[i].copy(), eid, ns, order,
-                )
-                for i, (record_id, text, ts, md, order) in enumerate(
-                    zip(notes.ids, notes.texts, stamps, notes.metadata, orders, strict=True)
+                trusted_record(trusted_note(record_id, text, ts, _copy_metadata(md)), row, eid, ns, order)
+                for record_id, text, ts, md, row, order in zip(
+                    notes.ids, notes.texts, stamps, notes.metadata, rows, orders, strict=True
                 )
             ]  # fmt: skip
             space.hold_many(list(zip(stamps, orders, strict=True)), records)
