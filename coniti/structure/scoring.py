@@ -21,6 +21,7 @@ __all__ = [
     "top_by_key",
     "top_with_ties",
     "unit_rows",
+    "unit_vector",
 ]
 
 
@@ -43,11 +44,7 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     if rows.dtype not in (np.float32, np.float64):
         rows = rows.astype(np.float64)
     if rows.ndim == 2 and rows.shape[0] == 1:  # one query: the same arithmetic, fewer calls
-        row = rows if rows.dtype == np.float64 else rows.astype(np.float64)
-        norm = math.sqrt(float(np.einsum("ij,ij->i", row, row)[0]))
-        one: np.ndarray = np.empty(rows.shape, dtype=np.float32)
-        np.divide(row, norm if norm > 0.0 else 1.0, out=one, casting="same_kind")  # float64, cast
-        return one
+        return unit_vector(rows[0] if rows.dtype == np.float64 else rows[0].astype(np.float64))[0][None]
     out = np.empty(rows.shape, dtype=np.float32)
     for a in range(0, rows.shape[0], _UNIT_BLOCK):
         block = rows[a : a + _UNIT_BLOCK].astype(np.float64)
@@ -55,6 +52,18 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
         safe = np.where(norms > 0.0, norms, 1.0)
         out[a : a + _UNIT_BLOCK] = block / safe[:, None]
     return out
+
+
+def unit_vector(vector: np.ndarray) -> tuple[np.ndarray, float]:
+    """One float64 vector scaled as :func:`unit_rows` scales a row (bit for bit), as a new float32
+    array, and its squared norm: finite whenever every value is (it is NaN or infinite when a value
+    is not, and infinite too when finite values overflow it)."""
+    row = vector[None, :]
+    squared = float(np.einsum("ij,ij->i", row, row)[0])
+    norm = math.sqrt(squared)
+    one: np.ndarray = np.empty(vector.shape, dtype=np.float32)
+    np.divide(vector, norm if norm > 0.0 else 1.0, out=one, casting="same_kind")  # float64, cast
+    return one, squared
 
 
 def error_bound(dim: int) -> float:
@@ -93,23 +102,23 @@ def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     if rows.dtype != np.float32 or query.dtype != np.float32 or not 0 < dim <= _EXACT_DIM:
         return _fsum_scores(rows, query)
     m = 53 - max(1, (dim - 1).bit_length())
-    parts = np.empty((4, c, dim))  # high, low, |high|, the product being split
-    work = parts[3]
+    parts = np.empty((5, c, dim))  # low, high, the product being split (then what low left), |high|, |left|
+    low, high, work = parts[0], parts[1], parts[2]
     np.multiply(rows, np.multiply(query, 2.0**_HIGH, dtype=np.float64), out=work)  # exact
-    high = np.trunc(work, out=parts[0])
-    np.abs(high, out=parts[2])
+    np.trunc(work, out=high)
     work -= high  # the fraction, exact
     work *= 2.0**m
-    low = np.trunc(work, out=parts[1])
-    whole = bool((work == low).all())
-    sums = parts[:3].sum(axis=2)  # exact below 2**53 (no BLAS: it may thread, and stall)
-    sums[0] *= 2.0**-_HIGH
-    sums[1] *= 2.0 ** -(_HIGH + m)
-    out: list[float] = (sums[0] + sums[1]).tolist()  # the one rounding
-    exact = [True] * c if whole else (work == low).all(axis=1).tolist()
-    for i, (score, ok, size) in enumerate(zip(out, exact, sums[2].tolist(), strict=True)):
-        if not ok or not size < 2.0**52 or (score == 0.0 and _SIGNED_ZERO_SUMS):
-            out[i] = _fsum_scores(rows[i : i + 1], query)[0]
+    np.trunc(work, out=low)
+    work -= low  # zero where the fraction's bits all went into low
+    np.abs(parts[1:3], out=parts[3:5])
+    lows, highs, _, sizes, left = parts.sum(axis=2).tolist()  # exact below 2**53 (no BLAS: it may thread)
+    high_unit, low_unit = 2.0**-_HIGH, 2.0 ** -(_HIGH + m)
+    out: list[float] = []
+    for i, (h, lo, size, rest) in enumerate(zip(highs, lows, sizes, left, strict=True)):
+        score = h * high_unit + lo * low_unit  # exact scalings, then the one rounding
+        if rest or not size < 2.0**52 or (score == 0.0 and _SIGNED_ZERO_SUMS):
+            score = _fsum_scores(rows[i : i + 1], query)[0]
+        out.append(score)
     return out
 
 
@@ -146,7 +155,12 @@ def top_by_key(
 ) -> list[StructureHit]:
     """The ``k`` best by (score desc, time desc, id asc)."""
     keys = sorted(zip([-s for s in scores], [-t for t in times], ids, strict=True))[:k]
-    return [StructureHit(id_, -float(negative)) for negative, _, id_ in keys]
+    return [_hit(StructureHit, (id_, -negative)) for negative, _, id_ in keys]
+
+
+_hit = tuple.__new__
+"""``_hit(StructureHit, (id, score))``: a hit without the Python-level ``__new__`` of a named tuple
+(the caller passes exactly its two fields)."""
 
 
 def top_with_ties(values: np.ndarray, k: int) -> np.ndarray:
