@@ -78,7 +78,7 @@ class PackedStrings:
         of their ends for all of them."""
         stops = self._ends[rows].tolist()
         before = self._ends[rows - 1].tolist()  # row 0 starts at 0, not at the wrapped ends[-1]
-        view = memoryview(np.ascontiguousarray(self._raw))
+        view = np.ascontiguousarray(self._raw).data  # a memoryview of the bytes
         return [
             str(view[a if row else 0 : b], "utf-8", "surrogatepass")
             for row, a, b in zip(rows.tolist(), before, stops, strict=True)

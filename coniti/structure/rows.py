@@ -683,7 +683,7 @@ class SortedRows:
         if chosen is not None:
             rows = rows[chosen]
         if all(p[0] == 1 for p in parts):  # main rows only: no buffer lookups
-            scores = exact_scores(self.vecs[rows], query)
+            scores = exact_scores(self.vecs.take(rows, axis=0), query)  # take: a cheaper gather
             return top_by_key(self.ids_at(rows), scores, self.times[rows].tolist(), pool.k)
         sources = np.concatenate([np.full(p[1].shape[0], p[0], dtype=np.int8) for p in parts])
         from_buffer = (sources if chosen is None else sources[chosen]) == 0

@@ -86,54 +86,53 @@ def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     """The canonical scores: correctly rounded sums of the exact float64 products, one per row
     (what :func:`math.fsum` of them gives, bit for bit).
 
-    float32 rows and query (what the structures hold) take a vectorised path: a float32 product is
-    exact in float64, so each product scaled by ``2**50`` splits exactly into an integer part
-    ``high`` and a fraction, which scaled by ``2**m`` truncates to an integer ``low`` (``m`` from
-    the dimension: ``dim * 2**m <= 2**53``). When the row's ``sum |high|`` is below ``2**52``
-    (unit rows: at most ``2**50``) every partial sum of either part is an integer below ``2**53``,
-    so float64 adds them exactly, in any order; the exact total ``high * 2**-50 + low *
-    2**-(50 + m)`` is then rounded once, by one float64 addition of two exact operands (IEEE rounds
-    it correctly, half to even). Rows with a bit of a product below ``2**-(50 + m)``, a larger
-    ``sum |high|``, other dtypes (and a zero total where fsum can return -0.0) go through
-    :func:`math.fsum`."""
+    float32 rows and query (what the structures hold) take a vectorised path. A float32 product is
+    exact in float64; scaled by ``2**50`` it splits exactly into an integer part ``high`` and a
+    fraction (``|fraction| < 1``). When the row's ``sum |high|`` is below ``2**52`` (unit rows: at
+    most ``2**50``) every partial sum of ``high`` is an integer below ``2**53``, so float64 adds
+    them exactly, in any order: ``H``. The fractions' float64 sum ``F`` is off their exact sum by
+    at most ``SLACK`` (``(dim - 1) * 2**-53`` per unit of ``sum |fraction| < dim``, doubled), so
+    the exact total ``(H + fractions) * 2**-50`` lies within ``SLACK`` of ``H + F`` (whose rounding
+    error ``e`` one two-sum gives exactly). When that interval holds no rounding boundary of
+    ``x = fl(H + F)``, the correctly rounded total is ``x * 2**-50``. Rows where it does (a score
+    within ~``2**-37 ulp`` of a midpoint, or near zero), with a larger ``sum |high|``, and other
+    dtypes go through :func:`math.fsum`."""
     if rows.shape[0] == 0:
         return []
     c, dim = rows.shape
     if rows.dtype != np.float32 or query.dtype != np.float32 or not 0 < dim <= _EXACT_DIM:
         return _fsum_scores(rows, query)
-    m = 53 - max(1, (dim - 1).bit_length())
-    parts = np.empty((5, c, dim))  # low, high, the product being split (then what low left), |high|, |left|
-    low, high, work = parts[0], parts[1], parts[2]
-    np.multiply(rows, np.multiply(query, 2.0**_HIGH, dtype=np.float64), out=work)  # exact
-    np.trunc(work, out=high)
-    work -= high  # the fraction, exact
-    work *= 2.0**m
-    np.trunc(work, out=low)
-    work -= low  # zero where the fraction's bits all went into low
-    np.abs(parts[1:3], out=parts[3:5])
-    lows, highs, _, sizes, left = parts.sum(axis=2).tolist()  # exact below 2**53 (no BLAS: it may thread)
-    high_unit, low_unit = 2.0**-_HIGH, 2.0 ** -(_HIGH + m)
+    parts = np.empty((3, c, dim))  # high, the fraction, |high|
+    high, fraction = parts[0], parts[1]
+    np.multiply(rows, query * _SCALE, out=fraction)  # the products scaled by 2**50: exact
+    np.trunc(fraction, out=high)
+    fraction -= high  # exact
+    np.abs(high, out=parts[2])
+    highs, fractions, sizes = parts.sum(axis=2).tolist()  # no BLAS: it may thread, and stall
+    slack = 2.0 * (dim - 1) * dim * 2.0**-53 / (1.0 - (dim - 1) * 2.0**-53)
     out: list[float] = []
-    for i, (h, lo, size, rest) in enumerate(zip(highs, lows, sizes, left, strict=True)):
-        score = h * high_unit + lo * low_unit  # exact scalings, then the one rounding
-        if rest or not size < 2.0**52 or (score == 0.0 and _SIGNED_ZERO_SUMS):
-            score = _fsum_scores(rows[i : i + 1], query)[0]
-        out.append(score)
+    for i, (h, f, size) in enumerate(zip(highs, fractions, sizes, strict=True)):
+        x = h + f
+        back = x - h
+        e = (h - (x - back)) + (f - back)  # x + e == h + f exactly (two-sum)
+        gap = math.ulp(x)  # to both neighbours of x, unless |x| is a power of two (then x == 2**52 * gap)
+        if size < 2.0**52 and abs(e) + slack < 0.5 * gap and abs(x) != 2.0**52 * gap:
+            out.append(x * 2.0**-_HIGH)  # exact scaling
+        else:
+            out.append(_fsum_scores(rows[i : i + 1], query)[0])
     return out
-
-
-_SIGNED_ZERO_SUMS = math.copysign(1.0, math.fsum([-0.0, -0.0])) < 0.0
-"""Whether this Python's :func:`math.fsum` can return -0.0 (then a zero total takes fsum; else
-fsum's zero is +0.0, as is the vectorised path's: CPython 3.11 keeps no zero partials)."""
 
 
 _HIGH = 50
 """The scale of the integer part ``high`` in :func:`exact_scores` (unit rows: ``sum |high| <=
 2**50``)."""
 
+_SCALE = np.float64(2.0**_HIGH)
+"""``2**50`` as a float64 scalar: a float32 array times it is float64."""
+
 _EXACT_DIM = 1 << 20
-"""Dimensions the vectorised path of :func:`exact_scores` takes (beyond, ``low`` would have too
-few bits)."""
+"""Dimensions the vectorised path of :func:`exact_scores` takes (beyond, the fractions' rounding
+error would send most rows to fsum)."""
 
 
 def _fsum_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
