@@ -73,6 +73,17 @@ class PackedStrings:
         start = int(self._ends[i - 1]) if i else 0
         return self._raw[start : int(self._ends[i])].tobytes().decode("utf-8", "surrogatepass")
 
+    def take(self, rows: np.ndarray) -> list[str]:
+        """Strings ``rows`` (``int64``, each in ``[0, len)``: unchecked), in that order: one gather
+        of their ends for all of them."""
+        stops = self._ends[rows].tolist()
+        before = self._ends[rows - 1].tolist()  # row 0 starts at 0, not at the wrapped ends[-1]
+        view = np.ascontiguousarray(self._raw).data  # a memoryview of the bytes
+        return [
+            str(view[a if row else 0 : b], "utf-8", "surrogatepass")
+            for row, a, b in zip(rows.tolist(), before, stops, strict=True)
+        ]
+
     def sort_index(self) -> tuple[np.ndarray, np.ndarray]:
         """``(order, keys)``: the rows by their 64-bit key (:data:`KEY_SCHEME`: the string's length,
         first and last 8 bytes, mixed), and those keys in that order (``int64``, ``uint64``). Made

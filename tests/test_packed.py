@@ -29,6 +29,17 @@ surrogate), so that finds meet equal keys and near misses."""
 
 
 @settings(max_examples=150, deadline=None)
+@given(st.lists(IDS, min_size=1, max_size=30).flatmap(
+    lambda values: st.tuples(st.just(values), st.lists(st.integers(0, len(values) - 1), max_size=12))
+))
+def test_take_gives_the_strings_of_the_rows_in_their_order(case: tuple[list[str], list[int]]) -> None:
+    """take(rows) is [column[row] for row in rows] (repeats, row 0, non-ASCII and surrogates too)."""
+    values, rows = case
+    column = PackedStrings(*pack_strings(values))
+    assert column.take(np.asarray(rows, dtype=np.int64)) == [values[r] for r in rows]
+
+
+@settings(max_examples=150, deadline=None)
 @given(st.lists(IDS, max_size=30), IDS)
 def test_find_gives_every_index_holding_the_string(values: list[str], other: str) -> None:
     """find(s) is the ascending list of indexes i with values[i] == s, for strings in the column

@@ -459,6 +459,8 @@ def test_bad_add_input_is_refused(kind: str, vectors: object, times: list[float]
         ({"vector": [1.0], "k": True}, "k must be a positive integer"),
         ({"vector": [1.0, 2.0], "k": 1}, "dimension 2"),
         ({"vector": [float("nan")], "k": 1}, "finite"),
+        ({"vector": [float("-inf")], "k": 1}, "finite"),
+        ({"vector": [1.0, float("inf")], "k": 1}, "finite"),
         ({"vector": [[1.0]], "k": 1}, "one-dimensional"),
         ({"vector": None, "k": 1, "time_range": (0, 1)}, "TimeRange"),
     ],
@@ -469,6 +471,14 @@ def test_bad_search_input_is_refused(kind: str, kwargs: dict[str, object], messa
     s.add(["a"], [[1.0]], [0.0])
     with pytest.raises(ContractError, match=message):
         s.search(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_query_whose_squared_norm_overflows_is_searched(kind: str) -> None:
+    """A finite query too large to square in float64 is searched, not refused as non-finite."""
+    s = make(kind)
+    s.add(["a"], [[1.0]], [0.0])
+    assert [h.id for h in s.search([1e200], k=1)] == ["a"]
 
 
 @pytest.mark.parametrize("kind", KINDS)

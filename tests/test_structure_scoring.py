@@ -85,3 +85,24 @@ def test_pool_keeps_what_selection_over_everything_picks(
     kept = np.concatenate([p[2] for p in pool.parts]) if pool.parts else np.zeros(0, np.float32)
     got = set(kept_rows[select_candidates(kept, k, eps)].tolist()) if kept.shape[0] else set()
     assert got == want
+
+
+def test_exact_scores_at_a_rounding_midpoint_round_half_to_even() -> None:
+    """A row whose exact score is a midpoint between two floats (or within the fractions' rounding
+    error of one) scores what fsum gives: the fast path never guesses a side."""
+    rows = np.array([[1.0, 2.0**-27], [1.0, 2.0**-27 + 2.0**-50]], dtype=np.float32)
+    query = np.array([0.5, 2.0**-27], dtype=np.float32)
+    assert [x.hex() for x in exact_scores(rows, query)] == [x.hex() for x in fsum_scores(rows, query)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 300), st.integers(20, 45))
+def test_exact_scores_of_unit_rows_with_tiny_values_equal_fsum(seed: int, dim: int, shift: int) -> None:
+    """Unit rows and queries with a tiny value (scores near a midpoint, fractions with low bits)
+    score exactly what fsum gives."""
+    rng = np.random.default_rng(seed)
+    rows = unit_rows(rng.standard_normal((6, dim)))
+    query = unit_rows(rng.standard_normal((1, dim)))[0]
+    rows[:, 0] = np.float32(2.0**-shift)
+    query[0] = np.float32(2.0 ** -(65 - shift))
+    assert [x.hex() for x in exact_scores(rows, query)] == [x.hex() for x in fsum_scores(rows, query)]

@@ -12,7 +12,7 @@ import numpy as np
 from coniti.actor import TimeRange
 from coniti.errors import AnchorNotFound, ContractError, NotSupported, ReadOnlyError
 from coniti.registry import Registry
-from coniti.structure.scoring import StructureHit, unit_rows
+from coniti.structure.scoring import StructureHit, unit_rows, unit_vector
 
 if TYPE_CHECKING:
     from coniti.derived import BlockCheck
@@ -205,11 +205,11 @@ class Structure(ABC):
                 raise ContractError(f"vector must be numeric: {exc}") from None
             if q.ndim != 1 or q.size == 0:
                 raise ContractError(f"vector must be one-dimensional, got shape {q.shape}")
-            if not np.isfinite(q).all():
+            query, squared = unit_vector(q)
+            if not math.isfinite(squared) and not np.isfinite(q).all():  # finite values: finite sum
                 raise ContractError("vector must be finite (no NaN or infinity)")
             if self._dim is not None and q.size != self._dim:
                 raise ContractError(f"vector has dimension {q.size}, the structure holds {self._dim}")
-            query = unit_rows(q[None, :])[0]
         anchor_time = 0.0
         if anchor_id is not None:
             found = self._row(anchor_id, as_of)

@@ -54,6 +54,8 @@ LIVE = np.iinfo(np.int64).max
 """The ``died`` of a row that is live now."""
 
 NEG_INF = np.float32(-np.inf)
+_NO_SCORES = np.zeros(0, dtype=np.float32)
+_NO_SCORES.flags.writeable = False
 _CHUNK = 16_384
 """Rows moved per step of an in-place merge or compaction (bounds the temporaries)."""
 
@@ -279,6 +281,14 @@ class SortedRows:
             return self._ids[row]
         assert self._packed is not None
         return self._packed[row]
+
+    def ids_at(self, rows: np.ndarray) -> list[str]:
+        """The ids of main rows ``rows`` (an integer array), in that order."""
+        if self._ids is not None:
+            ids = self._ids
+            return [ids[row] for row in rows.tolist()]
+        assert self._packed is not None
+        return self._packed.take(rows)
 
     @property
     def n(self) -> int:
@@ -585,7 +595,8 @@ class SortedRows:
         alive = died == LIVE
         live = int(np.count_nonzero(alive))
         self.clear()
-        self.vecs = vecs
+        self.vecs = vecs.view(np.ndarray)  # the same memory (a map stays mapped), minus the
+        # np.memmap subclass, whose every slice and gather runs Python code
         self.times = np.array(times)
         self.born = np.array(born)
         self.died = np.array(died)
@@ -604,9 +615,9 @@ class SortedRows:
     def interval(self, start: float, end: float) -> tuple[int, int]:
         """The main rows ``[lo, hi)`` with ``start <= t < end``."""
         n = self.n
-        if start == -math.inf and end == math.inf:
-            return 0, n
-        lo, hi = np.searchsorted(self.times[:n], (start, end), "left").tolist()
+        times = self.times[:n]
+        lo = 0 if start == -math.inf else int(times.searchsorted(start, "left"))
+        hi = n if end == math.inf else int(times.searchsorted(end, "left"))
         return lo, max(lo, hi)
 
     def visible(self, a: int, b: int, seq: int | None) -> np.ndarray | None:
@@ -629,7 +640,7 @@ class SortedRows:
             approx = fast_scores(self.vecs[a:b], query)
             mask = self.visible(a, b, seq)
             if mask is not None:
-                approx = np.where(mask, approx, NEG_INF)
+                approx[~mask] = NEG_INF
             if skip is not None and a <= skip < b:
                 approx[skip - a] = NEG_INF
             pool.offer_span(1, a, approx)
@@ -664,15 +675,16 @@ class SortedRows:
         parts = pool.parts
         if not parts:
             return []
-        approx = _joined([p[2] for p in parts])
-        rows = _joined([p[1] for p in parts])
+        if len(parts) == 1:
+            rows, approx = parts[0][1], parts[0][2]
+        else:
+            rows, approx = np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
         chosen = None if approx.shape[0] <= pool.k else select_candidates(approx, pool.k, pool.eps)
         if chosen is not None:
             rows = rows[chosen]
         if all(p[0] == 1 for p in parts):  # main rows only: no buffer lookups
-            vectors, times = np.asarray(self.vecs[rows]), self.times[rows]
-            ids = [self.id_at(row) for row in rows.tolist()]
-            return top_by_key(ids, exact_scores(vectors, query), times.tolist(), pool.k)
+            scores = exact_scores(self.vecs.take(rows, axis=0), query)  # take: a cheaper gather
+            return top_by_key(self.ids_at(rows), scores, self.times[rows].tolist(), pool.k)
         sources = np.concatenate([np.full(p[1].shape[0], p[0], dtype=np.int8) for p in parts])
         from_buffer = (sources if chosen is None else sources[chosen]) == 0
         vectors = np.zeros((rows.shape[0], query.shape[0]), dtype=np.float32)
@@ -748,7 +760,7 @@ class SortedRows:
             rows = np.concatenate(
                 (self._run(split, hi, k, True, seq, skip), self._run(split, lo, k, False, seq, skip))
             )
-        ids.extend(self.id_at(i) for i in rows.tolist())
+        ids.extend(self.ids_at(rows))
         times.append(self.times[rows])
         return ids, np.concatenate(times)
 
@@ -761,7 +773,7 @@ class Pool:
         self.k = k
         self.eps = eps
         self.parts: list[tuple[int, np.ndarray, np.ndarray]] = []
-        self.best = np.zeros(0, dtype=np.float32)
+        self.best = _NO_SCORES
         self._folded = 0
         self.scored = 0
 
@@ -805,20 +817,18 @@ class Pool:
         over everything offered."""
         m, k = approx.shape[0], self.k
         if m > k:
-            top = np.argpartition(approx, m - k)[m - k :]
-            kth = approx[top[0]]
-            if kth > NEG_INF:
-                # a float32 bound at or below the float64 one: compared without a float64 copy
-                bound = np.nextafter(np.float32(np.float64(kth) - 2.0 * self.eps), NEG_INF)
-                near = approx >= bound
-                if np.count_nonzero(near) == k:  # the usual case: no row near the k-th but the top k
-                    return top
-                out: np.ndarray = np.flatnonzero(near)
-                return out
+            kth = float(np.partition(approx, m - k)[m - k])
+            if kth > -math.inf:
+                near: np.ndarray = approx >= _float32_at_most(kth - 2.0 * self.eps)
+                return near.nonzero()[0]
         finite = approx > NEG_INF
-        return None if finite.all() else np.flatnonzero(finite)
+        return None if finite.all() else finite.nonzero()[0]
 
 
-def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    """``np.concatenate(arrays)``, without the copy when there is one array."""
-    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+def _float32_at_most(bound: float) -> np.float32:
+    """The largest float32 at or below ``bound``: float32 scores compare with it as they would with
+    ``bound`` itself, without a float64 copy of them."""
+    near = np.float32(bound)
+    return near if float(near) <= bound else np.nextafter(near, NEG_INF)
+
+

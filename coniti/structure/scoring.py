@@ -21,6 +21,7 @@ __all__ = [
     "top_by_key",
     "top_with_ties",
     "unit_rows",
+    "unit_vector",
 ]
 
 
@@ -43,11 +44,7 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     if rows.dtype not in (np.float32, np.float64):
         rows = rows.astype(np.float64)
     if rows.ndim == 2 and rows.shape[0] == 1:  # one query: the same arithmetic, fewer calls
-        row = rows if rows.dtype == np.float64 else rows.astype(np.float64)
-        norm = math.sqrt(float(np.einsum("ij,ij->i", row, row)[0]))
-        one: np.ndarray = np.empty(rows.shape, dtype=np.float32)
-        np.divide(row, norm if norm > 0.0 else 1.0, out=one, casting="same_kind")  # float64, cast
-        return one
+        return unit_vector(rows[0] if rows.dtype == np.float64 else rows[0].astype(np.float64))[0][None]
     out = np.empty(rows.shape, dtype=np.float32)
     for a in range(0, rows.shape[0], _UNIT_BLOCK):
         block = rows[a : a + _UNIT_BLOCK].astype(np.float64)
@@ -55,6 +52,18 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
         safe = np.where(norms > 0.0, norms, 1.0)
         out[a : a + _UNIT_BLOCK] = block / safe[:, None]
     return out
+
+
+def unit_vector(vector: np.ndarray) -> tuple[np.ndarray, float]:
+    """One float64 vector scaled as :func:`unit_rows` scales a row (bit for bit), as a new float32
+    array, and its squared norm: finite whenever every value is (it is NaN or infinite when a value
+    is not, and infinite too when finite values overflow it)."""
+    row = vector[None, :]
+    squared = float(np.einsum("ij,ij->i", row, row)[0])
+    norm = math.sqrt(squared)
+    one: np.ndarray = np.empty(vector.shape, dtype=np.float32)
+    np.divide(vector, norm if norm > 0.0 else 1.0, out=one, casting="same_kind")  # float64, cast
+    return one, squared
 
 
 def error_bound(dim: int) -> float:
@@ -77,54 +86,53 @@ def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     """The canonical scores: correctly rounded sums of the exact float64 products, one per row
     (what :func:`math.fsum` of them gives, bit for bit).
 
-    float32 rows and query (what the structures hold) take a vectorised path: a float32 product is
-    exact in float64, so each product scaled by ``2**50`` splits exactly into an integer part
-    ``high`` and a fraction, which scaled by ``2**m`` truncates to an integer ``low`` (``m`` from
-    the dimension: ``dim * 2**m <= 2**53``). When the row's ``sum |high|`` is below ``2**52``
-    (unit rows: at most ``2**50``) every partial sum of either part is an integer below ``2**53``,
-    so float64 adds them exactly, in any order; the exact total ``high * 2**-50 + low *
-    2**-(50 + m)`` is then rounded once, by one float64 addition of two exact operands (IEEE rounds
-    it correctly, half to even). Rows with a bit of a product below ``2**-(50 + m)``, a larger
-    ``sum |high|``, other dtypes (and a zero total where fsum can return -0.0) go through
-    :func:`math.fsum`."""
+    float32 rows and query (what the structures hold) take a vectorised path. A float32 product is
+    exact in float64; scaled by ``2**50`` it splits exactly into an integer part ``high`` and a
+    fraction (``|fraction| < 1``). When the row's ``sum |high|`` is below ``2**52`` (unit rows: at
+    most ``2**50``) every partial sum of ``high`` is an integer below ``2**53``, so float64 adds
+    them exactly, in any order: ``H``. The fractions' float64 sum ``F`` is off their exact sum by
+    at most ``SLACK`` (``(dim - 1) * 2**-53`` per unit of ``sum |fraction| < dim``, doubled), so
+    the exact total ``(H + fractions) * 2**-50`` lies within ``SLACK`` of ``H + F`` (whose rounding
+    error ``e`` one two-sum gives exactly). When that interval holds no rounding boundary of
+    ``x = fl(H + F)``, the correctly rounded total is ``x * 2**-50``. Rows where it does (a score
+    within ~``2**-37 ulp`` of a midpoint, or near zero), with a larger ``sum |high|``, and other
+    dtypes go through :func:`math.fsum`."""
     if rows.shape[0] == 0:
         return []
     c, dim = rows.shape
     if rows.dtype != np.float32 or query.dtype != np.float32 or not 0 < dim <= _EXACT_DIM:
         return _fsum_scores(rows, query)
-    m = 53 - max(1, (dim - 1).bit_length())
-    parts = np.empty((4, c, dim))  # high, low, |high|, the product being split
-    work = parts[3]
-    np.multiply(rows, np.multiply(query, 2.0**_HIGH, dtype=np.float64), out=work)  # exact
-    high = np.trunc(work, out=parts[0])
+    parts = np.empty((3, c, dim))  # high, the fraction, |high|
+    high, fraction = parts[0], parts[1]
+    np.multiply(rows, query * _SCALE, out=fraction)  # the products scaled by 2**50: exact
+    np.trunc(fraction, out=high)
+    fraction -= high  # exact
     np.abs(high, out=parts[2])
-    work -= high  # the fraction, exact
-    work *= 2.0**m
-    low = np.trunc(work, out=parts[1])
-    whole = bool((work == low).all())
-    sums = parts[:3].sum(axis=2)  # exact below 2**53 (no BLAS: it may thread, and stall)
-    sums[0] *= 2.0**-_HIGH
-    sums[1] *= 2.0 ** -(_HIGH + m)
-    out: list[float] = (sums[0] + sums[1]).tolist()  # the one rounding
-    exact = [True] * c if whole else (work == low).all(axis=1).tolist()
-    for i, (score, ok, size) in enumerate(zip(out, exact, sums[2].tolist(), strict=True)):
-        if not ok or not size < 2.0**52 or (score == 0.0 and _SIGNED_ZERO_SUMS):
-            out[i] = _fsum_scores(rows[i : i + 1], query)[0]
+    highs, fractions, sizes = parts.sum(axis=2).tolist()  # no BLAS: it may thread, and stall
+    slack = 2.0 * (dim - 1) * dim * 2.0**-53 / (1.0 - (dim - 1) * 2.0**-53)
+    out: list[float] = []
+    for i, (h, f, size) in enumerate(zip(highs, fractions, sizes, strict=True)):
+        x = h + f
+        back = x - h
+        e = (h - (x - back)) + (f - back)  # x + e == h + f exactly (two-sum)
+        gap = math.ulp(x)  # to both neighbours of x, unless |x| is a power of two (then x == 2**52 * gap)
+        if size < 2.0**52 and abs(e) + slack < 0.5 * gap and abs(x) != 2.0**52 * gap:
+            out.append(x * 2.0**-_HIGH)  # exact scaling
+        else:
+            out.append(_fsum_scores(rows[i : i + 1], query)[0])
     return out
-
-
-_SIGNED_ZERO_SUMS = math.copysign(1.0, math.fsum([-0.0, -0.0])) < 0.0
-"""Whether this Python's :func:`math.fsum` can return -0.0 (then a zero total takes fsum; else
-fsum's zero is +0.0, as is the vectorised path's: CPython 3.11 keeps no zero partials)."""
 
 
 _HIGH = 50
 """The scale of the integer part ``high`` in :func:`exact_scores` (unit rows: ``sum |high| <=
 2**50``)."""
 
+_SCALE = np.float64(2.0**_HIGH)
+"""``2**50`` as a float64 scalar: a float32 array times it is float64."""
+
 _EXACT_DIM = 1 << 20
-"""Dimensions the vectorised path of :func:`exact_scores` takes (beyond, ``low`` would have too
-few bits)."""
+"""Dimensions the vectorised path of :func:`exact_scores` takes (beyond, the fractions' rounding
+error would send most rows to fsum)."""
 
 
 def _fsum_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
@@ -146,7 +154,12 @@ def top_by_key(
 ) -> list[StructureHit]:
     """The ``k`` best by (score desc, time desc, id asc)."""
     keys = sorted(zip([-s for s in scores], [-t for t in times], ids, strict=True))[:k]
-    return [StructureHit(id_, -float(negative)) for negative, _, id_ in keys]
+    return [_hit(StructureHit, (id_, -negative)) for negative, _, id_ in keys]
+
+
+_hit = tuple.__new__
+"""``_hit(StructureHit, (id, score))``: a hit without the Python-level ``__new__`` of a named tuple
+(the caller passes exactly its two fields)."""
 
 
 def top_with_ties(values: np.ndarray, k: int) -> np.ndarray:
