@@ -1686,7 +1686,7 @@ class Projections:
         plus the position of the last one returned when more follow (else None). A walk of
         ``tver``, stopped by the namespace's scan bound as of that event. ``confirm``: every entry
         walked, returned or not, must be confirmed by ``ver`` (for a caller that returns no row
-        of its own to check, such as a count; in layout 4 each entry's seal is checked instead,
+        of its own to check, such as a count; from layout 4 on each entry's seal is checked instead,
         always); else :class:`StoreCorrupted`."""
         entries, more = self._tver_walk(nsid, start, end, after, limit, as_of, confirm)
         return [entry[:4] for entry in entries], more

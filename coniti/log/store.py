@@ -729,10 +729,7 @@ class Store:
                 self._adopt_new_size(shared)
             except BaseException as exc:
                 gate.leave()
-                error = translate(self.path, exc)
-                if error is None:
-                    raise
-                raise error from exc
+                self.raise_translated(exc)
 
     def raise_translated(self, exc: BaseException) -> NoReturn:
         """Raise the coniti error for ``exc`` raised in a transaction of this store
