@@ -1609,7 +1609,10 @@ class ContinuityEngine:
 
         def stored_with_key(key: str) -> list[str]:
             packed = space.content
-            if packed is not None and packed[0].finds + packed[1].finds + len(space.deferred) < LOOKUP_BUDGET:
+            if packed is None:  # the usual case: unpacked
+                holders = space.keys.get(key)
+                return [] if holders is None else list(holders)
+            if packed[0].finds + packed[1].finds + len(space.deferred) < LOOKUP_BUDGET:
                 _check_content(space)
                 return _packed_holders(packed, space.deferred, key)
             self._content(space)
@@ -1645,14 +1648,19 @@ class ContinuityEngine:
 
     def _index(self, space: _Derived, ids: Sequence[str], keys: Sequence[str | None]) -> None:
         """Add ``ids`` to the content index under their content ``keys`` (None: not indexed)."""
-        deferred = space.content is not None
+        if space.content is not None:
+            space.deferred.extend((id_, key) for id_, key in zip(ids, keys, strict=True) if key is not None)
+            return
+        holders, key_of = space.keys, space.key_of
         for id_, key in zip(ids, keys, strict=True):
             if key is None:
                 continue
-            if deferred:
-                space.deferred.append((id_, key))
+            found = holders.get(key)  # what _add_key does, inline (once per ingested note)
+            if found is None:
+                holders[key] = [id_]
             else:
-                self._add_key(space, id_, key)
+                found.append(id_)
+            key_of[id_] = key
 
     @staticmethod
     def _add_key(space: _Derived, id_: str, key: str) -> None:
