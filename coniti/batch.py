@@ -21,14 +21,17 @@ and no blob: write those as :class:`~coniti.memory.MemoryRecord`.
 **Values.** A batch is immutable after construction: the columns are tuples and read-only arrays of
 the batch's own copies; metadata dicts are copies too, and must not be modified (backends copy them
 again when they keep them). :meth:`NoteBatch.notes` and :meth:`RecordBatch.records` give the
-equivalent objects, built without validating again.
+equivalent objects, built without validating again. A :class:`NoteBatch` is also a sequence of its
+notes (``batch[i]``, iteration), built on first use and kept: code that takes a ``Sequence[Note]``
+(a :class:`~coniti.strategy.Strategy`) reads a batch as it reads a list, and code that knows the
+columns reads them without a note being built.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -47,19 +50,21 @@ def _readonly(array: np.ndarray) -> np.ndarray:
     return array
 
 
-class NoteBatch:
-    """The columns of ``len(ids)`` notes, validated (see the module docstring).
+class NoteBatch(Sequence[Note]):
+    """The columns of ``len(ids)`` notes, validated (see the module docstring); as a sequence, its
+    notes (``batch[i]`` a :class:`Note`, ``batch[a:b]`` a :class:`NoteBatch`).
 
     ``metadata``: one dict per note, or None for ``{}`` everywhere. Raises :class:`ContractError`
     naming the first bad row (``notes[i] (id ...)``) or the column whose length differs.
     """
 
-    __slots__ = ("_ids", "_metadata", "_texts", "_timestamps")
+    __slots__ = ("_ids", "_metadata", "_notes", "_texts", "_timestamps")
 
     _ids: tuple[str, ...]
     _texts: tuple[str, ...]
     _timestamps: np.ndarray
     _metadata: tuple[dict[str, Any], ...]
+    _notes: list[Note] | None
 
     def __init__(
         self,
@@ -129,6 +134,7 @@ class NoteBatch:
         self._texts = texts_t
         self._timestamps = _readonly(times)
         self._metadata = tuple(copies)
+        self._notes = None
 
     @classmethod
     def trusted(
@@ -142,6 +148,7 @@ class NoteBatch:
         copies: ``timestamps`` must be a read-only float64 array."""
         batch = object.__new__(cls)
         batch._ids, batch._texts, batch._timestamps, batch._metadata = ids, texts, timestamps, metadata
+        batch._notes = None
         return batch
 
     @classmethod
@@ -180,6 +187,26 @@ class NoteBatch:
     def __len__(self) -> int:
         return len(self._ids)
 
+    @overload
+    def __getitem__(self, index: int) -> Note: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> NoteBatch: ...
+
+    def __getitem__(self, index: int | slice) -> Note | NoteBatch:
+        """The note of row ``index`` (built with every other on first use), or the batch of a slice."""
+        if isinstance(index, slice):
+            return self.take(index)
+        return self._built()[index]
+
+    def __iter__(self) -> Iterator[Note]:
+        return iter(self._built())
+
+    def _built(self) -> list[Note]:
+        if self._notes is None:
+            self._notes = self.notes()
+        return self._notes
+
     def take(self, rows: Sequence[int] | slice) -> NoteBatch:
         """The batch of the given rows (indices in order, or a slice), sharing this one's values."""
         if isinstance(rows, slice):
@@ -195,7 +222,10 @@ class NoteBatch:
         )
 
     def notes(self) -> list[Note]:
-        """The notes, built without validating again (they share the batch's metadata dicts)."""
+        """The notes, built without validating again (they share the batch's metadata dicts), in a
+        new list."""
+        if self._notes is not None:
+            return list(self._notes)
         trusted = Note.trusted
         return [
             trusted(i, t, s, m)

@@ -207,7 +207,8 @@ class _Features:
     SplitMix64's finaliser applied to ``h(first) * 0x9E3779B97F4A7C15 + h(second)`` mod 2**64.
 
     A batch is featurised in bulk: each distinct token is hashed once (and kept in a vocabulary of
-    at most about ``_CACHE_LIMIT`` tokens, a pure function of the token), then numpy gathers every
+    at most about ``_CACHE_LIMIT`` tokens, a pure function of the token; the trigrams of the words
+    it holds are kept too, each hashed once), then numpy gathers every
     occurrence's features; the entries come out in the order a text-by-text, token-by-token walk
     gives them, so the sums of equal features are bit for bit those of that walk.
     """
@@ -235,6 +236,8 @@ class _Features:
         self._stop = _Growing(np.bool_)
         self._bucket = _Growing(np.int64)
         self._value = _Growing(np.float64)
+        self._gram_hash: dict[str, int] = {}
+        """Character trigram -> its hash: words share most of their trigrams."""
 
     def spec_options(self) -> dict[str, Any]:
         """The recipe of these features, as it enters an embedder's spec (and so its spec id)."""
@@ -260,7 +263,7 @@ class _Features:
         idx: list[int] = []
         val: list[float] = []
         at = len(self._bucket)
-        vocab = self._vocab
+        vocab, gram_hash = self._vocab, self._gram_hash
         for token in tokens:
             vocab[token] = len(vocab)
             h = self._hash("w:" + token)
@@ -272,7 +275,9 @@ class _Features:
                 grams = [marked[i : i + 3] for i in range(len(marked) - 2)]
                 weight = self.char_weight / math.sqrt(len(grams))
                 for gram in grams:
-                    g = self._hash("c:" + gram)
+                    g = gram_hash.get(gram)
+                    if g is None:
+                        g = gram_hash[gram] = self._hash("c:" + gram)
                     idx.append(g % self.buckets)
                     val.append(-weight if g >> 63 else weight)
             firsts.append(at + before)
@@ -360,6 +365,12 @@ class LocalHashEmbedder(Embedder):
     name: ClassVar[str] = "local_hash"
     VERSION: ClassVar[int] = 1
     uses_words: ClassVar[bool] = True
+    chunk_size: ClassVar[int] = 128
+    """Texts featurised at once: a chunk's temporaries (some KiB per text) stay within what the
+    C allocator keeps for reuse; with chunks of 1024 texts it mapped them afresh and faulted them
+    in page by page on every call (an engine ingest in batches of 500: 2.7 page faults per text
+    at 1024, 0.4 at 128). Each row is a function of its own text only: the chunking never changes
+    a vector."""
 
     def __init__(
         self, dim: int = 256, *, char_weight: float = 0.5, bigram_weight: float = 0.5

@@ -69,7 +69,7 @@ import pydantic
 from coniti import derived
 from coniti.actor import Note, Query, to_timestamp
 from coniti.batch import NoteBatch, RecordBatch
-from coniti.contracts import Contract
+from coniti.contracts import Contract, _set_dict, _set_extra, _set_fields_set, _set_private
 from coniti.embedding import Embedder
 from coniti.embedding import tokenize as word_tokens
 from coniti.errors import (
@@ -328,8 +328,9 @@ class ContinuityEngine:
         :class:`~coniti.errors.IdempotencyConflict`.
         """
         columns: NoteBatch | None = None
+        batch: Sequence[Note]
         if isinstance(notes, NoteBatch):
-            columns, batch = notes, notes.notes()
+            columns = batch = notes  # a sequence of its notes, built only if something reads them
         else:
             batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
@@ -342,11 +343,14 @@ class ContinuityEngine:
                     return replayed
             if not batch:
                 return []
-            texts = list(columns.texts) if columns is not None else [n.text for n in batch]
+            if columns is None:
+                columns = NoteBatch.from_notes(batch)
+            texts = columns.texts
             words = [word_tokens(text) for text in texts]  # for the embedder and the keyword index
             vectors = self.embedder.embed_words(texts, words)
             keys = self.strategy.content_keys(batch)  # for admission and the content index
-            decisions = self.strategy.admit(batch, vectors, self._context(ns, space, keys))
+            context = self._context(ns, space, keys, columns.ids)
+            decisions = self.strategy.admit(batch, vectors, context)
             if len(decisions) != len(batch):
                 raise ContractError(
                     f"strategy {self.strategy.name!r} returned {len(decisions)} decisions "
@@ -354,8 +358,6 @@ class ContinuityEngine:
                 )
             chosen = [i for i, d in enumerate(decisions) if d.admitted]
             if op_id is None:
-                if columns is None:
-                    columns = NoteBatch.from_notes(batch)
                 every = len(chosen) == len(batch)
                 rows = RecordBatch.trusted(
                     columns if every else columns.take(chosen),
@@ -373,10 +375,7 @@ class ContinuityEngine:
                     for i in chosen
                 ]
                 self._apply(ns, space, _ingest_request(records, ns, op_id))
-            return [
-                _ingest_result({"admitted": d.admitted, "id": n.id, "reason": d.reason})
-                for n, d in zip(batch, decisions, strict=True)
-            ]
+            return _ingest_results(columns.ids, decisions)
 
     def _write(self, ns: tuple[str, ...], space: _Derived, records: list[MemoryRecord]) -> None:
         """:meth:`_store` of ``records`` (those without a vector stay out of the structures)."""
@@ -941,7 +940,7 @@ class ContinuityEngine:
         return result
 
     def _replay_ingest(
-        self, ns: tuple[str, ...], space: _Derived, batch: list[Note], op_id: str
+        self, ns: tuple[str, ...], space: _Derived, batch: Sequence[Note], op_id: str
     ) -> list[IngestResult] | None:
         """The results of an earlier :meth:`ingest_many` under ``op_id``, or None if there was none.
 
@@ -1591,15 +1590,29 @@ class ContinuityEngine:
     # -- content index --------------------------------------------------------------------------
 
     def _context(
-        self, ns: tuple[str, ...], space: _Derived, keys: Sequence[str | None] | None = None
+        self,
+        ns: tuple[str, ...],
+        space: _Derived,
+        keys: Sequence[str | None] | None = None,
+        ids: Sequence[str] | None = None,
     ) -> StrategyContext:
         """What the strategy consults for ``ns`` (``keys``: the content keys of the notes it is to
-        admit, when computed)."""
+        admit, when computed; ``ids``: their ids, whose membership is then looked up at once)."""
         first = space.structures[0]
+        is_stored: Callable[[str], bool] = first.__contains__
+        if ids is not None:
+            asked = set(ids)
+            found = first.stored_among(asked)
+
+            def is_stored(id_: str) -> bool:
+                return id_ in found if id_ in asked else first.__contains__(id_)
 
         def stored_with_key(key: str) -> list[str]:
             packed = space.content
-            if packed is not None and packed[0].finds + packed[1].finds + len(space.deferred) < LOOKUP_BUDGET:
+            if packed is None:  # the usual case: unpacked
+                holders = space.keys.get(key)
+                return [] if holders is None else list(holders)
+            if packed[0].finds + packed[1].finds + len(space.deferred) < LOOKUP_BUDGET:
                 _check_content(space)
                 return _packed_holders(packed, space.deferred, key)
             self._content(space)
@@ -1609,7 +1622,7 @@ class ContinuityEngine:
             namespace=ns,
             structures=tuple(space.structures),
             stored_with_key=stored_with_key,
-            is_stored=first.__contains__,
+            is_stored=is_stored,
             keys=keys,
         )
 
@@ -1635,14 +1648,19 @@ class ContinuityEngine:
 
     def _index(self, space: _Derived, ids: Sequence[str], keys: Sequence[str | None]) -> None:
         """Add ``ids`` to the content index under their content ``keys`` (None: not indexed)."""
-        deferred = space.content is not None
+        if space.content is not None:
+            space.deferred.extend((id_, key) for id_, key in zip(ids, keys, strict=True) if key is not None)
+            return
+        holders, key_of = space.keys, space.key_of
         for id_, key in zip(ids, keys, strict=True):
             if key is None:
                 continue
-            if deferred:
-                space.deferred.append((id_, key))
+            found = holders.get(key)  # what _add_key does, inline (once per ingested note)
+            if found is None:
+                holders[key] = [id_]
             else:
-                self._add_key(space, id_, key)
+                found.append(id_)
+            key_of[id_] = key
 
     @staticmethod
     def _add_key(space: _Derived, id_: str, key: str) -> None:
@@ -1949,6 +1967,27 @@ def _expiry(value: float | datetime) -> float:
         return to_timestamp(value, "expires_at")
     except ValueError as exc:
         raise ContractError(str(exc)) from None
+
+
+_RESULT_FIELDS = set(IngestResult.model_fields)
+
+
+def _ingest_results(ids: Sequence[str], decisions: Sequence[Any]) -> list[IngestResult]:
+    """One :class:`IngestResult` per note: what ``_ingest_result`` builds, with the slot setters
+    of :mod:`coniti.contracts` called inline (one result per ingested note)."""
+    new, cls = object.__new__, IngestResult
+    set_dict, set_fields, set_extra, set_private = _set_dict, _set_fields_set, _set_extra, _set_private
+    fields = _RESULT_FIELDS
+    out: list[IngestResult] = []
+    add = out.append
+    for id_, decision in zip(ids, decisions, strict=True):
+        result = new(cls)
+        set_dict(result, {"admitted": decision.admitted, "id": id_, "reason": decision.reason})
+        set_fields(result, fields)
+        set_extra(result, None)
+        set_private(result, None)
+        add(result)
+    return out
 
 
 def _ingest_request(records: list[MemoryRecord], ns: tuple[str, ...], op_id: str) -> WriteRequest:

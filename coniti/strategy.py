@@ -32,6 +32,7 @@ import numpy as np
 import orjson
 
 from coniti.actor import Note, Query
+from coniti.batch import NoteBatch
 from coniti.errors import ContractError
 from coniti.registry import Registry, canonical_json
 from coniti.structure import Structure, StructureHit
@@ -142,51 +143,68 @@ class DefaultStrategy(Strategy):
         """
         if not self._refuse_duplicates:
             return None
-        text = note.text.encode("utf-8", "surrogatepass")
         if self._duplicate_key == "text_timestamp":
             tail = _DOUBLE.pack(note.timestamp + 0.0)
         else:
             tail = _metadata_bytes(note.metadata)
-        # one call over the parts: the digest of feeding them one by one
-        return hashlib.blake2b(len(text).to_bytes(8, "little") + text + tail, digest_size=16).hexdigest()
+        return _key(note.text, tail)
+
+    def content_keys(self, notes: Sequence[Note]) -> list[str | None]:
+        """:meth:`content_key` of each note, read from the columns of a
+        :class:`~coniti.batch.NoteBatch` (no note built); a subclass that overrides
+        :meth:`content_key` gets its own keys (:meth:`Strategy.content_keys`)."""
+        if type(self).content_key is not DefaultStrategy.content_key:
+            return super().content_keys(notes)
+        if not self._refuse_duplicates:
+            return [None] * len(notes)
+        texts = notes.texts if isinstance(notes, NoteBatch) else [n.text for n in notes]
+        if self._duplicate_key == "text_timestamp":
+            times = (
+                notes.timestamps if isinstance(notes, NoteBatch)
+                else np.fromiter((n.timestamp for n in notes), np.float64, len(texts))
+            )  # fmt: skip
+            bits = (times + 0.0).astype("<f8").tobytes()  # + 0.0: -0.0 keys as 0.0
+            return [_key(text, bits[8 * i : 8 * i + 8]) for i, text in enumerate(texts)]
+        metadata = notes.metadata if isinstance(notes, NoteBatch) else [n.metadata for n in notes]
+        return [_key(text, _metadata_bytes(m)) for text, m in zip(texts, metadata, strict=True)]
 
     def admit(
         self, notes: Sequence[Note], vectors: np.ndarray, context: StrategyContext
     ) -> list[Admission]:
+        """One decision per note, in order (see the module docstring); reads the columns of a
+        :class:`~coniti.batch.NoteBatch` (no note built)."""
+        ids: Sequence[str]
+        texts: Sequence[str]
+        if isinstance(notes, NoteBatch):
+            ids, texts = notes.ids, notes.texts
+        else:
+            ids, texts = [n.id for n in notes], [n.text for n in notes]
         keys = self.content_keys(notes) if context.keys is None else context.keys
+        if len(keys) != len(ids):
+            raise ContractError(f"{len(keys)} content keys for {len(ids)} notes: one per note")
+        is_stored, stored_with_key = context.is_stored, context.stored_with_key
         decisions: list[Admission] = []
+        decide = decisions.append
         batch_ids: set[str] = set()
         batch_keys: dict[str, str] = {}
-        for note, key in zip(notes, keys, strict=True):
-            decision = self._decide(note, key, context, batch_ids, batch_keys)
-            decisions.append(decision)
-            batch_ids.add(note.id)
+        for id_, text, key in zip(ids, texts, keys, strict=True):
+            if not text or text.isspace():  # what ``not text.strip()`` says, without the copy
+                decide(Admission(False, "blank text"))
+            elif id_ in batch_ids:
+                decide(Admission(False, f"id {id_!r} appears earlier in this batch"))
+            elif is_stored(id_):
+                decide(Admission(False, f"id {id_!r} is already stored"))
+            elif key is None:
+                decide(ADMIT)
+            elif stored := stored_with_key(key):
+                decide(Admission(False, f"duplicate of stored note {stored[0]!r}"))
+            elif (earlier := batch_keys.get(key)) is not None:
+                decide(Admission(False, f"duplicate of note {earlier!r} earlier in this batch"))
+            else:
+                batch_keys[key] = id_
+                decide(ADMIT)
+            batch_ids.add(id_)
         return decisions
-
-    def _decide(
-        self,
-        note: Note,
-        key: str | None,
-        context: StrategyContext,
-        batch_ids: set[str],
-        batch_keys: dict[str, str],
-    ) -> Admission:
-        if not note.text.strip():
-            return Admission(False, "blank text")
-        if note.id in batch_ids:
-            return Admission(False, f"id {note.id!r} appears earlier in this batch")
-        if context.is_stored(note.id):
-            return Admission(False, f"id {note.id!r} is already stored")
-        if key is None:
-            return ADMIT
-        stored = context.stored_with_key(key)
-        if stored:
-            return Admission(False, f"duplicate of stored note {stored[0]!r}")
-        earlier = batch_keys.get(key)
-        if earlier is not None:
-            return Admission(False, f"duplicate of note {earlier!r} earlier in this batch")
-        batch_keys[key] = note.id
-        return ADMIT
 
     def answer(
         self, query: Query, vector: np.ndarray | None, context: StrategyContext
@@ -196,6 +214,13 @@ class DefaultStrategy(Strategy):
         return context.structures[0].search(
             vector, k=query.k, time_range=query.time_range, anchor_id=query.near
         )
+
+
+def _key(text: str, tail: bytes) -> str:
+    """The content key of ``text`` followed by ``tail`` (one BLAKE2b call over the parts: the
+    digest of feeding them one by one)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(len(data).to_bytes(8, "little") + data + tail, digest_size=16).hexdigest()
 
 
 def _metadata_bytes(metadata: dict[str, Any]) -> bytes:

@@ -30,6 +30,12 @@ def _bounds(time_range: TimeRange | None) -> tuple[float, float]:
     return start, end
 
 
+def _new_ids(structure: Structure, ids: list[str]) -> bool:
+    """Whether ``ids`` (strings) are non-empty, distinct and none is stored in ``structure``."""
+    distinct = set(ids)
+    return len(distinct) == len(ids) and "" not in distinct and not structure.stored_among(distinct)
+
+
 class Structure(ABC):
     """Organises (id, vector, timestamp) over time; see the module docstring for search semantics.
 
@@ -85,16 +91,9 @@ class Structure(ABC):
         does) for a repeated or already stored id, a wrong shape or dimension, or a non-finite value.
         """
         id_list = list(ids)
-        for i, id_ in enumerate(id_list):
-            if not isinstance(id_, str) or not id_:
-                raise ContractError(f"ids[{i}] must be a non-empty string, got {id_!r}")
-        seen: set[str] = set()
-        for id_ in id_list:
-            if id_ in seen:
-                raise ContractError(f"id {id_!r} appears twice in one add")
-            if id_ in self:
-                raise ContractError(f"id {id_!r} is already in the {self.name} structure")
-            seen.add(id_)
+        # the usual batch passes three set checks; any other is walked for the first bad id
+        if set(map(type, id_list)) - {str} or not _new_ids(self, id_list):
+            self._refuse_ids(id_list)
         try:
             matrix = np.asarray(vectors)
             if matrix.dtype not in (np.float32, np.float64):  # float32 stays: no float64 copy
@@ -125,6 +124,23 @@ class Structure(ABC):
             raise ContractError(f"timestamp of id {id_list[bad]!r} is not finite")
         self._add(id_list, unit_rows(matrix), times.copy(), seqs.copy())
         self._dim = dim
+
+    def _refuse_ids(self, ids: list[Any]) -> None:
+        """Raise the error :meth:`add` gives for the first bad, repeated or stored id of ``ids``."""
+        for i, id_ in enumerate(ids):
+            if not isinstance(id_, str) or not id_:
+                raise ContractError(f"ids[{i}] must be a non-empty string, got {id_!r}")
+        seen: set[str] = set()
+        for id_ in ids:
+            if id_ in seen:
+                raise ContractError(f"id {id_!r} appears twice in one add")
+            if id_ in self:
+                raise ContractError(f"id {id_!r} is already in the {self.name} structure")
+            seen.add(id_)
+
+    def stored_among(self, ids: Iterable[str]) -> set[str]:
+        """The ids among ``ids`` that are stored now (a subclass may find them in bulk)."""
+        return {id_ for id_ in ids if id_ in self}
 
     def remove(self, ids: Iterable[str], *, seq: int | None = None) -> int:
         """Remove the stored ones among ``ids`` (unknown ids are ignored); returns how many.

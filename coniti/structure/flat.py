@@ -3,7 +3,7 @@ with one product (see :mod:`coniti.structure.rows` for how rows stay sorted)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -43,6 +43,9 @@ class SortedRowsStructure(Structure):
 
     def __contains__(self, id_: object) -> bool:
         return id_ in self._rows
+
+    def stored_among(self, ids: Iterable[str]) -> set[str]:
+        return self._rows.stored_among(ids)
 
     def _add(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
         self._rows.add(ids, unit, times, born)

@@ -33,6 +33,7 @@ engine does).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -303,6 +304,19 @@ class SortedRows:
         if not isinstance(id_, str):
             return False
         return id_ in self.buffer.pos or self._main(id_) is not None
+
+    def stored_among(self, ids: Iterable[str]) -> set[str]:
+        """The ids among ``ids`` with a live row: set operations on the id maps, or one search of
+        the packed ids per id while they stay packed (:meth:`_searchable`)."""
+        asked = ids if isinstance(ids, set | frozenset) else set(ids)
+        found = self.buffer.pos.keys() & asked
+        if self._searchable(len(asked)):
+            assert self._packed is not None
+            find, alive = self._packed.find, self.alive
+            found.update(id_ for id_ in asked if any(alive[row] for row in find(id_).tolist()))
+        else:
+            found |= self.pos.keys() & asked
+        return found
 
     def _live_main(self, id_: str) -> int:
         """:meth:`_main`, raising ``KeyError`` for an id with no live main row."""

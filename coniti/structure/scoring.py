@@ -47,10 +47,11 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
         return unit_vector(rows[0] if rows.dtype == np.float64 else rows[0].astype(np.float64))[0][None]
     out = np.empty(rows.shape, dtype=np.float32)
     for a in range(0, rows.shape[0], _UNIT_BLOCK):
-        block = rows[a : a + _UNIT_BLOCK].astype(np.float64)
+        block = np.asarray(rows[a : a + _UNIT_BLOCK], dtype=np.float64)  # float64 rows: no copy
         norms = np.sqrt(np.einsum("ij,ij->i", block, block))
         safe = np.where(norms > 0.0, norms, 1.0)
-        out[a : a + _UNIT_BLOCK] = block / safe[:, None]
+        # divided in float64, each quotient rounded once to float32 (as unit_vector does)
+        np.divide(block, safe[:, None], out=out[a : a + _UNIT_BLOCK], casting="same_kind")
     return out
 
 
