@@ -492,6 +492,10 @@ def encode_puts(
     [a] [r]``, §3.2's order), assembled from parts instead: the parts shared by the run (map
     header, ``v``, ``k``, ``t``, the keys, each namespace, ``a``, ``r``) are packed once, and per
     event only ``s``, ``p`` (the previous hash, a 32-byte bin), ``i``, ``ts`` and ``x``."""
+    if len(ids) == 1:  # the parts cost more to pack than the map for a single event
+        extra = None if expiries is None or expiries[0] is None else ({"x": float(expiries[0])},)
+        row = (list(namespaces[0]), ids[0], stamps[0], payloads[0], digests[0])
+        return _encode(seq, at, PUT, prev, (row,), None, actor, reason, extra)
     if len(prev) != _DIGEST:
         raise ValueError(f"a previous hash is {_DIGEST} bytes, got {len(prev)}")
     pack = _packer().pack

@@ -150,18 +150,25 @@ _Taken = dict[Namespace, set[bytes]]
 
 def _prepare(items: Sequence[PutItem]) -> _Puts:
     """The put of ``items``, encoded."""
-    namespaces = [item.namespace for item in items]
-    canon = {ns: ns_bytes(ns) for ns in dict.fromkeys(namespaces)}
-    ids = [item.id for item in items]
-    stamps = [float(item.timestamp) for item in items]
-    payloads = [
-        encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob) for item in items
-    ]
-    expiries = [item.expires_at for item in items]
+    canon: dict[Namespace, bytes] = {}
+    namespaces: list[Namespace] = []
+    ids: list[str] = []
+    stamps: list[float] = []
+    payloads: list[bytes] = []
+    expiries: list[float | None] = []
+    for item in items:
+        ns = item.namespace
+        if ns not in canon:
+            canon[ns] = ns_bytes(ns)
+        namespaces.append(ns)
+        ids.append(item.id)
+        stamps.append(float(item.timestamp))
+        payloads.append(encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob))
+        expiries.append(item.expires_at)
     return _Puts(
         canon, namespaces, ids, name_keys(ids), stamps, [ts_key(ts) for ts in stamps], payloads,
         payload_digests(payloads), payload_crcs(payloads),
-        expiries if any(x is not None for x in expiries) else None,
+        None if expiries.count(None) == len(expiries) else expiries,
     )
 
 
@@ -537,7 +544,9 @@ class EventLog:
         a version in the store (one walk of ``ver`` along the sorted keys,
         :meth:`~coniti.log.projections.Projections.versioned`). Only when that finds something is
         each row checked in order (:meth:`_first_conflict`), so the error names the first
-        offending row, as a check row by row would."""
+        offending row, as a check row by row would. A call of one row is checked as a row."""
+        if len(puts.ids) == 1:
+            return self._first_conflict(p, puts, nsids, taken, None)
         if len(puts.canon) == 1:
             groups = {ns: puts.idks for ns in puts.canon}
         else:

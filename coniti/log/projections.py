@@ -797,7 +797,7 @@ class Projections:
         namespace: one walk of ``ver`` along the sorted keys, seeking only where the cursor is not
         already past the key. A key with no entry has no version, so its record is not live
         (:meth:`live_seq` would give None without reading any entry)."""
-        cur = self.txn.cursor(db=self.d.ver)
+        cur = self._vcur()
         found: set[bytes] = set()
         entry = len(nsid) + SEQ_LEN
         key = b""
