@@ -770,14 +770,14 @@ class Projections:
             vk = nsid + idk + u64(inverted - seq)  # _ver_key
             body = live + tsk + crc
             ver.append((vk, body + seal(crc32(vk + body, ver_seed))))
-            tk = nsid + tsk + sk  # _time_key
-            body = live + idk + crc
-            tver.append((tk, body + seal(crc32(tk + body, tver_seed))))
-            body = idk + crc
-            time_.append((tk, body + seal(crc32(tk + body, time_seed))))
             position = tsk + sk
             if position > top:
                 top = position
+            tk = nsid + position  # _time_key
+            body = idk + crc
+            time_.append((tk, body + seal(crc32(tk + body, time_seed))))
+            body = live + body
+            tver.append((tk, body + seal(crc32(tk + body, tver_seed))))
             count += 1
             ck = nsid + sk  # _cnt_key
             body = u64(count) + top
