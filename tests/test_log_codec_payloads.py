@@ -116,7 +116,7 @@ def test_the_blob_is_covered_by_the_digest_and_the_hash() -> None:
 def test_encode_puts_carries_the_payload_as_given() -> None:
     """The bulk encoder frames payloads without a vector or with a blob like encode_event does."""
     payload = encode_put_payload("t", {}, None, None, b"blob")
-    frames, h = encode_puts(1, 10.0, GENESIS, [([], "r", 1.0, payload, payload_digest(payload))])
+    frames, h = encode_puts(1, 10.0, GENESIS, [()], ["r"], [1.0], [payload], [payload_digest(payload)])
     assert frames == [_frame(payload)] and decode_event(frames[0], 1).hash == h
 
 

@@ -32,7 +32,7 @@ from coniti.log.codec import (
     payload_view,
 )
 from coniti.log.keys import name_key, ns_bytes, ts_key
-from coniti.log.projections import Dbs, Projections
+from coniti.log.projections import Dbs, Projections, payload_crcs
 from coniti.log.store import ALL_DBS
 
 names = st.text(min_size=1, max_size=12) | st.just("x" * 500) | st.just("\ud800lone")
@@ -42,29 +42,37 @@ events = st.lists(st.tuples(namespaces, names, timestamps, st.binary(max_size=40
 stamps = st.none() | st.text(max_size=8)
 
 
-@settings(max_examples=60, deadline=None)
-@given(events, st.integers(1, 2**40), st.floats(0, 2e9), stamps, stamps)
+expiries = st.none() | st.floats(-1e10, 1e10, allow_nan=False) | st.integers(0, 2**40)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    events, st.integers(1, 2**40), st.floats(0, 2e9) | st.integers(0, 2**33), stamps, stamps,
+    st.none() | st.lists(expiries, min_size=6, max_size=6),
+)
 def test_encode_puts_gives_the_bytes_of_encode_event(
     puts: list[tuple[tuple[str, ...], str, float, bytes]],
     first: int,
     at: float,
     actor: str | None,
     reason: str | None,
+    expiry: list[float | None] | None,
 ) -> None:
     """Frames and hashes of encode_puts equal encode_event's for each event in turn (actor and
-    reason present or absent, long ids, lone surrogates, several namespaces)."""
+    reason present or absent, expiries on some or none, long ids, lone surrogates, several
+    namespaces, any sequence number and recorded time)."""
     expected: list[bytes] = []
     h = GENESIS
     for k, (ns, rid, ts, payload) in enumerate(puts):
         frame, h = encode_event(
             first + k, at, PUT, ns, h, payload, id=rid, timestamp=ts, actor=actor, reason=reason,
-            digest=payload_digest(payload),
+            digest=payload_digest(payload), expires_at=None if expiry is None else expiry[k],
         )
         expected.append(frame)
     frames, last = encode_puts(
-        first, at, GENESIS,
-        [(list(ns), rid, ts, payload, payload_digest(payload)) for ns, rid, ts, payload in puts],
-        actor=actor, reason=reason,
+        first, at, GENESIS, [p[0] for p in puts], [p[1] for p in puts], [p[2] for p in puts],
+        [p[3] for p in puts], [payload_digest(p[3]) for p in puts], actor=actor, reason=reason,
+        expiries=None if expiry is None else expiry[: len(puts)],
     )
     assert frames == expected
     assert last == h
@@ -110,7 +118,8 @@ def test_put_many_writes_what_append_and_put_write(tmp_path_factory: Any, record
                 p = Projections(txn, fast)
                 for ns, _ in batch:
                     p.intern(ns_bytes(ns))
-                p.put_many(seq, frames, keys)
+                crcs = payload_crcs([bytes(payload_view(f)) for f in frames])
+                p.put_many(seq, frames, *(list(column) for column in zip(*keys, strict=True)), crcs)
             with ref_env.begin(write=True) as txn:
                 p = Projections(txn, ref)
                 for k, (nsid, idk, tsk) in enumerate(keys):

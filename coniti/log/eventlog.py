@@ -38,13 +38,13 @@ from coniti.log.codec import (
     encode_puts,
     erase_payload,
     is_erased,
-    payload_digest,
+    payload_digests,
     read_meta,
 )
 from coniti.log.feed import read_events
 from coniti.log.group import GroupCommit
-from coniti.log.keys import Namespace, is_hashed, name_key, ns_bytes, ts_key
-from coniti.log.projections import Dbs, Head, Projections, Row
+from coniti.log.keys import Namespace, is_hashed, name_key, name_keys, ns_bytes, ts_key, ts_keys
+from coniti.log.projections import Dbs, Head, Projections, Row, payload_crcs
 from coniti.log.store import DEFAULT_MAP_SIZE, Store
 
 __all__ = ["Change", "EventLog", "PutItem", "Row", "WriteView"]
@@ -124,27 +124,52 @@ class WriteView:
         return receipt["d"], receipt["res"]
 
 
-_Prepared = tuple[PutItem, bytes, float, bytes, bytes, bytes]
-"""A record ready to put: (item, id key, timestamp, timestamp key, payload, payload digest)."""
-_PutCall = tuple[dict[Namespace, bytes], list[_Prepared], str | None, str | None]
-"""One put call as group commit merges it: (canonical namespaces, records, actor, reason)."""
+class _Puts(NamedTuple):
+    """The records of one put call ready to append, as columns: row ``i`` is record ``i`` with its
+    namespace, id, id key, note timestamp (a float) and its key, payload, payload digest and
+    payload CRC ``P``; ``expiries`` its expiry or None (the column None: no record expires).
+    ``canon`` holds the canonical bytes of each namespace, in order of first use."""
+
+    canon: dict[Namespace, bytes]
+    namespaces: Sequence[Namespace]
+    ids: Sequence[str]
+    idks: list[bytes]
+    stamps: list[float]
+    tsks: list[bytes]
+    payloads: list[bytes]
+    digests: list[bytes]
+    crcs: list[bytes]
+    expiries: list[float | None] | None
 
 
-_NO_METADATA: dict[str, Any] = {}
+_PutCall = tuple[_Puts, str | None, str | None]
+"""One put call as group commit merges it: (records, actor, reason)."""
+_Taken = dict[Namespace, set[bytes]]
+"""The id keys per namespace that put calls accepted earlier in one transaction wrote."""
 
 
-def _prepare(items: Sequence[PutItem]) -> tuple[dict[Namespace, bytes], list[_Prepared]]:
-    """The canonical bytes of each namespace of ``items``, and each item encoded for a put."""
+def _prepare(items: Sequence[PutItem]) -> _Puts:
+    """The put of ``items``, encoded."""
     canon: dict[Namespace, bytes] = {}
-    prepared: list[_Prepared] = []
+    namespaces: list[Namespace] = []
+    ids: list[str] = []
+    stamps: list[float] = []
+    payloads: list[bytes] = []
+    expiries: list[float | None] = []
     for item in items:
         ns = item.namespace
         if ns not in canon:
             canon[ns] = ns_bytes(ns)
-        ts = float(item.timestamp)
-        payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob)
-        prepared.append((item, name_key(item.id), ts, ts_key(ts), payload, payload_digest(payload)))
-    return canon, prepared
+        namespaces.append(ns)
+        ids.append(item.id)
+        stamps.append(float(item.timestamp))
+        payloads.append(encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob))
+        expiries.append(item.expires_at)
+    return _Puts(
+        canon, namespaces, ids, name_keys(ids), stamps, [ts_key(ts) for ts in stamps], payloads,
+        payload_digests(payloads), payload_crcs(payloads),
+        None if expiries.count(None) == len(expiries) else expiries,
+    )
 
 
 def _append_meta(
@@ -389,8 +414,7 @@ class EventLog:
             if meta is not None:
                 self.set_meta(*meta, actor=actor, reason=reason)
             return 0
-        canon, prepared = _prepare(items)
-        return self._put_prepared(canon, prepared, actor, reason, meta)
+        return self._put_prepared(_prepare(items), actor, reason, meta)
 
     def put_columns(
         self,
@@ -414,25 +438,21 @@ class EventLog:
             if meta is not None:
                 self.set_meta(*meta, actor=actor, reason=reason)
             return 0
-        canon = {namespace: ns_bytes(namespace)}
         payloads = encode_put_payloads(texts, metadata, embedding_id, vectors)
-        prepared: list[_Prepared] = []
-        add = prepared.append
-        for id_, ts, payload in zip(ids, timestamps.tolist(), payloads, strict=True):
-            # the item names the record for the checks and the fold; its content is in the payload
-            item = PutItem(namespace, id_, "", ts, _NO_METADATA, embedding_id, None)
-            add((item, name_key(id_), ts, ts_key(ts), payload, payload_digest(payload)))
-        return self._put_prepared(canon, prepared, actor, reason, meta)
+        puts = _Puts(
+            {namespace: ns_bytes(namespace)}, [namespace] * len(ids), ids, name_keys(ids), timestamps.tolist(),
+            ts_keys(timestamps), payloads, payload_digests(payloads), payload_crcs(payloads), None,
+        )
+        return self._put_prepared(puts, actor, reason, meta)
 
     def _put_prepared(
         self,
-        canon: dict[Namespace, bytes],
-        prepared: list[_Prepared],
+        puts: _Puts,
         actor: str | None,
         reason: str | None,
         meta: tuple[Namespace, str, Any] | None,
     ) -> int:
-        """Append the put events of ``prepared`` (see :meth:`put`), grouped with concurrent puts
+        """Append the put events of ``puts`` (see :meth:`put`), grouped with concurrent puts
         unless ``meta`` is given."""
         cache = self._nsids
         meta_event = None if meta is None else (meta[0], meta[1], encode_meta_payload(meta[2]))
@@ -442,14 +462,14 @@ class EventLog:
             head = p.head()
             at = head.next_at()
             nsids: dict[Namespace, bytes | None] = {
-                ns: cache.get(ns) or p.intern(c) for ns, c in canon.items()
+                ns: cache.get(ns) or p.intern(c) for ns, c in puts.canon.items()
             }
-            error = self._conflict(p, prepared, nsids, set())
+            error = self._conflict(p, puts, nsids, None)
             if error is not None:
                 raise error
             if meta_event is not None:
                 head = _append_meta(p, head, at, nsids, meta_event, actor, reason)
-            self._append_puts(p, head, at, [(prepared, nsids, actor, reason)])
+            self._append_puts(p, head, at, [(puts, nsids, actor, reason)])
             return cast(dict[Namespace, bytes], nsids)
 
         if meta is not None:  # not merged with concurrent puts: its meta event comes first
@@ -457,9 +477,9 @@ class EventLog:
         elif self.group is None:
             cache.update(self.store.write(write))
         else:
-            data: _PutCall = (canon, prepared, actor, reason)
+            data: _PutCall = (puts, actor, reason)
             cache.update(self.group.run(write, merge=(self._merge_puts, data)))
-        return len(prepared)
+        return len(puts.ids)
 
     def put_batches(
         self,
@@ -492,17 +512,17 @@ class EventLog:
             for items in batches:
                 if not items:
                     continue
-                canon, prepared = _prepare(items)
-                for ns, c in canon.items():
+                puts = _prepare(items)
+                for ns, c in puts.canon.items():
                     if ns not in nsids:
                         nsids[ns] = cache.get(ns) or p.intern(c)
                 # earlier batches are in this transaction: a repeat of one of their ids is live here
-                error = self._conflict(p, prepared, nsids, set())
+                error = self._conflict(p, puts, nsids, None)
                 if error is not None:
                     raise error
-                self._append_puts(p, head, at, [(prepared, nsids, actor, reason)])
+                self._append_puts(p, head, at, [(puts, nsids, actor, reason)])
                 head = p.head()
-                n += len(prepared)
+                n += len(puts.ids)
             return cast(dict[Namespace, bytes], nsids), n
 
         nsids, n = self.store.write(write)  # alone, not in a group: it may be long
@@ -512,29 +532,72 @@ class EventLog:
     def _conflict(
         self,
         p: Projections,
-        prepared: list[_Prepared],
+        puts: _Puts,
         nsids: dict[Namespace, bytes | None],
-        taken: set[tuple[Namespace, bytes]],
+        taken: _Taken | None,
     ) -> StoreError | DuplicateRecord | None:
-        """Why a put call of ``prepared`` must fail, or None: an id repeated in the call, live in the
+        """Why a put call of ``puts`` must fail, or None: an id repeated in the call, live in the
         store, or written by a call before it in the same transaction (``taken``, which gains this
-        call's keys when it may go ahead). ``nsids[ns]`` None: a namespace the store has not seen."""
-        seen: set[tuple[Namespace, bytes]] = set()
-        for item, idk, _, _, _, _ in prepared:
-            ns = item.namespace
-            key = (ns, idk)
-            if key in seen:
-                return DuplicateRecord(
-                    f"record id {item.id!r} appears twice in one put (namespace {namespace_text(ns)})"
-                )
-            seen.add(key)
+        call's keys when it may go ahead). ``nsids[ns]`` None: a namespace the store has not seen.
+
+        Per namespace the call's id keys are checked at once: no repeat, none taken, and none with
+        a version in the store (one walk of ``ver`` along the sorted keys,
+        :meth:`~coniti.log.projections.Projections.versioned`). Only when that finds something is
+        each row checked in order (:meth:`_first_conflict`), so the error names the first
+        offending row, as a check row by row would. A call of one row is checked as a row."""
+        if len(puts.ids) == 1:
+            return self._first_conflict(p, puts, nsids, taken, None)
+        if len(puts.canon) == 1:
+            groups = {ns: puts.idks for ns in puts.canon}
+        else:
+            groups = {ns: [] for ns in puts.canon}
+            for ns, idk in zip(puts.namespaces, puts.idks, strict=True):
+                groups[ns].append(idk)
+        held: dict[Namespace, set[bytes]] = {}
+        repeated = False
+        for ns, idks in groups.items():
+            unique = set(idks)
+            if len(unique) != len(idks) or (taken is not None and not unique.isdisjoint(taken.get(ns, ()))):
+                repeated = True  # the rows tell which comes first
+                break
             nsid = nsids[ns]
-            live = None if nsid is None else p.live_seq(nsid, idk)
-            if live is not None and is_hashed(idk) and not self._live_id_matches(p, live, item.id):
-                return StoreError(f"record id {item.id[:40]!r}... collides with another id's hash")
-            if live is not None or key in taken:
-                return DuplicateRecord(f"record id {item.id!r} already exists in namespace {namespace_text(ns)}")
-        taken |= seen
+            held[ns] = set() if nsid is None else p.versioned(nsid, sorted(unique))
+        if not repeated and not any(held.values()):
+            if taken is not None:
+                for ns, idks in groups.items():
+                    taken.setdefault(ns, set()).update(idks)
+            return None
+        return self._first_conflict(p, puts, nsids, taken, None if repeated else held)
+
+    def _first_conflict(
+        self,
+        p: Projections,
+        puts: _Puts,
+        nsids: dict[Namespace, bytes | None],
+        taken: _Taken | None,
+        held: dict[Namespace, set[bytes]] | None,
+    ) -> StoreError | DuplicateRecord | None:
+        """:meth:`_conflict` row by row: the error of the first row that repeats an earlier one,
+        is live in the store or was taken, else None (and ``taken`` gains the call's keys).
+        ``held``, when given, has the id keys with a version per namespace: the others are not
+        live (their :meth:`~coniti.log.projections.Projections.live_seq` is not read)."""
+        seen: dict[Namespace, set[bytes]] = {ns: set() for ns in puts.canon}
+        for ns, record_id, idk in zip(puts.namespaces, puts.ids, puts.idks, strict=True):
+            if idk in seen[ns]:
+                return DuplicateRecord(
+                    f"record id {record_id!r} appears twice in one put (namespace {namespace_text(ns)})"
+                )
+            seen[ns].add(idk)
+            nsid = nsids[ns]
+            unheld = nsid is None or (held is not None and idk not in held[ns])
+            live = None if unheld else p.live_seq(cast(bytes, nsid), idk)
+            if live is not None and is_hashed(idk) and not self._live_id_matches(p, live, record_id):
+                return StoreError(f"record id {record_id[:40]!r}... collides with another id's hash")
+            if live is not None or (taken is not None and idk in taken.get(ns, ())):
+                return DuplicateRecord(f"record id {record_id!r} already exists in namespace {namespace_text(ns)}")
+        if taken is not None:
+            for ns, keys in seen.items():
+                taken.setdefault(ns, set()).update(keys)
         return None
 
     def _append_puts(
@@ -542,38 +605,38 @@ class EventLog:
         p: Projections,
         head: Head,
         at: float,
-        calls: list[tuple[list[_Prepared], dict[Namespace, bytes | None], str | None, str | None]],
+        calls: list[tuple[_Puts, dict[Namespace, bytes | None], str | None, str | None]],
     ) -> None:
         """Append and fold the put events of ``calls`` (validated, namespaces interned) after
         ``head``, all recorded at ``at``."""
         seq, h = head.seq + 1, head.hash
         frames: list[bytes] = []
-        keys: list[tuple[bytes, bytes, bytes]] = []
+        row_nsids: list[bytes] = []
+        idks: list[bytes] = []
+        tsks: list[bytes] = []
+        crcs: list[bytes] = []
         expiring: list[tuple[bytes, int, float, bytes, bytes]] = []
-        for prepared, nsids, actor, reason in calls:
-            names = {ns: list(ns) for ns in nsids}
-            events = [
-                (names[item.namespace], item.id, ts, payload, digest)
-                for item, _, ts, _, payload, digest in prepared
-            ]
-            expiries = [item.expires_at for item, *_ in prepared]
-            timed = any(x is not None for x in expiries)
+        for puts, nsids, actor, reason in calls:
             more, h = encode_puts(
-                seq, at, h, events, actor=actor, reason=reason, expiries=expiries if timed else None
+                seq, at, h, puts.namespaces, puts.ids, puts.stamps, puts.payloads, puts.digests,
+                actor=actor, reason=reason, expiries=puts.expiries,
             )
-            if timed:
+            if len(puts.canon) == 1:
+                row_nsids += [cast(bytes, nsids[puts.namespaces[0]])] * len(more)
+            else:
+                row_nsids += [cast(bytes, nsids[ns]) for ns in puts.namespaces]
+            if puts.expiries is not None:
                 expiring += [
-                    (cast(bytes, nsids[item.namespace]), seq + i, item.expires_at, idk, tsk)
-                    for i, (item, idk, _, tsk, _, _) in enumerate(prepared)
-                    if item.expires_at is not None
+                    (row_nsids[len(frames) + i], seq + i, x, puts.idks[i], puts.tsks[i])
+                    for i, x in enumerate(puts.expiries)
+                    if x is not None
                 ]
             frames += more
+            idks += puts.idks
+            tsks += puts.tsks
+            crcs += puts.crcs
             seq += len(more)
-            keys += [
-                (cast(bytes, nsids[item.namespace]), idk, tsk)
-                for item, idk, _, tsk, _, _ in prepared
-            ]
-        p.put_many(head.seq + 1, frames, keys)
+        p.put_many(head.seq + 1, frames, row_nsids, idks, tsks, crcs)
         for nsid, put_seq, expires_at, idk, tsk in expiring:
             p.exv_put(nsid, put_seq, expires_at, idk, tsk)
         p.set_head(Head(seq - 1, at, h))
@@ -587,19 +650,19 @@ class EventLog:
         head = p.head()
         at = head.next_at()
         cache = self._nsids
-        taken: set[tuple[Namespace, bytes]] = set()
+        taken: _Taken = {}
         accepted = []
         outcomes: list[tuple[Any, BaseException | None]] = []
-        for canon, prepared, actor, reason in calls:
-            nsids = {ns: cache.get(ns) or p.nsid(c) for ns, c in canon.items()}
-            error = self._conflict(p, prepared, nsids, taken)
+        for puts, actor, reason in calls:
+            nsids = {ns: cache.get(ns) or p.nsid(c) for ns, c in puts.canon.items()}
+            error = self._conflict(p, puts, nsids, taken)
             if error is not None:
                 outcomes.append((None, error))
                 continue
-            for ns, c in canon.items():
+            for ns, c in puts.canon.items():
                 if nsids[ns] is None:
                     nsids[ns] = p.intern(c)
-            accepted.append((prepared, nsids, actor, reason))
+            accepted.append((puts, nsids, actor, reason))
             outcomes.append((nsids, None))
         if accepted:
             self._append_puts(p, head, at, accepted)

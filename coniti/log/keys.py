@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import msgpack
+import numpy as np
 
 __all__ = [
     "INLINE_MAX",
@@ -33,12 +34,14 @@ __all__ = [
     "inv_seq_key",
     "is_hashed",
     "name_key",
+    "name_keys",
     "ns_bytes",
     "ns_key",
     "seq_from_inv",
     "seq_from_key",
     "seq_key",
     "ts_key",
+    "ts_keys",
 ]
 
 Namespace = tuple[str, ...]
@@ -81,6 +84,14 @@ def ts_key(value: float) -> bytes:
     return _U64.pack(bits ^ _ALL if bits & _SIGN else bits | _SIGN)
 
 
+def ts_keys(values: np.ndarray) -> list[bytes]:
+    """:func:`ts_key` of each of the finite float64 ``values`` (a 1-D array), computed in one go."""
+    bits = (np.asarray(values, dtype=np.float64) + 0.0).view(np.uint64)
+    flipped = np.where(bits & np.uint64(_SIGN), ~bits, bits | np.uint64(_SIGN))
+    raw = flipped.astype(">u8").tobytes()
+    return [raw[i : i + 8] for i in range(0, len(raw), 8)]
+
+
 def decode_ts_key(key: bytes) -> float:
     """The float of an 8-byte :func:`ts_key` (``-0.0`` comes back as ``0.0``)."""
     (bits,) = _U64.unpack(key)
@@ -97,6 +108,12 @@ def _blob_key(raw: bytes) -> bytes:
 def name_key(name: str) -> bytes:
     """The key form of a record id or metadata key (inline up to :data:`INLINE_MAX` bytes, else hashed)."""
     return _blob_key(name.encode("utf-8", "surrogatepass"))
+
+
+def name_keys(names: Iterable[str]) -> list[bytes]:
+    """:func:`name_key` of each of ``names``, in order (bulk writes)."""
+    blob_key = _blob_key
+    return [blob_key(name.encode("utf-8", "surrogatepass")) for name in names]
 
 
 def inline_name(key: bytes) -> str:

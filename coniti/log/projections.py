@@ -96,7 +96,7 @@ from coniti.log.keys import (
 )
 from coniti.log.store import LAYOUT_VERSION, LOG_DB, SYS_DB, SYS_HEAD
 
-__all__ = ["Dbs", "Head", "Projections", "Row"]
+__all__ = ["Dbs", "Head", "Projections", "Row", "payload_crcs"]
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -239,6 +239,13 @@ def _payload_crc(frame: bytes, seq: int) -> bytes:
         return _CRC.pack(_crc(payload_view(frame)))
     except ValueError as exc:
         raise StoreCorrupted(f"event {seq} is malformed: {exc}") from exc
+
+
+def payload_crcs(payloads: Sequence[bytes]) -> list[bytes]:
+    """The payload CRC ``P`` (4 bytes) of each put payload of ``payloads``, being written: what
+    :func:`_payload_crc` reads from the frame that carries it (bulk writes)."""
+    pack, crc = _CRC.pack, _crc
+    return [pack(crc(payload)) for payload in payloads]
 
 
 def _ver_value(key: bytes, end: bytes, tsk: bytes, xk: bytes, crc: bytes) -> bytes:
@@ -719,46 +726,90 @@ class Projections:
         txn.put(tk, _time_value(tk, idk, crc), db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid) + 1)
 
-    def put_many(self, seq: int, frames: list[bytes], keys: list[tuple[bytes, bytes, bytes]]) -> None:
+    def put_many(
+        self,
+        seq: int,
+        frames: Sequence[bytes],
+        nsids: Sequence[bytes],
+        idks: Sequence[bytes],
+        tsks: Sequence[bytes],
+        crcs: Sequence[bytes],
+    ) -> None:
         """Append ``frames`` as events ``seq, seq + 1, ...`` and fold each as a put of a record that
-        is not live, ``keys[i]`` = ``(namespace id, id key, timestamp key)``: the same writes as
-        :meth:`append` then :meth:`put` for each in turn, with cursors bound once (bulk writes)."""
-        if len(frames) == 1:  # binding five cursors costs more than it saves
+        is not live, row ``i`` of the columns being event ``i``'s namespace id, id key, timestamp
+        key and payload CRC ``P`` (:func:`payload_crcs` of the payloads the frames carry): the same
+        writes as :meth:`append` then :meth:`put` for each in turn (bulk writes). The entries are
+        built first (the ``ver``, ``tver``, ``time`` and ``cnt`` values of :func:`_ver_value`,
+        :func:`_tver_value`, :func:`_time_value` and :func:`_cnt_value`, inline), then each table
+        gets its entries in one ``putmulti`` (the log's in append mode)."""
+        if len(frames) == 1:  # five putmulti calls cost more than they save
             self.append(seq, frames[0])
-            self.put(seq, *keys[0], _payload_crc(frames[0], seq))
+            self.put(seq, nsids[0], idks[0], tsks[0], crcs[0])
             return
-        txn = self.txn
-        d = self.d
-        log_put = txn.cursor(db=d.log).put
-        ver_put = txn.cursor(db=d.ver).put
-        tver_put = txn.cursor(db=d.tver).put
-        time_put = txn.cursor(db=d.time).put
-        cnt_put = txn.cursor(db=d.cnt).put
         counts = self._counts
         last = self._max
-        for frame, (nsid, idk, tsk) in zip(frames, keys, strict=True):
-            sk = seq_key(seq)
-            if not log_put(sk, frame, append=True):
-                raise StoreCorrupted(f"event {seq} cannot be appended: the log already holds it or later")
-            crc = _payload_crc(frame, seq)
-            vk = _ver_key(nsid, idk, seq)
-            ver_put(vk, _ver_value(vk, _LIVE, tsk, b"", crc))
-            tk = _time_key(nsid, tsk, sk)
-            tver_put(tk, _tver_value(tk, _LIVE, idk, crc))
-            position = tk[_POSITION]
-            top = last.get(nsid)
-            if top is None:
-                top = self._time_last(nsid)
-            if position > top:
-                last[nsid] = top = position
-            time_put(tk, _time_value(tk, idk, crc))
-            count = counts.get(nsid)
-            if count is None:
+        seq_key_, u64, seal, crc32 = seq_key, _U64.pack, _CRC.pack, _crc
+        live, ver_seed, tver_seed, time_seed, inverted = _LIVE, _VER, _TVER, _TIME, MAX_SEQ
+        log: list[tuple[bytes, bytes]] = []
+        ver: list[tuple[bytes, bytes]] = []
+        tver: list[tuple[bytes, bytes]] = []
+        time_: list[tuple[bytes, bytes]] = []
+        cnt: list[tuple[bytes, bytes]] = []
+        count = -1
+        nsid = top = b""
+        first = seq
+        for frame, row_nsid, idk, tsk, crc in zip(frames, nsids, idks, tsks, crcs, strict=True):
+            if row_nsid is not nsid:
+                if count >= 0:
+                    counts[nsid], last[nsid] = count, top
+                nsid = row_nsid
                 count = self.count(nsid)
-            counts[nsid] = count + 1
-            ck = _cnt_key(nsid, seq)
-            cnt_put(ck, _cnt_value(ck, count + 1, top))
+                top = self._time_last(nsid)
+            sk = seq_key_(seq)
+            log.append((sk, frame))
+            vk = nsid + idk + u64(inverted - seq)  # _ver_key
+            body = live + tsk + crc
+            ver.append((vk, body + seal(crc32(vk + body, ver_seed))))
+            position = tsk + sk
+            if position > top:
+                top = position
+            tk = nsid + position  # _time_key
+            body = idk + crc
+            time_.append((tk, body + seal(crc32(tk + body, time_seed))))
+            body = live + body
+            tver.append((tk, body + seal(crc32(tk + body, tver_seed))))
+            count += 1
+            ck = nsid + sk  # _cnt_key
+            body = u64(count) + top
+            cnt.append((ck, body + seal(crc32(ck + body))))
             seq += 1
+        counts[nsid], last[nsid] = count, top
+        txn, d = self.txn, self.d
+        if txn.cursor(db=d.log).putmulti(log, append=True)[1] != len(log):
+            raise StoreCorrupted(f"events {first} to {seq - 1} cannot be appended: the log already holds one or later")
+        txn.cursor(db=d.ver).putmulti(ver)
+        txn.cursor(db=d.tver).putmulti(tver)
+        txn.cursor(db=d.time).putmulti(time_)
+        txn.cursor(db=d.cnt).putmulti(cnt)
+
+    def versioned(self, nsid: bytes, idks: Sequence[bytes]) -> set[bytes]:
+        """The id keys of ``idks`` (ascending) that have at least one ``ver`` entry in the
+        namespace: one walk of ``ver`` along the sorted keys, seeking only where the cursor is not
+        already past the key. A key with no entry has no version, so its record is not live
+        (:meth:`live_seq` would give None without reading any entry)."""
+        cur = self._vcur()
+        found: set[bytes] = set()
+        entry = len(nsid) + SEQ_LEN
+        key = b""
+        for idk in idks:
+            prefix = nsid + idk
+            if key < prefix:
+                if not cur.set_range(prefix):
+                    break  # no key at or after this one: none of the rest has an entry
+                key = cur.key()
+            if len(key) == entry + len(idk) and key.startswith(prefix):
+                found.add(idk)
+        return found
 
     def put_erased(self, seq: int, nsid: bytes, idk: bytes, tsk: bytes) -> None:
         """Fold a put whose content was erased: a version that history and the fold of its end find
