@@ -587,41 +587,29 @@ _VECTOR_KEYS = frozenset({"vd", "vs", "vb"})
 _BLOB = "bl"
 
 
-def _stored_vector(payload: dict[str, Any]) -> np.ndarray:
-    raw = payload["vb"]
-    if type(raw) is not bytes:
-        raise ValueError("field vb (vector bytes) is not binary")
-    dtype = _DTYPES.get(payload["vd"])
-    if dtype is None:
-        raise ValueError(f"unsupported vector dtype {payload['vd']!r}")
-    vector = np.frombuffer(bytearray(raw), dtype)
-    n = len(vector)
-    if not n or payload["vs"] != [n]:
-        raise ValueError("vector shape and bytes disagree")
-    return vector
-
-
 def _stored_record(payload: Any) -> RecordData:
     """The content of a put payload the store wrote, with just the checks that make a damaged one
     raise (ValueError, KeyError, TypeError) instead of decoding to something else. The vector is a
     fresh writable array."""
-    if len(payload) == 6:  # the usual put: a vector, no blob (:func:`_stored_vector` written out)
+    size = len(payload)
+    vector = None
+    if size == 6 or "vb" in payload:  # six fields: the usual put, a vector and no blob
         raw = payload["vb"]
         if type(raw) is not bytes:
             raise ValueError("field vb (vector bytes) is not binary")
         dtype = _DTYPES.get(payload["vd"])
         if dtype is None:
             raise ValueError(f"unsupported vector dtype {payload['vd']!r}")
-        usual = _frombuffer(bytearray(raw), dtype)
-        n = len(usual)
+        vector = _frombuffer(bytearray(raw), dtype)
+        n = len(vector)
         if not n or payload["vs"] != [n]:
             raise ValueError("vector shape and bytes disagree")
-        return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], usual, None))
-    vector = _stored_vector(payload) if "vb" in payload else None
+        if size == 6:
+            return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, None))
     blob = payload.get(_BLOB)
     if blob is not None and type(blob) is not bytes:
         raise ValueError("field bl (blob) is not binary")
-    if len(payload) != 3 + 3 * (vector is not None) + (blob is not None):
+    if size != 3 + 3 * (vector is not None) + (blob is not None):
         raise ValueError("put payload has unknown or missing fields")
     return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob))
 
