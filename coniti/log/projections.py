@@ -1606,11 +1606,10 @@ class Projections:
                 raise _damaged(names, idk, None, seq, "the index names an event the log lacks")
             try:
                 data = read_content(frame, seq, crc, crc32)
-                rid = inline_name(idk)
+                if data is not None:  # else erased
+                    append(_tuple_new(Row, (inline_name(idk), ts, data, seq, None)))
             except (StoreCorrupted, KeyError, TypeError, AttributeError, ValueError) as exc:
                 raise _damaged(names, idk, None, seq, str(exc)) from exc
-            if data is not None:
-                append(_tuple_new(Row, (rid, ts, data, seq, None)))
         return rows, None
 
     def _scan_expiring(
