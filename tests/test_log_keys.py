@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from coniti.log.keys import (
     INLINE_MAX,
+    decode_position,
     decode_ts_key,
     inv_seq_key,
     is_hashed,
@@ -52,6 +53,16 @@ def test_timestamp_key_round_trips(value: float) -> None:
     back = decode_ts_key(ts_key(value))
     assert back == value and (value == 0.0 or math.copysign(1, back) == math.copysign(1, value))
     assert struct.pack(">d", back) == struct.pack(">d", value + 0.0)
+
+
+@given(finite, seqs, st.binary(max_size=6), st.binary(max_size=6))
+def test_position_decodes_as_its_timestamp_and_sequence_keys(value: float, seq: int, head: bytes, tail: bytes) -> None:
+    """decode_position gives decode_ts_key and seq_from_key of the 16 bytes at its offset, bit for
+    bit (-0.0 and 0.0, negative, subnormal and huge timestamps alike), whatever surrounds them."""
+    key = head + ts_key(value) + seq_key(seq) + tail
+    ts, back = decode_position(key, len(head))
+    assert struct.pack(">d", ts) == struct.pack(">d", decode_ts_key(ts_key(value))) and back == seq
+    assert type(ts) is float and type(back) is int
 
 
 @given(seqs, seqs)

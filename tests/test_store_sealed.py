@@ -18,7 +18,7 @@ from coniti.errors import StoreCorrupted
 from coniti.impl.log import LogBackend
 from coniti.log import checks
 from coniti.log.codec import split_frame
-from coniti.log.keys import seq_key
+from coniti.log.keys import seq_key, ts_key
 from coniti.log.store import LAYOUT_VERSION, PROJECTION_DBS
 from coniti.memory import (
     CountRequest,
@@ -213,6 +213,23 @@ def test_scan_over_a_damaged_time_value_raises(tmp_path: Path) -> None:
     _flip(tmp_path / "s", b"time", b"r3", 3)
     with LogBackend(tmp_path / "s", read_only=True) as s, pytest.raises(StoreCorrupted):
         s.scan(ScanRequest(namespace=NS, limit=100))
+
+
+def test_a_scan_reports_a_put_the_log_lacks_naming_namespace_and_record(tmp_path: Path) -> None:
+    """In a namespace without expiring versions (the scan's written-out loop), a time entry whose
+    put frame is gone from the log: the scan raises StoreCorrupted naming the namespace and the
+    record, and the erased record beside it is still left out of a scan that stops before."""
+    path = tmp_path / "s"
+    with LogBackend(path) as s:
+        put(s, [rec(f"r{i}", float(i), NS) for i in range(6)])
+        s.erase(["r1"], namespace=NS, reason="asked to")
+    (seq,) = [k[-8:] for k, _ in _entries(path, b"time") if k[4:12] == ts_key(3.0)]
+    rewrite_db(path, b"log", lambda txn, db: txn.delete(seq, db=db))
+    with LogBackend(path, read_only=True) as s:
+        before = s.scan(ScanRequest(namespace=NS, time_range=TimeRange(end=3.0), limit=100)).records
+        assert [r.note.id for r in before] == ["r0", "r2"]
+        with pytest.raises(StoreCorrupted, match=r"record 'r3' of namespace .*alice.*log lacks"):
+            s.scan(ScanRequest(namespace=NS, limit=100))
 
 
 def test_an_as_of_scan_over_a_damaged_tver_value_raises(tmp_path: Path) -> None:

@@ -135,6 +135,7 @@ _VECTOR_DTYPES = frozenset({"<f2", "<f4", "<f8", ">f2", ">f4", ">f8"})
 _DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name) for name in _VECTOR_DTYPES}
 _sha256 = hashlib.sha256
 _unpackb = msgpack.unpackb
+_frombuffer = np.frombuffer
 _tuple_new = tuple.__new__
 """Builds a NamedTuple without its Python-level ``__new__`` (hot read paths)."""
 _EMPTY_DIGEST = _sha256(b"").digest()
@@ -643,32 +644,29 @@ _VECTOR_KEYS = frozenset({"vd", "vs", "vb"})
 _BLOB = "bl"
 
 
-def _stored_vector(payload: dict[str, Any]) -> np.ndarray:
-    raw = payload["vb"]
-    if type(raw) is not bytes:
-        raise ValueError("field vb (vector bytes) is not binary")
-    dtype = _DTYPES.get(payload["vd"])
-    if dtype is None:
-        raise ValueError(f"unsupported vector dtype {payload['vd']!r}")
-    vector = np.frombuffer(bytearray(raw), dtype)
-    n = len(vector)
-    if not n or payload["vs"] != [n]:
-        raise ValueError("vector shape and bytes disagree")
-    return vector
-
-
 def _stored_record(payload: Any) -> RecordData:
     """The content of a put payload the store wrote, with just the checks that make a damaged one
     raise (ValueError, KeyError, TypeError) instead of decoding to something else. The vector is a
     fresh writable array."""
-    if len(payload) == 6:  # the usual put: a vector, no blob
-        usual = _stored_vector(payload)
-        return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], usual, None))
-    vector = _stored_vector(payload) if "vb" in payload else None
+    size = len(payload)
+    vector = None
+    if size == 6 or "vb" in payload:  # six fields: the usual put, a vector and no blob
+        raw = payload["vb"]
+        if type(raw) is not bytes:
+            raise ValueError("field vb (vector bytes) is not binary")
+        dtype = _DTYPES.get(payload["vd"])
+        if dtype is None:
+            raise ValueError(f"unsupported vector dtype {payload['vd']!r}")
+        vector = _frombuffer(bytearray(raw), dtype)
+        n = len(vector)
+        if not n or payload["vs"] != [n]:
+            raise ValueError("vector shape and bytes disagree")
+        if size == 6:
+            return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, None))
     blob = payload.get(_BLOB)
     if blob is not None and type(blob) is not bytes:
         raise ValueError("field bl (blob) is not binary")
-    if len(payload) != 3 + 3 * (vector is not None) + (blob is not None):
+    if size != 3 + 3 * (vector is not None) + (blob is not None):
         raise ValueError("put payload has unknown or missing fields")
     return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob))
 
@@ -1031,7 +1029,7 @@ def read_content(frame: bytes, seq: int, crc: int | None = None, checksum: Check
             raise ValueError("envelope length exceeds the frame")
         if crc is not None:  # the hot path of a sealed read, written out
             assert checksum is not None
-            payload_bytes = memoryview(frame)[end + _DIGEST :]
+            payload_bytes = frame[end + _DIGEST :]  # a copy costs less than a memoryview's setup
             if checksum(payload_bytes, 0) != crc:
                 raise ValueError("its payload does not match the CRC its index entry holds")
             if not payload_bytes:

@@ -29,6 +29,7 @@ __all__ = [
     "NSID_LEN",
     "SEQ_LEN",
     "Namespace",
+    "decode_position",
     "decode_ts_key",
     "inline_name",
     "inv_seq_key",
@@ -57,6 +58,7 @@ _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 _F64 = struct.Struct(">d")
+_POSITION = struct.Struct(">dQ")
 _SIGN = 1 << 63
 _ALL = MAX_SEQ
 
@@ -97,6 +99,17 @@ def decode_ts_key(key: bytes) -> float:
     (bits,) = _U64.unpack(key)
     bits = bits ^ _SIGN if bits & _SIGN else bits ^ _ALL
     return float(_F64.unpack(_U64.pack(bits))[0])
+
+
+def decode_position(key: bytes, offset: int) -> tuple[float, int]:
+    """``(timestamp, seq)`` of the :func:`ts_key` then :func:`seq_key` at ``offset`` in ``key``: what
+    :func:`decode_ts_key` and :func:`seq_from_key` give for those 16 bytes, in one unpack (the key of
+    a positive timestamp is its bits with the sign bit set: read as a float64 it is the negated
+    timestamp). Raises ``struct.error`` when ``key`` is too short."""
+    flipped, seq = _POSITION.unpack_from(key, offset)
+    if flipped < 0.0:
+        return -flipped, seq
+    return decode_ts_key(key[offset : offset + 8]), seq
 
 
 def _blob_key(raw: bytes) -> bytes:

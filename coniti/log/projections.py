@@ -82,6 +82,7 @@ from coniti.log.keys import (
     NSID_LEN,
     SEQ_LEN,
     Namespace,
+    decode_position,
     decode_ts_key,
     inline_name,
     inv_seq_key,
@@ -188,6 +189,8 @@ of the store's layout for reads; writes are always in the current layout)."""
 _unpack_crc = _CRC.unpack_from
 _unpack_pc = struct.Struct(">II").unpack_from
 """``(P, C)``: the payload CRC and the seal that end a ``ver``, ``tver`` or ``time`` value."""
+_PC = 2 * _SEAL
+"""The length of the ``P C`` that ends a ``ver``, ``tver`` or ``time`` value."""
 
 
 def _sealed(key: bytes, body: bytes, seed: int = 0) -> bytes:
@@ -1610,8 +1613,9 @@ class Projections:
         limit: int | None,
     ) -> tuple[list[Row], tuple[float, int] | None]:
         """:meth:`scan_rows` now, in a namespace without expiring versions of a layout-4 store: a
-        walk of ``time`` checked as :meth:`_time_walk` checks it (written out here, the hot loop
-        of a scan), each row by :meth:`_sealed_row`."""
+        walk of ``time`` checked as :meth:`_time_walk` checks it, each row checked as
+        :meth:`_sealed_row` checks it (both written out here, the hot loop of a scan; an entry with
+        a hashed id key or the timestamp key of 0.0 takes :meth:`_sealed_row` itself)."""
         cur = self.txn.cursor(db=self.d.time)
         first = _scan_start(nsid, start, after)
         landed = cur.set_range(first)
@@ -1622,14 +1626,17 @@ class Projections:
             return rows, None
         stop = _scan_stop(nsid, end)
         last = first[:-1]  # sorts before every key the walk may return
+        d = self.d
+        crc32, time_seed = d.seals.crc, d.seals.time
+        get, log_db = self.txn.get, d.log
         row_of = self._sealed_row
-        crc32, time_seed = self.d.seals.crc, self.d.seals.time
+        append = rows.append
         for taken, (key, value) in enumerate(cur.iternext(keys=True, values=True)):
             if key >= stop:
                 if not self._genuine_time(key, value, False):
                     raise _damaged(names, b"", None, 0, "the time index is damaged where the scan ends")
                 break
-            n = len(value) - 2 * _SEAL  # the end of the value before P C
+            n = len(value) - _PC  # the end of the value before P C
             if len(key) != _KEY_NTS or key <= last or n < _SEAL:
                 raise _damaged(names, b"", None, 0, "the time index is damaged")
             crc, seal = _unpack_pc(value, n)
@@ -1638,10 +1645,22 @@ class Projections:
             if taken == limit:
                 return rows, _split_position(last[_POSITION])
             last = key
-            sk = key[_S]
-            row = row_of(names, sk, seq_from_key(sk), key[_T], value[:n], None, crc, b"", None)
-            if row is not None:
-                rows.append(row)
+            idk = value[:n]
+            ts, seq = decode_position(key, NSID_LEN)
+            if ts == 0.0 or idk[:1] != _INLINE:  # the timestamp key of 0.0 or a hashed id: the envelope
+                row = row_of(names, key[_S], seq, key[_T], idk, None, crc, b"", None)
+                if row is not None:
+                    append(row)
+                continue
+            frame = get(key[_S], db=log_db)
+            if frame is None:
+                raise _damaged(names, idk, None, seq, "the index names an event the log lacks")
+            try:
+                data = read_content(frame, seq, crc, crc32)
+                if data is not None:  # else erased
+                    append(_tuple_new(Row, (inline_name(idk), ts, data, seq, None)))
+            except (StoreCorrupted, KeyError, TypeError, AttributeError, ValueError) as exc:
+                raise _damaged(names, idk, None, seq, str(exc)) from exc
         return rows, None
 
     def _scan_expiring(
