@@ -94,9 +94,13 @@ def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     at most ``SLACK`` (``(dim - 1) * 2**-53`` per unit of ``sum |fraction| < dim``, doubled), so
     the exact total ``(H + fractions) * 2**-50`` lies within ``SLACK`` of ``H + F`` (whose rounding
     error ``e`` one two-sum gives exactly). When that interval holds no rounding boundary of
-    ``x = fl(H + F)``, the correctly rounded total is ``x * 2**-50``. Rows where it does (a score
-    within ~``2**-37 ulp`` of a midpoint, or near zero), with a larger ``sum |high|``, and other
-    dtypes go through :func:`math.fsum`."""
+    ``x = fl(H + F)``, the correctly rounded total is ``x * 2**-50``. Where it may (a score within
+    ~``2**-37 ulp`` of a midpoint: exact midpoints are common, the products having few bits), ``F``
+    itself is exact when every fraction is a multiple of ``2**-m`` with ``dim * 2**m <= 2**53``
+    (every partial sum is then an integer multiple of ``2**-m`` below ``2**53`` of them): the total
+    is ``H + F`` exactly and ``x`` its correct (half-even) rounding. Rows left (zero or near-zero
+    scores, products with bits below ``2**-m``, a larger ``sum |high|``) and other dtypes go through
+    :func:`math.fsum`."""
     if rows.shape[0] == 0:
         return []
     c, dim = rows.shape
@@ -111,16 +115,29 @@ def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     highs, fractions, sizes = parts.sum(axis=2).tolist()  # no BLAS: it may thread, and stall
     slack = 2.0 * (dim - 1) * dim * 2.0**-53 / (1.0 - (dim - 1) * 2.0**-53)
     out: list[float] = []
+    unsure: list[int] = []
     for i, (h, f, size) in enumerate(zip(highs, fractions, sizes, strict=True)):
         x = h + f
         back = x - h
         e = (h - (x - back)) + (f - back)  # x + e == h + f exactly (two-sum)
         gap = math.ulp(x)  # to both neighbours of x, unless |x| is a power of two (then x == 2**52 * gap)
-        if size < 2.0**52 and abs(e) + slack < 0.5 * gap and abs(x) != 2.0**52 * gap:
-            out.append(x * 2.0**-_HIGH)  # exact scaling
-        else:
-            out.append(_fsum_scores(rows[i : i + 1], query)[0])
+        out.append(x * 2.0**-_HIGH)  # exact scaling
+        if not (size < 2.0**52 and abs(e) + slack < 0.5 * gap and abs(x) != 2.0**52 * gap):
+            unsure.append(i)
+    if unsure:
+        for i, exact in zip(unsure, _exact_fractions(fraction[unsure], dim).tolist(), strict=True):
+            if not (exact and sizes[i] < 2.0**52 and out[i] != 0.0):
+                out[i] = _fsum_scores(rows[i : i + 1], query)[0]
     return out
+
+
+def _exact_fractions(fractions: np.ndarray, dim: int) -> np.ndarray:
+    """Per row of ``fractions`` (each in (-1, 1)): whether every one is a multiple of ``2**-m``
+    for the largest ``m`` with ``dim * 2**m <= 2**53``, so that float64 adds them exactly in any
+    order."""
+    scaled = fractions * 2.0 ** (53 - (dim - 1).bit_length())  # exact: a power of two
+    whole: np.ndarray = (scaled == np.trunc(scaled)).all(axis=1)
+    return whole
 
 
 _HIGH = 50
