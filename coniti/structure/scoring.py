@@ -6,9 +6,10 @@ the total order of hits (score desc, time desc, id asc). See :mod:`coniti.struct
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -17,12 +18,29 @@ __all__ = [
     "error_bound",
     "exact_scores",
     "fast_scores",
+    "hits",
+    "ranked",
     "select_candidates",
     "top_by_key",
     "top_with_ties",
     "unit_rows",
     "unit_vector",
 ]
+
+
+def _c_einsum() -> Callable[..., Any]:
+    """``np.einsum`` without its Python-level dispatch: the function it calls (the same kernel, bit
+    for bit), or ``np.einsum`` itself where numpy does not expose it."""
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2, numpy 1
+        try:
+            found: Callable[..., Any] = importlib.import_module(module).c_einsum
+        except (ImportError, AttributeError):  # pragma: no cover - other numpy layouts
+            continue
+        return found
+    return np.einsum  # pragma: no cover
+
+
+_einsum = _c_einsum()
 
 
 class StructureHit(NamedTuple):
@@ -48,7 +66,7 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     out = np.empty(rows.shape, dtype=np.float32)
     for a in range(0, rows.shape[0], _UNIT_BLOCK):
         block = rows[a : a + _UNIT_BLOCK].astype(np.float64)
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+        norms = np.sqrt(_einsum("ij,ij->i", block, block))
         safe = np.where(norms > 0.0, norms, 1.0)
         out[a : a + _UNIT_BLOCK] = block / safe[:, None]
     return out
@@ -59,7 +77,7 @@ def unit_vector(vector: np.ndarray) -> tuple[np.ndarray, float]:
     array, and its squared norm: finite whenever every value is (it is NaN or infinite when a value
     is not, and infinite too when finite values overflow it)."""
     row = vector[None, :]
-    squared = float(np.einsum("ij,ij->i", row, row)[0])
+    squared = float(_einsum("ij,ij->i", row, row)[0])
     norm = math.sqrt(squared)
     one: np.ndarray = np.empty(vector.shape, dtype=np.float32)
     np.divide(vector, norm if norm > 0.0 else 1.0, out=one, casting="same_kind")  # float64, cast
@@ -78,11 +96,11 @@ def fast_scores(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     ``np.einsum`` rather than BLAS: OpenBLAS threads any matrix-vector product above ~9,000 elements,
     and a threaded product stalls for milliseconds whenever the other cores are busy.
     """
-    out: np.ndarray = np.einsum("ij,j->i", rows, query)
+    out: np.ndarray = _einsum("ij,j->i", rows, query)
     return out
 
 
-def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
+def exact_scores(rows: np.ndarray, query: np.ndarray, *, unit: bool = False) -> list[float]:
     """The canonical scores: correctly rounded sums of the exact float64 products, one per row
     (what :func:`math.fsum` of them gives, bit for bit).
 
@@ -100,28 +118,37 @@ def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     (every partial sum is then an integer multiple of ``2**-m`` below ``2**53`` of them): the total
     is ``H + F`` exactly and ``x`` its correct (half-even) rounding. Rows left (zero or near-zero
     scores, products with bits below ``2**-m``, a larger ``sum |high|``) and other dtypes go through
-    :func:`math.fsum`."""
+    :func:`math.fsum`.
+
+    ``unit``: the caller vouches that rows and query have norms whose product is below 4 (unit
+    vectors, as the structures hold): ``sum |high| < 2**52`` then follows (Cauchy-Schwarz) and is
+    not summed."""
     if rows.shape[0] == 0:
         return []
     c, dim = rows.shape
     if rows.dtype != np.float32 or query.dtype != np.float32 or not 0 < dim <= _EXACT_DIM:
         return _fsum_scores(rows, query)
-    parts = np.empty((3, c, dim))  # high, the fraction, |high|
+    parts = np.empty((2 if unit else 3, c, dim))  # high, the fraction (, |high|)
     high, fraction = parts[0], parts[1]
     np.multiply(rows, query * _SCALE, out=fraction)  # the products scaled by 2**50: exact
     np.trunc(fraction, out=high)
     fraction -= high  # exact
-    np.abs(high, out=parts[2])
-    highs, fractions, sizes = parts.sum(axis=2).tolist()  # no BLAS: it may thread, and stall
+    if unit:
+        highs, fractions = np.add.reduce(parts, axis=2).tolist()  # no BLAS: it may thread, and stall
+        sizes = [0.0] * c
+    else:
+        np.abs(high, out=parts[2])
+        highs, fractions, sizes = np.add.reduce(parts, axis=2).tolist()
     slack = 2.0 * (dim - 1) * dim * 2.0**-53 / (1.0 - (dim - 1) * 2.0**-53)
+    ulp = math.ulp
     out: list[float] = []
     unsure: list[int] = []
     for i, (h, f, size) in enumerate(zip(highs, fractions, sizes, strict=True)):
         x = h + f
         back = x - h
         e = (h - (x - back)) + (f - back)  # x + e == h + f exactly (two-sum)
-        gap = math.ulp(x)  # to both neighbours of x, unless |x| is a power of two (then x == 2**52 * gap)
-        out.append(x * 2.0**-_HIGH)  # exact scaling
+        gap = ulp(x)  # to both neighbours of x, unless |x| is a power of two (then x == 2**52 * gap)
+        out.append(x * _UNSCALE)  # exact scaling
         if not (size < 2.0**52 and abs(e) + slack < 0.5 * gap and abs(x) != 2.0**52 * gap):
             unsure.append(i)
     if unsure:
@@ -146,6 +173,9 @@ _HIGH = 50
 
 _SCALE = np.float64(2.0**_HIGH)
 """``2**50`` as a float64 scalar: a float32 array times it is float64."""
+
+_UNSCALE = 2.0**-_HIGH
+"""``2**-50``: scales a sum of ``high`` and fractions back (exactly)."""
 
 _EXACT_DIM = 1 << 20
 """Dimensions the vectorised path of :func:`exact_scores` takes (beyond, the fractions' rounding
@@ -172,6 +202,19 @@ def top_by_key(
     """The ``k`` best by (score desc, time desc, id asc)."""
     keys = sorted(zip([-s for s in scores], [-t for t in times], ids, strict=True))[:k]
     return [_hit(StructureHit, (id_, -negative)) for negative, _, id_ in keys]
+
+
+def ranked(scores: list[float], k: int) -> list[int] | None:
+    """Positions of the ``k`` best ``scores``, best first, when no two scores are equal (the order
+    :func:`top_by_key` gives, whatever the times and ids); None when two are (the key decides)."""
+    if len(set(scores)) < len(scores):
+        return None
+    return sorted(range(len(scores)), key=scores.__getitem__, reverse=True)[:k]
+
+
+def hits(ids: Sequence[str], scores: Sequence[float]) -> list[StructureHit]:
+    """``StructureHit(ids[i], scores[i])`` for each ``i``, in order."""
+    return [_hit(StructureHit, pair) for pair in zip(ids, scores, strict=True)]
 
 
 _hit = tuple.__new__
