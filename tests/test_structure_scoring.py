@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from pytest import MonkeyPatch
 
 from coniti.structure.rows import NEG_INF, Pool
 from coniti.structure.scoring import error_bound, exact_scores, select_candidates, unit_rows
@@ -106,3 +107,36 @@ def test_exact_scores_of_unit_rows_with_tiny_values_equal_fsum(seed: int, dim: i
     rows[:, 0] = np.float32(2.0**-shift)
     query[0] = np.float32(2.0 ** -(65 - shift))
     assert [x.hex() for x in exact_scores(rows, query)] == [x.hex() for x in fsum_scores(rows, query)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 400), st.integers(1, 12))
+def test_exact_scores_of_few_bit_rows_equal_fsum(seed: int, dim: int, bits: int) -> None:
+    """Rows and queries whose values carry few bits (as hashed embeddings do: exact midpoints and
+    exact zeros are common) score exactly what fsum gives."""
+    rng = np.random.default_rng(seed)
+    steps = 2**bits
+    rows = (rng.integers(-steps, steps + 1, (8, dim)) / steps).astype(np.float32)
+    query = (rng.integers(-steps, steps + 1, dim) / steps).astype(np.float32)
+    rows[0] = rows[1] * np.float32(0.5)  # a power-of-two multiple of another row
+    assert [x.hex() for x in exact_scores(rows, query)] == [x.hex() for x in fsum_scores(rows, query)]
+
+
+def test_exact_midpoints_with_exact_fractions_need_no_fsum(monkeypatch: MonkeyPatch) -> None:
+    """A score that is exactly a midpoint of the fast sum, with fractions float64 adds exactly, is
+    rounded half to even without the fsum fallback (and equals fsum)."""
+    import coniti.structure.scoring as scoring
+
+    rows = np.array([[1.0, 1.0, 2.0**-28], [1.0, 1.0, 3 * 2.0**-28]], dtype=np.float32)
+    query = np.array([2.0**-3, 2.0**-4, 2.0**-28], dtype=np.float32)  # 3/16 + (1 or 3) * 2**-56
+    want = fsum_scores(rows, query)
+    calls: list[int] = []
+    real = scoring._fsum_scores
+
+    def counted(r: np.ndarray, q: np.ndarray) -> list[float]:
+        calls.append(r.shape[0])
+        return real(r, q)
+
+    monkeypatch.setattr(scoring, "_fsum_scores", counted)
+    assert [x.hex() for x in exact_scores(rows, query)] == [x.hex() for x in want]
+    assert calls == []

@@ -6,9 +6,10 @@ the total order of hits (score desc, time desc, id asc). See :mod:`coniti.struct
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -17,12 +18,29 @@ __all__ = [
     "error_bound",
     "exact_scores",
     "fast_scores",
+    "hits",
+    "ranked",
     "select_candidates",
     "top_by_key",
     "top_with_ties",
     "unit_rows",
     "unit_vector",
 ]
+
+
+def _c_einsum() -> Callable[..., Any]:
+    """``np.einsum`` without its Python-level dispatch: the function it calls (the same kernel, bit
+    for bit), or ``np.einsum`` itself where numpy does not expose it."""
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2, numpy 1
+        try:
+            found: Callable[..., Any] = importlib.import_module(module).c_einsum
+        except (ImportError, AttributeError):  # pragma: no cover - other numpy layouts
+            continue
+        return found
+    return np.einsum  # pragma: no cover
+
+
+_einsum = _c_einsum()
 
 
 class StructureHit(NamedTuple):
@@ -48,7 +66,7 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     out = np.empty(rows.shape, dtype=np.float32)
     for a in range(0, rows.shape[0], _UNIT_BLOCK):
         block = np.asarray(rows[a : a + _UNIT_BLOCK], dtype=np.float64)  # float64 rows: no copy
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+        norms = np.sqrt(_einsum("ij,ij->i", block, block))
         safe = np.where(norms > 0.0, norms, 1.0)
         # divided in float64, each quotient rounded once to float32 (as unit_vector does)
         np.divide(block, safe[:, None], out=out[a : a + _UNIT_BLOCK], casting="same_kind")
@@ -60,7 +78,7 @@ def unit_vector(vector: np.ndarray) -> tuple[np.ndarray, float]:
     array, and its squared norm: finite whenever every value is (it is NaN or infinite when a value
     is not, and infinite too when finite values overflow it)."""
     row = vector[None, :]
-    squared = float(np.einsum("ij,ij->i", row, row)[0])
+    squared = float(_einsum("ij,ij->i", row, row)[0])
     norm = math.sqrt(squared)
     one: np.ndarray = np.empty(vector.shape, dtype=np.float32)
     np.divide(vector, norm if norm > 0.0 else 1.0, out=one, casting="same_kind")  # float64, cast
@@ -79,11 +97,11 @@ def fast_scores(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     ``np.einsum`` rather than BLAS: OpenBLAS threads any matrix-vector product above ~9,000 elements,
     and a threaded product stalls for milliseconds whenever the other cores are busy.
     """
-    out: np.ndarray = np.einsum("ij,j->i", rows, query)
+    out: np.ndarray = _einsum("ij,j->i", rows, query)
     return out
 
 
-def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
+def exact_scores(rows: np.ndarray, query: np.ndarray, *, unit: bool = False) -> list[float]:
     """The canonical scores: correctly rounded sums of the exact float64 products, one per row
     (what :func:`math.fsum` of them gives, bit for bit).
 
@@ -95,33 +113,59 @@ def exact_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     at most ``SLACK`` (``(dim - 1) * 2**-53`` per unit of ``sum |fraction| < dim``, doubled), so
     the exact total ``(H + fractions) * 2**-50`` lies within ``SLACK`` of ``H + F`` (whose rounding
     error ``e`` one two-sum gives exactly). When that interval holds no rounding boundary of
-    ``x = fl(H + F)``, the correctly rounded total is ``x * 2**-50``. Rows where it does (a score
-    within ~``2**-37 ulp`` of a midpoint, or near zero), with a larger ``sum |high|``, and other
-    dtypes go through :func:`math.fsum`."""
+    ``x = fl(H + F)``, the correctly rounded total is ``x * 2**-50``. Where it may (a score within
+    ~``2**-37 ulp`` of a midpoint: exact midpoints are common, the products having few bits), ``F``
+    itself is exact when every fraction is a multiple of ``2**-m`` with ``dim * 2**m <= 2**53``
+    (every partial sum is then an integer multiple of ``2**-m`` below ``2**53`` of them): the total
+    is ``H + F`` exactly and ``x`` its correct (half-even) rounding. Rows left (zero or near-zero
+    scores, products with bits below ``2**-m``, a larger ``sum |high|``) and other dtypes go through
+    :func:`math.fsum`.
+
+    ``unit``: the caller vouches that rows and query have norms whose product is below 4 (unit
+    vectors, as the structures hold): ``sum |high| < 2**52`` then follows (Cauchy-Schwarz) and is
+    not summed."""
     if rows.shape[0] == 0:
         return []
     c, dim = rows.shape
     if rows.dtype != np.float32 or query.dtype != np.float32 or not 0 < dim <= _EXACT_DIM:
         return _fsum_scores(rows, query)
-    parts = np.empty((3, c, dim))  # high, the fraction, |high|
+    parts = np.empty((2 if unit else 3, c, dim))  # high, the fraction (, |high|)
     high, fraction = parts[0], parts[1]
     np.multiply(rows, query * _SCALE, out=fraction)  # the products scaled by 2**50: exact
     np.trunc(fraction, out=high)
     fraction -= high  # exact
-    np.abs(high, out=parts[2])
-    highs, fractions, sizes = parts.sum(axis=2).tolist()  # no BLAS: it may thread, and stall
+    if unit:
+        highs, fractions = np.add.reduce(parts, axis=2).tolist()  # no BLAS: it may thread, and stall
+        sizes = [0.0] * c
+    else:
+        np.abs(high, out=parts[2])
+        highs, fractions, sizes = np.add.reduce(parts, axis=2).tolist()
     slack = 2.0 * (dim - 1) * dim * 2.0**-53 / (1.0 - (dim - 1) * 2.0**-53)
+    ulp = math.ulp
     out: list[float] = []
+    unsure: list[int] = []
     for i, (h, f, size) in enumerate(zip(highs, fractions, sizes, strict=True)):
         x = h + f
         back = x - h
         e = (h - (x - back)) + (f - back)  # x + e == h + f exactly (two-sum)
-        gap = math.ulp(x)  # to both neighbours of x, unless |x| is a power of two (then x == 2**52 * gap)
-        if size < 2.0**52 and abs(e) + slack < 0.5 * gap and abs(x) != 2.0**52 * gap:
-            out.append(x * 2.0**-_HIGH)  # exact scaling
-        else:
-            out.append(_fsum_scores(rows[i : i + 1], query)[0])
+        gap = ulp(x)  # to both neighbours of x, unless |x| is a power of two (then x == 2**52 * gap)
+        out.append(x * _UNSCALE)  # exact scaling
+        if not (size < 2.0**52 and abs(e) + slack < 0.5 * gap and abs(x) != 2.0**52 * gap):
+            unsure.append(i)
+    if unsure:
+        for i, exact in zip(unsure, _exact_fractions(fraction[unsure], dim).tolist(), strict=True):
+            if not (exact and sizes[i] < 2.0**52 and out[i] != 0.0):
+                out[i] = _fsum_scores(rows[i : i + 1], query)[0]
     return out
+
+
+def _exact_fractions(fractions: np.ndarray, dim: int) -> np.ndarray:
+    """Per row of ``fractions`` (each in (-1, 1)): whether every one is a multiple of ``2**-m``
+    for the largest ``m`` with ``dim * 2**m <= 2**53``, so that float64 adds them exactly in any
+    order."""
+    scaled = fractions * 2.0 ** (53 - (dim - 1).bit_length())  # exact: a power of two
+    whole: np.ndarray = (scaled == np.trunc(scaled)).all(axis=1)
+    return whole
 
 
 _HIGH = 50
@@ -130,6 +174,9 @@ _HIGH = 50
 
 _SCALE = np.float64(2.0**_HIGH)
 """``2**50`` as a float64 scalar: a float32 array times it is float64."""
+
+_UNSCALE = 2.0**-_HIGH
+"""``2**-50``: scales a sum of ``high`` and fractions back (exactly)."""
 
 _EXACT_DIM = 1 << 20
 """Dimensions the vectorised path of :func:`exact_scores` takes (beyond, the fractions' rounding
@@ -156,6 +203,19 @@ def top_by_key(
     """The ``k`` best by (score desc, time desc, id asc)."""
     keys = sorted(zip([-s for s in scores], [-t for t in times], ids, strict=True))[:k]
     return [_hit(StructureHit, (id_, -negative)) for negative, _, id_ in keys]
+
+
+def ranked(scores: list[float], k: int) -> list[int] | None:
+    """Positions of the ``k`` best ``scores``, best first, when no two scores are equal (the order
+    :func:`top_by_key` gives, whatever the times and ids); None when two are (the key decides)."""
+    if len(set(scores)) < len(scores):
+        return None
+    return sorted(range(len(scores)), key=scores.__getitem__, reverse=True)[:k]
+
+
+def hits(ids: Sequence[str], scores: Sequence[float]) -> list[StructureHit]:
+    """``StructureHit(ids[i], scores[i])`` for each ``i``, in order."""
+    return [_hit(StructureHit, pair) for pair in zip(ids, scores, strict=True)]
 
 
 _hit = tuple.__new__

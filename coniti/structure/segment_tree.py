@@ -18,7 +18,7 @@ import numpy as np
 from coniti.errors import ContractError
 from coniti.structure.flat import SortedRowsStructure
 from coniti.structure.rows import Pool, SortedRows
-from coniti.structure.scoring import StructureHit, fast_scores
+from coniti.structure.scoring import StructureHit, error_bound, fast_scores
 
 if TYPE_CHECKING:
     from coniti.derived import BlockCheck
@@ -222,6 +222,13 @@ class SegmentTreeStructure(SortedRowsStructure):
         self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
         seq: int | None,
     ) -> list[StructureHit]:
+        rows = self._rows
+        if rows.one_span:
+            lo, hi = rows.interval(start, end)
+            if hi - lo <= self._direct_rows:  # one slice: the fused path
+                self.rows_scored = hi - lo
+                skip = rows.skip_row(exclude, seq)
+                return rows.top_of_slice(query, k, error_bound(query.shape[0]), lo, hi, skip, seq)
         pool, lo, hi, skip = self._begin(query, k, start, end, exclude, seq)
         if hi - lo <= self._direct_rows:
             self._rows.score_slice(pool, lo, hi, query, skip, seq)
