@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import cProfile
 import gc
+import json
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,6 +25,7 @@ __all__ = [
     "ROOT",
     "Figures",
     "fmt",
+    "run_child",
     "seconds",
     "seconds_each",
     "settle",
@@ -32,6 +36,26 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository root (``tools/bench/common.py`` is two folders below it)."""
+
+
+def run_child(code: Path | None, module: str, args: Sequence[str], what: str) -> tuple[float, float]:
+    """(wall s, CPU s) that ``main(args)`` of ``bench.<module>`` prints as the JSON fields ``wall``
+    and ``cpu`` of its last line, run in a fresh process importing ``coniti`` from ``code`` (None:
+    this checkout); the child must also print the ``coniti`` folder it imported, which is checked.
+    Raises SystemExit naming ``what`` when the child fails."""
+    expected = (code if code is not None else ROOT).resolve() / "coniti"
+    # the package's folder first on sys.path: before the checkout that importing bench adds
+    boot = (
+        f"import sys; sys.path[:0] = [{str(expected.parent)!r}, {str(ROOT / 'tools')!r}]; "
+        f"from bench.{module} import main; raise SystemExit(main(sys.argv[1:]))"
+    )
+    proc = subprocess.run([sys.executable, "-c", boot, *args], capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{proc.stderr[-2000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if Path(out["coniti"]).resolve() != expected:
+        raise SystemExit(f"the child imported {out['coniti']}, not {expected}")
+    return float(out["wall"]), float(out["cpu"])
 
 
 def seconds(fn: Callable[..., object], *args: Any, profile: cProfile.Profile | None = None) -> float:

@@ -41,8 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -51,7 +49,7 @@ from typing import Any
 
 from coniti import Container, Note
 
-from .common import ROOT, Figures, summary_line, workdir
+from .common import Figures, run_child, summary_line, workdir
 from .engine import corpus
 
 __all__ = ["main", "run_ingest"]
@@ -140,23 +138,8 @@ def run_ingest(
 def _child(variant: str, code: Path | None, n: int, memory: str, seed: int) -> tuple[float, float]:
     """(wall s, CPU s) of one ingest of ``variant`` in a fresh process importing ``coniti`` from
     ``code`` (None: this checkout)."""
-    expected = (code if code is not None else ROOT).resolve() / "coniti"
-    # the package's folder first on sys.path: before the checkout that importing bench adds
-    boot = (
-        f"import sys; sys.path[:0] = [{str(expected.parent)!r}, {str(ROOT / 'tools')!r}]; "
-        "from bench.ingest import main; raise SystemExit(main(sys.argv[1:]))"
-    )
-    cmd = [
-        sys.executable, "-c", boot, "--child", variant,
-        "--n", str(n), "--memory", memory, "--seed", str(seed),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
-        raise SystemExit(f"ingest of {variant} failed:\n{proc.stderr[-2000:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    if Path(out["coniti"]).resolve() != expected:
-        raise SystemExit(f"the child imported {out['coniti']}, not {expected}")
-    return float(out["wall"]), float(out["cpu"])
+    args = ["--child", variant, "--n", str(n), "--memory", memory, "--seed", str(seed)]
+    return run_child(code, "ingest", args, f"ingest of {variant}")
 
 
 def _run_child(variant: str, n: int, memory: str, seed: int) -> None:

@@ -26,14 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import ROOT, Figures, summary_line, workdir
+from .common import Figures, run_child, summary_line, workdir
 
 __all__ = ["main", "run_log_put"]
 
@@ -75,19 +73,8 @@ def _put_all(n: int, seed: int, durability: str) -> tuple[float, float]:
 def _child(code: Path | None, n: int, seed: int, durability: str) -> tuple[float, float]:
     """(wall s, CPU s) of one run in a fresh process importing ``coniti`` from ``code`` (None:
     this checkout), which is checked."""
-    expected = (code if code is not None else ROOT).resolve() / "coniti"
-    boot = (
-        f"import sys; sys.path[:0] = [{str(expected.parent)!r}, {str(ROOT / 'tools')!r}]; "
-        "from bench.log_put import main; raise SystemExit(main(sys.argv[1:]))"
-    )
-    cmd = [sys.executable, "-c", boot, "--child", "--n", str(n), "--seed", str(seed), "--durability", durability]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
-        raise SystemExit(f"a run failed:\n{proc.stderr[-2000:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    if Path(out["coniti"]).resolve() != expected:
-        raise SystemExit(f"the child imported {out['coniti']}, not {expected}")
-    return float(out["wall"]), float(out["cpu"])
+    args = ["--child", "--n", str(n), "--seed", str(seed), "--durability", durability]
+    return run_child(code, "log_put", args, "a run")
 
 
 def run_log_put(n: int, rounds: int, seed: int, durability: str, baseline: Path | None = None) -> Figures:
