@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coniti.structure.flat import FlatStructure
-from coniti.structure.rows import Pool
+from coniti.structure.rows import Pool, _float32_at_most
 from coniti.structure.scoring import error_bound, unit_vector
 
 
@@ -56,3 +56,29 @@ def test_fused_slice_search_equals_the_general_path(
     want = general(s, query, k, lo, hi, skip, seq)
     got = rows.top_of_slice(query, k, error_bound(dim), lo, hi, skip, seq)
     assert [(h.id, h.score.hex()) for h in got] == want
+
+
+def _float32_at_most_by_nextafter(bound: float) -> np.float32:
+    near = np.float32(bound)
+    return near if float(near) <= bound else np.nextafter(near, np.float32(-np.inf))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(
+        st.floats(allow_nan=False, width=64),
+        st.floats(-2.0, 2.0),
+        st.floats(width=32).flatmap(
+            lambda x: st.sampled_from([x, float(np.nextafter(x, np.inf)), float(np.nextafter(x, -np.inf))])
+        ),
+    )
+)
+def test_float32_at_most_is_the_largest_float32_at_or_below(bound: float) -> None:
+    """``_float32_at_most`` (no ufunc call) gives the float32 ``np.nextafter`` gives below a bound
+    that rounds up, and the bound's own rounding otherwise: the same bits, zeros, subnormals,
+    powers of two and overflow included."""
+    with np.errstate(over="ignore"):
+        expected = _float32_at_most_by_nextafter(bound)
+        found = _float32_at_most(bound)
+    assert found.dtype == np.float32
+    assert found.tobytes() == expected.tobytes()

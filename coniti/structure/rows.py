@@ -748,9 +748,8 @@ class SortedRows:
         if order is None:
             return top_by_key(self.ids_at(rows), scores, self.times[rows].tolist(), k)
         if len(order) < len(scores):
-            return hits(self.ids_at(rows[order]), [scores[i] for i in order])
-        ids = self.ids_at(rows)
-        return hits([ids[i] for i in order], [scores[i] for i in order])
+            return hits(self.ids_at(rows.take(order)), [scores[i] for i in order], range(len(order)))
+        return hits(self.ids_at(rows), scores, order)
 
     def finish(self, pool: Pool, query: np.ndarray) -> list[StructureHit]:
         """The exact top ``pool.k`` among the pool's candidates."""
@@ -919,6 +918,18 @@ def _float32_at_most(bound: float) -> np.float32:
     """The largest float32 at or below ``bound``: float32 scores compare with it as they would with
     ``bound`` itself, without a float64 copy of them."""
     near = np.float32(bound)
-    return near if float(near) <= bound else np.nextafter(near, NEG_INF)
+    value = float(near)
+    if value <= bound or value != value:  # NaN: NaN
+        return near
+    if value == math.inf:
+        return _FLOAT32_MAX
+    # near is the float32 just above bound: step down to the one below it (without a ufunc call)
+    fraction, exponent = math.frexp(abs(value))  # abs(value) == fraction * 2**exponent
+    down = exponent - (25 if value > 0.0 and fraction == 0.5 else 24) if value else -149
+    # (a positive power of two has a finer spacing below it)
+    return np.float32(value - 2.0 ** max(down, -149))  # exact; -149: float32's subnormal spacing
+
+
+_FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -131,15 +131,18 @@ def exact_scores(rows: np.ndarray, query: np.ndarray, *, unit: bool = False) -> 
         return _fsum_scores(rows, query)
     parts = np.empty((2 if unit else 3, c, dim))  # high, the fraction (, |high|)
     high, fraction = parts[0], parts[1]
-    np.multiply(rows, query * _SCALE, out=fraction)  # the products scaled by 2**50: exact
+    np.copyto(fraction, rows)  # exact; cast first: a mixed-dtype product casts slower
+    np.multiply(fraction, query * _SCALE, out=fraction)  # the products scaled by 2**50: exact
     np.trunc(fraction, out=high)
     fraction -= high  # exact
+    # the sums in einsum's order (no BLAS: it may thread, and stall): H is exact in any order, and
+    # SLACK bounds F's error in any order
     if unit:
-        highs, fractions = np.add.reduce(parts, axis=2).tolist()  # no BLAS: it may thread, and stall
+        highs, fractions = _einsum("kij->ki", parts).tolist()
         sizes = [0.0] * c
     else:
         np.abs(high, out=parts[2])
-        highs, fractions, sizes = np.add.reduce(parts, axis=2).tolist()
+        highs, fractions, sizes = _einsum("kij->ki", parts).tolist()
     slack = 2.0 * (dim - 1) * dim * 2.0**-53 / (1.0 - (dim - 1) * 2.0**-53)
     ulp = math.ulp
     out: list[float] = []
@@ -150,10 +153,11 @@ def exact_scores(rows: np.ndarray, query: np.ndarray, *, unit: bool = False) -> 
         e = (h - (x - back)) + (f - back)  # x + e == h + f exactly (two-sum)
         gap = ulp(x)  # to both neighbours of x, unless |x| is a power of two (then x == 2**52 * gap)
         out.append(x * _UNSCALE)  # exact scaling
-        if not (size < 2.0**52 and abs(e) + slack < 0.5 * gap and abs(x) != 2.0**52 * gap):
+        if not (abs(e) + slack < 0.5 * gap and size < 2.0**52 and abs(x) != 2.0**52 * gap):
             unsure.append(i)
     if unsure:
-        for i, exact in zip(unsure, _exact_fractions(fraction[unsure], dim).tolist(), strict=True):
+        exacts = _exact_fractions(fraction.take(unsure, axis=0), dim).tolist()
+        for i, exact in zip(unsure, exacts, strict=True):
             if not (exact and sizes[i] < 2.0**52 and out[i] != 0.0):
                 out[i] = _fsum_scores(rows[i : i + 1], query)[0]
     return out
@@ -164,7 +168,7 @@ def _exact_fractions(fractions: np.ndarray, dim: int) -> np.ndarray:
     for the largest ``m`` with ``dim * 2**m <= 2**53``, so that float64 adds them exactly in any
     order."""
     scaled = fractions * 2.0 ** (53 - (dim - 1).bit_length())  # exact: a power of two
-    whole: np.ndarray = (scaled == np.trunc(scaled)).all(axis=1)
+    whole: np.ndarray = np.logical_and.reduce(scaled == np.trunc(scaled), axis=1)  # no .all wrapper
     return whole
 
 
@@ -213,9 +217,9 @@ def ranked(scores: list[float], k: int) -> list[int] | None:
     return sorted(range(len(scores)), key=scores.__getitem__, reverse=True)[:k]
 
 
-def hits(ids: Sequence[str], scores: Sequence[float]) -> list[StructureHit]:
-    """``StructureHit(ids[i], scores[i])`` for each ``i``, in order."""
-    return [_hit(StructureHit, pair) for pair in zip(ids, scores, strict=True)]
+def hits(ids: Sequence[str], scores: Sequence[float], order: Iterable[int]) -> list[StructureHit]:
+    """``StructureHit(ids[i], scores[i])`` for each ``i`` of ``order``, in that order."""
+    return [_hit(StructureHit, (ids[i], scores[i])) for i in order]
 
 
 _hit = tuple.__new__
