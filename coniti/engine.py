@@ -69,7 +69,7 @@ import pydantic
 from coniti import derived
 from coniti.actor import Note, Query, to_timestamp
 from coniti.batch import NoteBatch, RecordBatch
-from coniti.contracts import Contract, _set_dict, _set_extra, _set_fields_set, _set_private
+from coniti.contracts import Contract
 from coniti.embedding import Embedder
 from coniti.embedding import tokenize as word_tokens
 from coniti.errors import (
@@ -1651,16 +1651,9 @@ class ContinuityEngine:
         if space.content is not None:
             space.deferred.extend((id_, key) for id_, key in zip(ids, keys, strict=True) if key is not None)
             return
-        holders, key_of = space.keys, space.key_of
         for id_, key in zip(ids, keys, strict=True):
-            if key is None:
-                continue
-            found = holders.get(key)  # what _add_key does, inline (once per ingested note)
-            if found is None:
-                holders[key] = [id_]
-            else:
-                found.append(id_)
-            key_of[id_] = key
+            if key is not None:
+                self._add_key(space, id_, key)
 
     @staticmethod
     def _add_key(space: _Derived, id_: str, key: str) -> None:
@@ -1969,25 +1962,12 @@ def _expiry(value: float | datetime) -> float:
         raise ContractError(str(exc)) from None
 
 
-_RESULT_FIELDS = set(IngestResult.model_fields)
-
-
 def _ingest_results(ids: Sequence[str], decisions: Sequence[Any]) -> list[IngestResult]:
-    """One :class:`IngestResult` per note: what ``_ingest_result`` builds, with the slot setters
-    of :mod:`coniti.contracts` called inline (one result per ingested note)."""
-    new, cls = object.__new__, IngestResult
-    set_dict, set_fields, set_extra, set_private = _set_dict, _set_fields_set, _set_extra, _set_private
-    fields = _RESULT_FIELDS
-    out: list[IngestResult] = []
-    add = out.append
-    for id_, decision in zip(ids, decisions, strict=True):
-        result = new(cls)
-        set_dict(result, {"admitted": decision.admitted, "id": id_, "reason": decision.reason})
-        set_fields(result, fields)
-        set_extra(result, None)
-        set_private(result, None)
-        add(result)
-    return out
+    """One :class:`IngestResult` per note, built without validating again."""
+    return [
+        _ingest_result({"admitted": d.admitted, "id": id_, "reason": d.reason})
+        for id_, d in zip(ids, decisions, strict=True)
+    ]
 
 
 def _ingest_request(records: list[MemoryRecord], ns: tuple[str, ...], op_id: str) -> WriteRequest:

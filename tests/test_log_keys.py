@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from coniti.log.keys import (
     seq_from_key,
     seq_key,
     ts_key,
+    ts_keys,
 )
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
@@ -105,3 +107,10 @@ def test_namespace_keys_are_bounded_and_distinct_from_their_parts(parts: list[st
     assert len(key) <= 511
     if len(parts) > 1:
         assert key != ns_key(ns_bytes(["".join(parts)]))
+
+
+@given(st.lists(finite, max_size=50))
+def test_ts_keys_are_the_ts_key_of_each_value(values: list[float]) -> None:
+    """The bulk timestamp keys of a put's columns are, value by value, what ts_key gives (-0.0,
+    subnormals and negatives included)."""
+    assert ts_keys(np.array(values, dtype=np.float64)) == [ts_key(v) for v in values]

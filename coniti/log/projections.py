@@ -799,7 +799,9 @@ class Projections:
         """The id keys of ``idks`` (ascending) that have at least one ``ver`` entry in the
         namespace: one walk of ``ver`` along the sorted keys, seeking only where the cursor is not
         already past the key. A key with no entry has no version, so its record is not live
-        (:meth:`live_seq` would give None without reading any entry)."""
+        (:meth:`live_seq` would give None without reading any entry). Relies on id keys being
+        prefix-free (:func:`~coniti.log.keys.name_key`: length-prefixed or a fixed-size hash), so
+        an entry of one key never sorts between another key and that key's own entries."""
         cur = self._vcur()
         found: set[bytes] = set()
         entry = len(nsid) + SEQ_LEN

@@ -126,7 +126,8 @@ class Structure(ABC):
         self._dim = dim
 
     def _refuse_ids(self, ids: list[Any]) -> None:
-        """Raise the error :meth:`add` gives for the first bad, repeated or stored id of ``ids``."""
+        """Raise the error :meth:`add` gives for the first bad, repeated or stored id of ``ids``, if
+        any (ids of a ``str`` subclass pass)."""
         for i, id_ in enumerate(ids):
             if not isinstance(id_, str) or not id_:
                 raise ContractError(f"ids[{i}] must be a non-empty string, got {id_!r}")
