@@ -25,6 +25,7 @@ import numpy as np
 
 __all__ = [
     "INLINE_MAX",
+    "INLINE_NAME",
     "MAX_SEQ",
     "NSID_LEN",
     "SEQ_LEN",
@@ -137,9 +138,15 @@ def name_keys(names: Iterable[str]) -> list[bytes]:
     return [blob_key(name.encode("utf-8", "surrogatepass")) for name in names]
 
 
+INLINE_NAME = slice(3, None)
+"""Where an inline (not hashed) :func:`name_key` holds its name, after ``0x00`` and the u16 length:
+``key[INLINE_NAME].decode("utf-8", "surrogatepass")`` is :func:`inline_name` (written out in a
+scan's hot loop, without the call)."""
+
+
 def inline_name(key: bytes) -> str:
     """The name of an inline (not hashed) :func:`name_key`."""
-    return key[3:].decode("utf-8", "surrogatepass")
+    return key[INLINE_NAME].decode("utf-8", "surrogatepass")
 
 
 def is_hashed(key: bytes) -> bool:

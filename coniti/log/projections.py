@@ -78,6 +78,7 @@ from coniti.log.codec import (
     split_frame,
 )
 from coniti.log.keys import (
+    INLINE_NAME,
     MAX_SEQ,
     NSID_LEN,
     SEQ_LEN,
@@ -1206,7 +1207,7 @@ class Projections:
         timestamp come from the keys (a hashed id key or the timestamp key of 0.0: from the
         envelope, which must match them), the expiry from ``xk``."""
         d = self.d
-        frame = self.txn.get(sk, db=d.log)
+        frame = self.txn.get(sk, None, d.log)  # positional: cheaper than the keyword db=
         if frame is None:
             raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
         try:
@@ -1660,7 +1661,8 @@ class Projections:
             try:
                 data = read_content(frame, seq, crc, crc32)
                 if data is not None:  # else erased
-                    append(_tuple_new(Row, (inline_name(idk), -flipped, data, seq, None)))
+                    rid = idk[INLINE_NAME].decode("utf-8", "surrogatepass")  # inline_name(idk)
+                    append(_tuple_new(Row, (rid, -flipped, data, seq, None)))
             except (StoreCorrupted, KeyError, TypeError, AttributeError, ValueError) as exc:
                 raise _damaged(names, idk, None, seq, str(exc)) from exc
         return rows, None
