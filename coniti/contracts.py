@@ -102,7 +102,8 @@ class Contract(pydantic.BaseModel):
         all fields. Much cheaper than pydantic's ``model_construct``, which coniti does not use.
         Models built on every read have a typed form over it: :meth:`Note.trusted
         <coniti.actor.Note.trusted>` and :meth:`MemoryRecord.trusted
-        <coniti.memory.MemoryRecord.trusted>`, the only way coniti builds those two unvalidated.
+        <coniti.memory.MemoryRecord.trusted>` (and its bulk form :meth:`MemoryRecord.trusted_rows
+        <coniti.memory.MemoryRecord.trusted_rows>`), the only way coniti builds those two unvalidated.
         """
         made = _CONSTRUCTORS.get(cls)
         if made is None:

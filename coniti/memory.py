@@ -239,6 +239,12 @@ Blob = Annotated[
 ]
 """Opaque bytes: ``bytes`` in Python, ``{"base64": text}`` in JSON (``to_dict``/``from_dict``)."""
 
+StoredRow = tuple[
+    str, float, tuple[str, dict[str, Any], str | None, np.ndarray | None, bytes | None], int, float | None
+]
+"""A record as a store reads it back (what :meth:`MemoryRecord.trusted_rows` takes): ``(id,
+timestamp, (text, metadata, embedding_id, vector, blob), version, expires_at)``."""
+
 
 class MemoryRecord(Contract):
     """A stored note with its vector (or none), the embedding spec id that made it, its namespace,
@@ -329,7 +335,8 @@ class MemoryRecord(Contract):
         blob: bytes | None = None,
     ) -> MemoryRecord:
         """The one unvalidated constructor of a MemoryRecord (:meth:`Contract.constructor`), for values
-        already validated (data the store itself wrote). No checks, no copy."""
+        already validated (data the store itself wrote). No checks, no copy. Its bulk form:
+        :meth:`trusted_rows`."""
         return _memory_record(
             {
                 "note": note,
@@ -341,6 +348,23 @@ class MemoryRecord(Contract):
                 "version": version,
             }
         )
+
+    @staticmethod
+    def trusted_rows(rows: Iterable[StoredRow], namespace: tuple[str, ...]) -> list[MemoryRecord]:
+        """The records of ``rows`` in ``namespace``, in order: of each ``(id, timestamp, (text,
+        metadata, embedding_id, vector, blob), version, expires_at)`` what :meth:`trusted` builds
+        with a :meth:`Note.trusted <coniti.actor.Note.trusted>` note, for values already validated
+        (rows a store read back, its own writing). No checks, no copy. The two written out in one
+        comprehension, without their two calls a record: the hot loop of every page a store reads."""
+        note = _note
+        return [
+            _memory_record({
+                "note": note({"id": rid, "text": text, "timestamp": ts, "metadata": metadata}),
+                "vector": vector, "embedding_id": embedding_id, "namespace": namespace,
+                "expires_at": expires_at, "blob": blob, "version": version,
+            })
+            for rid, ts, (text, metadata, embedding_id, vector, blob), version, expires_at in rows
+        ]
 
     def with_version(self, version: int | None) -> MemoryRecord:
         """This record (shared, not copied) stamped with ``version``."""
@@ -398,6 +422,7 @@ def _same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 
 
 _memory_record = MemoryRecord.constructor()
+_note = Note.constructor()
 
 
 def _bits(value: float | None) -> str | None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import hypothesis.extra.numpy as hnp
 import numpy as np
 import pydantic
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import coniti.actor
 import coniti.memory
@@ -41,6 +44,7 @@ from coniti.memory import (
     require,
 )
 from coniti.testing.helpers import exact
+from coniti.testing.properties import VECTOR_ELEMENTS, finite, json_values
 
 NOTE = Note(id="n1", text="hello\nworld", timestamp=-0.0, metadata={"a": [1, 1.0, True, None, "s"]})
 TRICKY = [1 / 3, -2.5e-5, 1e-40, 6.0e4, -0.0, 0.1]
@@ -505,6 +509,64 @@ def test_trusted_note_and_record_equal_validated_ones() -> None:
         Note.trusted("n", "t", 1.0, {"a": [1]}), vector, "emb-x", ("a",)
     )
     assert trusted == record and trusted.note == note
+
+
+def _hash_or_error(model: object) -> object:
+    try:
+        return hash(model)
+    except TypeError as exc:
+        return type(exc)
+
+
+_stored_rows = st.lists(
+    st.tuples(
+        st.text(min_size=1, max_size=8),
+        finite,
+        st.dictionaries(st.text(max_size=4), json_values, max_size=3),
+        st.sampled_from(VECTOR_ELEMENTS).flatmap(
+            lambda de: hnp.arrays(np.dtype(de[0]), st.integers(1, 4), elements=de[1])
+        )
+        | st.none(),
+        st.none() | st.binary(max_size=8),
+        st.integers(1, 2**63),
+        st.none() | finite.map(lambda t: t + 0.0),
+    ),
+    max_size=4,
+)
+
+
+@given(_stored_rows, st.lists(st.text(min_size=1, max_size=4), max_size=2).map(tuple))
+def test_trusted_rows_build_what_validation_builds(rows: list[tuple[Any, ...]], namespace: tuple[str, ...]) -> None:
+    """MemoryRecord.trusted_rows gives, row by row, what the validating constructors build from every
+    field: the same type, fields and fields set (record and note), ==, to_dict, model_dump, hash (or
+    its error) and frozenness, with the row's own vector (no copy)."""
+    stored = [
+        (rid, ts, (f"text {rid}", md, None if vec is None else "emb-1", vec, blob), version, expires)
+        for rid, ts, md, vec, blob, version, expires in rows
+    ]
+    built = MemoryRecord.trusted_rows(stored, namespace)
+    assert len(built) == len(stored)
+    for got, (rid, ts, (text, md, emb, vec, blob), version, expires) in zip(built, stored, strict=True):
+        note = Note(id=rid, text=text, timestamp=ts, metadata=md)
+        want = MemoryRecord(
+            note=note, vector=vec, embedding_id=emb, namespace=namespace, expires_at=expires, blob=blob,
+            version=version,
+        )
+        assert type(got) is MemoryRecord and type(got.note) is Note
+        assert got.vector is vec and got.note.metadata is md
+        assert list(got.__dict__) == list(want.__dict__) and got.version == want.version
+        assert got.note.__dict__ == note.__dict__ and exact(got) == exact(want)
+        assert got.model_fields_set == want.model_fields_set == set(MemoryRecord.model_fields)
+        assert got.note.model_fields_set == note.model_fields_set
+        assert got == want and got.to_dict() == want.to_dict()
+        assert got.model_dump(mode="json") == want.model_dump(mode="json")
+        assert (got.__pydantic_extra__, got.__pydantic_private__) == (want.__pydantic_extra__, None)
+        assert _hash_or_error(got) == _hash_or_error(want)
+        assert _hash_or_error(got.note) == _hash_or_error(note)
+        with pytest.raises(pydantic.ValidationError):
+            got.blob = b"x"  # type: ignore[misc]
+        with pytest.raises(pydantic.ValidationError):
+            got.note.text = "x"  # type: ignore[misc]
 
 
 def test_coniti_builds_no_model_with_pydantic_model_construct() -> None:

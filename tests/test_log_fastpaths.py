@@ -158,6 +158,16 @@ def test_decode_content_returns_what_decode_event_returns(dtype: str) -> None:
     assert decode_content(frame).vector.tobytes() == vector.tobytes()  # type: ignore[union-attr]
 
 
+def test_decoded_vector_owns_its_memory() -> None:
+    """The vector a read decodes owns its data: no bytearray or memoryview behind it (two objects
+    fewer for the garbage collector to track per record read)."""
+    payload = encode_put_payload("t", {}, "emb", np.array([1.5, -2.25], dtype="<f4"))
+    frame, _ = encode_event(7, 1.0, PUT, ("n",), GENESIS, payload, id="r", timestamp=2.0)
+    data = decode_content(frame)
+    assert data is not None and data.vector is not None
+    assert data.vector.base is None and data.vector.flags.owndata
+
+
 @pytest.mark.parametrize(
     "damage",
     [

@@ -23,6 +23,7 @@ from coniti.log.keys import (
     seq_key,
     ts_key,
     ts_keys,
+    unpack_position,
 )
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
@@ -65,6 +66,20 @@ def test_position_decodes_as_its_timestamp_and_sequence_keys(value: float, seq: 
     ts, back = decode_position(key, len(head))
     assert struct.pack(">d", ts) == struct.pack(">d", decode_ts_key(ts_key(value))) and back == seq
     assert type(ts) is float and type(back) is int
+
+
+@given(finite, seqs, st.binary(max_size=6), st.binary(max_size=6))
+def test_unpacked_position_is_negated_exactly_for_positive_timestamps(
+    value: float, seq: int, head: bytes, tail: bytes
+) -> None:
+    """unpack_position's first value is below 0.0 exactly when the timestamp is positive, and is then
+    the timestamp negated bit for bit (what a scan takes without decode_position); its seq is the seq."""
+    key = head + ts_key(value) + seq_key(seq) + tail
+    flipped, back = unpack_position(key, len(head))
+    ts = decode_position(key, len(head))[0]
+    assert (flipped < 0.0) == (ts > 0.0) and back == seq
+    if flipped < 0.0:
+        assert struct.pack(">d", -flipped) == struct.pack(">d", ts)
 
 
 @given(seqs, seqs)

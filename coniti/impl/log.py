@@ -149,12 +149,9 @@ def _record(row: Row, namespace: Namespace) -> MemoryRecord:
     )
 
 
-def _records(rows: list[Row], namespace: Namespace) -> list[MemoryRecord]:
-    """:func:`_record` of each row, written out (the hot loop of a scan page)."""
-    return [
-        _memory_record(_note(rid, text, ts, metadata), vector, embedding_id, namespace, seq, expires_at, blob)
-        for rid, ts, (text, metadata, embedding_id, vector, blob), seq, expires_at in rows
-    ]
+_records = MemoryRecord.trusted_rows
+""":func:`_record` of each row (a log :class:`Row` is a :data:`~coniti.memory.StoredRow`): the hot
+loop of every page a read returns."""
 
 
 def _put_item(r: MemoryRecord) -> PutItem:

@@ -647,7 +647,8 @@ _BLOB = "bl"
 def _stored_record(payload: Any) -> RecordData:
     """The content of a put payload the store wrote, with just the checks that make a damaged one
     raise (ValueError, KeyError, TypeError) instead of decoding to something else. The vector is a
-    fresh writable array."""
+    fresh writable array that owns its data (a copy, not a view of a bytearray: no buffer object
+    and memoryview behind it for the garbage collector to track, per record read)."""
     size = len(payload)
     vector = None
     if size == 6 or "vb" in payload:  # six fields: the usual put, a vector and no blob
@@ -657,7 +658,7 @@ def _stored_record(payload: Any) -> RecordData:
         dtype = _DTYPES.get(payload["vd"])
         if dtype is None:
             raise ValueError(f"unsupported vector dtype {payload['vd']!r}")
-        vector = _frombuffer(bytearray(raw), dtype)
+        vector = _frombuffer(raw, dtype).copy()
         n = len(vector)
         if not n or payload["vs"] != [n]:
             raise ValueError("vector shape and bytes disagree")

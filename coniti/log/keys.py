@@ -25,6 +25,7 @@ import numpy as np
 
 __all__ = [
     "INLINE_MAX",
+    "INLINE_NAME",
     "MAX_SEQ",
     "NSID_LEN",
     "SEQ_LEN",
@@ -43,6 +44,7 @@ __all__ = [
     "seq_key",
     "ts_key",
     "ts_keys",
+    "unpack_position",
 ]
 
 Namespace = tuple[str, ...]
@@ -101,12 +103,19 @@ def decode_ts_key(key: bytes) -> float:
     return float(_F64.unpack(_U64.pack(bits))[0])
 
 
+unpack_position = _POSITION.unpack_from
+"""``unpack_position(key, offset)``: ``(flipped, seq)`` of the :func:`ts_key` then :func:`seq_key`
+at ``offset`` in ``key``, in one unpack. The key of a positive timestamp is its bits with the sign
+bit set, so read as a float64 it is the negated timestamp: ``flipped < 0.0`` exactly when the
+timestamp is positive, and it is then ``-flipped``; otherwise :func:`decode_position` decodes it.
+Raises ``struct.error`` when ``key`` is too short. (The hot loop of a scan, without a call.)"""
+
+
 def decode_position(key: bytes, offset: int) -> tuple[float, int]:
     """``(timestamp, seq)`` of the :func:`ts_key` then :func:`seq_key` at ``offset`` in ``key``: what
-    :func:`decode_ts_key` and :func:`seq_from_key` give for those 16 bytes, in one unpack (the key of
-    a positive timestamp is its bits with the sign bit set: read as a float64 it is the negated
-    timestamp). Raises ``struct.error`` when ``key`` is too short."""
-    flipped, seq = _POSITION.unpack_from(key, offset)
+    :func:`decode_ts_key` and :func:`seq_from_key` give for those 16 bytes, in one unpack
+    (:data:`unpack_position`). Raises ``struct.error`` when ``key`` is too short."""
+    flipped, seq = unpack_position(key, offset)
     if flipped < 0.0:
         return -flipped, seq
     return decode_ts_key(key[offset : offset + 8]), seq
@@ -129,9 +138,15 @@ def name_keys(names: Iterable[str]) -> list[bytes]:
     return [blob_key(name.encode("utf-8", "surrogatepass")) for name in names]
 
 
+INLINE_NAME = slice(3, None)
+"""Where an inline (not hashed) :func:`name_key` holds its name, after ``0x00`` and the u16 length:
+``key[INLINE_NAME].decode("utf-8", "surrogatepass")`` is :func:`inline_name` (written out in a
+scan's hot loop, without the call)."""
+
+
 def inline_name(key: bytes) -> str:
     """The name of an inline (not hashed) :func:`name_key`."""
-    return key[3:].decode("utf-8", "surrogatepass")
+    return key[INLINE_NAME].decode("utf-8", "surrogatepass")
 
 
 def is_hashed(key: bytes) -> bool:

@@ -78,11 +78,11 @@ from coniti.log.codec import (
     split_frame,
 )
 from coniti.log.keys import (
+    INLINE_NAME,
     MAX_SEQ,
     NSID_LEN,
     SEQ_LEN,
     Namespace,
-    decode_position,
     decode_ts_key,
     inline_name,
     inv_seq_key,
@@ -94,6 +94,7 @@ from coniti.log.keys import (
     seq_from_key,
     seq_key,
     ts_key,
+    unpack_position,
 )
 from coniti.log.store import LAYOUT_VERSION, LOG_DB, SYS_DB, SYS_HEAD
 
@@ -1206,7 +1207,7 @@ class Projections:
         timestamp come from the keys (a hashed id key or the timestamp key of 0.0: from the
         envelope, which must match them), the expiry from ``xk``."""
         d = self.d
-        frame = self.txn.get(sk, db=d.log)
+        frame = self.txn.get(sk, None, d.log)  # positional: cheaper than the keyword db=
         if frame is None:
             raise _damaged(names, idk, record_id, seq, "the index names an event the log lacks")
         try:
@@ -1617,7 +1618,7 @@ class Projections:
         """:meth:`scan_rows` now, in a namespace without expiring versions of a layout-4 store: a
         walk of ``time`` checked as :meth:`_time_walk` checks it, each row checked as
         :meth:`_sealed_row` checks it (both written out here, the hot loop of a scan; an entry with
-        a hashed id key or the timestamp key of 0.0 takes :meth:`_sealed_row` itself)."""
+        a hashed id key or a timestamp not above 0.0 takes :meth:`_sealed_row` itself)."""
         cur = self.txn.cursor(db=self.d.time)
         first = _scan_start(nsid, start, after)
         landed = cur.set_range(first)
@@ -1648,19 +1649,20 @@ class Projections:
                 return rows, _split_position(last[_POSITION])
             last = key
             idk = value[:n]
-            ts, seq = decode_position(key, NSID_LEN)
-            if ts == 0.0 or idk[:1] != _INLINE:  # the timestamp key of 0.0 or a hashed id: the envelope
+            flipped, seq = unpack_position(key, NSID_LEN)
+            if not flipped < 0.0 or idk[:1] != _INLINE:  # a timestamp not above 0.0 or a hashed id
                 row = row_of(names, key[_S], seq, key[_T], idk, None, crc, b"", None)
                 if row is not None:
                     append(row)
                 continue
-            frame = get(key[_S], db=log_db)
+            frame = get(key[_S], None, log_db)  # positional: cheaper than the keyword db=
             if frame is None:
                 raise _damaged(names, idk, None, seq, "the index names an event the log lacks")
             try:
                 data = read_content(frame, seq, crc, crc32)
                 if data is not None:  # else erased
-                    append(_tuple_new(Row, (inline_name(idk), ts, data, seq, None)))
+                    rid = idk[INLINE_NAME].decode("utf-8", "surrogatepass")  # inline_name(idk)
+                    append(_tuple_new(Row, (rid, -flipped, data, seq, None)))
             except (StoreCorrupted, KeyError, TypeError, AttributeError, ValueError) as exc:
                 raise _damaged(names, idk, None, seq, str(exc)) from exc
         return rows, None
