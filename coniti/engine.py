@@ -202,7 +202,11 @@ class _Derived:
 
     structures: list[Structure]
     keyword: KeywordIndex = field(default_factory=KeywordIndex)
-    keys: dict[str, list[str]] = field(default_factory=dict)
+    keys: dict[str, str | list[str]] = field(default_factory=dict)
+    """The content index by key: the id of its one holder, or the ids of its holders in order when
+    there are several (:func:`_hold`). A lone holder is kept as its id, not as a one-item list, so
+    that neither this dict nor ``key_of`` holds an object the cyclic garbage collector tracks: with
+    a list per note, each full collection walked a million lists at 1M notes."""
     key_of: dict[str, str] = field(default_factory=dict)
     seq: int | None = None
     meta_checked: bool = False
@@ -1610,13 +1614,12 @@ class ContinuityEngine:
         def stored_with_key(key: str) -> list[str]:
             packed = space.content
             if packed is None:  # the usual case: unpacked
-                holders = space.keys.get(key)
-                return [] if holders is None else list(holders)
+                return _holders(space.keys.get(key))
             if packed[0].finds + packed[1].finds + len(space.deferred) < LOOKUP_BUDGET:
                 _check_content(space)
                 return _packed_holders(packed, space.deferred, key)
             self._content(space)
-            return list(space.keys.get(key, ()))
+            return _holders(space.keys.get(key))
 
         return StrategyContext(
             namespace=ns,
@@ -1632,9 +1635,10 @@ class ContinuityEngine:
             _check_content(space)
             (id_column, key_column), space.content = space.content, None
             ids, keys = id_column.tolist(), key_column.tolist()
+            by_key, key_of = space.keys, space.key_of
             for id_, key in zip(ids, keys, strict=True):
-                space.keys.setdefault(key, []).append(id_)
-                space.key_of[id_] = key
+                _hold(by_key, key, id_)
+                key_of[id_] = key
             deferred, space.deferred = space.deferred, []
             for id_, change in deferred:
                 if change is None:
@@ -1657,7 +1661,7 @@ class ContinuityEngine:
 
     @staticmethod
     def _add_key(space: _Derived, id_: str, key: str) -> None:
-        space.keys.setdefault(key, []).append(id_)
+        _hold(space.keys, key, id_)
         space.key_of[id_] = key
 
     def _unindex(self, space: _Derived, ids: Iterable[str]) -> None:
@@ -1669,10 +1673,13 @@ class ContinuityEngine:
             if key is None:
                 continue
             holders = space.keys.get(key)
-            if holders is not None:
-                holders.remove(id_)
-                if not holders:
+            if isinstance(holders, str):
+                if holders == id_:
                     del space.keys[key]
+            elif holders is not None:
+                holders.remove(id_)
+                if len(holders) == 1:  # a lone holder again: kept as its id (see _Derived.keys)
+                    space.keys[key] = holders[0]
 
     def __repr__(self) -> str:
         return (
@@ -1881,6 +1888,25 @@ def _check_content(space: _Derived) -> None:
     for label, check in space.checks.items():
         if label.startswith("content/"):
             check.all()
+
+
+def _hold(keys: dict[str, str | list[str]], key: str, id_: str) -> None:
+    """Add ``id_`` after the holders of ``key`` in the content index ``keys`` (see
+    :attr:`_Derived.keys`: one holder is its id, several a list)."""
+    held = keys.get(key)
+    if held is None:
+        keys[key] = id_
+    elif isinstance(held, str):
+        keys[key] = [held, id_]
+    else:
+        held.append(id_)
+
+
+def _holders(held: str | list[str] | None) -> list[str]:
+    """The holders of a key as a new list, from its entry ``held`` in :attr:`_Derived.keys`."""
+    if held is None:
+        return []
+    return [held] if isinstance(held, str) else list(held)
 
 
 def _packed_holders(
