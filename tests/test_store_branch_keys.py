@@ -194,3 +194,17 @@ def test_count_as_of_just_after_a_damaged_cnt_separator_raises(tmp_path: Path) -
     _poke(path, offset + 4, 0xFF)  # the sequence number's first byte
     with LogBackend(path, read_only=True) as s, pytest.raises(StoreCorrupted, match="alice"):
         s.at(seq).count(CountRequest(namespace=NS))
+
+
+def test_diff_across_a_damaged_ver_separator_raises(tmp_path: Path) -> None:
+    """A diff whose earlier point's lookup a damaged ``ver`` separator sends onto the version put
+    at its later point raises StoreCorrupted naming the record (it used to report the record
+    unchanged)."""
+    path = tmp_path / "s"
+    _revived_store(path)
+    offset, key = _separators(path, b"ver")[0]
+    put_seq = (1 << 64) - 1 - struct.unpack_from(">Q", key, len(key) - 8)[0]
+    _poke(path, offset + len(key) - 1, 0xFF)  # ~S's low byte: sorts after the earlier probe
+    with LogBackend(path, read_only=True) as s, pytest.raises(StoreCorrupted) as exc:
+        s.diff(put_seq - 2, put_seq, namespace=NS)
+    _raised_for(exc, "hot")

@@ -613,19 +613,33 @@ class Projections:
         found = self.visible(nsid, idk, as_of)
         return None if found is None else found[0]
 
-    def visible(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> tuple[int, bytes] | None:
+    def visible(
+        self, nsid: bytes, idk: bytes, as_of: int | None = None, checked: bool = False
+    ) -> tuple[int, bytes] | None:
         """``(put seq, timestamp key)`` of the version visible now (or right after event
-        ``as_of``), else None."""
-        found = self.visible_version(nsid, idk, as_of)
+        ``as_of``), else None; ``checked`` as in :meth:`visible_version`."""
+        found = self.visible_version(nsid, idk, as_of, checked)
         return None if found is None else (found[0], found[1][:8])
 
-    def visible_version(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> tuple[int, bytes] | None:
+    def visible_version(
+        self, nsid: bytes, idk: bytes, as_of: int | None = None, checked: bool = False
+    ) -> tuple[int, bytes] | None:
         """``(put seq, T or T X)``: the version visible now (or right after event ``as_of``) and
         the rest of its ``ver`` value (its timestamp key, then its expiry key if it has one), else
-        None. Expiry is not applied here."""
+        None. Expiry is not applied here. ``checked`` (a read that returns what it finds, such as
+        a diff): the lookup's landing is checked as a get checks it (:func:`_sound_landing`, the
+        entry landed on genuine), else :class:`StoreCorrupted`; writes read without it."""
         prefix = nsid + idk
         cur = self._ver_cur or self._vcur()
-        if not _seek_newest(cur, prefix, prefix if as_of is None else prefix + inv_seq_key(as_of)):
+        probe = prefix if as_of is None else prefix + inv_seq_key(as_of)
+        landed = cur.set_range(probe)
+        found = landed and _is_entry(cur.key(), prefix)
+        if checked and (
+            (landed and not found and not self._genuine_ver(cur.key(), cur.value()))
+            or not _sound_landing(cur, probe, landed, self._genuine_ver)
+        ):
+            raise _damaged(self._label(nsid), idk, None, 0, "the ver index is damaged near it")
+        if not found:
             return None
         key = cur.key()
         end, tsk, xk, _ = self._ver_parts(key, cur.value())
