@@ -153,14 +153,21 @@ def test_get_sent_past_the_live_version_to_a_deleted_one_raises(tmp_path: Path) 
     _raised_for(exc, "hot")
 
 
+def _later_version_misdirected(path: Path) -> int:
+    """:func:`_revived_store`, then its first ``ver`` separator (a version of the record) damaged in
+    the low byte of its ``~S`` to sort after the probe of a get as of two events before that
+    version's put; returns the put's sequence number. Such a get lands on that later version."""
+    _revived_store(path)
+    offset, key = _separators(path, b"ver")[0]
+    _poke(path, offset + len(key) - 1, 0xFF)
+    return (1 << 64) - 1 - struct.unpack_from(">Q", key, len(key) - 8)[0]
+
+
 def test_get_as_of_sent_onto_a_later_version_raises(tmp_path: Path) -> None:
     """A get as of an event that a damaged ``ver`` separator sends onto a version put after that
     event raises StoreCorrupted naming the record (it used to return that later version)."""
     path = tmp_path / "s"
-    _revived_store(path)
-    offset, key = _separators(path, b"ver")[0]
-    put_seq = (1 << 64) - 1 - struct.unpack_from(">Q", key, len(key) - 8)[0]
-    _poke(path, offset + len(key) - 1, 0xFF)  # ~S's low byte: sorts after the probe below
+    put_seq = _later_version_misdirected(path)
     with LogBackend(path, read_only=True) as s, pytest.raises(StoreCorrupted) as exc:
         s.at(put_seq - 2).get(GetRequest(ids=["hot"], namespace=NS))
     _raised_for(exc, "hot")
@@ -201,10 +208,7 @@ def test_diff_across_a_damaged_ver_separator_raises(tmp_path: Path) -> None:
     at its later point raises StoreCorrupted naming the record (it used to report the record
     unchanged)."""
     path = tmp_path / "s"
-    _revived_store(path)
-    offset, key = _separators(path, b"ver")[0]
-    put_seq = (1 << 64) - 1 - struct.unpack_from(">Q", key, len(key) - 8)[0]
-    _poke(path, offset + len(key) - 1, 0xFF)  # ~S's low byte: sorts after the earlier probe
+    put_seq = _later_version_misdirected(path)
     with LogBackend(path, read_only=True) as s, pytest.raises(StoreCorrupted) as exc:
         s.diff(put_seq - 2, put_seq, namespace=NS)
     _raised_for(exc, "hot")
