@@ -241,7 +241,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
 
 def _visible(p: Projections, nsid: bytes, record_id: str, as_of: int) -> tuple[int, bytes] | None:
     """The version of ``record_id`` a read right after ``as_of`` sees (erased ones are not seen)."""
-    found = p.visible(nsid, name_key(record_id), as_of)
+    found = p.visible(nsid, name_key(record_id), as_of, checked=True)
     if found is None:
         return None
     frame = p.frame(found[0])

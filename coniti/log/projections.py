@@ -131,17 +131,19 @@ _KEY_NTS = _TS_END + SEQ_LEN
 
 
 def _damaged(
-    names: list[str], idk: bytes, record_id: str | None, seq: int, why: str
+    names: list[str] | str, idk: bytes, record_id: str | None, seq: int, why: str
 ) -> StoreCorrupted:
     """The error for a read that found record ``record_id`` (else the one of id key ``idk``, or the
-    put at event ``seq``) of namespace ``names`` damaged: ``why``."""
+    put at event ``seq``) of namespace ``names`` (or its label, :meth:`Projections._label`)
+    damaged: ``why``."""
     if record_id is None and not is_hashed(idk):
         try:
             record_id = inline_name(idk)
         except ValueError:
             record_id = None
     what = repr(record_id) if record_id is not None else f"put at event {seq}"
-    return StoreCorrupted(f"record {what} of namespace {namespace_text(names)} is damaged: {why}")
+    where = names if isinstance(names, str) else namespace_text(names)
+    return StoreCorrupted(f"record {what} of namespace {where} is damaged: {why}")
 
 
 def _missing(seq: int) -> StoreCorrupted:
@@ -320,9 +322,36 @@ def _seek_newest(cur: Any, prefix: bytes, start: bytes) -> bool:
     return bool(cur.set_range(start)) and _is_entry(cur.key(), prefix)
 
 
-def _under(cur: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """``(sequence key, value)`` of every entry of ``prefix`` (see :func:`_is_entry`) in key order."""
-    if cur.set_range(prefix):
+def _sound_landing(
+    cur: Any, probe: bytes, landed: bool, genuine: Callable[[bytes, bytes], bool] | None = None
+) -> bool:
+    """After ``cur.set_range(probe)`` (``landed``: it found a key), whether the key landed on
+    sorts at or after ``probe`` and the key before the landing place sorts before ``probe`` and
+    (``genuine`` given) is ``genuine(key, value)``; ``cur`` is left where it landed. A damaged
+    branch key (a separator, which no seal covers) can make LMDB's search land on the first key of
+    the page after the one it was sent to: *before* the probe, or past keys at or after it, on a
+    genuine entry; only the order of the landing place and its predecessor tells."""
+    if landed and cur.key() < probe:
+        return False
+    if not (cur.prev() if landed else cur.last()):
+        if landed:
+            cur.first()
+        return True
+    sound = cur.key() < probe and (genuine is None or genuine(cur.key(), cur.value()))
+    if landed:
+        cur.next()
+    return bool(sound)
+
+
+def _under(cur: Any, prefix: bytes, label: Callable[[bytes], str]) -> Iterator[tuple[bytes, bytes]]:
+    """``(sequence key, value)`` of every entry of ``prefix`` (see :func:`_is_entry`) in key order;
+    :class:`StoreCorrupted` naming the namespace (``label(N)``) and the name if the lookup of
+    ``prefix`` was misdirected (:func:`_sound_landing`: these tables, ``meta``, ``erx`` and
+    ``fbk``, have no seals, so only the order of the landing place is checked)."""
+    landed = cur.set_range(prefix)
+    if not _sound_landing(cur, prefix, landed):
+        raise _damaged(label(prefix[:NSID_LEN]), prefix[NSID_LEN:], None, 0, "an index is out of order near it")
+    if landed:
         for key, value in cur:
             if not _is_entry(key, prefix):
                 return
@@ -585,19 +614,33 @@ class Projections:
         found = self.visible(nsid, idk, as_of)
         return None if found is None else found[0]
 
-    def visible(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> tuple[int, bytes] | None:
+    def visible(
+        self, nsid: bytes, idk: bytes, as_of: int | None = None, checked: bool = False
+    ) -> tuple[int, bytes] | None:
         """``(put seq, timestamp key)`` of the version visible now (or right after event
-        ``as_of``), else None."""
-        found = self.visible_version(nsid, idk, as_of)
+        ``as_of``), else None; ``checked`` as in :meth:`visible_version`."""
+        found = self.visible_version(nsid, idk, as_of, checked)
         return None if found is None else (found[0], found[1][:8])
 
-    def visible_version(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> tuple[int, bytes] | None:
+    def visible_version(
+        self, nsid: bytes, idk: bytes, as_of: int | None = None, checked: bool = False
+    ) -> tuple[int, bytes] | None:
         """``(put seq, T or T X)``: the version visible now (or right after event ``as_of``) and
         the rest of its ``ver`` value (its timestamp key, then its expiry key if it has one), else
-        None. Expiry is not applied here."""
+        None. Expiry is not applied here. ``checked`` (a read that returns what it finds, such as
+        a diff): the lookup's landing is checked as a get checks it (:func:`_sound_landing`, the
+        entry landed on genuine), else :class:`StoreCorrupted`; writes read without it."""
         prefix = nsid + idk
         cur = self._ver_cur or self._vcur()
-        if not _seek_newest(cur, prefix, prefix if as_of is None else prefix + inv_seq_key(as_of)):
+        probe = prefix if as_of is None else prefix + inv_seq_key(as_of)
+        landed = cur.set_range(probe)
+        found = landed and _is_entry(cur.key(), prefix)
+        if checked and (
+            (landed and not found and not self._genuine_ver(cur.key(), cur.value()))
+            or not _sound_landing(cur, probe, landed, self._genuine_ver)
+        ):
+            raise _damaged(self._label(nsid), idk, None, 0, "the ver index is damaged near it")
+        if not found:
             return None
         key = cur.key()
         end, tsk, xk, _ = self._ver_parts(key, cur.value())
@@ -612,13 +655,13 @@ class Projections:
         cur = self.txn.cursor(db=self.d.ver)
         out: list[tuple[int, int]] = []
         landed = cur.set_range(prefix)
-        if not self._sound_before(cur, prefix, landed, self._genuine_ver):
-            raise StoreCorrupted("the ver index is out of order near a record (damaged store)")
+        if not _sound_landing(cur, prefix, landed, self._genuine_ver):
+            raise _damaged(self._label(nsid), idk, None, 0, "the ver index is out of order near it")
         if landed:
             for key, value in cur.iternext(keys=True, values=True):
                 if not _is_entry(key, prefix):
                     if not self._genuine_ver(key, value):
-                        raise StoreCorrupted("the ver index is damaged after a record (damaged store)")
+                        raise _damaged(self._label(nsid), idk, None, 0, "the ver index is damaged after it")
                     break
                 out.append((seq_from_inv(key[-SEQ_LEN:]), seq_from_key(self._ver_parts(key, value)[0])))
         out.reverse()
@@ -635,8 +678,11 @@ class Projections:
         crc = self.d.seals.crc
         landed = cur.set_range(target)
         # One damaged key can misdirect LMDB's search; it is then the entry landed on or the one
-        # before it, and both are checked (each value's CRC covers its key).
-        if landed and not legacy and _unseal(cur.key(), cur.value(), _CNT_BODIES, False, crc) is None:
+        # before it, and both are checked (each value's CRC covers its key), and their order: the
+        # entry landed on at or after the target, the one before it before.
+        if landed and (
+            cur.key() < target or (not legacy and _unseal(cur.key(), cur.value(), _CNT_BODIES, False, crc) is None)
+        ):
             raise StoreCorrupted(f"the count index is damaged near namespace {self._label(nsid)}")
         found = cur.prev() if landed else cur.last()
         if not found:
@@ -899,7 +945,7 @@ class Projections:
         if self.d.erx is None:
             return []
         cur = self.txn.cursor(db=self.d.erx)
-        return [seq_from_key(sk) for sk, _ in _under(cur, nsid + idk)]
+        return [seq_from_key(sk) for sk, _ in _under(cur, nsid + idk, self._label)]
 
     def unindex_version(self, nsid: bytes, put_seq: int, end_seq: int, tsk: bytes) -> None:
         """Make the version put at ``put_seq`` (ended at ``end_seq``, 0 if live) what the fold of an
@@ -946,7 +992,7 @@ class Projections:
     def meta_events(self, nsid: bytes, mk: bytes) -> list[int]:
         """The seqs of every ``meta`` entry of key ``mk`` (its writes and erasures), newest first."""
         cur = self.txn.cursor(db=self.d.meta)
-        return [seq_from_inv(sk) for sk, _ in _under(cur, nsid + mk)]
+        return [seq_from_inv(sk) for sk, _ in _under(cur, nsid + mk, self._label)]
 
     def name_keys(self, nsid: bytes, of_meta: bool) -> list[tuple[bytes, int]]:
         """``(name key, seq)`` of every entry of the namespace in ``ver`` (its records' versions,
@@ -1262,9 +1308,11 @@ class Projections:
             raise _damaged(names, idk, record_id, seq, f"event {seq} does not end it")
 
     # The B-trees are not checksummed: one damaged key can send a lookup past entries (LMDB's
-    # binary search trusts the order) or end a walk early. Reads therefore check the key before
-    # where a lookup landed, the order of what a walk returns, and the key that ends it: each must
-    # be confirmed by the other index (``ver`` against ``tver``, ``time``/``tver`` against ``ver``).
+    # binary search trusts the order), or before its probe, or end a walk early. Reads therefore
+    # check that a lookup landed at or after its probe and the key before it is before the probe
+    # (:func:`_sound_landing`), the order of what a walk returns, and the key that ends it: each
+    # genuine (sealed from layout 4 on; before, confirmed by the other index: ``ver`` against
+    # ``tver``, ``time``/``tver`` against ``ver``).
 
     def _genuine_ver(self, key: bytes, value: bytes) -> bool:
         """Whether ``ver`` entry ``key`` (``N I ~S``) -> ``value`` is genuine: in layout 4, sealed;
@@ -1304,19 +1352,6 @@ class Projections:
     def _genuine_tver(self, key: bytes, value: bytes) -> bool:
         return self._genuine_time(key, value, True)
 
-    def _sound_before(self, cur: Any, probe: bytes, landed: bool, genuine: Any) -> bool:
-        """After ``cur.set_range(probe)`` (``landed``: it found a key), whether the key before the
-        landing place sorts before ``probe`` and is ``genuine(key, value)``; ``cur`` is left where
-        it landed."""
-        if not (cur.prev() if landed else cur.last()):
-            if landed:
-                cur.first()
-            return True
-        sound = cur.key() < probe and genuine(cur.key(), cur.value())
-        if landed:
-            cur.next()
-        return bool(sound)
-
     # -- expiry ----------------------------------------------------------------------------------
 
     def expiring(self, nsid: bytes) -> bool:
@@ -1335,7 +1370,7 @@ class Projections:
         key = cur.key()
         if key == nsid:
             return True
-        if key[:NSID_LEN] == nsid:
+        if key[:NSID_LEN] == nsid or key < nsid:  # the marker lost, or a misdirected search
             raise StoreCorrupted(f"the expiry index of namespace {self._label(nsid)} has lost its marker")
         return False
 
@@ -1364,7 +1399,7 @@ class Projections:
         legacy = self.d.legacy
         last = nsid
         landed = cur.set_range(nsid)
-        if not self._sound_before(cur, nsid, landed, self._genuine_exv):
+        if not _sound_landing(cur, nsid, landed, self._genuine_exv):
             raise StoreCorrupted(f"the expiry index is damaged near namespace {self._label(nsid)}")
         if landed:
             for key, value in cur.iternext(keys=True, values=True):
@@ -1467,7 +1502,7 @@ class Projections:
         if self.d.fbk is None:
             return []
         cur = self.txn.cursor(db=self.d.fbk)
-        return [seq_from_key(sk) for sk, _ in _under(cur, nsid + idk)]
+        return [seq_from_key(sk) for sk, _ in _under(cur, nsid + idk, self._label)]
 
     def feedback_weights(self, namespace: Namespace, nsid: bytes, as_of: int | None) -> dict[str, float]:
         """Record id -> the sum of its feedback weights in events at or before ``as_of`` (None:
@@ -1527,7 +1562,11 @@ class Projections:
             probe = prefix if as_of is None else prefix + inv_seq_key(as_of)
             landed = cur.set_range(probe)
             key = cur.key() if landed else b""
-            if landed and len(key) == len(prefix) + SEQ_LEN and key.startswith(prefix):
+            # As of an event, a key of the record before the probe is a later version: only a
+            # misdirected lookup lands there (the miss path below refuses it).
+            if landed and len(key) == len(prefix) + SEQ_LEN and key.startswith(prefix) and (
+                as_of is None or key >= probe
+            ):
                 value = cur.value()
                 end = value[:SEQ_LEN]
                 if end == _LIVE or (as_of is not None and seq_from_key(end) > as_of):
@@ -1548,9 +1587,13 @@ class Projections:
                         row = self._sealed_row(names, sk, seq, value[SEQ_LEN:_TV_END], idk, record_id, crc, xk, now)
                 elif sealed and not self._genuine_ver(key, value):
                     raise _damaged(names, idk, record_id, 0, "its ver entry is damaged")
+                elif not _sound_landing(cur, probe, True, self._genuine_ver):
+                    # An ended version answers "missing" only if the lookup was not sent past
+                    # a newer one (a re-put after a delete): the key before must precede the probe.
+                    raise _damaged(names, idk, record_id, 0, "the ver index is damaged near it")
                 elif as_of is None:
                     self._check_end(names, idk, record_id, end)
-            elif (landed and not self._genuine_ver(key, cur.value())) or not self._sound_before(
+            elif (landed and not self._genuine_ver(key, cur.value())) or not _sound_landing(
                 cur, probe, landed, self._genuine_ver
             ):
                 raise _damaged(names, idk, record_id, 0, "the ver index is damaged near it")
@@ -1622,7 +1665,7 @@ class Projections:
         cur = self.txn.cursor(db=self.d.time)
         first = _scan_start(nsid, start, after)
         landed = cur.set_range(first)
-        if not self._sound_before(cur, first, landed, self._genuine_time_now):
+        if not _sound_landing(cur, first, landed, self._genuine_time_now):
             raise _damaged(names, b"", None, 0, "the time index is out of order where the scan begins")
         rows: list[Row] = []
         if not landed:
@@ -1719,7 +1762,7 @@ class Projections:
         cur = self.txn.cursor(db=self.d.time)
         first = _scan_start(nsid, start, after)
         landed = cur.set_range(first)
-        if not self._sound_before(cur, first, landed, self._genuine_time_now):
+        if not _sound_landing(cur, first, landed, self._genuine_time_now):
             raise _damaged(names, b"", None, 0, "the time index is out of order where the scan begins")
         if not landed:
             return
@@ -1786,7 +1829,7 @@ class Projections:
         cur = self.txn.cursor(db=self.d.tver)
         first = _scan_start(nsid, start, after)
         landed = cur.set_range(first)
-        if not self._sound_before(cur, first, landed, self._genuine_tver):
+        if not _sound_landing(cur, first, landed, self._genuine_tver):
             raise StoreCorrupted("the tver index is out of order where a scan begins (damaged store)")
         if not landed:
             return out, None
@@ -1869,6 +1912,10 @@ class Projections:
         """The seq of the metadata write in effect now (or right after ``as_of``), else None."""
         prefix = nsid + mk
         cur = self.txn.cursor(db=self.d.meta)
-        if not _seek_newest(cur, prefix, prefix if as_of is None else prefix + inv_seq_key(as_of)):
+        probe = prefix if as_of is None else prefix + inv_seq_key(as_of)
+        landed = cur.set_range(probe)
+        if not _sound_landing(cur, probe, landed):
+            raise StoreCorrupted(f"the meta index is out of order near a key of namespace {self._label(nsid)}")
+        if not (landed and _is_entry(cur.key(), prefix)):
             return None
         return seq_from_inv(cur.key()[-SEQ_LEN:])
