@@ -635,10 +635,7 @@ class Projections:
         probe = prefix if as_of is None else prefix + inv_seq_key(as_of)
         landed = cur.set_range(probe)
         found = landed and _is_entry(cur.key(), prefix)
-        if checked and (
-            (landed and not found and not self._genuine_ver(cur.key(), cur.value()))
-            or not _sound_landing(cur, probe, landed, self._genuine_ver)
-        ):
+        if checked and not self._ver_landing_sound(cur, probe, landed):
             raise _damaged(self._label(nsid), idk, None, 0, "the ver index is damaged near it")
         if not found:
             return None
@@ -1314,6 +1311,15 @@ class Projections:
     # genuine (sealed from layout 4 on; before, confirmed by the other index: ``ver`` against
     # ``tver``, ``time``/``tver`` against ``ver``).
 
+    def _ver_landing_sound(self, cur: Any, probe: bytes, landed: bool) -> bool:
+        """Whether a ``ver`` lookup of ``probe`` (``landed``: ``cur.set_range(probe)`` found a key)
+        landed soundly: the entry landed on is genuine and the landing is in order, its
+        predecessor genuine too (:func:`_sound_landing`); ``cur`` is left where it landed. The
+        check of a get that finds no version, and of :meth:`visible_version` when ``checked``."""
+        if landed and not self._genuine_ver(cur.key(), cur.value()):
+            return False
+        return _sound_landing(cur, probe, landed, self._genuine_ver)
+
     def _genuine_ver(self, key: bytes, value: bytes) -> bool:
         """Whether ``ver`` entry ``key`` (``N I ~S``) -> ``value`` is genuine: in layout 4, sealed;
         before, ``E T`` or ``E T X`` confirmed by the ``tver`` entry of that version (or, without
@@ -1593,9 +1599,7 @@ class Projections:
                     raise _damaged(names, idk, record_id, 0, "the ver index is damaged near it")
                 elif as_of is None:
                     self._check_end(names, idk, record_id, end)
-            elif (landed and not self._genuine_ver(key, cur.value())) or not _sound_landing(
-                cur, probe, landed, self._genuine_ver
-            ):
+            elif not self._ver_landing_sound(cur, probe, landed):
                 raise _damaged(names, idk, record_id, 0, "the ver index is damaged near it")
             if row is None:
                 missing.append(record_id)
