@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coniti.structure.flat import FlatStructure
 from coniti.structure.rows import Pool, _float32_at_most
 from coniti.structure.scoring import error_bound, unit_vector
+
+pytestmark = pytest.mark.usefixtures("kernel_mode")  # compiled kernels, then numpy twins
 
 
 def general(s: FlatStructure, query: np.ndarray, k: int, lo: int, hi: int, skip: int | None,

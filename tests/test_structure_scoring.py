@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -13,6 +14,8 @@ from pytest import MonkeyPatch
 
 from coniti.structure.rows import NEG_INF, Pool
 from coniti.structure.scoring import error_bound, exact_scores, select_candidates, unit_rows
+
+pytestmark = pytest.mark.usefixtures("kernel_mode")  # compiled kernels, then numpy twins
 
 
 def fsum_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:

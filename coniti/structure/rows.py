@@ -41,10 +41,12 @@ import numpy as np
 from coniti.derived import BlockCheck, pack_strings
 from coniti.errors import ContractError, StructureError
 from coniti.packed import LOOKUP_BUDGET, PackedStrings
+from coniti.structure import scoring
 from coniti.structure.scoring import (
     StructureHit,
     exact_scores,
     fast_scores,
+    fsum_unsure,
     hits,
     ranked,
     select_candidates,
@@ -285,13 +287,13 @@ class SortedRows:
         assert self._packed is not None
         return self._packed[row]
 
-    def ids_at(self, rows: np.ndarray) -> list[str]:
-        """The ids of main rows ``rows`` (an integer array), in that order."""
+    def ids_at(self, rows: np.ndarray | list[int]) -> list[str]:
+        """The ids of main rows ``rows`` (an integer array or list), in that order."""
         if self._ids is not None:
             ids = self._ids
-            return [ids[row] for row in rows.tolist()]
+            return [ids[row] for row in (rows if isinstance(rows, list) else rows.tolist())]
         assert self._packed is not None
-        return self._packed.take(rows)
+        return self._packed.take(np.asarray(rows, dtype=np.int64))
 
     @property
     def n(self) -> int:
@@ -707,6 +709,16 @@ class SortedRows:
         approx = fast_scores(self.vecs[lo:hi], query)
         if seq is not None or 4 * self.dead > self.n:
             return self._top_masked(approx, query, k, eps, lo, skip, seq)
+        compiled = scoring.kernels
+        if compiled is not None and self.vecs.flags.c_contiguous:  # the steps below in one call
+            found = compiled.slice_top(
+                self.vecs, query, approx, lo, k, eps, self.alive if self.dead else None,
+                -1 if skip is None else skip,
+            )
+            if found is None:
+                return self._top_masked(approx, query, k, eps, lo, skip, seq)
+            candidates, scores, unsure = found
+            return self._ranked(candidates, scores, unsure, query, k)
         m = hi - lo
         if m <= k:
             rows = np.arange(lo, hi)
@@ -740,6 +752,18 @@ class SortedRows:
         else:
             near = (approx > NEG_INF).nonzero()[0]
         return self._exact_top(lo + near, query, k)
+
+    def _ranked(
+        self, rows: list[int], scores: list[float], unsure: list[int], query: np.ndarray, k: int
+    ) -> list[StructureHit]:
+        """The top ``k`` of main rows ``rows`` whose exact scores the compiled kernel gave, but at
+        the positions ``unsure`` (summed here with fsum); what :meth:`_exact_top` gives."""
+        if unsure:
+            fsum_unsure(scores, unsure, self.vecs.take(rows, axis=0), query)
+        order = ranked(scores, k)
+        if order is None:
+            return top_by_key(self.ids_at(rows), scores, self.times[rows].tolist(), k)
+        return hits(self.ids_at([rows[i] for i in order]), [scores[i] for i in order], range(len(order)))
 
     def _exact_top(self, rows: np.ndarray, query: np.ndarray, k: int) -> list[StructureHit]:
         """The top ``k`` of main rows ``rows`` by exact score (then time, then id)."""

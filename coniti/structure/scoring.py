@@ -2,6 +2,11 @@
 the total order of hits (score desc, time desc, id asc). See :mod:`coniti.structure` for the rules.
 
 :func:`unit_rows` is also how :mod:`coniti.embedding` normalises its rows: one definition of "unit".
+
+:data:`kernels` is the compiled module ``coniti.structure._kernels`` when the install built it (a C
+compiler was at hand), else None: :func:`exact_scores` and
+:meth:`~coniti.structure.rows.SortedRows.top_of_slice` then take their numpy twins, which give the
+same results bit for bit.
 """
 
 from __future__ import annotations
@@ -9,20 +14,50 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, cast
 
 import numpy as np
+
+
+class Kernels(Protocol):
+    """What ``coniti.structure._kernels`` offers (its C source documents each function)."""
+
+    def exact_scores(self, rows: np.ndarray, query: np.ndarray, /) -> tuple[list[float], list[int]]:
+        """(scores, unsure): each row's canonical score but at the positions ``unsure``, which
+        are left to :func:`math.fsum` (their score is 0.0)."""
+
+    def slice_top(
+        self, vecs: np.ndarray, query: np.ndarray, approx: np.ndarray, lo: int, k: int, eps: float,
+        alive: np.ndarray | None, skip: int, /,
+    ) -> tuple[list[int], list[float], list[int]] | None:
+        """(rows, scores, unsure) of the candidates of main rows ``[lo, lo + len(approx))``, or
+        None when the slice must be masked first (see ``SortedRows.top_of_slice``)."""
+
+
+def _load_kernels() -> Kernels | None:
+    """``coniti.structure._kernels``, or None when it was not built."""
+    try:
+        return cast(Kernels, importlib.import_module("coniti.structure._kernels"))
+    except ImportError:  # pragma: no cover - an install without a C compiler
+        return None
+
+
+kernels: Kernels | None = _load_kernels()
+"""The compiled kernels (see the module docstring), or None: the numpy twins answer."""
 
 __all__ = [
     "StructureHit",
     "error_bound",
     "exact_scores",
+    "Kernels",
     "fast_scores",
+    "fsum_unsure",
     "hits",
     "ranked",
     "select_candidates",
     "top_by_key",
     "top_with_ties",
+    "kernels",
     "unit_rows",
     "unit_vector",
 ]
@@ -129,6 +164,9 @@ def exact_scores(rows: np.ndarray, query: np.ndarray, *, unit: bool = False) -> 
     c, dim = rows.shape
     if rows.dtype != np.float32 or query.dtype != np.float32 or not 0 < dim <= _EXACT_DIM:
         return _fsum_scores(rows, query)
+    if kernels is not None:  # the same arithmetic, compiled (it checks sum |high| itself)
+        scores, left = kernels.exact_scores(np.ascontiguousarray(rows), np.ascontiguousarray(query))
+        return fsum_unsure(scores, left, rows, query)
     parts = np.empty((2 if unit else 3, c, dim))  # high, the fraction (, |high|)
     high, fraction = parts[0], parts[1]
     np.copyto(fraction, rows)  # exact; cast first: a mixed-dtype product casts slower
@@ -190,6 +228,16 @@ error would send most rows to fsum)."""
 def _fsum_scores(rows: np.ndarray, query: np.ndarray) -> list[float]:
     products = rows.astype(np.float64) * query.astype(np.float64)
     return [math.fsum(row) for row in products.tolist()]
+
+
+def fsum_unsure(
+    scores: list[float], unsure: list[int], rows: np.ndarray, query: np.ndarray
+) -> list[float]:
+    """``scores`` from a compiled kernel, with each position ``i`` of ``unsure`` (a row the kernel
+    left to :func:`math.fsum`) set to the fsum score of ``rows[i]``."""
+    for i in unsure:
+        scores[i] = _fsum_scores(rows[i : i + 1], query)[0]
+    return scores
 
 
 def select_candidates(approx: np.ndarray, k: int, eps: float) -> np.ndarray:

@@ -1,0 +1,421 @@
+/* coniti.structure._kernels: the exact scoring of coniti/structure/scoring.py and the candidate
+ * step of SortedRows.top_of_slice (coniti/structure/rows.py), compiled.
+ *
+ * Optional: every function here has a numpy twin that gives the same results bit for bit, and the
+ * package falls back to it when this module was not built (tests/test_kernels.py compares them).
+ *
+ * The canonical score of a row is the correctly rounded sum of the exact float64 products of its
+ * float32 values with the float32 query: what math.fsum of them gives. Each product of two float32
+ * values is exact in float64, and so is its scaling by 2**50 (s). (s + 1.5 * 2**52) - 1.5 * 2**52
+ * rounds |s| <= 2**51 to an integer t, and f = s - t (|f| <= 1/2) is exact. While the row's
+ * sum |t| stays below 2**52, float64 adds the t exactly in any order (H); the f's float64 sum F is
+ * off their exact sum by at most SLACK (any order). When the interval [H + F - SLACK, H + F + SLACK]
+ * holds no rounding boundary of x = fl(H + F) (one two-sum gives H + F's error exactly), x * 2**-50
+ * is the correctly rounded total. Where it may, F is itself exact when every f is a multiple of
+ * 2**-m with dim * 2**m <= 2**53; then x is the correct (half-even) rounding of the exact total.
+ * Rows left (zero totals, whose sign fsum decides; products with bits below 2**-m; NaN or infinite
+ * values; products beyond 2**1) are named to the caller, which sums them with math.fsum.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#error "the exact split needs float64 arithmetic evaluated in float64 (FLT_EVAL_METHOD 0)"
+#endif
+
+#define SCALE 1125899906842624.0   /* 2**50 */
+#define UNSCALE (1.0 / SCALE)      /* 2**-50 */
+#define ROUNDER 6755399441055744.0 /* 1.5 * 2**52 */
+#define TWO51 2251799813685248.0
+#define TWO52 4503599627370496.0
+#define LANES 4 /* independent sums per row: a vectorisable loop, any order being as good */
+
+/* What one row's pass gives: the integer parts' sum H, the fractions' sum F, sum |t|, max |s|. */
+typedef struct {
+    double high, fraction, size, biggest;
+} RowSums;
+
+static RowSums row_sums(const float *row, const double *scaled, Py_ssize_t dim)
+{
+    double h[LANES] = {0.0}, f[LANES] = {0.0}, a[LANES] = {0.0}, b[LANES] = {0.0};
+    Py_ssize_t j = 0;
+    for (; j + LANES <= dim; j += LANES) {
+        for (int l = 0; l < LANES; l++) {
+            double s = (double)row[j + l] * scaled[j + l]; /* exact */
+            double t = (s + ROUNDER) - ROUNDER;              /* an integer while |s| <= 2**51 */
+            double m = fabs(s);
+            h[l] += t;
+            f[l] += s - t; /* exact */
+            a[l] += fabs(t);
+            b[l] = m > b[l] ? m : b[l];
+        }
+    }
+    for (; j < dim; j++) {
+        double s = (double)row[j] * scaled[j];
+        double t = (s + ROUNDER) - ROUNDER;
+        double m = fabs(s);
+        h[0] += t;
+        f[0] += s - t;
+        a[0] += fabs(t);
+        b[0] = m > b[0] ? m : b[0];
+    }
+    RowSums out;
+    out.high = (h[0] + h[1]) + (h[2] + h[3]);
+    out.fraction = (f[0] + f[1]) + (f[2] + f[3]);
+    out.size = (a[0] + a[1]) + (a[2] + a[3]);
+    out.biggest = fmax(fmax(b[0], b[1]), fmax(b[2], b[3]));
+    return out;
+}
+
+/* Whether every fraction of the row is a multiple of 2**-m (``power`` = 2**m). */
+static int fractions_exact(const float *row, const double *scaled, Py_ssize_t dim, double power)
+{
+    for (Py_ssize_t j = 0; j < dim; j++) {
+        double s = (double)row[j] * scaled[j];
+        double g = (s - ((s + ROUNDER) - ROUNDER)) * power; /* exact: a power of two */
+        if (g != floor(g))
+            return 0;
+    }
+    return 1;
+}
+
+static double ulp(double x) /* math.ulp */
+{
+    x = fabs(x);
+    if (!isfinite(x))
+        return x;
+    double up = nextafter(x, INFINITY);
+    if (isinf(up))
+        return x - nextafter(x, -INFINITY);
+    return up - x;
+}
+
+/* The fraction's error allowance and the power 2**m of the exact-fraction test, for ``dim``. */
+typedef struct {
+    double slack, power;
+} Bounds;
+
+static Bounds bounds(Py_ssize_t dim)
+{
+    Bounds out;
+    double d = (double)dim;
+    out.slack = 2.0 * (d - 1.0) * d * ldexp(1.0, -53) / (1.0 - (d - 1.0) * ldexp(1.0, -53));
+    int bits = 0; /* (dim - 1).bit_length() */
+    for (unsigned long long v = (unsigned long long)(dim - 1); v; v >>= 1)
+        bits++;
+    out.power = ldexp(1.0, 53 - bits);
+    return out;
+}
+
+/* The canonical score of one row into *score; 0 when the row is left to fsum. */
+static int row_score(const float *row, const double *scaled, Py_ssize_t dim, Bounds bd,
+                     double *score)
+{
+    RowSums r = row_sums(row, scaled, dim);
+    double x = r.high + r.fraction;
+    double back = x - r.high;
+    double e = (r.high - (x - back)) + (r.fraction - back); /* x + e == H + F exactly */
+    double gap = ulp(x);
+    int exact_high = r.size < TWO52 && r.biggest <= TWO51; /* false for NaN */
+    if (fabs(e) + bd.slack < 0.5 * gap && exact_high && fabs(x) != TWO52 * gap) {
+        *score = x * UNSCALE;
+        return 1;
+    }
+    if (exact_high && x != 0.0 && isfinite(x) && fractions_exact(row, scaled, dim, bd.power)) {
+        *score = x * UNSCALE;
+        return 1;
+    }
+    return 0;
+}
+
+/* A C-contiguous float32 (or bool: kind '?') buffer of ``ndim`` dimensions, or an error. */
+static int get_buffer(PyObject *obj, Py_buffer *view, int ndim, char kind, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    const char *format = view->format ? view->format : "B";
+    if (format[0] == '<' || format[0] == '=' || format[0] == '@')
+        format++;
+    int itemsize = kind == 'f' ? 4 : 1;
+    if (view->ndim != ndim || view->itemsize != itemsize || format[0] != kind || format[1]) {
+        PyErr_Format(PyExc_ValueError, "%s must be a C-contiguous %d-D %s array", what, ndim,
+                     kind == 'f' ? "float32" : "bool");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* The query's values as float64, times 2**50 (exact). */
+static double *scaled_query(const Py_buffer *query)
+{
+    Py_ssize_t dim = query->shape[0];
+    double *out = PyMem_Malloc((size_t)(dim ? dim : 1) * sizeof(double));
+    if (out == NULL)
+        return (double *)PyErr_NoMemory();
+    const float *q = query->buf;
+    for (Py_ssize_t j = 0; j < dim; j++)
+        out[j] = (double)q[j] * SCALE;
+    return out;
+}
+
+/* (scores, unsure): a list of floats, and the positions in it left to fsum (their score 0.0). */
+static PyObject *results(const double *scores, const char *sure, Py_ssize_t count,
+                         const Py_ssize_t *rows)
+{
+    PyObject *values = PyList_New(count), *unsure = PyList_New(0), *row_list = NULL;
+    if (values == NULL || unsure == NULL)
+        goto fail;
+    if (rows != NULL && (row_list = PyList_New(count)) == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *value = PyFloat_FromDouble(sure[i] ? scores[i] : 0.0);
+        if (value == NULL)
+            goto fail;
+        PyList_SET_ITEM(values, i, value);
+        if (row_list != NULL) {
+            PyObject *row = PyLong_FromSsize_t(rows[i]);
+            if (row == NULL)
+                goto fail;
+            PyList_SET_ITEM(row_list, i, row);
+        }
+        if (!sure[i]) {
+            PyObject *position = PyLong_FromSsize_t(i);
+            if (position == NULL || PyList_Append(unsure, position) < 0) {
+                Py_XDECREF(position);
+                goto fail;
+            }
+            Py_DECREF(position);
+        }
+    }
+    if (row_list != NULL)
+        return Py_BuildValue("(NNN)", row_list, values, unsure);
+    return Py_BuildValue("(NN)", values, unsure);
+fail:
+    Py_XDECREF(values);
+    Py_XDECREF(unsure);
+    Py_XDECREF(row_list);
+    return NULL;
+}
+
+PyDoc_STRVAR(exact_scores_doc,
+"exact_scores(rows, query) -> (scores, unsure)\n\n"
+"The canonical score of each row of ``rows`` (float32, C-contiguous, rows x dim) against\n"
+"``query`` (float32, dim): math.fsum of the float64 products, bit for bit, except at the\n"
+"positions listed in ``unsure`` (their score is 0.0: the caller sums them with math.fsum).");
+
+static PyObject *exact_scores(PyObject *self, PyObject *args)
+{
+    PyObject *rows_obj, *query_obj, *out = NULL;
+    Py_buffer rows, query;
+    if (!PyArg_ParseTuple(args, "OO:exact_scores", &rows_obj, &query_obj))
+        return NULL;
+    if (get_buffer(rows_obj, &rows, 2, 'f', "rows") < 0)
+        return NULL;
+    if (get_buffer(query_obj, &query, 1, 'f', "query") < 0) {
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    Py_ssize_t count = rows.shape[0], dim = rows.shape[1];
+    double *scaled = NULL, *scores = NULL;
+    char *sure = NULL;
+    if (query.shape[0] != dim) {
+        PyErr_Format(PyExc_ValueError, "query has %zd values, the rows %zd", query.shape[0], dim);
+        goto done;
+    }
+    scaled = scaled_query(&query);
+    scores = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(double));
+    sure = PyMem_Malloc((size_t)(count ? count : 1));
+    if (scaled == NULL || scores == NULL || sure == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Bounds bd = bounds(dim ? dim : 1);
+    const float *data = rows.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; i++)
+        sure[i] = (char)(dim > 0 && row_score(data + i * dim, scaled, dim, bd, &scores[i]));
+    Py_END_ALLOW_THREADS
+    out = results(scores, sure, count, NULL);
+done:
+    PyMem_Free(scaled);
+    PyMem_Free(scores);
+    PyMem_Free(sure);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&query);
+    return out;
+}
+
+/* The largest float32 at or below ``bound`` (rows.py's _float32_at_most, for finite bounds). */
+static float float32_at_most(double bound)
+{
+    float near = (float)bound;
+    if (!((double)near > bound))
+        return near;
+    return nextafterf(near, -INFINITY);
+}
+
+static void sift_down(float *heap, Py_ssize_t size, Py_ssize_t i)
+{
+    float value = heap[i];
+    for (;;) {
+        Py_ssize_t child = 2 * i + 1;
+        if (child >= size)
+            break;
+        if (child + 1 < size && heap[child + 1] < heap[child])
+            child++;
+        if (!(heap[child] < value))
+            break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    heap[i] = value;
+}
+
+/* The k-th largest of values[0:m] (m > k >= 1) into *kth; 0 when a value is NaN. */
+static int kth_largest(const float *values, Py_ssize_t m, Py_ssize_t k, float *heap, float *kth)
+{
+    for (Py_ssize_t i = 0; i < k; i++) {
+        if (isnan(values[i]))
+            return 0;
+        heap[i] = values[i];
+    }
+    for (Py_ssize_t i = k / 2; i-- > 0;)
+        sift_down(heap, k, i);
+    for (Py_ssize_t i = k; i < m; i++) {
+        float v = values[i];
+        if (v > heap[0]) {
+            heap[0] = v;
+            sift_down(heap, k, 0);
+        } else if (isnan(v)) {
+            return 0;
+        }
+    }
+    *kth = heap[0];
+    return 1;
+}
+
+PyDoc_STRVAR(slice_top_doc,
+"slice_top(vecs, query, approx, lo, k, eps, alive, skip) -> (rows, scores, unsure) | None\n\n"
+"SortedRows.top_of_slice's candidate step and exact scores in one call. ``approx`` holds the fast\n"
+"scores of main rows [lo, lo + len(approx)) of ``vecs`` (float32, rows x dim). The candidates are\n"
+"the rows whose fast score is at least the largest float32 at or below (k-th best - 2 eps) (all\n"
+"of them when there are at most k); ``alive`` (bool per main row, or None: all live) and ``skip``\n"
+"(a main row, or -1) remove rows. Returns the candidates' main rows, their canonical scores and\n"
+"the positions left to math.fsum (as exact_scores), or None when fewer than k rows at or above\n"
+"the k-th best are shown (or a fast score is NaN): the caller then masks the slice first.");
+
+static PyObject *slice_top(PyObject *self, PyObject *args)
+{
+    PyObject *vecs_obj, *query_obj, *approx_obj, *alive_obj, *out = NULL;
+    Py_ssize_t lo, k, skip;
+    double eps;
+    if (!PyArg_ParseTuple(args, "OOOnndOn:slice_top", &vecs_obj, &query_obj, &approx_obj, &lo, &k,
+                          &eps, &alive_obj, &skip))
+        return NULL;
+    Py_buffer vecs, query, approx, alive;
+    int have_alive = alive_obj != Py_None;
+    if (get_buffer(vecs_obj, &vecs, 2, 'f', "vecs") < 0)
+        return NULL;
+    if (get_buffer(query_obj, &query, 1, 'f', "query") < 0) {
+        PyBuffer_Release(&vecs);
+        return NULL;
+    }
+    if (get_buffer(approx_obj, &approx, 1, 'f', "approx") < 0) {
+        PyBuffer_Release(&vecs);
+        PyBuffer_Release(&query);
+        return NULL;
+    }
+    if (have_alive && get_buffer(alive_obj, &alive, 1, '?', "alive") < 0) {
+        PyBuffer_Release(&vecs);
+        PyBuffer_Release(&query);
+        PyBuffer_Release(&approx);
+        return NULL;
+    }
+    Py_ssize_t n = vecs.shape[0], dim = vecs.shape[1], m = approx.shape[0];
+    double *scaled = NULL, *scores = NULL;
+    char *sure = NULL;
+    float *heap = NULL;
+    Py_ssize_t *rows = NULL;
+    if (query.shape[0] != dim || dim < 1 || k < 1 || lo < 0 || lo > n || m > n - lo
+        || (have_alive && alive.shape[0] < lo + m)) {
+        PyErr_SetString(PyExc_ValueError, "slice_top: arguments out of range");
+        goto done;
+    }
+    scaled = scaled_query(&query);
+    rows = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(Py_ssize_t));
+    heap = PyMem_Malloc((size_t)(k < m ? k : 1) * sizeof(float));
+    scores = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(double));
+    sure = PyMem_Malloc((size_t)(m ? m : 1));
+    if (scaled == NULL || rows == NULL || heap == NULL || scores == NULL || sure == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const float *fast = approx.buf, *data = vecs.buf;
+    const char *live = have_alive ? alive.buf : NULL;
+    Bounds bd = bounds(dim);
+    Py_ssize_t count = 0;
+    int masked = 0;
+    Py_BEGIN_ALLOW_THREADS
+    float kth = -INFINITY;
+    if (m > k && !kth_largest(fast, m, k, heap, &kth)) {
+        masked = 1;
+    } else {
+        float threshold = m > k ? float32_at_most((double)kth - 2.0 * eps) : -INFINITY;
+        Py_ssize_t shown_at_kth = 0, hidden = 0;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            if (!(fast[i] >= threshold))
+                continue;
+            Py_ssize_t row = lo + i;
+            if ((live != NULL && !live[row]) || row == skip) {
+                hidden++;
+                continue;
+            }
+            shown_at_kth += fast[i] >= kth;
+            rows[count++] = row;
+        }
+        if (hidden && m > k && shown_at_kth < k)
+            masked = 1;
+        else
+            for (Py_ssize_t i = 0; i < count; i++)
+                sure[i] = (char)row_score(data + rows[i] * dim, scaled, dim, bd, &scores[i]);
+    }
+    Py_END_ALLOW_THREADS
+    if (masked) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    out = results(scores, sure, count, rows);
+done:
+    PyMem_Free(scaled);
+    PyMem_Free(rows);
+    PyMem_Free(heap);
+    PyMem_Free(scores);
+    PyMem_Free(sure);
+    PyBuffer_Release(&vecs);
+    PyBuffer_Release(&query);
+    PyBuffer_Release(&approx);
+    if (have_alive)
+        PyBuffer_Release(&alive);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"exact_scores", exact_scores, METH_VARARGS, exact_scores_doc},
+    {"slice_top", slice_top, METH_VARARGS, slice_top_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_kernels",
+    "coniti's compiled scoring kernels (optional; numpy twins in coniti.structure).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void)
+{
+    return PyModule_Create(&module);
+}
