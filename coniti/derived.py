@@ -171,6 +171,20 @@ class BlockCheck:
         for _ in self.spans(a, b):
             pass
 
+    def passed(self, a: int, b: int) -> bool:
+        """Whether every block holding a byte of rows ``[a, b)`` has passed already (rows ``[a, b)``
+        can be read without a check; False once the check failed)."""
+        if self.failure is not None:
+            return False
+        if b <= a or self._left == 0 or self._row_bytes == 0:
+            return True
+        first, last = self._blocks_of(a, b)
+        return bool(self._passed[first:last].all())
+
+    def _blocks_of(self, a: int, b: int) -> tuple[int, int]:
+        """The blocks ``[first, last)`` holding a byte of rows ``[a, b)`` (``a < b``)."""
+        return a * self._row_bytes // self._block, -(-b * self._row_bytes // self._block)
+
     def spans(self, a: int, b: int) -> Iterator[tuple[int, int]]:
         """Rows ``[a, b)`` as consecutive spans, each yielded once its blocks passed."""
         if self.failure is not None:
@@ -180,8 +194,7 @@ class BlockCheck:
         if self._left == 0 or self._row_bytes == 0:
             yield a, b
             return
-        first = a * self._row_bytes // self._block
-        last = -(-b * self._row_bytes // self._block)  # one past the last block touched
+        first, last = self._blocks_of(a, b)  # last: one past the last block touched
         todo = [i for i in range(first, last) if not self._passed[i]]
         if not todo:
             yield a, b

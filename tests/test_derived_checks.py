@@ -150,6 +150,24 @@ def test_spans_cover_the_rows_in_order_and_stop_before_a_damaged_block(
     assert seen and seen[-1][1] * 128 <= 2000  # nothing from block 2 on
 
 
+def test_passed_tells_whether_a_range_needs_no_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """passed(a, b) is true exactly when every block holding rows [a, b) has passed (rows 0..6 lie
+    in block 0, row 7 straddles blocks 0 and 1), and false for any range once a check failed."""
+    place = small_blocks(tmp_path, monkeypatch, MATRIX)
+    check = place.load("x", key={}, head=1, hash_at=lambda s: "h", defer={"p/m"}).checks["p/m"]
+    assert not check.passed(0, 3) and check.passed(5, 5)
+    check.rows(0, 3)
+    assert check.passed(0, 7) and not check.passed(0, 8) and not check.passed(30, 40)
+    flip(place, 4000)  # block 4
+    damaged = place.load("x", key={}, head=1, hash_at=lambda s: "h", defer={"p/m"}).checks["p/m"]
+    damaged.rows(0, 3)
+    with pytest.raises(StaleSnapshot):
+        damaged.rows(0, 40)
+    assert not damaged.passed(0, 3)
+
+
 def test_a_manifest_entry_without_a_block_size_reads_16_mib_blocks(tmp_path: Path) -> None:
     """An entry written before crc32_block was recorded is read with 16 MiB blocks."""
     place = DerivedDir(tmp_path / "d", "store")
@@ -174,6 +192,31 @@ def test_an_ask_reads_only_the_blocks_its_range_touches(tmp_path: Path, monkeypa
         assert hits(e, EARLY) == hits(fresh(store), EARLY)
         check = e._spaces[()].checks["structure.0/vecs"]
         assert check.failure is None and not check.done
+
+
+@pytest.mark.parametrize("structure", [FlatStructure, SegmentTreeStructure])
+def test_a_window_whose_blocks_passed_takes_the_one_slice_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, structure: type[Structure]
+) -> None:
+    """On restored rows with blocks still unchecked, a window's first search checks its blocks
+    through the general path; the same search again takes the one-slice path (its blocks passed)
+    and both answer as a fresh build."""
+    with saved_store(tmp_path / "s", monkeypatch, structure()) as store:
+        e = engine(store, structure())
+        rows = e.structures()[0]._rows  # type: ignore[attr-defined]
+        lo, hi = rows.interval(0.0, 4.0)
+        assert not rows.one_slice(lo, hi)
+        first = hits(e, EARLY)
+        assert rows.one_slice(lo, hi) and not rows.one_slice(0, rows.n)
+        taken: list[int] = []
+        real = rows.top_of_slice
+
+        def counted(*args: object, **kwargs: object) -> object:
+            taken.append(1)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(rows, "top_of_slice", counted)
+        assert hits(e, EARLY) == first == hits(fresh(store), EARLY) and taken == [1]
 
 
 @pytest.mark.parametrize("structure", [FlatStructure, SegmentTreeStructure])

@@ -51,11 +51,11 @@ def test_fused_slice_search_equals_the_general_path(
     gone = [ids[i] for i in np.flatnonzero(rng.random(n) < dead_share).tolist()]
     s.remove(gone, seq=n + 1)
     rows = s._rows
-    assert rows.one_span
     query = unit_vector(rng.integers(-levels, levels + 1, dim).astype(np.float64))[0]
     seq = int(rng.integers(0, n + 3)) if as_of else None
     a, b = sorted(rng.uniform(-1.0, times[-1] + 1.0, 2).tolist())
     lo, hi = rows.interval(a, b)
+    assert rows.one_slice(lo, hi)
     exclude = ids[int(rng.integers(0, n))] if rng.random() < 0.3 else None
     skip = rows.skip_row(exclude, seq)
     want = general(s, query, k, lo, hi, skip, seq)

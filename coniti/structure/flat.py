@@ -108,8 +108,8 @@ class SortedRowsStructure(Structure):
     ) -> list[StructureHit]:
         """Exact top ``k``: the range's slice scored in one product, plus the buffered rows."""
         rows = self._rows
-        if rows.one_span:
-            lo, hi = rows.interval(start, end)
+        lo, hi = rows.interval(start, end)
+        if rows.one_slice(lo, hi):
             skip = rows.skip_row(exclude, seq)
             return rows.top_of_slice(query, k, error_bound(query.shape[0]), lo, hi, skip, seq)
         pool, lo, hi, skip = self._begin(query, k, start, end, exclude, seq)

@@ -688,18 +688,18 @@ class SortedRows:
                 return i
         return None
 
-    @property
-    def one_span(self) -> bool:
-        """Whether a range's rows are its main rows alone, readable now: nothing is buffered and
-        no block check is pending (:meth:`top_of_slice` applies)."""
-        return not self.buffer.n and self._check is None
+    def one_slice(self, lo: int, hi: int) -> bool:
+        """Whether main rows ``[lo, hi)`` are a range's rows alone, readable now: nothing is
+        buffered and, in a restored map, the blocks holding them passed their check
+        (:meth:`top_of_slice` applies)."""
+        return not self.buffer.n and (self._check is None or self._check.passed(lo, hi))
 
     def top_of_slice(
         self, query: np.ndarray, k: int, eps: float, lo: int, hi: int, skip: int | None,
         seq: int | None = None,
     ) -> list[StructureHit]:
         """The exact top ``k`` among main rows ``[lo, hi)`` (rows not visible and ``skip`` never
-        qualify) while :attr:`one_span`: the hits :meth:`score_slice` and :meth:`finish` give, bit
+        qualify) while :meth:`one_slice`: the hits :meth:`score_slice` and :meth:`finish` give, bit
         for bit, in fewer steps. The candidates are the rows whose fast score is within ``2 * eps``
         of the k-th best visible one. Live now with few dead rows, the k-th best of the whole slice
         is taken first: when at least ``k`` of the rows at or above it are visible it is also the

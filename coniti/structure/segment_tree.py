@@ -223,12 +223,11 @@ class SegmentTreeStructure(SortedRowsStructure):
         seq: int | None,
     ) -> list[StructureHit]:
         rows = self._rows
-        if rows.one_span:
-            lo, hi = rows.interval(start, end)
-            if hi - lo <= self._direct_rows:  # one slice: the fused path
-                self.rows_scored = hi - lo
-                skip = rows.skip_row(exclude, seq)
-                return rows.top_of_slice(query, k, error_bound(query.shape[0]), lo, hi, skip, seq)
+        lo, hi = rows.interval(start, end)
+        if hi - lo <= self._direct_rows and rows.one_slice(lo, hi):  # one slice: the fused path
+            self.rows_scored = hi - lo
+            skip = rows.skip_row(exclude, seq)
+            return rows.top_of_slice(query, k, error_bound(query.shape[0]), lo, hi, skip, seq)
         pool, lo, hi, skip = self._begin(query, k, start, end, exclude, seq)
         if hi - lo <= self._direct_rows:
             self._rows.score_slice(pool, lo, hi, query, skip, seq)

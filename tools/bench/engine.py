@@ -272,6 +272,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="persisted part: keep the stores here and reuse them in the next run (no ingest)",
     )  # fmt: skip
     p.add_argument("--opens", type=int, default=1, help="persisted part: fresh-process opens (median)")
+    p.add_argument(
+        "--numpy-twins", action="store_true",
+        help="search in this process with the numpy twins of the compiled kernels (what an install "
+        "without a C compiler runs)",
+    )  # fmt: skip
     p.add_argument("--child-build", help=argparse.SUPPRESS)
     p.add_argument("--child-rows", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--child-times", type=Path, help=argparse.SUPPRESS)
@@ -286,6 +291,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--n must be >= 100, --rounds and --queries >= 1")
     names = [s for s in args.structures.split(",") if s]
     efs = [int(e) for e in args.ef.split(",") if e]
+    from coniti.structure import scoring
+
+    if args.numpy_twins:
+        scoring.kernels = None
+    print(f"scoring: {'numpy twins' if scoring.kernels is None else 'compiled kernels'}")
     started = time.perf_counter()
     if args.part in ("all", "engine"):
         results = run(n, rounds, queries, args.seed, args.memory)

@@ -113,12 +113,14 @@ def run_ingest(
     seed: int,
     variants: Sequence[str] = VARIANTS,
     baseline: Path | None = None,
+    baseline_variants: Sequence[str] | None = None,
 ) -> Figures:
     """Figures per (metric, way): ``wall`` and ``cpu`` in notes/s, one per round; with
-    ``baseline``, ways ``WAY@base`` too, every ingest in a child process."""
+    ``baseline``, ways ``WAY@base`` too (``baseline_variants``, default ``variants``), every ingest
+    in a child process."""
     ways: list[tuple[str, Path | None]] = [(v, None) for v in variants]
     if baseline is not None:
-        ways += [(v, baseline) for v in variants]
+        ways += [(v, baseline) for v in (variants if baseline_variants is None else baseline_variants)]
     feeders = _feeders(corpus(n, seed)) if baseline is None else {}
     results = Figures()
     with workdir(None, "coniti-bench-ingest-") as tmp:
@@ -194,20 +196,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--baseline-code", type=Path, default=None,
         help="also run every way with the coniti package in this directory (e.g. an export of main)",
     )  # fmt: skip
+    p.add_argument(
+        "--baseline-variants", default=None,
+        help="ways run with the baseline code (default: --variants; e.g. notes for a coniti "
+        "without coniti.batch)",
+    )  # fmt: skip
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     n = args.n if args.n is not None else (5_000 if args.quick else 100_000)
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
     variants = [v for v in args.variants.split(",") if v]
-    if n < BATCH or rounds < 1 or not variants or not set(variants) <= set(VARIANTS):
-        p.error(f"--n must be >= {BATCH}, --rounds >= 1, --variants among {', '.join(VARIANTS)}")
+    base_variants = (
+        None if args.baseline_variants is None else [v for v in args.baseline_variants.split(",") if v]
+    )
+    if (
+        n < BATCH or rounds < 1 or not variants
+        or not set(variants) | set(base_variants or []) <= set(VARIANTS) or base_variants == []
+    ):
+        p.error(
+            f"--n must be >= {BATCH}, --rounds >= 1, --variants and --baseline-variants among "
+            f"{', '.join(VARIANTS)}"
+        )
     if args.child is not None:
         _run_child(args.child, n, args.memory, args.seed)
         return 0
     if args.baseline_code is not None and not (args.baseline_code / "coniti").is_dir():
         p.error(f"--baseline-code {args.baseline_code} holds no coniti package")
     started = time.perf_counter()
-    results = run_ingest(n, rounds, args.memory, args.seed, variants, args.baseline_code)
+    results = run_ingest(
+        n, rounds, args.memory, args.seed, variants, args.baseline_code, base_variants
+    )
     print(
         f"coniti ingest benchmark: N={n:,}, memory={args.memory}, local_hash, flat, batches of "
         f"{BATCH}, rounds={rounds}, seed={args.seed}, baseline={args.baseline_code}, "
