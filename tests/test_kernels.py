@@ -103,20 +103,21 @@ def _structure(seed: int, n: int, levels: int, dead_share: float) -> tuple[FlatS
     return s, ids
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(
     st.integers(0, 2**32 - 1),
     st.integers(1, 300),
     st.integers(1, 12),
     st.sampled_from([2, 8, 64]),
-    st.floats(0.0, 0.3),
+    st.floats(0.0, 0.9),
+    st.booleans(),
 )
 def test_compiled_slice_search_equals_the_numpy_twin(
-    seed: int, n: int, k: int, levels: int, dead_share: float
+    seed: int, n: int, k: int, levels: int, dead_share: float, as_of: bool
 ) -> None:
     """``top_of_slice`` through ``slice_top`` returns exactly the numpy path's hits (ids, order,
-    score bits) on random windows with ties, removed rows and an excluded row, k above and below
-    the window's size."""
+    score bits) on random windows with ties, removed rows (a few or most), an excluded row and an
+    as-of event, k above and below the window's size."""
     if scoring.kernels is None:
         pytest.skip("not built")
     s, ids = _structure(seed, n, levels, dead_share)
@@ -126,21 +127,22 @@ def test_compiled_slice_search_equals_the_numpy_twin(
     query = unit_vector(rng.integers(-levels, levels + 1, dim).astype(np.float64))[0]
     a, b = sorted(rng.uniform(-1.0, float(rows.times[rows.n - 1]) + 1.0, 2).tolist())
     lo, hi = rows.interval(a, b)
-    skip = rows.skip_row(ids[int(rng.integers(0, n))], None) if rng.random() < 0.3 else None
-    got = rows.top_of_slice(query, k, error_bound(dim), lo, hi, skip)
+    seq = int(rng.integers(0, n + 3)) if as_of else None
+    skip = rows.skip_row(ids[int(rng.integers(0, n))], seq) if rng.random() < 0.3 else None
+    got = rows.top_of_slice(query, k, error_bound(dim), lo, hi, skip, seq)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(scoring, "kernels", None)
-        want = rows.top_of_slice(query, k, error_bound(dim), lo, hi, skip)
+        want = rows.top_of_slice(query, k, error_bound(dim), lo, hi, skip, seq)
     assert [(h.id, h.score.hex()) for h in got] == [(h.id, h.score.hex()) for h in want]
 
 
 def test_slice_top_leaves_a_nan_score_to_the_masked_path(compiled: object) -> None:
-    """A NaN fast score makes ``slice_top`` answer None (the caller masks the slice) rather than
-    choose candidates by an order NaN breaks."""
+    """A NaN fast score makes ``slice_top`` answer None (the caller takes the numpy path) rather
+    than choose candidates by an order NaN breaks."""
     assert scoring.kernels is not None
     vecs = unit_rows(np.eye(4))
     approx = np.array([0.5, np.nan, 0.25, 0.1], dtype=np.float32)
-    assert scoring.kernels.slice_top(vecs, vecs[0], approx, 0, 2, 1e-6, None, -1) is None
+    assert scoring.kernels.slice_top(vecs, vecs[0], approx, 0, 2, 1e-6, None, None, None, -1, -1) is None
 
 
 def test_slice_top_reads_a_read_only_map(compiled: object, tmp_path: Path) -> None:
@@ -151,7 +153,9 @@ def test_slice_top_reads_a_read_only_map(compiled: object, tmp_path: Path) -> No
     vecs = np.load(path, mmap_mode="r")
     query = np.array(vecs[7])
     approx = np.asarray(vecs[10:40] @ query, dtype=np.float32)
-    rows, scores, unsure = scoring.kernels.slice_top(vecs, query, approx, 10, 3, 1e-6, None, -1)
+    rows, scores, unsure = scoring.kernels.slice_top(
+        vecs, query, approx, 10, 3, 1e-6, None, None, None, -1, -1
+    )
     assert unsure == [] and set(rows) <= set(range(10, 40)) and len(rows) >= 3
     assert [s.hex() for s in scores] == fsum_scores(np.asarray(vecs)[rows], query)
 
@@ -174,15 +178,21 @@ def test_exact_scores_refuses_malformed_arrays(
         scoring.kernels.exact_scores(rows, query)
 
 
-@pytest.mark.parametrize(("lo", "approx_rows", "alive_rows"), [(-1, 2, 5), (4, 2, 5), (0, 2, 1)])
+@pytest.mark.parametrize(
+    ("lo", "approx_rows", "alive_rows", "born_rows", "died_rows"),
+    [(-1, 2, 5, 5, 5), (4, 2, 5, 5, 5), (0, 2, 1, 5, 5), (0, 2, 5, 1, 5), (0, 2, 5, 5, 1), (0, 2, 5, 5, None)],
+)
 def test_slice_top_refuses_a_window_outside_the_rows(
-    compiled: object, lo: int, approx_rows: int, alive_rows: int
+    compiled: object, lo: int, approx_rows: int, alive_rows: int, born_rows: int, died_rows: int | None
 ) -> None:
-    """A window that starts before the rows, runs past them or past the live flags raises
-    ValueError instead of reading outside the arrays."""
+    """A window that starts before the rows, runs past them, past the live flags or past the
+    born/died sequence numbers (or gives one of those without the other) raises ValueError instead
+    of reading outside the arrays."""
     assert scoring.kernels is not None
     vecs = unit_rows(np.eye(5))
     approx = np.zeros(approx_rows, dtype=np.float32)
     alive = np.ones(alive_rows, dtype=bool)
+    born = np.zeros(born_rows, dtype=np.int64)
+    died = None if died_rows is None else np.full(died_rows, 9, dtype=np.int64)
     with pytest.raises(ValueError, match="out of range"):
-        scoring.kernels.slice_top(vecs, vecs[0], approx, lo, 1, 1e-6, alive, -1)
+        scoring.kernels.slice_top(vecs, vecs[0], approx, lo, 1, 1e-6, alive, born, died, 3, -1)

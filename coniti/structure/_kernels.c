@@ -132,18 +132,20 @@ static int row_score(const float *row, const double *scaled, Py_ssize_t dim, Bou
     return 0;
 }
 
-/* A C-contiguous float32 (or bool: kind '?') buffer of ``ndim`` dimensions, or an error. */
-static int get_buffer(PyObject *obj, Py_buffer *view, int ndim, char kind, const char *what)
+/* A C-contiguous buffer of ``ndim`` dimensions whose items are ``itemsize`` bytes of one of the
+ * struct formats ``kinds`` ("f": float32, "?": bool, "lq": int64), or an error naming ``what``. */
+static int get_buffer(PyObject *obj, Py_buffer *view, int ndim, const char *kinds, int itemsize,
+                      const char *what)
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
     const char *format = view->format ? view->format : "B";
     if (format[0] == '<' || format[0] == '=' || format[0] == '@')
         format++;
-    int itemsize = kind == 'f' ? 4 : 1;
-    if (view->ndim != ndim || view->itemsize != itemsize || format[0] != kind || format[1]) {
+    if (view->ndim != ndim || view->itemsize != itemsize || !format[0] || format[1]
+        || !strchr(kinds, format[0])) {
         PyErr_Format(PyExc_ValueError, "%s must be a C-contiguous %d-D %s array", what, ndim,
-                     kind == 'f' ? "float32" : "bool");
+                     kinds[0] == 'f' ? "float32" : kinds[0] == '?' ? "bool" : "int64");
         PyBuffer_Release(view);
         return -1;
     }
@@ -210,13 +212,14 @@ PyDoc_STRVAR(exact_scores_doc,
 
 static PyObject *exact_scores(PyObject *self, PyObject *args)
 {
+    (void)self;
     PyObject *rows_obj, *query_obj, *out = NULL;
     Py_buffer rows, query;
     if (!PyArg_ParseTuple(args, "OO:exact_scores", &rows_obj, &query_obj))
         return NULL;
-    if (get_buffer(rows_obj, &rows, 2, 'f', "rows") < 0)
+    if (get_buffer(rows_obj, &rows, 2, "f", 4, "rows") < 0)
         return NULL;
-    if (get_buffer(query_obj, &query, 1, 'f', "query") < 0) {
+    if (get_buffer(query_obj, &query, 1, "f", 4, "query") < 0) {
         PyBuffer_Release(&rows);
         return NULL;
     }
@@ -276,131 +279,132 @@ static void sift_down(float *heap, Py_ssize_t size, Py_ssize_t i)
     heap[i] = value;
 }
 
-/* The k-th largest of values[0:m] (m > k >= 1) into *kth; 0 when a value is NaN. */
-static int kth_largest(const float *values, Py_ssize_t m, Py_ssize_t k, float *heap, float *kth)
+/* Which rows a search may return: all, those flagged in ``alive`` (live now), or those visible as
+ * of ``seq`` (born <= seq < died); never ``skip``. */
+typedef struct {
+    const char *alive;
+    const long long *born, *died;
+    long long seq;
+    Py_ssize_t skip;
+} Shown;
+
+static inline int shown(const Shown *v, Py_ssize_t row)
 {
-    for (Py_ssize_t i = 0; i < k; i++) {
-        if (isnan(values[i]))
+    if (row == v->skip)
+        return 0;
+    if (v->born != NULL)
+        return v->born[row] <= v->seq && v->died[row] > v->seq;
+    return v->alive == NULL || v->alive[row];
+}
+
+/* The k-th largest fast score among the shown rows of values[0:m] (main rows lo...) into *kth,
+ * -INFINITY when fewer than k are shown; 0 when a shown score is NaN. */
+static int kth_shown(const float *values, Py_ssize_t m, Py_ssize_t lo, Py_ssize_t k,
+                     const Shown *v, float *heap, float *kth)
+{
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (!shown(v, lo + i))
+            continue;
+        float x = values[i];
+        if (isnan(x))
             return 0;
-        heap[i] = values[i];
-    }
-    for (Py_ssize_t i = k / 2; i-- > 0;)
-        sift_down(heap, k, i);
-    for (Py_ssize_t i = k; i < m; i++) {
-        float v = values[i];
-        if (v > heap[0]) {
-            heap[0] = v;
+        if (size < k) {
+            heap[size++] = x;
+            if (size == k)
+                for (Py_ssize_t j = k / 2; j-- > 0;)
+                    sift_down(heap, k, j);
+        } else if (x > heap[0]) {
+            heap[0] = x;
             sift_down(heap, k, 0);
-        } else if (isnan(v)) {
-            return 0;
         }
     }
-    *kth = heap[0];
+    *kth = size < k ? -INFINITY : heap[0];
     return 1;
 }
 
 PyDoc_STRVAR(slice_top_doc,
-"slice_top(vecs, query, approx, lo, k, eps, alive, skip) -> (rows, scores, unsure) | None\n\n"
-"SortedRows.top_of_slice's candidate step and exact scores in one call. ``approx`` holds the fast\n"
-"scores of main rows [lo, lo + len(approx)) of ``vecs`` (float32, rows x dim). The candidates are\n"
-"the rows whose fast score is at least the largest float32 at or below (k-th best - 2 eps) (all\n"
-"of them when there are at most k); ``alive`` (bool per main row, or None: all live) and ``skip``\n"
-"(a main row, or -1) remove rows. Returns the candidates' main rows, their canonical scores and\n"
-"the positions left to math.fsum (as exact_scores), or None when fewer than k rows at or above\n"
-"the k-th best are shown (or a fast score is NaN): the caller then masks the slice first.");
+"slice_top(vecs, query, approx, lo, k, eps, alive, born, died, seq, skip)\n"
+"    -> (rows, scores, unsure) | None\n\n"
+"SortedRows.top_of_slice's candidates and their exact scores in one call. ``approx`` holds the\n"
+"fast scores of main rows [lo, lo + len(approx)) of ``vecs`` (float32, rows x dim). Rows shown:\n"
+"with ``born`` and ``died`` (int64 per main row) those with born <= seq < died, else those\n"
+"flagged in ``alive`` (bool per main row; None: every row), never ``skip`` (-1: none). The\n"
+"candidates are the shown rows whose fast score is at least the largest float32 at or below\n"
+"(the k-th best shown fast score - 2 eps); every shown row when fewer than k are. Returns their\n"
+"main rows, their canonical scores and the positions left to math.fsum (as exact_scores), or\n"
+"None when a shown fast score is NaN (the caller then takes its numpy path).");
 
 static PyObject *slice_top(PyObject *self, PyObject *args)
 {
-    PyObject *vecs_obj, *query_obj, *approx_obj, *alive_obj, *out = NULL;
+    (void)self;
+    PyObject *vecs_obj, *query_obj, *approx_obj, *alive_obj, *born_obj, *died_obj, *out = NULL;
     Py_ssize_t lo, k, skip;
+    long long seq;
     double eps;
-    if (!PyArg_ParseTuple(args, "OOOnndOn:slice_top", &vecs_obj, &query_obj, &approx_obj, &lo, &k,
-                          &eps, &alive_obj, &skip))
+    if (!PyArg_ParseTuple(args, "OOOnndOOOLn:slice_top", &vecs_obj, &query_obj, &approx_obj, &lo,
+                          &k, &eps, &alive_obj, &born_obj, &died_obj, &seq, &skip))
         return NULL;
-    Py_buffer vecs, query, approx, alive;
-    int have_alive = alive_obj != Py_None;
-    if (get_buffer(vecs_obj, &vecs, 2, 'f', "vecs") < 0)
-        return NULL;
-    if (get_buffer(query_obj, &query, 1, 'f', "query") < 0) {
-        PyBuffer_Release(&vecs);
-        return NULL;
+    Py_buffer views[6]; /* vecs, query, approx, alive, born, died */
+    PyObject *objs[6] = {vecs_obj, query_obj, approx_obj, alive_obj, born_obj, died_obj};
+    static const char *kinds[6] = {"f", "f", "f", "?", "lq", "lq"};
+    static const int sizes[6] = {4, 4, 4, 1, 8, 8};
+    static const int dims[6] = {2, 1, 1, 1, 1, 1};
+    static const char *names[6] = {"vecs", "query", "approx", "alive", "born", "died"};
+    int got = 0;
+    for (; got < 6; got++) {
+        if (objs[got] == Py_None && got >= 3)
+            continue;
+        if (get_buffer(objs[got], &views[got], dims[got], kinds[got], sizes[got], names[got]) < 0)
+            goto release;
     }
-    if (get_buffer(approx_obj, &approx, 1, 'f', "approx") < 0) {
-        PyBuffer_Release(&vecs);
-        PyBuffer_Release(&query);
-        return NULL;
-    }
-    if (have_alive && get_buffer(alive_obj, &alive, 1, '?', "alive") < 0) {
-        PyBuffer_Release(&vecs);
-        PyBuffer_Release(&query);
-        PyBuffer_Release(&approx);
-        return NULL;
-    }
-    Py_ssize_t n = vecs.shape[0], dim = vecs.shape[1], m = approx.shape[0];
-    double *scaled = NULL, *scores = NULL;
-    char *sure = NULL;
-    float *heap = NULL;
-    Py_ssize_t *rows = NULL;
-    if (query.shape[0] != dim || dim < 1 || k < 1 || lo < 0 || lo > n || m > n - lo
-        || (have_alive && alive.shape[0] < lo + m)) {
+    Py_buffer *vecs = &views[0], *query = &views[1], *approx = &views[2];
+    int has_alive = alive_obj != Py_None, has_born = born_obj != Py_None;
+    Py_ssize_t n = vecs->shape[0], dim = vecs->shape[1], m = approx->shape[0];
+    if (query->shape[0] != dim || dim < 1 || k < 1 || lo < 0 || lo > n || m > n - lo
+        || (has_alive && views[3].shape[0] < lo + m) || has_born != (died_obj != Py_None)
+        || (has_born && (views[4].shape[0] < lo + m || views[5].shape[0] < lo + m))) {
         PyErr_SetString(PyExc_ValueError, "slice_top: arguments out of range");
-        goto done;
+        goto release;
     }
-    scaled = scaled_query(&query);
-    rows = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(Py_ssize_t));
-    heap = PyMem_Malloc((size_t)(k < m ? k : 1) * sizeof(float));
-    scores = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(double));
-    sure = PyMem_Malloc((size_t)(m ? m : 1));
+    double *scaled = scaled_query(query), *scores = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(double));
+    Py_ssize_t *rows = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(Py_ssize_t));
+    float *heap = PyMem_Malloc((size_t)(k < m ? k : 1) * sizeof(float));
+    char *sure = PyMem_Malloc((size_t)(m ? m : 1));
     if (scaled == NULL || rows == NULL || heap == NULL || scores == NULL || sure == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    const float *fast = approx.buf, *data = vecs.buf;
-    const char *live = have_alive ? alive.buf : NULL;
+    const float *fast = approx->buf, *data = vecs->buf;
+    Shown v = {has_alive ? views[3].buf : NULL, has_born ? views[4].buf : NULL,
+               has_born ? views[5].buf : NULL, seq, skip};
     Bounds bd = bounds(dim);
     Py_ssize_t count = 0;
-    int masked = 0;
+    int usable = 1;
     Py_BEGIN_ALLOW_THREADS
     float kth = -INFINITY;
-    if (m > k && !kth_largest(fast, m, k, heap, &kth)) {
-        masked = 1;
-    } else {
-        float threshold = m > k ? float32_at_most((double)kth - 2.0 * eps) : -INFINITY;
-        Py_ssize_t shown_at_kth = 0, hidden = 0;
-        for (Py_ssize_t i = 0; i < m; i++) {
-            if (!(fast[i] >= threshold))
-                continue;
-            Py_ssize_t row = lo + i;
-            if ((live != NULL && !live[row]) || row == skip) {
-                hidden++;
-                continue;
-            }
-            shown_at_kth += fast[i] >= kth;
-            rows[count++] = row;
-        }
-        if (hidden && m > k && shown_at_kth < k)
-            masked = 1;
-        else
-            for (Py_ssize_t i = 0; i < count; i++)
-                sure[i] = (char)row_score(data + rows[i] * dim, scaled, dim, bd, &scores[i]);
+    if (m > k)
+        usable = kth_shown(fast, m, lo, k, &v, heap, &kth);
+    if (usable) {
+        float threshold = kth == -INFINITY ? -INFINITY : float32_at_most((double)kth - 2.0 * eps);
+        for (Py_ssize_t i = 0; i < m; i++)
+            if ((m <= k || fast[i] >= threshold) && shown(&v, lo + i))
+                rows[count++] = lo + i;
+        for (Py_ssize_t i = 0; i < count; i++)
+            sure[i] = (char)row_score(data + rows[i] * dim, scaled, dim, bd, &scores[i]);
     }
     Py_END_ALLOW_THREADS
-    if (masked) {
-        out = Py_NewRef(Py_None);
-        goto done;
-    }
-    out = results(scores, sure, count, rows);
+    out = usable ? results(scores, sure, count, rows) : Py_NewRef(Py_None);
 done:
     PyMem_Free(scaled);
     PyMem_Free(rows);
     PyMem_Free(heap);
     PyMem_Free(scores);
     PyMem_Free(sure);
-    PyBuffer_Release(&vecs);
-    PyBuffer_Release(&query);
-    PyBuffer_Release(&approx);
-    if (have_alive)
-        PyBuffer_Release(&alive);
+release:
+    while (got-- > 0)
+        if (!(objs[got] == Py_None && got >= 3))
+            PyBuffer_Release(&views[got]);
     return out;
 }
 
@@ -413,6 +417,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_kernels",
     "coniti's compiled scoring kernels (optional; numpy twins in coniti.structure).", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__kernels(void)

@@ -701,24 +701,27 @@ class SortedRows:
         """The exact top ``k`` among main rows ``[lo, hi)`` (rows not visible and ``skip`` never
         qualify) while :meth:`one_slice`: the hits :meth:`score_slice` and :meth:`finish` give, bit
         for bit, in fewer steps. The candidates are the rows whose fast score is within ``2 * eps``
-        of the k-th best visible one. Live now with few dead rows, the k-th best of the whole slice
-        is taken first: when at least ``k`` of the rows at or above it are visible it is also the
-        k-th best visible one, and only the candidates' visibility is read, not the slice's."""
+        of the k-th best visible one. The compiled kernel (:data:`~coniti.structure.scoring.kernels`)
+        finds them, visibility included, and scores them in one call. Its numpy twin, live now with
+        few dead rows, takes the k-th best of the whole slice first: when at least ``k`` of the rows
+        at or above it are visible it is also the k-th best visible one, and only the candidates'
+        visibility is read, not the slice's."""
         if lo >= hi:
             return []
         approx = fast_scores(self.vecs[lo:hi], query)
-        if seq is not None or 4 * self.dead > self.n:
-            return self._top_masked(approx, query, k, eps, lo, skip, seq)
         compiled = scoring.kernels
-        if compiled is not None and self.vecs.flags.c_contiguous:  # the steps below in one call
+        if compiled is not None and self.vecs.flags.c_contiguous:  # what follows, in one call
             found = compiled.slice_top(
                 self.vecs, query, approx, lo, k, eps, self.alive if self.dead else None,
-                -1 if skip is None else skip,
+                None if seq is None else self.born, None if seq is None else self.died,
+                -1 if seq is None else seq, -1 if skip is None else skip,
             )
-            if found is None:
+            if found is None:  # a NaN fast score
                 return self._top_masked(approx, query, k, eps, lo, skip, seq)
             candidates, scores, unsure = found
             return self._ranked(candidates, scores, unsure, query, k)
+        if seq is not None or 4 * self.dead > self.n:
+            return self._top_masked(approx, query, k, eps, lo, skip, seq)
         m = hi - lo
         if m <= k:
             rows = np.arange(lo, hi)

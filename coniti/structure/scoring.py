@@ -28,10 +28,11 @@ class Kernels(Protocol):
 
     def slice_top(
         self, vecs: np.ndarray, query: np.ndarray, approx: np.ndarray, lo: int, k: int, eps: float,
-        alive: np.ndarray | None, skip: int, /,
+        alive: np.ndarray | None, born: np.ndarray | None, died: np.ndarray | None, seq: int,
+        skip: int, /,
     ) -> tuple[list[int], list[float], list[int]] | None:
-        """(rows, scores, unsure) of the candidates of main rows ``[lo, lo + len(approx))``, or
-        None when the slice must be masked first (see ``SortedRows.top_of_slice``)."""
+        """(rows, scores, unsure) of the candidates among the shown rows of main rows ``[lo, lo +
+        len(approx))`` (``SortedRows.top_of_slice``), or None when a fast score is NaN."""
 
 
 def _load_kernels() -> Kernels | None:
