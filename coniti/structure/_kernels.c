@@ -6,15 +6,16 @@
  *
  * The canonical score of a row is the correctly rounded sum of the exact float64 products of its
  * float32 values with the float32 query: what math.fsum of them gives. Each product of two float32
- * values is exact in float64, and so is its scaling by 2**50 (s). (s + 1.5 * 2**52) - 1.5 * 2**52
- * rounds |s| <= 2**51 to an integer t, and f = s - t (|f| <= 1/2) is exact. While the row's
+ * values is exact in float64, and so is its scaling by 2**50 (p). (p + 1.5 * 2**52) - 1.5 * 2**52
+ * rounds |p| <= 2**51 to an integer t, and f = p - t (|f| <= 1/2) is exact. While the row's
  * sum |t| stays below 2**52, float64 adds the t exactly in any order (H); the f's float64 sum F is
  * off their exact sum by at most SLACK (any order). When the interval [H + F - SLACK, H + F + SLACK]
  * holds no rounding boundary of x = fl(H + F) (one two-sum gives H + F's error exactly), x * 2**-50
  * is the correctly rounded total. Where it may, F is itself exact when every f is a multiple of
  * 2**-m with dim * 2**m <= 2**53; then x is the correct (half-even) rounding of the exact total.
  * Rows left (zero totals, whose sign fsum decides; products with bits below 2**-m; NaN or infinite
- * values; products beyond 2**1) are named to the caller, which sums them with math.fsum.
+ * values; a row norm times the query's near 2 or more, which could take a product or sum |t| past
+ * those bounds) are named to the caller, which sums them with math.fsum.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -32,42 +33,45 @@
 #define ROUNDER 6755399441055744.0 /* 1.5 * 2**52 */
 #define TWO51 2251799813685248.0
 #define TWO52 4503599627370496.0
-#define LANES 4 /* independent sums per row: a vectorisable loop, any order being as good */
+#define MAX_DIM (1 << 20) /* scoring.py's _EXACT_DIM: beyond, rows are left to fsum */
 
-/* What one row's pass gives: the integer parts' sum H, the fractions' sum F, sum |t|, max |s|. */
+/* Four lanes of float32 and float64 (GCC and clang vector extensions: SIMD where the target has it,
+ * pairs or scalars elsewhere, with IEEE semantics either way). */
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
+
+/* What one row's pass gives: the integer parts' sum H, the fractions' sum F and the row's sum of
+ * squares (each square exact, their float64 sum within a factor 1 + dim * 2**-53 of the truth). */
 typedef struct {
-    double high, fraction, size, biggest;
+    double high, fraction, squares;
 } RowSums;
 
 static RowSums row_sums(const float *row, const double *scaled, Py_ssize_t dim)
 {
-    double h[LANES] = {0.0}, f[LANES] = {0.0}, a[LANES] = {0.0}, b[LANES] = {0.0};
+    const v4d rounder = {ROUNDER, ROUNDER, ROUNDER, ROUNDER};
+    v4d h = {0.0, 0.0, 0.0, 0.0}, f = h, q = h;
     Py_ssize_t j = 0;
-    for (; j + LANES <= dim; j += LANES) {
-        for (int l = 0; l < LANES; l++) {
-            double s = (double)row[j + l] * scaled[j + l]; /* exact */
-            double t = (s + ROUNDER) - ROUNDER;              /* an integer while |s| <= 2**51 */
-            double m = fabs(s);
-            h[l] += t;
-            f[l] += s - t; /* exact */
-            a[l] += fabs(t);
-            b[l] = m > b[l] ? m : b[l];
-        }
+    for (; j + 4 <= dim; j += 4) { /* four independent sums: any order is as good */
+        v4f r4;
+        v4d scaled4;
+        memcpy(&r4, row + j, sizeof r4); /* unaligned loads */
+        memcpy(&scaled4, scaled + j, sizeof scaled4);
+        v4d r = __builtin_convertvector(r4, v4d);
+        v4d p = r * scaled4;               /* exact */
+        v4d t = (p + rounder) - rounder;   /* an integer while |p| <= 2**51 */
+        h += t;
+        f += p - t;                        /* exact, |p - t| <= 1/2 */
+        q += r * r;                        /* exact squares */
     }
     for (; j < dim; j++) {
-        double s = (double)row[j] * scaled[j];
-        double t = (s + ROUNDER) - ROUNDER;
-        double m = fabs(s);
+        double r = (double)row[j], p = r * scaled[j];
+        double t = (p + ROUNDER) - ROUNDER;
         h[0] += t;
-        f[0] += s - t;
-        a[0] += fabs(t);
-        b[0] = m > b[0] ? m : b[0];
+        f[0] += p - t;
+        q[0] += r * r;
     }
-    RowSums out;
-    out.high = (h[0] + h[1]) + (h[2] + h[3]);
-    out.fraction = (f[0] + f[1]) + (f[2] + f[3]);
-    out.size = (a[0] + a[1]) + (a[2] + a[3]);
-    out.biggest = fmax(fmax(b[0], b[1]), fmax(b[2], b[3]));
+    RowSums out = {(h[0] + h[1]) + (h[2] + h[3]), (f[0] + f[1]) + (f[2] + f[3]),
+                   (q[0] + q[1]) + (q[2] + q[3])};
     return out;
 }
 
@@ -94,15 +98,19 @@ static double ulp(double x) /* math.ulp */
     return up - x;
 }
 
-/* The fraction's error allowance and the power 2**m of the exact-fraction test, for ``dim``. */
+/* For one query: the fractions' error allowance, the power 2**m of the exact-fraction test and the
+ * sum of squares of the scaled query (exact squares, summed in float64). */
 typedef struct {
-    double slack, power;
+    double slack, power, squares;
 } Bounds;
 
-static Bounds bounds(Py_ssize_t dim)
+static Bounds bounds(const double *scaled, Py_ssize_t dim)
 {
     Bounds out;
     double d = (double)dim;
+    out.squares = 0.0;
+    for (Py_ssize_t j = 0; j < dim; j++)
+        out.squares += scaled[j] * scaled[j];
     out.slack = 2.0 * (d - 1.0) * d * ldexp(1.0, -53) / (1.0 - (d - 1.0) * ldexp(1.0, -53));
     int bits = 0; /* (dim - 1).bit_length() */
     for (unsigned long long v = (unsigned long long)(dim - 1); v; v >>= 1)
@@ -111,21 +119,29 @@ static Bounds bounds(Py_ssize_t dim)
     return out;
 }
 
-/* The canonical score of one row into *score; 0 when the row is left to fsum. */
+/* The canonical score of one row into *score; 0 when the row is left to fsum.
+ *
+ * Every |p| and sum |t| stay below 2**51 when B = |row| * |scaled query| (padded for the rounding
+ * of both sums of squares and of the square root) + dim / 2 is: |p_j| <= |row_j| * |scaled_j|,
+ * whose sum is at most B - dim / 2 (Cauchy-Schwarz), and |t_j| <= |p_j| + 1/2. */
 static int row_score(const float *row, const double *scaled, Py_ssize_t dim, Bounds bd,
                      double *score)
 {
+    if (dim > MAX_DIM)
+        return 0;
     RowSums r = row_sums(row, scaled, dim);
+    double reach = sqrt(r.squares * bd.squares) * (1.0 + ldexp(1.0, -30)) + 0.5 * (double)dim;
+    if (!(reach < TWO51)) /* also NaN or infinite values */
+        return 0;
     double x = r.high + r.fraction;
     double back = x - r.high;
     double e = (r.high - (x - back)) + (r.fraction - back); /* x + e == H + F exactly */
     double gap = ulp(x);
-    int exact_high = r.size < TWO52 && r.biggest <= TWO51; /* false for NaN */
-    if (fabs(e) + bd.slack < 0.5 * gap && exact_high && fabs(x) != TWO52 * gap) {
+    if (fabs(e) + bd.slack < 0.5 * gap && fabs(x) != TWO52 * gap) {
         *score = x * UNSCALE;
         return 1;
     }
-    if (exact_high && x != 0.0 && isfinite(x) && fractions_exact(row, scaled, dim, bd.power)) {
+    if (x != 0.0 && fractions_exact(row, scaled, dim, bd.power)) {
         *score = x * UNSCALE;
         return 1;
     }
@@ -237,7 +253,7 @@ static PyObject *exact_scores(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    Bounds bd = bounds(dim ? dim : 1);
+    Bounds bd = bounds(scaled, dim ? dim : 1);
     const float *data = rows.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++)
@@ -378,7 +394,7 @@ static PyObject *slice_top(PyObject *self, PyObject *args)
     const float *fast = approx->buf, *data = vecs->buf;
     Shown v = {has_alive ? views[3].buf : NULL, has_born ? views[4].buf : NULL,
                has_born ? views[5].buf : NULL, seq, skip};
-    Bounds bd = bounds(dim);
+    Bounds bd = bounds(scaled, dim);
     Py_ssize_t count = 0;
     int usable = 1;
     Py_BEGIN_ALLOW_THREADS
