@@ -47,18 +47,18 @@ kernels: Kernels | None = _load_kernels()
 """The compiled kernels (see the module docstring), or None: the numpy twins answer."""
 
 __all__ = [
-    "StructureHit",
     "error_bound",
     "exact_scores",
-    "Kernels",
     "fast_scores",
     "fsum_unsure",
     "hits",
+    "Kernels",
+    "kernels",
     "ranked",
     "select_candidates",
+    "StructureHit",
     "top_by_key",
     "top_with_ties",
-    "kernels",
     "unit_rows",
     "unit_vector",
 ]
@@ -165,7 +165,7 @@ def exact_scores(rows: np.ndarray, query: np.ndarray, *, unit: bool = False) -> 
     c, dim = rows.shape
     if rows.dtype != np.float32 or query.dtype != np.float32 or not 0 < dim <= _EXACT_DIM:
         return _fsum_scores(rows, query)
-    if kernels is not None:  # the same arithmetic, compiled (it checks sum |high| itself)
+    if kernels is not None:  # the same result, compiled (the kernel bounds its products itself)
         scores, left = kernels.exact_scores(np.ascontiguousarray(rows), np.ascontiguousarray(query))
         return fsum_unsure(scores, left, rows, query)
     parts = np.empty((2 if unit else 3, c, dim))  # high, the fraction (, |high|)
