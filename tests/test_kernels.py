@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from slice_cases import SliceCase, slice_cases
 
 from coniti.structure import scoring
-from coniti.structure.flat import FlatStructure
-from coniti.structure.scoring import error_bound, unit_rows, unit_vector
+from coniti.structure.scoring import error_bound, unit_rows
 
 
 @pytest.fixture
@@ -90,49 +90,20 @@ def test_a_zero_score_is_left_to_fsum(compiled: object) -> None:
     assert scoring.kernels.exact_scores(rows, np.array([0.5, 0.5], dtype=np.float32))[1] == [0, 1]
 
 
-def _structure(seed: int, n: int, levels: int, dead_share: float) -> tuple[FlatStructure, list[str]]:
-    rng = np.random.default_rng(seed)
-    dim = int(rng.integers(1, 40))
-    vectors = rng.integers(-levels, levels + 1, (n, dim)).astype(np.float64)
-    vectors[rng.random(n) < 0.1] = vectors[0]  # duplicated rows: equal exact scores
-    ids = [f"id{i:04d}" for i in range(n)]
-    times = np.sort(rng.integers(0, max(1, n // 3), n)).astype(np.float64)
-    s = FlatStructure()
-    s.add(ids, vectors, times, born=np.arange(1, n + 1))
-    s.remove([ids[i] for i in np.flatnonzero(rng.random(n) < dead_share).tolist()], seq=n + 1)
-    return s, ids
-
-
 @settings(max_examples=250, deadline=None)
-@given(
-    st.integers(0, 2**32 - 1),
-    st.integers(1, 300),
-    st.integers(1, 12),
-    st.sampled_from([2, 8, 64]),
-    st.floats(0.0, 0.9),
-    st.booleans(),
-)
-def test_compiled_slice_search_equals_the_numpy_twin(
-    seed: int, n: int, k: int, levels: int, dead_share: float, as_of: bool
-) -> None:
+@given(slice_cases(), st.integers(1, 12))
+def test_compiled_slice_search_equals_the_numpy_twin(case: SliceCase, k: int) -> None:
     """``top_of_slice`` through ``slice_top`` returns exactly the numpy path's hits (ids, order,
     score bits) on random windows with ties, removed rows (a few or most), an excluded row and an
     as-of event, k above and below the window's size."""
     if scoring.kernels is None:
         pytest.skip("not built")
-    s, ids = _structure(seed, n, levels, dead_share)
-    rows = s._rows
-    rng = np.random.default_rng(seed + 1)
-    dim = rows.vecs.shape[1]
-    query = unit_vector(rng.integers(-levels, levels + 1, dim).astype(np.float64))[0]
-    a, b = sorted(rng.uniform(-1.0, float(rows.times[rows.n - 1]) + 1.0, 2).tolist())
-    lo, hi = rows.interval(a, b)
-    seq = int(rng.integers(0, n + 3)) if as_of else None
-    skip = rows.skip_row(ids[int(rng.integers(0, n))], seq) if rng.random() < 0.3 else None
-    got = rows.top_of_slice(query, k, error_bound(dim), lo, hi, skip, seq)
+    rows, query, lo, hi, skip, seq = case.rows, case.query, case.lo, case.hi, case.skip, case.seq
+    eps = error_bound(query.shape[0])
+    got = rows.top_of_slice(query, k, eps, lo, hi, skip, seq)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(scoring, "kernels", None)
-        want = rows.top_of_slice(query, k, error_bound(dim), lo, hi, skip, seq)
+        want = rows.top_of_slice(query, k, eps, lo, hi, skip, seq)
     assert [(h.id, h.score.hex()) for h in got] == [(h.id, h.score.hex()) for h in want]
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from slice_cases import SliceCase, slice_cases
 
 from coniti.structure.flat import FlatStructure
 from coniti.structure.rows import Pool, _float32_at_most
@@ -26,40 +27,15 @@ def general(s: FlatStructure, query: np.ndarray, k: int, lo: int, hi: int, skip:
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    st.integers(0, 2**32 - 1),
-    st.integers(1, 300),
-    st.integers(1, 12),
-    st.sampled_from([2, 8, 64]),
-    st.floats(0.0, 0.9),
-    st.booleans(),
-)
-def test_fused_slice_search_equals_the_general_path(
-    seed: int, n: int, k: int, levels: int, dead_share: float, as_of: bool
-) -> None:
+@given(slice_cases(), st.integers(1, 12))
+def test_fused_slice_search_equals_the_general_path(case: SliceCase, k: int) -> None:
     """On random windows over rows with many tied scores (few distinct values), tied times and a
     share of removed rows, with or without an excluded row and an as-of event, the fused path
     returns exactly the general path's hits."""
-    rng = np.random.default_rng(seed)
-    dim = int(rng.integers(1, 40))
-    vectors = rng.integers(-levels, levels + 1, (n, dim)).astype(np.float64)
-    vectors[rng.random(n) < 0.1] = vectors[0]  # duplicated rows: equal exact scores
-    ids = [f"id{i:04d}" for i in range(n)]
-    times = np.sort(rng.integers(0, max(1, n // 3), n)).astype(np.float64)  # tied times
-    s = FlatStructure()
-    s.add(ids, vectors, times, born=np.arange(1, n + 1))
-    gone = [ids[i] for i in np.flatnonzero(rng.random(n) < dead_share).tolist()]
-    s.remove(gone, seq=n + 1)
-    rows = s._rows
-    query = unit_vector(rng.integers(-levels, levels + 1, dim).astype(np.float64))[0]
-    seq = int(rng.integers(0, n + 3)) if as_of else None
-    a, b = sorted(rng.uniform(-1.0, times[-1] + 1.0, 2).tolist())
-    lo, hi = rows.interval(a, b)
+    rows, query, lo, hi, skip, seq = case.rows, case.query, case.lo, case.hi, case.skip, case.seq
     assert rows.one_slice(lo, hi)
-    exclude = ids[int(rng.integers(0, n))] if rng.random() < 0.3 else None
-    skip = rows.skip_row(exclude, seq)
-    want = general(s, query, k, lo, hi, skip, seq)
-    got = rows.top_of_slice(query, k, error_bound(dim), lo, hi, skip, seq)
+    want = general(case.structure, query, k, lo, hi, skip, seq)
+    got = rows.top_of_slice(query, k, error_bound(query.shape[0]), lo, hi, skip, seq)
     assert [(h.id, h.score.hex()) for h in got] == want
 
 
