@@ -167,3 +167,47 @@ def test_slice_top_refuses_a_window_outside_the_rows(
     died = None if died_rows is None else np.full(died_rows, 9, dtype=np.int64)
     with pytest.raises(ValueError, match="out of range"):
         scoring.kernels.slice_top(vecs, vecs[0], approx, lo, 1, 1e-6, alive, born, died, 3, -1)
+
+
+@pytest.mark.parametrize("structure", ["flat", "segment_tree"])
+def test_engine_answers_equal_with_and_without_the_kernels(compiled: object, structure: str) -> None:
+    """Through the whole engine (a LogBackend store, hybrid and semantic asks over windows, now and
+    as of an earlier event, notes removed), asks answer the same hits with the same score bits on
+    the compiled kernels and on their numpy twins."""
+    import tempfile
+
+    from coniti import Container, Note, Query, TimeRange
+
+    words = ["budget", "lunch", "gym", "report", "trip", "code", "plan", "tea", "kitchen", "launch"]
+    notes = [
+        Note(id=f"n{i}", text=f"{words[i % 10]} {words[(i * 7) % 10]} {words[(i * 3) % 10]} {i}",
+             timestamp=float(i))
+        for i in range(600)
+    ]
+    with tempfile.TemporaryDirectory() as tmp, Container(
+        memory="log", path=Path(tmp) / "s", structure=structure
+    ) as c:
+        c.engine.ingest_many(notes[:400])
+        middle = c.memory.head
+        c.engine.ingest_many(notes[400:])
+        c.engine.remove([f"n{i}" for i in range(0, 600, 7)])
+        queries = [
+            Query(text=f"{a} {b}", k=k, strategy=strategy, time_range=window)
+            for a, b in [("budget", "plan"), ("gym", "tea"), ("launch", "code")]
+            for k in (1, 5, 20)
+            for strategy in ("semantic", "hybrid")
+            for window in (None, TimeRange(start=100.0, end=160.0), TimeRange(start=5.0, end=9.0))
+        ]
+
+        def answers() -> list[list[tuple[str, str]]]:
+            return [
+                [(h.note.id, h.score.hex()) for h in view.ask(q).hits]
+                for view in (c.engine, c.engine.at(middle))
+                for q in queries
+            ]
+
+        got = answers()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(scoring, "kernels", None)
+            assert answers() == got
+        assert any(got)
