@@ -211,3 +211,30 @@ def test_engine_answers_equal_with_and_without_the_kernels(compiled: object, str
             patch.setattr(scoring, "kernels", None)
             assert answers() == got
         assert any(got)
+
+
+@pytest.mark.parametrize(
+    ("argument", "bad", "message"),
+    [
+        ("vecs", np.eye(5), "vecs must be a C-contiguous 2-D float32"),
+        ("alive", np.ones(5, dtype=np.int8), "alive must be a C-contiguous 1-D bool"),
+        ("born", np.zeros(5, dtype=np.int32), "born must be a C-contiguous 1-D int64"),
+    ],
+)
+def test_slice_top_refuses_an_array_of_another_type(
+    compiled: object, argument: str, bad: np.ndarray, message: str
+) -> None:
+    """An argument of another dtype raises ValueError naming it, before anything is read."""
+    assert scoring.kernels is not None
+    vecs = unit_rows(np.eye(5))
+    args: dict[str, object] = {
+        "vecs": vecs, "alive": None, "born": None, "died": np.full(5, 9, dtype=np.int64)
+    }
+    if argument != "born":
+        args["died"] = None
+    args[argument] = bad
+    approx = np.zeros(3, dtype=np.float32)
+    with pytest.raises(ValueError, match=message):
+        scoring.kernels.slice_top(
+            args["vecs"], vecs[0], approx, 0, 1, 1e-6, args["alive"], args["born"], args["died"], 3, -1
+        )

@@ -93,14 +93,13 @@ class SortedRowsStructure(Structure):
     def _begin(
         self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
         seq: int | None,
-    ) -> tuple[Pool, int, int, int | None]:
-        """A pool already offered the range's buffered rows; the range's main rows [lo, hi); the
-        main row of ``exclude`` (None when it is not a main row)."""
+    ) -> tuple[Pool, int | None]:
+        """A pool already offered the range's buffered rows, and the main row of ``exclude`` (None
+        when it is not a main row)."""
         rows = self._rows
         pool = Pool(k, error_bound(query.shape[0]))
         rows.score_buffer(pool, start, end, query, exclude, seq)
-        lo, hi = rows.interval(start, end)
-        return pool, lo, hi, rows.skip_row(exclude, seq)
+        return pool, rows.skip_row(exclude, seq)
 
     def _exact_search(
         self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
@@ -112,7 +111,7 @@ class SortedRowsStructure(Structure):
         if rows.one_slice(lo, hi):
             skip = rows.skip_row(exclude, seq)
             return rows.top_of_slice(query, k, error_bound(query.shape[0]), lo, hi, skip, seq)
-        pool, lo, hi, skip = self._begin(query, k, start, end, exclude, seq)
+        pool, skip = self._begin(query, k, start, end, exclude, seq)
         self._rows.score_slice(pool, lo, hi, query, skip, seq)
         return self._rows.finish(pool, query)
 

@@ -763,20 +763,25 @@ class SortedRows:
         the positions ``unsure`` (summed here with fsum); what :meth:`_exact_top` gives."""
         if unsure:
             fsum_unsure(scores, unsure, self.vecs.take(rows, axis=0), query)
-        order = ranked(scores, k)
-        if order is None:
-            return top_by_key(self.ids_at(rows), scores, self.times[rows].tolist(), k)
-        return hits(self.ids_at([rows[i] for i in order]), [scores[i] for i in order], range(len(order)))
+        return self._top_scored(rows, scores, k)
 
     def _exact_top(self, rows: np.ndarray, query: np.ndarray, k: int) -> list[StructureHit]:
         """The top ``k`` of main rows ``rows`` by exact score (then time, then id)."""
         scores = exact_scores(self.vecs.take(rows, axis=0), query, unit=True)  # take: a cheap gather
+        return self._top_scored(rows, scores, k)
+
+    def _top_scored(
+        self, rows: np.ndarray | list[int], scores: list[float], k: int
+    ) -> list[StructureHit]:
+        """The top ``k`` of main rows ``rows`` with exact scores ``scores`` (then time, then id);
+        ids are read for the hits only."""
         order = ranked(scores, k)
         if order is None:
             return top_by_key(self.ids_at(rows), scores, self.times[rows].tolist(), k)
-        if len(order) < len(scores):
-            return hits(self.ids_at(rows.take(order)), [scores[i] for i in order], range(len(order)))
-        return hits(self.ids_at(rows), scores, order)
+        if len(order) == len(scores):
+            return hits(self.ids_at(rows), scores, order)
+        chosen = rows.take(order) if isinstance(rows, np.ndarray) else [rows[i] for i in order]
+        return hits(self.ids_at(chosen), [scores[i] for i in order], range(len(order)))
 
     def finish(self, pool: Pool, query: np.ndarray) -> list[StructureHit]:
         """The exact top ``pool.k`` among the pool's candidates."""

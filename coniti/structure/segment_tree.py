@@ -228,7 +228,7 @@ class SegmentTreeStructure(SortedRowsStructure):
             self.rows_scored = hi - lo
             skip = rows.skip_row(exclude, seq)
             return rows.top_of_slice(query, k, error_bound(query.shape[0]), lo, hi, skip, seq)
-        pool, lo, hi, skip = self._begin(query, k, start, end, exclude, seq)
+        pool, skip = self._begin(query, k, start, end, exclude, seq)
         if hi - lo <= self._direct_rows:
             self._rows.score_slice(pool, lo, hi, query, skip, seq)
         else:
