@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
+import numpy as np
 import pytest
 
 from coniti import testing as conformance
+from coniti.batch import NoteBatch, RecordBatch
 from coniti.errors import InvalidCursor
 from coniti.impl.memory import InMemoryBackend
 from coniti.memory import MemoryBackend, ScanRequest
@@ -230,3 +233,36 @@ class TestInMemoryPayloads(InMemoryFixtures, conformance.PayloadTests):
 
 class TestInMemoryFeedback(InMemoryFixtures, conformance.FeedbackTests):
     pass
+
+
+def _tracked_after(fill: object) -> int:
+    """How many more objects the garbage collector tracks once ``fill()`` has run (collected)."""
+    gc.collect()
+    before = len(gc.get_objects())
+    fill()  # type: ignore[operator]
+    gc.collect()
+    return len(gc.get_objects()) - before
+
+
+@pytest.mark.parametrize("way", ["put", "put_batch", "put_batches"])
+def test_held_records_add_no_object_to_the_garbage_collector(way: str) -> None:
+    """2,000 held records (plain metadata) leave the collector's lists as plain values: a full
+    collection does not walk a held note (they were four tracked objects each)."""
+    backend = InMemoryBackend()
+    records = [record(f"r{i:04d}", float(i), metadata={"i": i, "tag": "x"}) for i in range(2_000)]
+
+    def fill() -> None:
+        if way == "put":
+            put(backend, *records)
+        elif way == "put_batches":
+            backend.put_batches([records])
+        else:
+            notes = NoteBatch(
+                [r.id for r in records], [r.note.text for r in records],
+                [r.note.timestamp for r in records], [dict(r.note.metadata) for r in records],
+            )  # fmt: skip
+            vectors = np.stack([r.vector for r in records if r.vector is not None])
+            backend.put_batch(RecordBatch(notes, vectors, "e1", ()))
+
+    assert _tracked_after(fill) < 50
+    assert count(backend) == 2_000

@@ -432,6 +432,23 @@ class WriteTests(BackendFixtures):
         got = _get(backend, "a")
         assert got is not None and got.version == result.versions["a"] and got.expires_at is None
 
+    def test_load_hides_the_expired_records_it_writes(self, backend: MemoryBackend) -> None:
+        """Records written by ``put_batches`` whose expires_at has passed are hidden as a put's are."""
+        if not type(backend).supports_put_batches:
+            pytest.skip("the backend does not declare supports_put_batches")
+        backend.put_batches([[record("old", 1.0, expires_at=time.time() - 10), record("keep", 2.0)]])
+        assert backend.get(GetRequest(ids=["old", "keep"])).missing == ["old"]
+        assert ids(scan_all(backend)) == ["keep"] and count(backend) == 1
+
+    def test_load_keeps_hiding_expired_records_already_held(self, backend: MemoryBackend) -> None:
+        """A ``put_batches`` into a namespace holding an expired record leaves that record hidden."""
+        if not type(backend).supports_put_batches:
+            pytest.skip("the backend does not declare supports_put_batches")
+        put(backend, record("old", 1.0, expires_at=time.time() - 10))
+        backend.put_batches([[record("new", 2.0)]])
+        assert backend.get(GetRequest(ids=["old", "new"])).missing == ["old"]
+        assert ids(scan_all(backend)) == ["new"] and count(backend) == 1
+
     def test_paged_scan_skips_expired(self, backend: MemoryBackend) -> None:
         """Pages of a scan hold only unexpired records and page exactly."""
         past = time.time() - 1
