@@ -132,7 +132,7 @@ class Embedder(ABC):
         """Embed ``texts`` (a sequence of strings, not one string) into a new ``(n, dim)`` float32 array."""
         return self._embed_all(texts, None)
 
-    def embed_words(self, texts: Sequence[str], words: Sequence[list[str]]) -> np.ndarray:
+    def embed_words(self, texts: Sequence[str], words: Sequence[Sequence[str]]) -> np.ndarray:
         """:meth:`embed` of ``texts``, given ``words[i]``: :func:`tokenize` of ``texts[i]`` (not
         checked against the texts). An embedder whose features start from those tokens (it
         declares :attr:`uses_words`) takes them instead of tokenising again; any other, and any
@@ -144,7 +144,7 @@ class Embedder(ABC):
             raise ContractError(f"words has {len(words)} items, texts {len(texts)}: one per text")
         return self._embed_all(texts, words)
 
-    def _embed_all(self, texts: Sequence[str], words: Sequence[list[str]] | None) -> np.ndarray:
+    def _embed_all(self, texts: Sequence[str], words: Sequence[Sequence[str]] | None) -> np.ndarray:
         if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
             raise ContractError(
                 f"texts must be a sequence of strings, got {type(texts).__name__}"
@@ -173,7 +173,7 @@ class Embedder(ABC):
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Unnormalised float64 rows ``(len(texts), dim)`` for already validated texts."""
 
-    def _embed_words(self, texts: list[str], words: list[list[str]]) -> np.ndarray:
+    def _embed_words(self, texts: list[str], words: Sequence[Sequence[str]]) -> np.ndarray:
         """:meth:`_embed` of ``texts`` whose :func:`tokenize` tokens are ``words`` (with
         :attr:`uses_words`; the default ignores them)."""
         return self._embed(texts)
@@ -292,7 +292,7 @@ class _Features:
         self._value.extend(val)
 
     def sparse(
-        self, texts: list[str], words: list[list[str]] | None = None
+        self, texts: list[str], words: Sequence[Sequence[str]] | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, buckets, values)``: one entry per feature occurrence; ``rows`` index ``texts``
         (``words``: their :func:`tokenize` tokens, if known)."""
@@ -404,7 +404,7 @@ class LocalHashEmbedder(Embedder):
     def _embed(self, texts: list[str]) -> np.ndarray:
         return self._embed_words(texts, None)
 
-    def _embed_words(self, texts: list[str], words: list[list[str]] | None) -> np.ndarray:
+    def _embed_words(self, texts: list[str], words: Sequence[Sequence[str]] | None) -> np.ndarray:
         rows, idx, val = self._features.sparse(texts, words)
         n, dim = len(texts), self._dim
         flat = np.bincount(rows * dim + idx, weights=val, minlength=n * dim)
@@ -480,7 +480,7 @@ class RandomProjectionEmbedder(Embedder):
     def _embed(self, texts: list[str]) -> np.ndarray:
         return self._embed_words(texts, None)
 
-    def _embed_words(self, texts: list[str], words: list[list[str]] | None) -> np.ndarray:
+    def _embed_words(self, texts: list[str], words: Sequence[Sequence[str]] | None) -> np.ndarray:
         rows, idx, val = self._features.sparse(texts, words)
         n = len(texts)
         # Fold repeated (row, bucket) pairs first: far fewer rows of the matrix to gather.

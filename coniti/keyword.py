@@ -94,12 +94,14 @@ about 24 MiB of pending arrays)."""
 def tokenize(text: str) -> list[str]:
     """The tokens of ``text`` in order (module docstring): NFKC, case-folded, ``\\w`` runs, bigrams
     for scripts without spaces."""
-    return tokens_of(text, word_tokens(text))
+    return list(tokens_of(text, word_tokens(text)))
 
 
-def tokens_of(text: str, words: list[str]) -> list[str]:
+def tokens_of(text: str, words: Sequence[str]) -> Sequence[str]:
     """:func:`tokenize` of ``text`` from its word tokens ``words`` (:func:`coniti.embedding.tokenize`
-    of it, which an embedder may have made already): ``words`` itself for an ASCII text."""
+    of it, which an embedder may have made already): ``words`` itself for an ASCII text, else a
+    tuple (a batch's token sequences outlive collections; tuples of strings leave the collector's
+    lists)."""
     if text.isascii():  # no character of a script without spaces
         return words
     out: list[str] = []
@@ -114,7 +116,7 @@ def tokens_of(text: str, words: list[str]) -> list[str]:
                 out.append(part)
             else:
                 out.extend(part[j : j + 2] for j in range(len(part) - 1))
-    return out
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +324,7 @@ class KeywordIndex:
         born: Sequence[int] | np.ndarray | int = 0,
         expires: Sequence[float | None] | None = None,
         *,
-        tokens: Sequence[list[str]] | None = None,
+        tokens: Sequence[Sequence[str]] | None = None,
     ) -> None:
         """Add live rows: ``ids[i]`` with ``texts[i]`` at ``timestamps[i]``, written by sequence
         number ``born[i]`` (one int: the same for all). All or nothing: raises
@@ -365,7 +367,7 @@ class KeywordIndex:
         self._post(first, per_text)
         self._live += n
 
-    def _post(self, first: int, per_text: list[list[str]]) -> None:
+    def _post(self, first: int, per_text: Sequence[Sequence[str]]) -> None:
         """Add rows ``first, first + 1, ...`` (their tokens ``per_text``) to the pending postings
         (numbered terms: new ones in order of first use); past :data:`_PENDING_LIMIT` entries,
         :meth:`_flush` them."""

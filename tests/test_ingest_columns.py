@@ -5,6 +5,8 @@ structures, keyword index, content index)."""
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -297,3 +299,59 @@ def test_a_failed_memory_write_leaves_every_index_as_it_was() -> None:
         e.ingest_many(NoteBatch(["c", "d"], ["three", "four"], [3.0, 4.0]))
     assert _state(e) == before
     assert memory.get(GetRequest(ids=["c", "d"])).records == []
+
+
+# -- the garbage collector --------------------------------------------------------------------
+
+
+def _tracked() -> int:
+    gc.collect()
+    return len(gc.get_objects())
+
+
+@pytest.mark.parametrize("non_ascii", [False, True])
+def test_in_memory_ingest_keeps_no_tracked_object_per_note(non_ascii: bool) -> None:
+    """3,000 more notes ingested in memory (NoteBatch, local_hash, flat) grow the objects the
+    garbage collector tracks by fewer than 100: records, notes and their token sequences are held
+    as plain values, so a larger memory does not lengthen the process's collections."""
+    engine = ContinuityEngine(
+        InMemoryBackend(), LocalHashEmbedder(dim=16), FlatStructure(), DefaultStrategy()
+    )
+    word = "苏黎世" if non_ascii else "zurich"
+
+    def ingest(start: int) -> None:
+        for a in range(start, start + 3_000, 500):
+            rows = range(a, a + 500)
+            engine.ingest_many(NoteBatch(
+                [f"n{i}" for i in rows], [f"{word} note {i % 7} about {i % 11}" for i in rows],
+                [float(i) for i in rows], [{"i": i} for i in rows],
+            ))  # fmt: skip
+
+    ingest(0)
+    before = _tracked()
+    ingest(3_000)
+    assert _tracked() - before < 100
+
+
+class _Watching(LocalHashEmbedder):
+    """local_hash that records, after a full collection, whether the collector still tracks the
+    token sequences it is given."""
+
+    tracked: list[bool]
+
+    def _embed_words(self, texts: list[str], words: Sequence[Sequence[str]] | None) -> np.ndarray:
+        gc.collect()
+        self.tracked.extend(gc.is_tracked(w) for w in words or ())
+        return super()._embed_words(texts, words)
+
+
+@pytest.mark.parametrize("text", ["zurich note", "苏黎世 note"])
+def test_ingest_token_sequences_leave_the_collector(text: str) -> None:
+    """The token sequences an ingest hands the embedder and the keyword index are ones the garbage
+    collector stops tracking, so a batch's tokens alive through a collection are not promoted to
+    the oldest generation, where each brings the next full collection nearer."""
+    embedder = _Watching(dim=16)
+    embedder.tracked = []
+    engine = ContinuityEngine(InMemoryBackend(), embedder, FlatStructure(), DefaultStrategy())
+    engine.ingest_many(NoteBatch(["a", "b"], [text, f"{text} two"], [1.0, 2.0], [{}, {}]))
+    assert embedder.tracked == [False, False]
