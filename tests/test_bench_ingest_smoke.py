@@ -46,3 +46,10 @@ def test_a_folder_without_coniti_is_refused(tmp_path: Path) -> None:
     """--baseline-code naming a folder with no coniti package stops with a usage error."""
     proc = _run("--baseline-code", str(tmp_path))
     assert proc.returncode == 2 and "holds no coniti package" in proc.stderr
+
+
+def test_sequential_ids_run_and_are_named() -> None:
+    """--ids sequential runs every way over the log and the heading names the ids it used."""
+    proc = _run("--memory", "log", "--variants", "batch", "--ids", "sequential")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ids=sequential" in proc.stdout and "| batch | " in proc.stdout

@@ -19,6 +19,9 @@ container each, in an order that rotates from round to round:
 * ``batch``: each batch built as ``NoteBatch(ids, texts, timestamps, metadata)`` from the raw
   columns (validated once per column), then ingested (the construction is timed).
 
+``--ids sequential`` gives the notes ascending ids instead of the corpus's random hex ones: the
+difference is what a log's id index costs when each id of a batch lands on its own B-tree page.
+
 Inside the timer: building each batch from the raw Python lists (``notes`` and ``batch``), the
 engine's ``ingest_many`` (embedding, admission, structures, keyword index, content index, memory
 write and commit). Outside it: the corpus, the containers' creation and close. Before the clock
@@ -113,6 +116,15 @@ def _ingest(make: Callable[[], list[Any]], memory: str, scratch: Path) -> tuple[
         return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def _notes(n: int, seed: int, ids: str) -> list[Note]:
+    """The corpus; with ``ids="sequential"`` its ids replaced by ascending ones (32 hex digits of
+    the note's index), the order a log's id index then takes them in."""
+    notes = corpus(n, seed)
+    if ids == "sequential":
+        notes = [Note.trusted(f"{i:032x}", x.text, x.timestamp, x.metadata) for i, x in enumerate(notes)]
+    return notes
+
+
 def run_ingest(
     n: int,
     rounds: int,
@@ -121,14 +133,15 @@ def run_ingest(
     variants: Sequence[str] = VARIANTS,
     baseline: Path | None = None,
     baseline_variants: Sequence[str] | None = None,
+    ids: str = "random",
 ) -> Figures:
     """Figures per (metric, way): ``wall`` and ``cpu`` in notes/s, one per round; with
     ``baseline``, ways ``WAY@base`` too (``baseline_variants``, default ``variants``), every ingest
-    in a child process."""
+    in a child process. ``ids``: the corpus's (``random``) or ascending ones (``sequential``)."""
     ways: list[tuple[str, Path | None]] = [(v, None) for v in variants]
     if baseline is not None:
         ways += [(v, baseline) for v in (variants if baseline_variants is None else baseline_variants)]
-    feeders = _feeders(corpus(n, seed)) if baseline is None else {}
+    feeders = _feeders(_notes(n, seed, ids)) if baseline is None else {}
     results = Figures()
     with workdir(None, "coniti-bench-ingest-") as tmp:
         for r in range(rounds):
@@ -137,25 +150,27 @@ def run_ingest(
                 if baseline is None:
                     wall, cpu = _ingest(feeders[name], memory, tmp)
                 else:
-                    wall, cpu = _child(name, code, n, memory, seed)
+                    wall, cpu = _child(name, code, n, memory, seed, ids)
                 label = name if code is None else f"{name}@base"
                 results.add("wall", label, n / wall)
                 results.add("cpu", label, n / cpu)
     return results
 
 
-def _child(variant: str, code: Path | None, n: int, memory: str, seed: int) -> tuple[float, float]:
+def _child(
+    variant: str, code: Path | None, n: int, memory: str, seed: int, ids: str
+) -> tuple[float, float]:
     """(wall s, CPU s) of one ingest of ``variant`` in a fresh process importing ``coniti`` from
     ``code`` (None: this checkout)."""
-    args = ["--child", variant, "--n", str(n), "--memory", memory, "--seed", str(seed)]
+    args = ["--child", variant, "--n", str(n), "--memory", memory, "--seed", str(seed), "--ids", ids]
     return run_child(code, "ingest", args, f"ingest of {variant}")
 
 
-def _run_child(variant: str, n: int, memory: str, seed: int) -> None:
+def _run_child(variant: str, n: int, memory: str, seed: int, ids: str) -> None:
     """One ingest of ``variant`` (the child of :func:`_child`): prints its JSON figures."""
     import coniti
 
-    make = _feeders(corpus(n, seed), [variant])[variant]
+    make = _feeders(_notes(n, seed, ids), [variant])[variant]
     with workdir(None, "coniti-bench-ingest-") as tmp:
         wall, cpu = _ingest(make, memory, tmp)
     print(json.dumps({"wall": wall, "cpu": cpu, "coniti": str(Path(coniti.__file__).parent)}))
@@ -197,6 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=None, help="rounds (default 3; --quick 1)")
     p.add_argument("--memory", default="log", choices=("in_memory", "log"))
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--ids", default="random", choices=("random", "sequential"),
+        help="the corpus's random hex ids, or ascending ones (the cost of random ids in a log)",
+    )  # fmt: skip
     p.add_argument("--variants", default=",".join(VARIANTS), help="ways to give the notes")
     p.add_argument("--quick", action="store_true", help="small counts, under a minute")
     p.add_argument(
@@ -225,17 +244,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{', '.join(VARIANTS)}"
         )
     if args.child is not None:
-        _run_child(args.child, n, args.memory, args.seed)
+        _run_child(args.child, n, args.memory, args.seed, args.ids)
         return 0
     if args.baseline_code is not None and not (args.baseline_code / "coniti").is_dir():
         p.error(f"--baseline-code {args.baseline_code} holds no coniti package")
     started = time.perf_counter()
     results = run_ingest(
-        n, rounds, args.memory, args.seed, variants, args.baseline_code, base_variants
+        n, rounds, args.memory, args.seed, variants, args.baseline_code, base_variants, args.ids
     )
     print(
         f"coniti ingest benchmark: N={n:,}, memory={args.memory}, local_hash, flat, batches of "
-        f"{BATCH}, rounds={rounds}, seed={args.seed}, baseline={args.baseline_code}, "
+        f"{BATCH}, rounds={rounds}, seed={args.seed}, ids={args.ids}, baseline={args.baseline_code}, "
         f"{time.perf_counter() - started:.0f} s"
     )
     print(table(results))
