@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -235,11 +236,11 @@ class TestInMemoryFeedback(InMemoryFixtures, conformance.FeedbackTests):
     pass
 
 
-def _tracked_after(fill: object) -> int:
+def _tracked_after(fill: Callable[[], None]) -> int:
     """How many more objects the garbage collector tracks once ``fill()`` has run (collected)."""
     gc.collect()
     before = len(gc.get_objects())
-    fill()  # type: ignore[operator]
+    fill()
     gc.collect()
     return len(gc.get_objects()) - before
 

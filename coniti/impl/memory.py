@@ -140,17 +140,22 @@ class _Stored:
                 self.expiring -= 1
         return key
 
-    def records(self, keys: Iterable[Key], namespace: tuple[str, ...]) -> list[MemoryRecord]:
-        """The records held under ``keys``, for handing to a caller: metadata and vector copied
-        out (the blob shared)."""
-        by_key, metadata = self.by_key, self.metadata
+    def records(
+        self, keys: Iterable[Key], namespace: tuple[str, ...], *, copy: bool = True
+    ) -> list[MemoryRecord]:
+        """The records held under ``keys``: for handing to a caller, their metadata and vector
+        copied out (the blob is immutable bytes, shared); with ``copy=False`` sharing what is held,
+        for a read inside the backend whose records are never handed out (a write's plan)."""
+        by_key, held_metadata = self.by_key, self.metadata
         note, record = Note.trusted, MemoryRecord.trusted
         out = []
         for key in keys:
             rid, ts, text, eid, vector, blob, version, expires_at = by_key[key]
-            copied = None if vector is None else vector.copy()
-            held = note(rid, text, ts, check_json_value(metadata[key], "metadata"))
-            out.append(record(held, copied, eid, namespace, version, expires_at, blob))
+            metadata = held_metadata[key]
+            if copy:
+                metadata = check_json_value(metadata, "metadata")
+                vector = None if vector is None else vector.copy()
+            out.append(record(note(rid, text, ts, metadata), vector, eid, namespace, version, expires_at, blob))
         return out
 
     def bounds(self, time_range: TimeRange | None) -> tuple[int, int]:
@@ -275,7 +280,7 @@ class InMemoryBackend(MemoryBackend):
                 if key is None or space is None:
                     return None
                 visible = self._visible(space.by_key[key], now)
-                return space.records([key], namespace)[0] if visible else None
+                return space.records([key], namespace, copy=False)[0] if visible else None
 
             def held(record_id: str) -> bool:
                 return space is not None and record_id in space.by_id
