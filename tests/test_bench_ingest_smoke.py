@@ -53,3 +53,16 @@ def test_sequential_ids_run_and_are_named() -> None:
     proc = _run("--memory", "log", "--variants", "batch", "--ids", "sequential")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ids=sequential" in proc.stdout and "| batch | " in proc.stdout
+
+
+def test_another_batch_size_runs_and_is_named() -> None:
+    """--batch gives every ingest_many call that many notes, and the heading says so."""
+    proc = _run("--memory", "log", "--variants", "notes,batch", "--batch", "125")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "batches of 125," in proc.stdout and "| batch | " in proc.stdout
+
+
+def test_a_batch_larger_than_the_corpus_is_refused() -> None:
+    """--batch above --n stops with a usage error naming both options."""
+    proc = _run("--batch", "501")
+    assert proc.returncode == 2 and "--n >= --batch" in proc.stderr

@@ -9,7 +9,7 @@ Usage (from the repository root)::
 Workload: the notes of ``bench/engine.py``'s :func:`~bench.engine.corpus` (seeded), ingested through
 ``Container(memory=..., embedding=local_hash, structure=flat).engine.ingest_many`` in batches of 500
 (embedding, admission, structures and the memory write included; with ``--memory log`` every batch
-is one durable commit). Each round ingests all N notes once per way of giving them, into a fresh
+is one durable commit; ``--batch`` sets another size). Each round ingests all N notes once per way of giving them, into a fresh
 container each, in an order that rotates from round to round:
 
 * ``notes``: each batch built as validated ``Note(...)`` objects from the raw columns, then ingested
@@ -21,6 +21,8 @@ container each, in an order that rotates from round to round:
 
 ``--ids sequential`` gives the notes ascending ids instead of the corpus's random hex ones: the
 difference is what a log's id index costs when each id of a batch lands on its own B-tree page.
+``--batch 5000`` shows how much of that cost larger durable commits take off (fewer pages written
+per note, and fewer flushes).
 
 Inside the timer: building each batch from the raw Python lists (``notes`` and ``batch``), the
 engine's ``ingest_many`` (embedding, admission, structures, keyword index, content index, memory
@@ -51,6 +53,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,17 +70,45 @@ VARIANTS = ("notes", "trusted", "batch")
 Columns = tuple[list[str], list[str], list[float], list[dict[str, Any]]]
 
 
-def _feeders(notes: list[Note], ways: Sequence[str] = VARIANTS) -> dict[str, Callable[[], list[Any]]]:
+@dataclass(frozen=True)
+class Workload:
+    """What every ingest of a run is given: ``n`` notes of the seeded corpus, with its random ids
+    or ascending ones (``ids``), in batches of ``batch``, into a fresh ``memory``."""
+
+    n: int
+    memory: str
+    seed: int = 7
+    ids: str = "random"
+    batch: int = BATCH
+
+    def notes(self) -> list[Note]:
+        """The corpus; with ``ids="sequential"`` its ids replaced by ascending ones (32 hex digits
+        of the note's index), the order a log's id index then takes them in."""
+        notes = corpus(self.n, self.seed)
+        if self.ids == "sequential":
+            notes = [Note.trusted(f"{i:032x}", x.text, x.timestamp, x.metadata) for i, x in enumerate(notes)]
+        return notes
+
+    def args(self) -> list[str]:
+        """The command-line options that give a child process this workload."""
+        return ["--n", str(self.n), "--memory", self.memory, "--seed", str(self.seed),
+                "--ids", self.ids, "--batch", str(self.batch)]  # fmt: skip
+
+
+def _feeders(
+    notes: list[Note], ways: Sequence[str] = VARIANTS, size: int = BATCH
+) -> dict[str, Callable[[], list[Any]]]:
     """Per way of giving the notes (of ``ways``): a function returning the per-batch thunks to
-    time. Only ``trusted`` keeps ``notes`` alive; the others keep their raw columns."""
+    time, batches of ``size`` notes. Only ``trusted`` keeps ``notes`` alive; the others keep their
+    raw columns."""
     columns: list[Columns] = [
         (
-            [n.id for n in notes[a : a + BATCH]],
-            [n.text for n in notes[a : a + BATCH]],
-            [n.timestamp for n in notes[a : a + BATCH]],
-            [dict(n.metadata) for n in notes[a : a + BATCH]],
+            [n.id for n in notes[a : a + size]],
+            [n.text for n in notes[a : a + size]],
+            [n.timestamp for n in notes[a : a + size]],
+            [dict(n.metadata) for n in notes[a : a + size]],
         )
-        for a in range(0, len(notes), BATCH)
+        for a in range(0, len(notes), size)
     ]
 
     def validated() -> list[Any]:
@@ -89,7 +120,7 @@ def _feeders(notes: list[Note], ways: Sequence[str] = VARIANTS) -> dict[str, Cal
         ]
 
     def trusted() -> list[Any]:
-        built = [notes[a : a + BATCH] for a in range(0, len(notes), BATCH)]
+        built = [notes[a : a + size] for a in range(0, len(notes), size)]
         return [lambda b=b: b for b in built]
 
     def batch() -> list[Any]:
@@ -116,63 +147,49 @@ def _ingest(make: Callable[[], list[Any]], memory: str, scratch: Path) -> tuple[
         return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def _notes(n: int, seed: int, ids: str) -> list[Note]:
-    """The corpus; with ``ids="sequential"`` its ids replaced by ascending ones (32 hex digits of
-    the note's index), the order a log's id index then takes them in."""
-    notes = corpus(n, seed)
-    if ids == "sequential":
-        notes = [Note.trusted(f"{i:032x}", x.text, x.timestamp, x.metadata) for i, x in enumerate(notes)]
-    return notes
-
-
 def run_ingest(
-    n: int,
+    work: Workload,
     rounds: int,
-    memory: str,
-    seed: int,
     variants: Sequence[str] = VARIANTS,
     baseline: Path | None = None,
     baseline_variants: Sequence[str] | None = None,
-    ids: str = "random",
 ) -> Figures:
     """Figures per (metric, way): ``wall`` and ``cpu`` in notes/s, one per round; with
     ``baseline``, ways ``WAY@base`` too (``baseline_variants``, default ``variants``), every ingest
-    in a child process. ``ids``: the corpus's (``random``) or ascending ones (``sequential``)."""
+    in a child process."""
     ways: list[tuple[str, Path | None]] = [(v, None) for v in variants]
     if baseline is not None:
         ways += [(v, baseline) for v in (variants if baseline_variants is None else baseline_variants)]
-    feeders = _feeders(_notes(n, seed, ids)) if baseline is None else {}
+    feeders = _feeders(work.notes(), size=work.batch) if baseline is None else {}
+    n = work.n
     results = Figures()
     with workdir(None, "coniti-bench-ingest-") as tmp:
         for r in range(rounds):
             shift = r % len(ways)
             for name, code in [*ways[shift:], *ways[:shift]]:
                 if baseline is None:
-                    wall, cpu = _ingest(feeders[name], memory, tmp)
+                    wall, cpu = _ingest(feeders[name], work.memory, tmp)
                 else:
-                    wall, cpu = _child(name, code, n, memory, seed, ids)
+                    wall, cpu = _child(name, code, work)
                 label = name if code is None else f"{name}@base"
                 results.add("wall", label, n / wall)
                 results.add("cpu", label, n / cpu)
     return results
 
 
-def _child(
-    variant: str, code: Path | None, n: int, memory: str, seed: int, ids: str
-) -> tuple[float, float]:
+def _child(variant: str, code: Path | None, work: Workload) -> tuple[float, float]:
     """(wall s, CPU s) of one ingest of ``variant`` in a fresh process importing ``coniti`` from
     ``code`` (None: this checkout)."""
-    args = ["--child", variant, "--n", str(n), "--memory", memory, "--seed", str(seed), "--ids", ids]
-    return run_child(code, "ingest", args, f"ingest of {variant}")
+    return run_child(code, "ingest", ["--child", variant, *work.args()], f"ingest of {variant}")
 
 
-def _run_child(variant: str, n: int, memory: str, seed: int, ids: str) -> None:
+def _run_child(variant: str, work: Workload) -> None:
     """One ingest of ``variant`` (the child of :func:`_child`): prints its JSON figures."""
     import coniti
 
-    make = _feeders(_notes(n, seed, ids), [variant])[variant]
+    make = _feeders(work.notes(), [variant], work.batch)[variant]
     with workdir(None, "coniti-bench-ingest-") as tmp:
-        wall, cpu = _ingest(make, memory, tmp)
+        wall, cpu = _ingest(make, work.memory, tmp)
     print(json.dumps({"wall": wall, "cpu": cpu, "coniti": str(Path(coniti.__file__).parent)}))
 
 
@@ -216,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--ids", default="random", choices=("random", "sequential"),
         help="the corpus's random hex ids, or ascending ones (the cost of random ids in a log)",
     )  # fmt: skip
+    p.add_argument("--batch", type=int, default=BATCH, help=f"notes per ingest_many call (default {BATCH})")
     p.add_argument("--variants", default=",".join(VARIANTS), help="ways to give the notes")
     p.add_argument("--quick", action="store_true", help="small counts, under a minute")
     p.add_argument(
@@ -236,25 +254,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         None if args.baseline_variants is None else [v for v in args.baseline_variants.split(",") if v]
     )
     if (
-        n < BATCH or rounds < 1 or not variants
+        args.batch < 1 or n < args.batch or rounds < 1 or not variants
         or not set(variants) | set(base_variants or []) <= set(VARIANTS) or base_variants == []
     ):
         p.error(
-            f"--n must be >= {BATCH}, --rounds >= 1, --variants and --baseline-variants among "
+            f"--batch must be >= 1, --n >= --batch, --rounds >= 1, --variants and --baseline-variants among "
             f"{', '.join(VARIANTS)}"
         )
+    work = Workload(n, args.memory, args.seed, args.ids, args.batch)
     if args.child is not None:
-        _run_child(args.child, n, args.memory, args.seed, args.ids)
+        _run_child(args.child, work)
         return 0
     if args.baseline_code is not None and not (args.baseline_code / "coniti").is_dir():
         p.error(f"--baseline-code {args.baseline_code} holds no coniti package")
     started = time.perf_counter()
-    results = run_ingest(
-        n, rounds, args.memory, args.seed, variants, args.baseline_code, base_variants, args.ids
-    )
+    results = run_ingest(work, rounds, variants, args.baseline_code, base_variants)
     print(
         f"coniti ingest benchmark: N={n:,}, memory={args.memory}, local_hash, flat, batches of "
-        f"{BATCH}, rounds={rounds}, seed={args.seed}, ids={args.ids}, baseline={args.baseline_code}, "
+        f"{args.batch}, rounds={rounds}, seed={args.seed}, ids={args.ids}, baseline={args.baseline_code}, "
         f"{time.perf_counter() - started:.0f} s"
     )
     print(table(results))
