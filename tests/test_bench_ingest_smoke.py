@@ -27,6 +27,16 @@ def test_every_way_gets_a_row() -> None:
     assert "| notes | " in proc.stdout and "@base" not in proc.stdout
 
 
+def test_the_table_says_where_the_time_went() -> None:
+    """Each row ends with the kernel's CPU time and the time on no core, in microseconds a note."""
+    proc = _run("--memory", "log", "--variants", "batch")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| kernel us/note | waiting us/note |" in proc.stdout
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("| batch | "))
+    kernel, waiting = (float(cell) for cell in row.strip("| ").split(" | ")[-2:])
+    assert kernel > 0.0 and waiting >= 0.0
+
+
 def test_a_baseline_copy_runs_in_children_beside_this_code(tmp_path: Path) -> None:
     """With --baseline-code every way also runs on the copy (rows ``WAY@base``), each row with its
     ratio to ``notes@base``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import cProfile
 import gc
 import json
+import resource
 import shutil
 import statistics
 import subprocess
@@ -19,11 +20,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "ROOT",
     "Figures",
+    "Spent",
+    "Stopwatch",
     "fmt",
     "run_child",
     "seconds",
@@ -38,11 +41,39 @@ ROOT = Path(__file__).resolve().parents[2]
 """The repository root (``tools/bench/common.py`` is two folders below it)."""
 
 
-def run_child(code: Path | None, module: str, args: Sequence[str], what: str) -> tuple[float, float]:
-    """(wall s, CPU s) that ``main(args)`` of ``bench.<module>`` prints as the JSON fields ``wall``
-    and ``cpu`` of its last line, run in a fresh process importing ``coniti`` from ``code`` (None:
-    this checkout); the child must also print the ``coniti`` folder it imported, which is checked.
-    Raises SystemExit naming ``what`` when the child fails."""
+class Spent(NamedTuple):
+    """Seconds a stretch of work took: wall clock, the process's CPU time (every thread, user and
+    system) and the system part of that CPU time (``kernel``: system calls, page faults, writing
+    pages out)."""
+
+    wall: float
+    cpu: float
+    kernel: float
+
+    def json(self) -> dict[str, float]:
+        return {"wall": self.wall, "cpu": self.cpu, "kernel": self.kernel}
+
+
+class Stopwatch:
+    """Started when made; :meth:`spent` is the :class:`Spent` since then."""
+
+    def __init__(self) -> None:
+        self._usage = resource.getrusage(resource.RUSAGE_SELF)
+        self._wall = time.perf_counter()
+
+    def spent(self) -> Spent:
+        wall = time.perf_counter() - self._wall
+        now, then = resource.getrusage(resource.RUSAGE_SELF), self._usage
+        kernel = now.ru_stime - then.ru_stime
+        return Spent(wall, now.ru_utime - then.ru_utime + kernel, kernel)
+
+
+def run_child(code: Path | None, module: str, args: Sequence[str], what: str) -> Spent:
+    """The :class:`Spent` that ``main(args)`` of ``bench.<module>`` prints as the JSON fields
+    ``wall``, ``cpu`` and ``kernel`` of its last line (:meth:`Spent.json`), run in a fresh process
+    importing ``coniti`` from ``code`` (None: this checkout); the child must also print the
+    ``coniti`` folder it imported, which is checked. Raises SystemExit naming ``what`` when the
+    child fails."""
     expected = (code if code is not None else ROOT).resolve() / "coniti"
     # the package's folder first on sys.path: before the checkout that importing bench adds
     boot = (
@@ -55,7 +86,7 @@ def run_child(code: Path | None, module: str, args: Sequence[str], what: str) ->
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     if Path(out["coniti"]).resolve() != expected:
         raise SystemExit(f"the child imported {out['coniti']}, not {expected}")
-    return float(out["wall"]), float(out["cpu"])
+    return Spent(float(out["wall"]), float(out["cpu"]), float(out["kernel"]))
 
 
 def seconds(fn: Callable[..., object], *args: Any, profile: cProfile.Profile | None = None) -> float:

@@ -34,7 +34,10 @@ keeps only its way's workload.
 
 Figures: notes/s of wall clock and of the process's CPU time (on a loaded shared machine the wall
 clock waits for a core; CPU time much less so), median and [min..max] over rounds, and each way's
-median as a ratio to ``notes`` and to ``trusted``. ``--variants`` limits the ways (e.g.
+median as a ratio to ``notes`` and to ``trusted``; then where the time went, in microseconds per
+note (medians): ``kernel``, the CPU time spent in the kernel (system calls, page faults, writing
+pages out), and ``waiting``, the wall clock the process spent on no core (waiting for the disk to
+flush a commit, or for a core on a loaded machine). ``--variants`` limits the ways (e.g.
 ``notes,trusted`` to run an older coniti without ``coniti.batch`` via ``PYTHONPATH``).
 
 ``--baseline-code DIR`` also runs every way with the ``coniti`` package found in ``DIR`` (e.g. an
@@ -59,7 +62,7 @@ from typing import Any
 
 from coniti import Container, Note
 
-from .common import Figures, run_child, settle, summary_line, workdir
+from .common import Figures, Spent, Stopwatch, run_child, settle, summary_line, workdir
 from .engine import corpus
 
 __all__ = ["main", "run_ingest"]
@@ -132,8 +135,8 @@ def _feeders(
     return {way: makers[way] for way in ways}
 
 
-def _ingest(make: Callable[[], list[Any]], memory: str, scratch: Path) -> tuple[float, float]:
-    """(wall s, CPU s) to ingest every batch of ``make()`` into a fresh container."""
+def _ingest(make: Callable[[], list[Any]], memory: str, scratch: Path) -> Spent:
+    """The time taken to ingest every batch of ``make()`` into a fresh container."""
     options: dict[str, Any] = {}
     if memory == "log":
         options["path"] = Path(tempfile.mkdtemp(dir=scratch)) / "store"
@@ -141,10 +144,10 @@ def _ingest(make: Callable[[], list[Any]], memory: str, scratch: Path) -> tuple[
     with Container(memory=memory, embedding="local_hash", structure="flat", **options) as c:
         engine = c.engine
         settle()  # the workload and the corpus's garbage out of the collections being timed
-        wall, cpu = time.perf_counter(), time.process_time()
+        clock = Stopwatch()
         for thunk in thunks:
             engine.ingest_many(thunk())
-        return time.perf_counter() - wall, time.process_time() - cpu
+        return clock.spent()
 
 
 def run_ingest(
@@ -154,7 +157,8 @@ def run_ingest(
     baseline: Path | None = None,
     baseline_variants: Sequence[str] | None = None,
 ) -> Figures:
-    """Figures per (metric, way): ``wall`` and ``cpu`` in notes/s, one per round; with
+    """Figures per (metric, way): ``wall`` and ``cpu`` in notes/s, ``kernel`` (CPU time in the
+    kernel) and ``waiting`` (wall clock on no core) in microseconds per note, one per round; with
     ``baseline``, ways ``WAY@base`` too (``baseline_variants``, default ``variants``), every ingest
     in a child process."""
     ways: list[tuple[str, Path | None]] = [(v, None) for v in variants]
@@ -168,17 +172,19 @@ def run_ingest(
             shift = r % len(ways)
             for name, code in [*ways[shift:], *ways[:shift]]:
                 if baseline is None:
-                    wall, cpu = _ingest(feeders[name], work.memory, tmp)
+                    spent = _ingest(feeders[name], work.memory, tmp)
                 else:
-                    wall, cpu = _child(name, code, work)
+                    spent = _child(name, code, work)
                 label = name if code is None else f"{name}@base"
-                results.add("wall", label, n / wall)
-                results.add("cpu", label, n / cpu)
+                results.add("wall", label, n / spent.wall)
+                results.add("cpu", label, n / spent.cpu)
+                results.add("kernel", label, spent.kernel / n * 1e6)
+                results.add("waiting", label, max(0.0, spent.wall - spent.cpu) / n * 1e6)
     return results
 
 
-def _child(variant: str, code: Path | None, work: Workload) -> tuple[float, float]:
-    """(wall s, CPU s) of one ingest of ``variant`` in a fresh process importing ``coniti`` from
+def _child(variant: str, code: Path | None, work: Workload) -> Spent:
+    """The time taken by one ingest of ``variant`` in a fresh process importing ``coniti`` from
     ``code`` (None: this checkout)."""
     return run_child(code, "ingest", ["--child", variant, *work.args()], f"ingest of {variant}")
 
@@ -189,8 +195,8 @@ def _run_child(variant: str, work: Workload) -> None:
 
     make = _feeders(work.notes(), [variant], work.batch)[variant]
     with workdir(None, "coniti-bench-ingest-") as tmp:
-        wall, cpu = _ingest(make, work.memory, tmp)
-    print(json.dumps({"wall": wall, "cpu": cpu, "coniti": str(Path(coniti.__file__).parent)}))
+        spent = _ingest(make, work.memory, tmp)
+    print(json.dumps({**spent.json(), "coniti": str(Path(coniti.__file__).parent)}))
 
 
 def table(results: Figures) -> str:
@@ -202,6 +208,8 @@ def table(results: Figures) -> str:
     if base:
         head += " x notes@base | x notes@base (CPU) |"
         rule += "---:|---:|"
+    head += " kernel us/note | waiting us/note |"
+    rule += "---:|---:|"
     lines = [head, rule]
     med = {key: statistics.median(values) for key, values in results.values.items()}
 
@@ -219,6 +227,7 @@ def table(results: Figures) -> str:
         )
         if base:
             line += f" {ratio('wall', way, 'notes@base')} | {ratio('cpu', way, 'notes@base')} |"
+        line += f" {med[('kernel', way)]:.1f} | {med[('waiting', way)]:.1f} |"
         lines.append(line)
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ the hash chain, the novelty check of the ids, the projections and the commit.
 Every run is a fresh child process importing ``coniti`` from this checkout or, with
 ``--baseline-code DIR``, from ``DIR`` too (e.g. ``git archive main coniti | tar -x -C DIR``); the
 codes alternate within a round and their order rotates between rounds. Figures: microseconds per
-record of the process's CPU time (``time.process_time``, what to compare on a shared machine) and of
+record of the process's CPU time (user and system, what to compare on a shared machine) and of
 wall clock, median and [min..max] over rounds, and with a baseline each median as a ratio to the
 baseline's (below 1: faster).
 """
@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import Figures, run_child, summary_line, workdir
+from .common import Figures, Spent, Stopwatch, run_child, summary_line, workdir
 
 __all__ = ["main", "run_log_put"]
 
@@ -39,8 +39,8 @@ BATCH = 500
 DIM = 256
 
 
-def _put_all(n: int, seed: int, durability: str) -> tuple[float, float]:
-    """(wall s, CPU s) of the ``put_batch`` calls of the workload into a fresh store."""
+def _put_all(n: int, seed: int, durability: str) -> Spent:
+    """The time taken by the ``put_batch`` calls of the workload into a fresh store."""
     import numpy as np
 
     from coniti.batch import NoteBatch, RecordBatch
@@ -64,14 +64,14 @@ def _put_all(n: int, seed: int, durability: str) -> tuple[float, float]:
         workdir(None, "coniti-bench-log-put-") as tmp,
         LogBackend(Path(tempfile.mkdtemp(dir=tmp)) / "store", durability=durability) as store,
     ):
-        wall, cpu = time.perf_counter(), time.process_time()
+        clock = Stopwatch()
         for batch in batches:
             store.put_batch(batch)
-        return time.perf_counter() - wall, time.process_time() - cpu
+        return clock.spent()
 
 
-def _child(code: Path | None, n: int, seed: int, durability: str) -> tuple[float, float]:
-    """(wall s, CPU s) of one run in a fresh process importing ``coniti`` from ``code`` (None:
+def _child(code: Path | None, n: int, seed: int, durability: str) -> Spent:
+    """The time taken by one run in a fresh process importing ``coniti`` from ``code`` (None:
     this checkout), which is checked."""
     args = ["--child", "--n", str(n), "--seed", str(seed), "--durability", durability]
     return run_child(code, "log_put", args, "a run")
@@ -87,7 +87,7 @@ def run_log_put(n: int, rounds: int, seed: int, durability: str, baseline: Path 
     for r in range(rounds):
         shift = r % len(codes)
         for label, code in [*codes[shift:], *codes[:shift]]:
-            wall, cpu = _child(code, n, seed, durability)
+            wall, cpu, _ = _child(code, n, seed, durability)
             results.add("cpu", label, cpu / n * 1e6)
             results.add("wall", label, wall / n * 1e6)
     return results
@@ -130,8 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         import coniti
 
-        wall, cpu = _put_all(n, args.seed, args.durability)
-        print(json.dumps({"wall": wall, "cpu": cpu, "coniti": str(Path(coniti.__file__).parent)}))
+        spent = _put_all(n, args.seed, args.durability)
+        print(json.dumps({**spent.json(), "coniti": str(Path(coniti.__file__).parent)}))
         return 0
     if args.baseline_code is not None and not (args.baseline_code / "coniti").is_dir():
         p.error(f"--baseline-code {args.baseline_code} holds no coniti package")
