@@ -153,7 +153,7 @@ class _Stored:
             rid, ts, text, eid, vector, blob, version, expires_at = by_key[key]
             metadata = held_metadata[key]
             if copy:
-                metadata = check_json_value(metadata, "metadata")
+                metadata = _copy_metadata(metadata)
                 vector = None if vector is None else vector.copy()
             out.append(record(note(rid, text, ts, metadata), vector, eid, namespace, version, expires_at, blob))
         return out
@@ -187,8 +187,8 @@ _SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def _copy_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of a batch's metadata dict (valid JSON already: its nested values are copied
-    by :func:`check_json_value`, its scalars shared)."""
+    """A deep copy of a metadata dict that is valid JSON already (a batch's, or a held record's on
+    its way out): its nested values are copied by :func:`check_json_value`, its scalars shared."""
     out = dict(metadata)
     for key, value in out.items():
         if type(value) not in _SCALARS:

@@ -98,12 +98,11 @@ class Workload:
                 "--ids", self.ids, "--batch", str(self.batch)]  # fmt: skip
 
 
-def _feeders(
-    notes: list[Note], ways: Sequence[str] = VARIANTS, size: int = BATCH
-) -> dict[str, Callable[[], list[Any]]]:
-    """Per way of giving the notes (of ``ways``): a function returning the per-batch thunks to
-    time, batches of ``size`` notes. Only ``trusted`` keeps ``notes`` alive; the others keep their
-    raw columns."""
+def _feeders(work: Workload, ways: Sequence[str] = VARIANTS) -> dict[str, Callable[[], list[Any]]]:
+    """Per way of giving the notes of ``work`` (of ``ways``): a function returning the per-batch
+    thunks to time. Only ``trusted`` keeps the corpus's notes alive; the others keep their raw
+    columns."""
+    notes, size = work.notes(), work.batch
     columns: list[Columns] = [
         (
             [n.id for n in notes[a : a + size]],
@@ -164,7 +163,7 @@ def run_ingest(
     ways: list[tuple[str, Path | None]] = [(v, None) for v in variants]
     if baseline is not None:
         ways += [(v, baseline) for v in (variants if baseline_variants is None else baseline_variants)]
-    feeders = _feeders(work.notes(), size=work.batch) if baseline is None else {}
+    feeders = _feeders(work) if baseline is None else {}
     n = work.n
     results = Figures()
     with workdir(None, "coniti-bench-ingest-") as tmp:
@@ -193,7 +192,7 @@ def _run_child(variant: str, work: Workload) -> None:
     """One ingest of ``variant`` (the child of :func:`_child`): prints its JSON figures."""
     import coniti
 
-    make = _feeders(work.notes(), [variant], work.batch)[variant]
+    make = _feeders(work, [variant])[variant]
     with workdir(None, "coniti-bench-ingest-") as tmp:
         spent = _ingest(make, work.memory, tmp)
     print(json.dumps({**spent.json(), "coniti": str(Path(coniti.__file__).parent)}))
