@@ -238,6 +238,8 @@ def open_note(note: str | bytes, verifier: str) -> str:
     if split < 0:
         raise CheckpointError("the note has no blank line before its signatures")
     text, block = note[: split + 1], note[split + 2 :]
+    if not block:
+        raise CheckpointError("the note has no signature after its blank line")
     if not block.endswith("\n"):
         raise CheckpointError("the note's signature lines do not end with a newline")
     lines = block[:-1].split("\n")
@@ -346,7 +348,8 @@ def sign_checkpoint(checkpoint: Checkpoint, signer: str) -> str:
 def verify_checkpoint(note: str | bytes, verifier: str, *, origin: str | None = None) -> Checkpoint:
     """The checkpoint in the signed ``note``, once its signature by ``verifier`` holds and, when
     ``origin`` is given, its origin is that one. Raises CheckpointError otherwise (see
-    :func:`open_note` and :meth:`Checkpoint.parse`)."""
+    :func:`open_note` and :meth:`Checkpoint.parse`). The key's name need not be the origin (the
+    spec says it should be): pass ``origin`` to pin the log, the verifier key to pin the signer."""
     checkpoint = Checkpoint.parse(open_note(note, verifier))
     if origin is not None and checkpoint.origin != origin:
         raise CheckpointError(

@@ -13,8 +13,8 @@ node(h-1, 2i+1))``. A node, once its last leaf is appended, never changes. Every
 of any size needs is a node, or the fold of the nodes that tile a range ending at that size; the
 functions below read nodes through a :class:`TreeNodes` and nothing else.
 
-**The storage scheme a store implements** (``LogBackend`` keeps these in its own tables, written in
-the append's transaction; :class:`MerkleTree` keeps them in lists):
+**The storage scheme a store implements**, in its own tables written in the append's transaction
+(:class:`MerkleTree` keeps the same in lists):
 
 * *The node table*, keyed by ``(level, index)``: every node, written when it completes. Appending
   leaf ``n`` completes node ``(0, n)`` and, for each ``h ≥ 1`` with ``2^h`` dividing ``n + 1``, node
@@ -23,8 +23,12 @@ the append's transaction; :class:`MerkleTree` keeps them in lists):
   instead be answered from the log (``leaf_hash`` of event ``i + 1``'s chain hash) and not stored.
 * *The right edge* (:class:`CompactRange`): for each set bit ``h`` of the size ``n``, largest first,
   node ``(h, (n >> h) - 1)`` (at most 64 hashes). Kept beside the head, it makes an append cost
-  ``O(log n)`` hashing and no read, and gives the current root without a read; after a crash or for
-  an old size it is read back from the node table (:meth:`CompactRange.from_nodes`).
+  ``O(log n)`` hashing and no read, and gives the current root without a read; a store that does
+  not keep it, or wants the edge of an old size, reads it from the node table
+  (:meth:`CompactRange.from_nodes`).
+
+Both are pure functions of the log's chain hashes: a rebuild recomputes them by appending every
+event's ``leaf_hash`` to a fresh :class:`CompactRange` and writing the nodes each append returns.
 
 **Costs**, in node reads: the root of any past size ``popcount(size)``; an inclusion proof at most
 ``2·⌈log2 size⌉``; a consistency proof at most ``2·⌈log2 new_size⌉ + 1``. Proof generation trusts the
@@ -45,8 +49,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from coniti.errors import ProofError
 
@@ -87,14 +90,9 @@ def node_hash(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(_NODE + left + right).digest()
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
-    """Node ``(level, index)`` of the tree and its hash: the root over leaves
-    ``[index·2^level, (index+1)·2^level)``."""
-
-    level: int
-    index: int
-    hash: bytes
+Node: TypeAlias = tuple[int, int, bytes]
+"""A completed node as ``(level, index, hash)``: the root over leaves
+``[index·2^level, (index+1)·2^level)``. A plain tuple: appends make two a leaf."""
 
 
 class TreeNodes(Protocol):
@@ -378,19 +376,19 @@ class CompactRange:
         return CompactRange(self._size, self._hashes)
 
     def append(self, leaf_hash: bytes) -> list[Node]:
-        """Add the next leaf (index ``size``), given its hash; return the nodes it completes, level 0
-        (the leaf itself) first: what a store writes to its node table. Raises ProofError for a hash
-        that is not 32 bytes."""
+        """Add the next leaf (index ``size``), given its hash; return the nodes it completes as
+        ``(level, index, hash)``, level 0 (the leaf itself) first: what a store writes to its node
+        table. Raises ProofError for a hash that is not 32 bytes, and then changes nothing."""
         _check_hash("leaf hash", leaf_hash)
         index = self._size
         node = bytes(leaf_hash)
-        completed = [Node(0, index, node)]
+        completed: list[Node] = [(0, index, node)]
         level = 0
         while index & 1:
             node = node_hash(self._hashes.pop(), node)
             level += 1
             index >>= 1
-            completed.append(Node(level, index, node))
+            completed.append((level, index, node))
         self._hashes.append(node)
         self._size += 1
         return completed
@@ -440,10 +438,10 @@ class MerkleTree:
         """Add the next leaf given its hash; return the nodes it completed (see
         :meth:`CompactRange.append`)."""
         completed = self._edge.append(leaf_hash)
-        for node in completed:
-            if node.level == len(self._levels):
+        for level, _, value in completed:
+            if level == len(self._levels):
                 self._levels.append([])
-            self._levels[node.level].append(node.hash)
+            self._levels[level].append(value)
         return completed
 
     def node(self, level: int, index: int) -> bytes:

@@ -259,6 +259,7 @@ def test_unknown_signatures_are_ignored(keys: tuple[str, str]) -> None:
     [
         ("a\nb\nc\n— x AAAAAAA=\n", "no blank line"),
         ("a\n1\nAAAA\n\n— x AAAAAAA=", "do not end with a newline"),
+        ("a\n1\nAAAA\n\n", "no signature after its blank line"),
         ("a\x01\n\n— x AAAAAAA=\n", "control character"),
         ("a\n\nnot a signature\n", "is no signature"),
         ("a\n\n— bad name AAAAAAA=\n", "is malformed"),

@@ -210,10 +210,10 @@ def test_append_returns_the_nodes_the_storage_scheme_names() -> None:
         want = [(0, n)] + [
             (h, (n + 1) // 2**h - 1) for h in range(1, (n + 1).bit_length()) if (n + 1) % 2**h == 0
         ]
-        assert [(c.level, c.index) for c in completed] == want
-        for c in completed:
-            lo = c.index << c.level
-            assert c.hash == REFERENCE.mth(lo, lo + (1 << c.level))
+        assert [(level, index) for level, index, _ in completed] == want
+        for level, index, value in completed:
+            lo = index << level
+            assert value == REFERENCE.mth(lo, lo + (1 << level))
 
 
 def test_the_node_table_holds_two_nodes_a_leaf() -> None:
