@@ -889,8 +889,10 @@ class ContinuityEngine:
     ) -> WriteResult:
         """Change only what is given of the live note ``id`` (a :class:`~coniti.memory.PatchOp`):
         ``metadata`` replaces the metadata, ``metadata_patch`` merges into it (RFC 7386). The text is
-        re-embedded only when it differs from the stored text. Raises
-        :class:`~coniti.errors.RecordNotFound` when ``id`` is not live, and
+        re-embedded only when it differs from the stored text. ``op_id`` makes the call
+        idempotent: with ``text``, the patch then always carries the text's vector (the stored one
+        when the text is unchanged), so a retry sends the same request as the first call and
+        replays it. Raises :class:`~coniti.errors.RecordNotFound` when ``id`` is not live, and
         :class:`~coniti.errors.VersionConflict` when ``expected_version`` is not the live version.
         Needs a backend with ``supports_write``.
         """
@@ -902,7 +904,9 @@ class ContinuityEngine:
             vector = None
             if text is not None:
                 live = self._live(ns, id)
-                if live is not None and live.note.text != text:
+                if live is not None and live.note.text == text:
+                    vector = None if op_id is None else live.vector
+                elif live is not None or op_id is not None:
                     vector = self.embedder.embed([text])[0].copy()
             op = PatchOp(
                 id=id, text=text, timestamp=timestamp, metadata=metadata, metadata_patch=metadata_patch,

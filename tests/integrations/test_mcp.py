@@ -200,6 +200,19 @@ async def test_remember_with_an_op_id_is_idempotent(store: Path) -> None:
     assert retry == first and before == after
 
 
+async def test_a_retried_update_of_the_text_with_an_op_id_replays(store: Path) -> None:
+    """update with a new text and an op_id, sent twice: the retry is replayed, writes nothing, and
+    reports the first call's version."""
+    call = {"id": "a", "text": "Ada drinks coffee", "reason": "r", "op_id": "run-1/step-2"}
+    async with connect(store) as client:
+        await remember(client, "a", "Ada drinks tea")
+        first = await ok(client, "update", call)
+        before = (await ok(client, "changes", {}))["head"]
+        retry = await ok(client, "update", call)
+        after = (await ok(client, "changes", {}))["head"]
+    assert retry == {**first, "replayed": True} and not first["replayed"] and before == after
+
+
 async def test_an_op_id_reused_for_other_text_is_a_conflict(store: Path) -> None:
     """remember with an op_id already used for another note is a tool error naming the op id."""
     async with connect(store) as client:
