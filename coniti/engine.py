@@ -138,6 +138,10 @@ _CONTENT_FIELDS = ("id_bytes", "id_ends", "key_bytes", "key_ends")
 _KEY_FORMAT = 1
 """The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
 
+MAX_QUERY_CHARS = 100_000
+"""The default of :attr:`ContinuityEngine.max_query_chars`: the longest query text :meth:`~ContinuityEngine.ask`
+takes (characters)."""
+
 
 def pool_size(k: int) -> int:
     """The candidates gathered for the MMR and reranker stages of a query for ``k`` hits:
@@ -230,6 +234,8 @@ class ContinuityEngine:
     namespace. ``read_only``: refuse writes (always so over a read-only backend such as a time-travel
     view). ``keyword``: the keyword index prototype (its ``k1`` and ``b``), spawned per namespace.
     ``reranker``: a :class:`~coniti.rerank.Reranker` applied to every ask but ``recent`` ones.
+    ``max_query_chars``: the longest query text an ask takes (:data:`MAX_QUERY_CHARS` by
+    default; the attribute of that name may be changed); a longer one is refused before any work.
     Raises :class:`EmbeddingMismatch` if the root namespace holds another embedding's vectors.
     """
 
@@ -243,6 +249,7 @@ class ContinuityEngine:
         read_only: bool = False,
         keyword: KeywordIndex | None = None,
         reranker: Reranker | None = None,
+        max_query_chars: int = MAX_QUERY_CHARS,
     ) -> None:
         if not isinstance(memory, MemoryBackend):
             raise ContractError(f"memory must be a MemoryBackend, got {type(memory).__name__}")
@@ -257,8 +264,11 @@ class ContinuityEngine:
             raise ContractError(f"keyword must be a KeywordIndex, got {type(keyword).__name__}")
         if reranker is not None and not isinstance(reranker, Reranker):
             raise ContractError(f"reranker must have rerank(query, hits), got {type(reranker).__name__}")
+        if type(max_query_chars) is not int or max_query_chars < 1:
+            raise ContractError(f"max_query_chars must be a positive int, got {max_query_chars!r}")
         self._keyword = KeywordIndex() if keyword is None else keyword
         self.reranker = reranker
+        self.max_query_chars = max_query_chars
         self.memory = memory
         self.embedder = embedder
         self.strategy = strategy
@@ -528,11 +538,17 @@ class ContinuityEngine:
         then given to the reranker (:mod:`coniti.rerank`; not for ``recent``), and the first ``k``
         are the answer. Raises :class:`~coniti.errors.AnchorNotFound` when
         ``query.near`` is not stored, and :class:`ContractError` for ``near`` with a ``prefix`` (an
-        anchor belongs to one namespace) or for both ``namespace`` and ``prefix``. A hit whose record
-        vanished from memory since the structures last saw it (a write by another process not yet
-        picked up by :meth:`refresh`) is left out.
+        anchor belongs to one namespace) or for both ``namespace`` and ``prefix``, and (before any
+        work) for a query text longer than :attr:`max_query_chars`. A hit whose record vanished
+        from memory since the structures last saw it (a write by another process not yet picked up
+        by :meth:`refresh`) is left out.
         """
         query = _as_query(query)
+        if query.text is not None and len(query.text) > self.max_query_chars:
+            raise ContractError(
+                f"query text is {len(query.text):,} characters, more than max_query_chars "
+                f"({self.max_query_chars:,}); nothing was asked"
+            )
         ns, scope = self._scope(namespace, prefix)
         if scope is not None and query.near is not None:
             raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
@@ -1165,10 +1181,11 @@ class ContinuityEngine:
             return ContinuityEngine(
                 view, self.embedder, [s.spawn() for s in self._prototypes], self.strategy,
                 read_only=True, keyword=self._keyword.spawn(), reranker=self.reranker,
+                max_query_chars=self.max_query_chars,
             )
         engine = ContinuityEngine(
             view, self.embedder, self._prototypes, self.strategy, read_only=True,
-            keyword=self._keyword, reranker=self.reranker,
+            keyword=self._keyword, reranker=self.reranker, max_query_chars=self.max_query_chars,
         )
         engine._source = self
         engine._lock = self._lock

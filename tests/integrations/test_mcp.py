@@ -544,6 +544,14 @@ async def test_bad_input_is_a_tool_error_naming_the_argument(
     assert expected in message and "errors.pydantic.dev" not in message and "\n" not in message
 
 
+async def test_a_query_past_the_engine_limit_is_a_tool_error(store: Path) -> None:
+    """recall with a query one character longer than the engine's max_query_chars is a tool error
+    naming the query text and the limit."""
+    async with connect(store) as client:
+        message = await refused(client, "recall", {"query": "x" * 100_001})
+    assert "query text is 100,001 characters, more than max_query_chars (100,000)" in message
+
+
 async def test_a_missing_argument_is_named(store: Path) -> None:
     """A call without a required argument says which one."""
     async with connect(store) as client:
