@@ -76,3 +76,45 @@ def test_ls_versions_adds_a_column(cli: Cli) -> None:
     v = cli.ok("set", "n1", "text", "--json").json()["version"]
     out = cli.ok("ls", "--versions").out
     assert "version" in out and str(v) in out
+
+
+def _nested(depth: int, kind: str) -> str:
+    if kind == "object":
+        return '{"a":' * depth + "1" + "}" * depth
+    if kind == "and":
+        return '{"$and":[' * depth + '{"a":1}' + "]}" * depth
+    return "[" * depth + "1" + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("update", "n1", "--patch", _nested(5_000, "object")), "Invalid value for '--patch': nested deeper than 64 levels"),
+        (("update", "n1", "--patch", _nested(65, "object")), "Invalid value for '--patch': nested deeper than 64 levels"),
+        (("set", "n1", "x", "--meta", "k=" + _nested(5_000, "list")), "Invalid value for '--meta': k: nested deeper than 64 levels"),
+        (("ask", "tea", "--filter", _nested(10_000, "and")), "Invalid value for '--filter': --filter is nested deeper than 32 levels"),
+        (("meta", "set", "k", _nested(5_000, "list")), "coniti: error: VALUE: nested deeper than 64 levels"),
+    ],
+    ids=["patch-5000", "patch-65", "meta-5000", "filter-10000", "meta-set-5000"],
+)
+def test_deep_json_on_the_command_line_is_refused_naming_the_option(
+    cli: Cli, args: tuple[str, ...], message: str
+) -> None:
+    """JSON nested past the library's limit (or too deep for Python's parser) is refused with one
+    line naming the option, not an internal error, and nothing is written."""
+    cli.ok("set", "n1", "tea at noon")
+    before = cli.ok("get", "n1", "--json").json()
+    result = cli(*args)
+    assert result.code in (1, 2) and message in result.err and no_traceback(result)
+    assert "internal error" not in result.err
+    assert cli.ok("get", "n1", "--json").json() == before
+
+
+def test_json_at_the_depth_limit_is_accepted(cli: Cli) -> None:
+    """A --patch nested exactly 64 levels is written, as the Python API accepts it."""
+    cli.ok("set", "n1", "tea at noon")
+    cli.ok("update", "n1", "--patch", _nested(64, "object"))
+    value = cli.ok("get", "n1", "--json").json()["metadata"]
+    for _ in range(63):
+        value = value["a"]
+    assert value == {"a": 1}

@@ -145,10 +145,35 @@ def parse_expiry(text: str, *, field: str = "--expires", now: float | None = Non
         ) from None
 
 
-def parse_json_object(text: str, *, field: str) -> dict[str, Any]:
-    """``text`` as a JSON object (``NaN`` and ``Infinity`` refused)."""
+def _json(text: str, field: str, depth: int = 0) -> Any:
+    """``text`` as JSON (``NaN`` and ``Infinity`` refused: ``ValueError``). A value nested deeper
+    than the library takes (:data:`coniti.contracts.MAX_JSON_DEPTH` levels, counting from
+    ``depth`` for the text's top value) raises :class:`ParseError` naming ``field``, also when it is
+    too deep for Python's parser."""
+    from coniti.contracts import MAX_JSON_DEPTH
+
+    too_deep = f"{field}: nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ParseError(too_deep) from None
+    pending = [(value, depth)]
+    while pending:
+        item, level = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        if children and level >= MAX_JSON_DEPTH:
+            raise ParseError(too_deep)
+        pending.extend((child, level + 1) for child in children)
+    return value
+
+
+def parse_json_object(text: str, *, field: str) -> dict[str, Any]:
+    """``text`` as a JSON object (``NaN`` and ``Infinity`` refused, at most
+    :data:`~coniti.contracts.MAX_JSON_DEPTH` levels deep)."""
+    try:
+        value = _json(text, field)
+    except ParseError:
+        raise
     except ValueError as exc:
         raise ParseError(f"{field}: not valid JSON ({exc})") from None
     if not isinstance(value, dict):
@@ -156,10 +181,14 @@ def parse_json_object(text: str, *, field: str) -> dict[str, Any]:
     return value
 
 
-def parse_meta_value(text: str) -> Any:
-    """JSON if ``text`` parses as JSON (``3``, ``true``, ``null``, ``[1,2]``, ``"x"``), else the text."""
+def parse_meta_value(text: str, *, field: str = "--meta", depth: int = 1) -> Any:
+    """JSON if ``text`` parses as JSON (``3``, ``true``, ``null``, ``[1,2]``, ``"x"``), else the text.
+    JSON nested deeper than :data:`~coniti.contracts.MAX_JSON_DEPTH` levels (the value itself at
+    ``depth``: 1 for a metadata value) raises :class:`ParseError` naming ``field``."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return _json(text, field, depth)
+    except ParseError:
+        raise
     except ValueError:
         return text
 
@@ -169,17 +198,22 @@ def parse_meta_pair(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise ParseError(f"--meta {text!r}: expected KEY=VALUE with a non-empty key")
-    return key, parse_meta_value(value)
+    try:
+        return key, parse_meta_value(value, field=key)
+    except ParseError as exc:
+        raise ParseError(f"--meta: {exc}") from None
 
 
 def parse_filter(text: str, *, field: str = "--filter") -> dict[str, Any]:
     """A metadata filter typed as a JSON object (``'{"kind": "fact"}'``), checked by
     :func:`coniti.filters.check_filter`."""
     from coniti.errors import ContractError
-    from coniti.filters import check_filter
+    from coniti.filters import MAX_FILTER_DEPTH, check_filter
 
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ParseError(f"{field} is nested deeper than {MAX_FILTER_DEPTH} levels") from None
     except ValueError:
         raise ParseError(f"{field}: not JSON: {text!r} (e.g. '{{\"kind\": \"fact\"}}')") from None
     if not isinstance(value, dict):
