@@ -67,7 +67,7 @@ import numpy as np
 import pydantic
 
 from coniti import derived
-from coniti.actor import Note, Query, to_timestamp
+from coniti.actor import Note, Query, to_stored_time
 from coniti.batch import NoteBatch, RecordBatch
 from coniti.contracts import Contract
 from coniti.embedding import Embedder
@@ -2007,7 +2007,7 @@ def _expect(id: str, expected: int | None | EllipsisType) -> dict[str, int | Non
 
 def _expiry(value: float | datetime) -> float:
     try:
-        return to_timestamp(value, "expires_at")
+        return to_stored_time(value, "expires_at")
     except ValueError as exc:
         raise ContractError(str(exc)) from None
 

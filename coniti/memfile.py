@@ -79,6 +79,7 @@ from coniti.memory import (
     PutRequest,
     as_blob,
 )
+from coniti.times import in_horizon
 
 if TYPE_CHECKING:
     from coniti.memory import MemoryBackend
@@ -375,7 +376,7 @@ def _checked_record(
         array = None if vector is None else _vector(vector, dtype)
     except OverflowError:  # an integer beyond the float range
         return None
-    if (array is None and vector is not None) or not math.isfinite(timestamp):
+    if (array is None and vector is not None) or not in_horizon(timestamp):
         return None
     return MemoryRecord.trusted(
         Note.trusted(note_id, text, timestamp, metadata), array, embedding_id, tuple(namespace), None, None, blob

@@ -78,6 +78,32 @@ def test_ls_versions_adds_a_column(cli: Cli) -> None:
     assert "version" in out and str(v) in out
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--expires", "99999999999d"), "Invalid value for '--expires': '99999999999d' from now is after year 9999 (UTC)"),
+        (("--expires", "1e20"), "Invalid value for '--expires': '1e20' is outside years 1 to 9999 (UTC)"),
+        (("--time", "-62135596801"), "Invalid value for '--time': '-62135596801' is outside years 1 to 9999 (UTC)"),
+    ],
+    ids=["expires-duration", "expires-seconds", "time-before-year-1"],
+)
+def test_a_time_outside_years_1_to_9999_is_a_usage_error(cli: Cli, args: tuple[str, ...], message: str) -> None:
+    """set with an expiry or a time past the horizon exits 2 naming the option and writes nothing
+    (before, the expiry was stored and get failed on it with an internal error)."""
+    result = cli("set", "z5", "x", *args)
+    assert result.code == 2 and message in result.err and no_traceback(result)
+    assert cli("get", "z5").code == 1
+
+
+def test_a_note_at_the_ends_of_the_horizon_is_shown(cli: Cli) -> None:
+    """A note timestamped at the first moment of year 1 and expiring in the last second of year
+    9999 is written, and get prints both times."""
+    cli.ok("set", "z5", "x", "--time", "0001-01-01", "--expires", "9999-12-31T23:59:59")
+    shown = cli.ok("get", "z5", "--json").json()
+    assert shown["time"] == "0001-01-01T00:00:00Z" and shown["expires_at"] == 253402300799.0
+    assert "9999-12-31 23:59:59 UTC" in cli.ok("get", "z5").out
+
+
 def _nested(depth: int, kind: str) -> str:
     if kind == "object":
         return '{"a":' * depth + "1" + "}" * depth

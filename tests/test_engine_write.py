@@ -216,6 +216,17 @@ def test_update_under_a_used_op_id_with_other_text_conflicts(memory: MemoryBacke
     assert e.get(["n1"]).records[0].note.text == "tea at five"
 
 
+def test_an_expiry_after_year_9999_is_refused_and_writes_nothing(memory: MemoryBackend) -> None:
+    """upsert with expires_at past the horizon (years 1 to 9999 UTC) raises ContractError naming
+    expires_at, and nothing is written; the last moment of year 9999 is accepted."""
+    e = make(memory)
+    with pytest.raises(ContractError, match="expires_at must lie in years 1 to 9999 UTC"):
+        e.upsert(Note(id="n1", text="a", timestamp=1.0), expires_at=8_639_999_999_913_600.0)
+    assert e.get(["n1"]).missing == ["n1"]
+    e.upsert(Note(id="n1", text="a", timestamp=1.0), expires_at=253_402_300_799.0)
+    assert e.get(["n1"]).records[0].expires_at == 253_402_300_799.0
+
+
 def test_retried_ingest_many_with_op_id_replays(memory: MemoryBackend) -> None:
     """ingest_many with an op id, retried: the same admissions, nothing written twice."""
     e = make(memory)

@@ -552,6 +552,27 @@ async def test_a_query_past_the_engine_limit_is_a_tool_error(store: Path) -> Non
     assert "query text is 100,001 characters, more than max_query_chars (100,000)" in message
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("remember", {"text": "x", "timestamp": 1e20}),
+        ("remember", {"text": "x", "timestamp": "9999-12-31T23:30:00-01:00"}),
+        ("update", {"id": "a", "timestamp": -1e11}),
+    ],
+    ids=["remember-seconds", "remember-iso", "update-before-year-1"],
+)
+async def test_a_time_outside_years_1_to_9999_is_a_tool_error(
+    store: Path, tool: str, arguments: dict[str, Any]
+) -> None:
+    """A note time past the horizon is a tool error naming timestamp, and nothing is written."""
+    async with connect(store) as client:
+        await remember(client, "a", "Ada drinks tea")
+        before = (await ok(client, "changes", {}))["head"]
+        message = await refused(client, tool, {**arguments, "reason": "r"})
+        after = (await ok(client, "changes", {}))["head"]
+    assert "timestamp: " in message and "is outside years 1 to 9999 (UTC)" in message and before == after
+
+
 async def test_a_missing_argument_is_named(store: Path) -> None:
     """A call without a required argument says which one."""
     async with connect(store) as client:
