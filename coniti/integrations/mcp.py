@@ -564,7 +564,7 @@ class _Tools:
         prefix: Annotated[list[Part] | None, pydantic.Field(
             description="Answer from every namespace under this one, ranked together "
             "(default: every namespace this server serves).")] = None,
-        k: Annotated[int, pydantic.Field(ge=1, le=1000, description="How many notes.")] = 10,
+        k: Annotated[int, pydantic.Field(ge=1, le=1000, strict=True, description="How many notes.")] = 10,
         filter: Annotated[dict[str, Any] | None, pydantic.Field(
             description='Only notes whose metadata match, e.g. {"kind": "fact"} or '
             '{"priority": {"$lte": 2}} (operators $eq $ne $gt $gte $lt $lte $in $nin $exists '
@@ -649,7 +649,8 @@ class _Tools:
         namespace: Annotated[list[Part] | None, pydantic.Field(
             description="Only events of this namespace (default: every namespace this server "
             "serves).")] = None,
-        limit: Annotated[int, pydantic.Field(ge=1, le=1000, description="At most this many.")] = 100,
+        limit: Annotated[int, pydantic.Field(
+            ge=1, le=1000, strict=True, description="At most this many.")] = 100,
     ) -> Changes:  # fmt: skip
         """The audit trail: the events after a sequence number, oldest first, each with who made
         the change, when and why. Page with after=next_after."""

@@ -532,8 +532,11 @@ async def test_an_unknown_argument_is_refused_by_name(store: Path) -> None:
         ({"query": "x", "as_of": 99}, "as_of: must be between 0 and the head"),
         ({"query": "x", "namespace": [""]}, "namespace.0: "),
         ({"query": 5}, "query: "),
+        ({"query": "x", "k": "5"}, "k: input should be a valid integer (got \"5\")"),
+        ({"query": "x", "k": 5.0}, "k: input should be a valid integer (got 5.0)"),
     ],
-    ids=["k", "filter", "start", "start-type", "as_of-text", "as_of-beyond", "namespace-part", "query-type"],
+    ids=["k", "filter", "start", "start-type", "as_of-text", "as_of-beyond", "namespace-part", "query-type",
+         "k-string", "k-float"],
 )
 async def test_bad_input_is_a_tool_error_naming_the_argument(
     store: Path, arguments: dict[str, Any], expected: str
@@ -571,6 +574,13 @@ async def test_a_time_outside_years_1_to_9999_is_a_tool_error(
         message = await refused(client, tool, {**arguments, "reason": "r"})
         after = (await ok(client, "changes", {}))["head"]
     assert "timestamp: " in message and "is outside years 1 to 9999 (UTC)" in message and before == after
+
+
+async def test_changes_refuses_a_limit_given_as_a_string(store: Path) -> None:
+    """changes with limit "5" is a tool error naming limit: numbers are numbers, as for k."""
+    async with connect(store) as client:
+        message = await refused(client, "changes", {"limit": "5"})
+    assert "limit: input should be a valid integer" in message
 
 
 async def test_a_missing_argument_is_named(store: Path) -> None:
