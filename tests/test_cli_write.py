@@ -39,6 +39,15 @@ def test_set_with_an_op_id_replays(cli: Cli) -> None:
     assert len(cli.ok("history", "n1", "--json").out.strip().splitlines()) >= 1
 
 
+def test_update_of_the_text_with_an_op_id_replays(cli: Cli) -> None:
+    """The same update --text with the same --op-id, run twice: the second replays and writes
+    nothing (it raised IdempotencyConflict before)."""
+    cli.ok("set", "n1", "one")
+    first = cli.ok("update", "n1", "--text", "two", "--op-id", "x", "--json").json()
+    again = cli.ok("update", "n1", "--text", "two", "--op-id", "x", "--json").json()
+    assert again["replayed"] is True and first["replayed"] is False and again["version"] == first["version"]
+
+
 def test_update_keeps_time_and_other_metadata(cli: Cli) -> None:
     """update --meta changes one key and keeps the time and the other keys; --patch null removes."""
     cli.ok("set", "n1", "text", "--time", "2025-03-01", "--meta", "a=1", "--meta", "b=2")
