@@ -59,13 +59,13 @@ VECTOR_ELEMENTS = [
 
 @st.composite
 def memory_records(draw: st.DrawFn, record_id: str) -> MemoryRecord:
-    """A record with any text, any finite timestamp, JSON metadata and a float16/32/64 vector."""
+    """A record with any text, any timestamp of the horizon, JSON metadata and a float16/32/64 vector."""
     dtype, elements = draw(st.sampled_from(VECTOR_ELEMENTS))
     vector = draw(hnp.arrays(np.dtype(dtype), st.integers(1, 6), elements=elements))
     note = Note(
         id=record_id,
         text=draw(st.text(max_size=20)),
-        timestamp=draw(finite),
+        timestamp=draw(stored_times),
         metadata=draw(st.dictionaries(st.text(max_size=6), json_values, max_size=4)),
     )
     embedding_id = draw(st.none() | st.sampled_from(["emb-1", "emb-2"]))
