@@ -67,7 +67,7 @@ import numpy as np
 import pydantic
 
 from coniti import derived
-from coniti.actor import Note, Query, to_timestamp
+from coniti.actor import Note, Query, to_stored_time
 from coniti.batch import NoteBatch, RecordBatch
 from coniti.contracts import Contract
 from coniti.embedding import Embedder
@@ -137,6 +137,10 @@ _CONTENT_FIELDS = ("id_bytes", "id_ends", "key_bytes", "key_ends")
 
 _KEY_FORMAT = 1
 """The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
+
+MAX_QUERY_CHARS = 100_000
+"""The default of :attr:`ContinuityEngine.max_query_chars`: the longest query text :meth:`~ContinuityEngine.ask`
+takes (characters)."""
 
 
 def pool_size(k: int) -> int:
@@ -230,6 +234,8 @@ class ContinuityEngine:
     namespace. ``read_only``: refuse writes (always so over a read-only backend such as a time-travel
     view). ``keyword``: the keyword index prototype (its ``k1`` and ``b``), spawned per namespace.
     ``reranker``: a :class:`~coniti.rerank.Reranker` applied to every ask but ``recent`` ones.
+    ``max_query_chars``: the longest query text an ask takes (:data:`MAX_QUERY_CHARS` by
+    default; the attribute of that name may be changed); a longer one is refused before any work.
     Raises :class:`EmbeddingMismatch` if the root namespace holds another embedding's vectors.
     """
 
@@ -243,6 +249,7 @@ class ContinuityEngine:
         read_only: bool = False,
         keyword: KeywordIndex | None = None,
         reranker: Reranker | None = None,
+        max_query_chars: int = MAX_QUERY_CHARS,
     ) -> None:
         if not isinstance(memory, MemoryBackend):
             raise ContractError(f"memory must be a MemoryBackend, got {type(memory).__name__}")
@@ -257,8 +264,11 @@ class ContinuityEngine:
             raise ContractError(f"keyword must be a KeywordIndex, got {type(keyword).__name__}")
         if reranker is not None and not isinstance(reranker, Reranker):
             raise ContractError(f"reranker must have rerank(query, hits), got {type(reranker).__name__}")
+        if type(max_query_chars) is not int or max_query_chars < 1:
+            raise ContractError(f"max_query_chars must be a positive int, got {max_query_chars!r}")
         self._keyword = KeywordIndex() if keyword is None else keyword
         self.reranker = reranker
+        self.max_query_chars = max_query_chars
         self.memory = memory
         self.embedder = embedder
         self.strategy = strategy
@@ -528,11 +538,17 @@ class ContinuityEngine:
         then given to the reranker (:mod:`coniti.rerank`; not for ``recent``), and the first ``k``
         are the answer. Raises :class:`~coniti.errors.AnchorNotFound` when
         ``query.near`` is not stored, and :class:`ContractError` for ``near`` with a ``prefix`` (an
-        anchor belongs to one namespace) or for both ``namespace`` and ``prefix``. A hit whose record
-        vanished from memory since the structures last saw it (a write by another process not yet
-        picked up by :meth:`refresh`) is left out.
+        anchor belongs to one namespace) or for both ``namespace`` and ``prefix``, and (before any
+        work) for a query text longer than :attr:`max_query_chars`. A hit whose record vanished
+        from memory since the structures last saw it (a write by another process not yet picked up
+        by :meth:`refresh`) is left out.
         """
         query = _as_query(query)
+        if query.text is not None and len(query.text) > self.max_query_chars:
+            raise ContractError(
+                f"query text is {len(query.text):,} characters, more than max_query_chars "
+                f"({self.max_query_chars:,}); nothing was asked"
+            )
         ns, scope = self._scope(namespace, prefix)
         if scope is not None and query.near is not None:
             raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
@@ -889,8 +905,10 @@ class ContinuityEngine:
     ) -> WriteResult:
         """Change only what is given of the live note ``id`` (a :class:`~coniti.memory.PatchOp`):
         ``metadata`` replaces the metadata, ``metadata_patch`` merges into it (RFC 7386). The text is
-        re-embedded only when it differs from the stored text. Raises
-        :class:`~coniti.errors.RecordNotFound` when ``id`` is not live, and
+        re-embedded only when it differs from the stored text. ``op_id`` makes the call
+        idempotent: with ``text``, the patch then always carries the text's vector (the stored one
+        when the text is unchanged), so a retry sends the same request as the first call and
+        replays it. Raises :class:`~coniti.errors.RecordNotFound` when ``id`` is not live, and
         :class:`~coniti.errors.VersionConflict` when ``expected_version`` is not the live version.
         Needs a backend with ``supports_write``.
         """
@@ -902,7 +920,9 @@ class ContinuityEngine:
             vector = None
             if text is not None:
                 live = self._live(ns, id)
-                if live is not None and live.note.text != text:
+                if live is not None and live.note.text == text:
+                    vector = None if op_id is None else live.vector
+                elif live is not None or op_id is not None:
                     vector = self.embedder.embed([text])[0].copy()
             op = PatchOp(
                 id=id, text=text, timestamp=timestamp, metadata=metadata, metadata_patch=metadata_patch,
@@ -1161,10 +1181,11 @@ class ContinuityEngine:
             return ContinuityEngine(
                 view, self.embedder, [s.spawn() for s in self._prototypes], self.strategy,
                 read_only=True, keyword=self._keyword.spawn(), reranker=self.reranker,
+                max_query_chars=self.max_query_chars,
             )
         engine = ContinuityEngine(
             view, self.embedder, self._prototypes, self.strategy, read_only=True,
-            keyword=self._keyword, reranker=self.reranker,
+            keyword=self._keyword, reranker=self.reranker, max_query_chars=self.max_query_chars,
         )
         engine._source = self
         engine._lock = self._lock
@@ -1986,7 +2007,7 @@ def _expect(id: str, expected: int | None | EllipsisType) -> dict[str, int | Non
 
 def _expiry(value: float | datetime) -> float:
     try:
-        return to_timestamp(value, "expires_at")
+        return to_stored_time(value, "expires_at")
     except ValueError as exc:
         raise ContractError(str(exc)) from None
 
