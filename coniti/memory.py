@@ -25,6 +25,9 @@ Rules every backend follows (checked by :mod:`coniti.testing`):
 * Namespaces are isolated; records are copied in and out; async results equal sync results.
 * A record without a vector (``vector=None``) or with a blob is stored, read, counted, filtered,
   dumped and loaded like any other; a blob comes back byte for byte.
+* A write returns what it wrote: the versions a put, ``put_batch`` or ``write`` result gives its
+  records are the versions later reads show; with an event feed, the ``seqs`` of a put, write or
+  delete result are the sequence numbers of its events.
 """
 
 from __future__ import annotations
@@ -231,7 +234,9 @@ class MemoryBackend(ABC):
     """The backend is an :class:`EventFeed`: ``head`` and ``events(after, *, namespace=None)``, and
     every accepted write appends exactly one event per record put, per id deleted, per metadata
     write and per clear, and a :meth:`write` one per record it writes or deletes plus one ``op``
-    event when it carries an op id (the engine relies on these counts). Read it with
+    event when it carries an op id; the results of :meth:`put`, :meth:`put_with_meta`,
+    :meth:`put_batch`, :meth:`write` and :meth:`delete` carry the sequence numbers of the events
+    they appended (``seqs``), which is how the engine knows its own events. Read it with
     :func:`event_feed`."""
 
     supports_put_with_meta: ClassVar[bool] = False
@@ -255,7 +260,8 @@ class MemoryBackend(ABC):
 
     @abstractmethod
     def put(self, request: PutRequest) -> PutResult:
-        """Write the records, all or nothing."""
+        """Write the records, all or nothing; the result carries the version each received (and,
+        with an event feed, the seqs of the events)."""
 
     @abstractmethod
     def get(self, request: GetRequest) -> GetResult:
@@ -263,7 +269,8 @@ class MemoryBackend(ABC):
 
     @abstractmethod
     def delete(self, request: DeleteRequest) -> DeleteResult:
-        """Remove records by id; unknown ids in ``missing``."""
+        """Remove records by id; unknown ids in ``missing`` (with an event feed, ``seqs`` holds
+        each deleted id's event)."""
 
     @abstractmethod
     def scan(self, request: ScanRequest) -> ScanResult:

@@ -2,7 +2,10 @@
 the write operations, and the helpers a backend applies them with.
 
 Each operation takes one request contract and returns one result contract (pydantic models, see
-:mod:`coniti.contracts`).
+:mod:`coniti.contracts`). A write returns what it wrote: :class:`PutResult` and :class:`WriteResult`
+carry the versions the records received, and they and :class:`DeleteResult` the sequence numbers
+of the call's changes (``seqs``: on a backend with an event feed, its events'), so nothing above a
+backend predicts them.
 
 Helpers for backends: :func:`plan_write` (what a :class:`WriteRequest` changes, checked against the
 live state) and :func:`patched`, :func:`check_put_ids`, :func:`unique_ids`, :func:`require` and
@@ -75,7 +78,16 @@ class PutRequest(Contract):
 
 
 class PutResult(Contract):
+    """What a put wrote: ``written`` records; ``versions``: the version each record received, in
+    the order of the request (of the batch, for ``put_batch``), the version a later read of it
+    shows; ``seqs``: the sequence numbers of the call's changes, in order. On a backend with an
+    event feed these are its events (with a metadata value, ``put_with_meta``, the meta event
+    first, then one per record: the versions); a backend without one numbers its changes likewise
+    (InMemoryBackend: its change counter) or leaves ``seqs`` empty."""
+
     written: int
+    versions: list[int] = pydantic.Field(default_factory=list)
+    seqs: list[int] = pydantic.Field(default_factory=list)
 
 
 class GetRequest(Contract):
@@ -98,8 +110,13 @@ class DeleteRequest(Contract):
 
 
 class DeleteResult(Contract):
+    """What a delete did: ``deleted`` ids (live before) and ``missing`` ones, in request order;
+    ``seqs``: the sequence number of each deleted id's change, in the order of ``deleted`` (with
+    an event feed, its delete event; see :class:`PutResult` for a backend without one)."""
+
     deleted: list[str]
     missing: list[str]
+    seqs: list[int] = pydantic.Field(default_factory=list)
 
 
 class ScanRequest(Contract):
@@ -333,13 +350,17 @@ class WriteResult(Contract):
     patched (written or unchanged); ``unchanged``: ids whose op wrote nothing; ``deleted``: ids a
     delete ended; ``missing``: deletes (and, with ``missing_ok``, patches) of ids that were not
     live; ``replayed``: True when this is the stored result of an earlier request with the same
-    op id, and nothing was written now."""
+    op id, and nothing was written now; ``seqs``: the sequence numbers of the write's changes, in
+    order (one per record written or deleted, then the op id's; none when every op was unchanged
+    or missing and there is no op id): with an event feed its events (see :class:`PutResult` for a
+    backend without one). A replay carries the first write's versions and seqs."""
 
     versions: dict[str, int] = pydantic.Field(default_factory=dict)
     unchanged: list[str] = pydantic.Field(default_factory=list)
     deleted: list[str] = pydantic.Field(default_factory=list)
     missing: list[str] = pydantic.Field(default_factory=list)
     replayed: bool = False
+    seqs: list[int] = pydantic.Field(default_factory=list)
 
 
 class FeedbackRequest(Contract):
