@@ -100,6 +100,7 @@ from coniti.memory import (
     Namespace,
     PatchOp,
     PutRequest,
+    PutResult,
     UpsertOp,
     WriteRequest,
     WriteResult,
@@ -401,7 +402,7 @@ class ContinuityEngine:
         indexed, vectors = _with_vectors(records)
         request = PutRequest(records=records)
 
-        def put(claim: MetaSetRequest | None) -> object:
+        def put(claim: MetaSetRequest | None) -> PutResult:
             if claim is None:
                 return self.memory.put(request)
             return self.memory.put_with_meta(request, claim)
@@ -410,7 +411,7 @@ class ContinuityEngine:
         self._store(
             ns, space, [n.id for n in notes], np.stack(vectors) if indexed else None,
             np.array([n.timestamp for n in notes], dtype=np.float64),
-            [n.text for n in notes], self.strategy.content_keys(notes), len(records), put,
+            [n.text for n in notes], self.strategy.content_keys(notes), put,
             positions=[i for i, r in enumerate(records) if r.vector is not None],
             expires=[r.expires_at for r in indexed],
         )  # fmt: skip
@@ -429,7 +430,7 @@ class ContinuityEngine:
             return
         self._store(
             ns, space, list(batch.ids), batch.vectors, batch.notes.timestamps, batch.notes.texts,
-            keys, len(batch), lambda claim: self.memory.put_batch(batch, claim),
+            keys, lambda claim: self.memory.put_batch(batch, claim),
             positions=list(range(len(batch))) if batch.vectors is not None else [], tokens=tokens,
         )  # fmt: skip
 
@@ -442,8 +443,7 @@ class ContinuityEngine:
         times: np.ndarray,
         texts: Sequence[str],
         keys: Sequence[str | None],
-        count: int,
-        put: Callable[[MetaSetRequest | None], object],
+        put: Callable[[MetaSetRequest | None], PutResult],
         *,
         positions: list[int],
         expires: list[float | None] | None = None,
@@ -452,13 +452,16 @@ class ContinuityEngine:
         """Structures first (the rows ``ids``/``matrix``/``times``; None: no row), memory last by
         ``put(claim)`` (``claim``: the metadata to set in the same step, or None); undo the
         structures if memory refuses. ``texts``, ``keys`` and ``tokens`` (None: made from the
-        texts): each row's text, content key and keyword tokens; ``count``: the records written;
-        ``positions``: each row's place among them (its event follows the claim's in that order);
-        ``expires``: each row's expiry, for the keyword index."""
+        texts): each row's text, content key and keyword tokens; ``positions``: each row's place
+        among the records written (its event follows the claim's in that order);
+        ``expires``: each row's expiry, for the keyword index. The rows are added before memory
+        assigns their seqs, so with history they are added at the seqs the put takes when its
+        events follow ``before`` directly; :meth:`_settle` checks them against the seqs the put
+        returns."""
         before = self._caught_up(ns, space)
         claim = self._claim(ns, space)
         born = None
-        if self._history and before is not None:  # the seqs the put will take if nobody interleaves
+        if self._history and before is not None:
             born = before + (claim is not None) + 1 + np.asarray(positions, dtype=np.int64)
         try:
             if matrix is not None:
@@ -469,9 +472,9 @@ class ContinuityEngine:
             raise
         try:
             if claim is None or self.memory.supports_put_with_meta:
-                put(claim)
-            else:
-                self._put_claiming(lambda: put(None), claim)
+                written, apart = put(claim), 0
+            else:  # the claim is an event of its own, just before the put's
+                written, apart = self._put_claiming(lambda: put(None), claim), 1
         except BaseException:
             self._undo_add(ns, space, ids)
             raise
@@ -482,7 +485,7 @@ class ContinuityEngine:
                 ids, texts, times, born if born is not None else (self._head() or 0),
                 expires=expires, tokens=tokens,
             )  # fmt: skip
-        self._settle(ns, space, before, count + (claim is not None), ids)
+        self._settle(ns, space, before, written, born, positions, apart, ids)
 
     def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
@@ -503,12 +506,12 @@ class ContinuityEngine:
         space.meta_checked = True
         return None
 
-    def _put_claiming(self, put: Callable[[], object], claim: MetaSetRequest) -> None:
-        """For a backend without ``put_with_meta``: claim, put, and unset the claim if the put fails
-        (two more metadata writes on record there)."""
+    def _put_claiming(self, put: Callable[[], PutResult], claim: MetaSetRequest) -> PutResult:
+        """For a backend without ``put_with_meta``: claim, put (its result returned), and unset the
+        claim if the put fails (two more metadata writes on record there)."""
         self.memory.set_meta(claim)
         try:
-            put()
+            return put()
         except BaseException:
             with contextlib.suppress(Exception):  # best effort: the original error is being raised
                 self.memory.set_meta(
@@ -783,7 +786,7 @@ class ContinuityEngine:
             space = self._space(request.namespace)
             before = self._head()
             result = self.memory.feedback(request)
-            self._advance(space, before, 1)
+            self._advance(space, before, [] if result.seq is None else [result.seq])
             return result
 
     def feedback(self, namespace: Sequence[str] = ()) -> dict[str, float]:
@@ -808,28 +811,32 @@ class ContinuityEngine:
             before = self._caught_up(ns, space)
             result = self.memory.delete(DeleteRequest(ids=id_list, namespace=ns))
             if self._history and before is not None:
-                self._ended(ns, space, before, result.deleted)
+                self._ended(ns, space, before, result)
             else:
                 self._forget(ns, space, result.deleted)
-                self._advance(space, before, len(result.deleted))
+                self._advance(space, before, result.seqs)
             return result
 
-    def _ended(self, ns: tuple[str, ...], space: _Derived, before: int, deleted: list[str]) -> None:
-        """After a delete of ``deleted`` (one event each, in order): end their rows at those seqs
-        when nobody interleaved, else fold the namespace's events."""
-        if self._head() != before + len(deleted):
+    def _ended(self, ns: tuple[str, ...], space: _Derived, before: int, result: DeleteResult) -> None:
+        """After a delete (one event per deleted id, in order, at the seqs it returned): end the
+        rows at those seqs when its events follow ``before`` directly, else fold the namespace's
+        events."""
+        deleted, seqs = result.deleted, result.seqs
+        if not deleted:
+            return
+        if _own(before, seqs) is None or len(seqs) != len(deleted):
             self._fold_namespace(ns, space)
             return
         try:
-            for offset, id_ in enumerate(deleted, before + 1):
+            for seq, id_ in zip(seqs, deleted, strict=True):
                 for structure in space.structures:
-                    structure.remove([id_], seq=offset)
-                space.keyword.remove([id_], died=offset)
+                    structure.remove([id_], seq=seq)
+                space.keyword.remove([id_], died=seq)
         except BaseException:
             self._recover(ns)
             raise
         self._unindex(space, deleted)
-        space.seq = before + len(deleted)
+        space.seq = seqs[-1]
         space.changed += len(deleted)
 
     def _forget(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
@@ -962,8 +969,7 @@ class ContinuityEngine:
         ids = [op.record.id if isinstance(op, UpsertOp) else op.id for op in request.ops]
         self._reconcile(ns, space, ids)
         if not result.replayed:
-            written = len(result.versions) - len(result.unchanged) + len(result.deleted)
-            self._advance(space, before, written + (request.op_id is not None) + (claim is not None))
+            self._advance(space, before, result.seqs, int(claim is not None))
         return result
 
     def _replay_ingest(
@@ -1087,19 +1093,18 @@ class ContinuityEngine:
         feed = event_feed(self.memory)
         return None if feed is None else feed.head
 
-    def _advance(self, space: _Derived, before: int | None, written: int) -> None:
-        """Skip our own events on the next refresh when nobody else wrote meanwhile.
+    def _advance(
+        self, space: _Derived, before: int | None, seqs: Sequence[int], apart: int = 0
+    ) -> None:
+        """Skip our own events on the next refresh when nobody else wrote before them.
 
-        Holds when the namespace had seen everything up to ``before`` and the head moved by exactly
-        the events this call wrote (one per record put or id deleted, one per metadata write: what
-        :attr:`~coniti.memory.MemoryBackend.supports_event_feed` declares). Otherwise refresh
-        re-reads them, which is harmless.
+        Holds when the namespace had seen everything up to ``before`` and the call's events (the
+        ``seqs`` its result returned, after ``apart`` events of its own written just before them)
+        follow ``before`` directly. Otherwise refresh re-reads them, which is harmless.
         """
-        if before is None or space.seq != before or written == 0:
-            return
-        after = self._head()
-        if after is not None and after == before + written:
-            space.seq = space.keyword.seq = after
+        last = _own(before, seqs, apart)
+        if last is not None and space.seq == before:
+            space.seq = space.keyword.seq = last
 
     def _catch_up(self, feed: EventFeed) -> int:
         if not self._spaces:
@@ -1331,16 +1336,33 @@ class ContinuityEngine:
         return head
 
     def _settle(
-        self, ns: tuple[str, ...], space: _Derived, before: int | None, written: int, ids: list[str]
+        self,
+        ns: tuple[str, ...],
+        space: _Derived,
+        before: int | None,
+        result: PutResult,
+        born: np.ndarray | None,
+        positions: list[int],
+        apart: int,
+        ids: list[str],
     ) -> None:
-        """After a put of ``ids`` whose rows were added with the seqs the put would take: keep
-        them when the head moved by exactly ``written``, else drop them and fold the events."""
+        """After a put of ``ids`` (``result``: what it wrote, ``apart`` events of its own just
+        before it) whose rows were added at ``born`` (their places among the put's records:
+        ``positions``): keep the rows when they are the versions the put returned and its events
+        follow ``before`` directly, else drop them and fold the events."""
         if not self._history or before is None:
-            self._advance(space, before, written)
+            self._advance(space, before, result.seqs, apart)
             return
-        if self._head() == before + written:
-            space.seq = before + written
-            space.changed += written
+        last = _own(before, result.seqs, apart)
+        versions = np.asarray(result.versions, dtype=np.int64)
+        if (
+            last is not None
+            and born is not None
+            and len(versions) > (positions[-1] if positions else -1)
+            and np.array_equal(born, versions[positions])
+        ):
+            space.seq = last
+            space.changed += last - before
             return
         try:  # drop only the rows just added (purge would drop the ids' earlier versions too)
             for structure in space.structures:
@@ -1994,6 +2016,15 @@ def _differences(engine: ContinuityEngine, a: _Derived, b: _Derived) -> list[str
             f"{sorted(words_b - words_a)[:3]}"
         )
     return out
+
+
+def _own(before: int | None, seqs: Sequence[int], apart: int = 0) -> int | None:
+    """The last of ``seqs`` (a write's events, as its result returned them: consecutive) when every
+    event after ``before`` up to it is the caller's own, ``apart`` of them written just before
+    ``seqs``; else None (someone else wrote in between, no feed, or nothing written)."""
+    if before is None or not seqs or seqs[0] != before + apart + 1:
+        return None
+    return seqs[-1]
 
 
 def _expect(id: str, expected: int | None | EllipsisType) -> dict[str, int | None]:
