@@ -76,8 +76,11 @@ __all__ = [
     "unpack_strings",
 ]
 
-FORMAT = 1
-"""The manifest format this module writes and reads."""
+FORMAT = 2
+"""The manifest format this module writes and reads. Format 1, the same layout, is refused (the
+engine rebuilds from the log once): code that wrote it could save wrong structure rows (a merge of
+restored rows left a removed id pointing at another note's row, and a later write of that id ended
+that note's row)."""
 
 CHECKSUM = "crc32c"
 """The checksum of the blocks a save writes (a manifest entry's ``checksum``): CRC-32C (Castagnoli),
@@ -374,7 +377,8 @@ class DerivedDir:
         except (OSError, ValueError) as exc:
             raise StaleSnapshot(f"snapshot {name}: unreadable manifest ({exc})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise StaleSnapshot(f"snapshot {name}: not format {FORMAT}")
+            found = manifest.get("format") if isinstance(manifest, dict) else None
+            raise StaleSnapshot(f"snapshot {name}: format {found!r}, not {FORMAT}")
         if manifest.get("store_id") != self.store_id:
             raise StaleSnapshot(f"snapshot {name}: written for another store")
         if manifest.get("key") != json.loads(json.dumps(dict(key))):

@@ -11,19 +11,24 @@ version looked live twice (``StructureError``). The answers must equal those of 
 opened without ``derived/`` (rebuilt from the log). ``ann`` passes these on the old code too: its
 restore checks its graph's ids against the rows, and past 1,024 lookups that decodes the ids (the
 state machine of ``test_derived_stateful.py`` covers it with fewer notes).
+
+Also here: a snapshot of format 1 (what that code wrote) is rebuilt rather than used.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from coniti import ContinuityEngine, Note, Query, TimeRange
+from coniti.derived import DerivedDir
 from coniti.embedding import LocalHashEmbedder
 from coniti.errors import AnchorNotFound
 from coniti.impl.log import LogBackend
@@ -186,3 +191,55 @@ def test_answers_after_the_merge_equal_the_store_rebuilt_without_derived_state(
         rebuilt.upsert(Note(id="n600", text="n600 again", timestamp=1600.0))
         want = answers(rebuilt)
     assert got == want
+
+
+# -- snapshots of format 1 (written by the code above's merge) are rebuilt --------------------
+
+
+def resave_with_n10_ended(store: LogBackend, fmt: int) -> None:
+    """Rewrite the store's one snapshot with n10's live row ended at its birth (what the wrong
+    merge and a later write could save), as format ``fmt``; checksums, key and seq stay valid."""
+    (manifest_path,) = Path(store.derived_path).glob("*.json")
+    manifest = json.loads(manifest_path.read_bytes())
+    data = manifest_path.parent / manifest["data"]
+    parts: dict[str, dict[str, np.ndarray]] = {}
+    for label, entry in manifest["arrays"].items():
+        part, _, field = label.partition("/")
+        parts.setdefault(part, {})[field] = np.load(data / entry["file"])
+    rows = parts["structure.0"]
+    ends = rows["id_ends"].tolist()
+    ids = [bytes(rows["id_bytes"][a:b]).decode() for a, b in zip([0, *ends], ends, strict=False)]
+    died = rows["died"].copy()
+    died[ids.index("n10")] = rows["born"][ids.index("n10")] + 1
+    rows["died"] = died
+    name = manifest_path.name.removesuffix(".json")
+    DerivedDir(store.derived_path, store.store_id).save(
+        name, seq=manifest["seq"], seq_hash=manifest["seq_hash"], key=manifest["key"], parts=parts
+    )
+    manifest = json.loads(manifest_path.read_bytes())
+    manifest["format"] = fmt
+    manifest_path.write_text(json.dumps(manifest))
+
+
+def best_for_n10(store: LogBackend) -> list[str]:
+    e = engine(store, "flat")
+    try:
+        return [h.note.id for h in e.ask(Query(text=text_of(10), k=1, strategy="semantic")).hits]
+    finally:
+        e.close()
+
+
+def test_a_format_1_snapshot_is_rebuilt_not_used(tmp_path: Path) -> None:
+    """A snapshot whose manifest says format 1 is refused at open and the rows rebuilt from the
+    log: the note its rows wrongly ended is found again, and the snapshot saved at close is
+    format 2. (The same doctored rows as format 2 are used: the premise.)"""
+    with LogBackend(tmp_path / "s", durability="nosync") as store:
+        e = engine(store, "flat")
+        e.ingest_many([Note(id=f"n{i}", text=text_of(i), timestamp=1000.0 + i) for i in range(40)])
+        e.close()
+        resave_with_n10_ended(store, 2)
+        assert best_for_n10(store) != ["n10"], "premise: the doctored rows hide n10 when used"
+        resave_with_n10_ended(store, 1)
+        assert best_for_n10(store) == ["n10"]
+        (manifest_path,) = Path(store.derived_path).glob("*.json")
+        assert json.loads(manifest_path.read_bytes())["format"] == 2
