@@ -12,13 +12,17 @@ opened without ``derived/`` (rebuilt from the log). ``ann`` passes these on the 
 restore checks its graph's ids against the rows, and past 1,024 lookups that decodes the ids (the
 state machine of ``test_derived_stateful.py`` covers it with fewer notes).
 
-Also here: a snapshot of format 1 (what that code wrote) is rebuilt rather than used.
+Also here: a snapshot of format 1 (what that code wrote) is rebuilt rather than used, and verify()
+while another process writes compares its three states at one event.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -243,3 +247,46 @@ def test_a_format_1_snapshot_is_rebuilt_not_used(tmp_path: Path) -> None:
         assert best_for_n10(store) == ["n10"]
         (manifest_path,) = Path(store.derived_path).glob("*.json")
         assert json.loads(manifest_path.read_bytes())["format"] == 2
+
+
+# -- verify while another process writes --------------------------------------------------------
+
+WRITER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, {tests!r})
+    from test_derived_merge import engine, text_of
+    from coniti import Note
+    from coniti.impl.log import LogBackend
+    stop = Path({stop!r})
+    with LogBackend({path!r}, durability="nosync") as store:
+        e = engine(store, "flat")
+        print("ready", flush=True)
+        i = 0
+        while not stop.exists() and i < 20000:
+            e.ingest(Note(id=f"w{{i}}", text=text_of(i) + " w", timestamp=2000.0 - i))
+            if i % 5 == 0:
+                e.persist()
+            i += 1
+""")
+
+
+def test_verify_while_another_process_writes_and_saves_is_clean(tmp_path: Path) -> None:
+    """While another process ingests (each note before the stored rows) and saves snapshots,
+    every verify() is clean: the loaded rows, the snapshot and the fresh fold are compared at one
+    event (the fold read the events written after the refresh, and reported them)."""
+    path, stop = tmp_path / "s", tmp_path / "stop"
+    with LogBackend(path, durability="nosync") as store:
+        e = engine(store, "flat")
+        e.ingest_many([Note(id=f"n{i}", text=text_of(i), timestamp=1000.0 + i) for i in range(40)])
+        e.persist()
+        code = WRITER.format(tests=str(Path(__file__).parent), stop=str(stop), path=str(path))
+        writer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        try:
+            assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+            reports = [e.verify() for _ in range(6)]
+        finally:
+            stop.touch()
+            assert writer.wait(timeout=120) == 0
+        assert len({r.seq for r in reports}) > 1, "premise: the writer wrote during the verifies"
+        assert [r.problems for r in reports if not r.ok] == []
