@@ -78,9 +78,10 @@ __all__ = [
 
 FORMAT = 2
 """The manifest format this module writes and reads. Format 1, the same layout, is refused (the
-engine rebuilds from the log once): code that wrote it could save wrong structure rows (a merge of
-restored rows left a removed id pointing at another note's row, and a later write of that id ended
-that note's row)."""
+engine rebuilds from the log once): code that wrote it could save wrong structure rows (after a
+merge of restored rows, a removed id pointed at another note's row and a later write of it ended
+that row; or a merge that failed left the rows moved and their ids not, and a later save kept
+that). ``log/DERIVED.md`` says more."""
 
 CHECKSUM = "crc32c"
 """The checksum of the blocks a save writes (a manifest entry's ``checksum``): CRC-32C (Castagnoli),
