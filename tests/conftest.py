@@ -20,14 +20,3 @@ def kernel_mode(request: pytest.FixtureRequest) -> Iterator[str]:
         if request.param == "numpy":
             patch.setattr(scoring, "kernels", None)
         yield request.param
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` (soaks) are skipped unless ``-m`` selects tests: ``-m slow`` runs
-    them alone, ``-m "slow or not slow"`` everything."""
-    if config.getoption("markexpr"):
-        return
-    skip = pytest.mark.skip(reason="slow: run with -m slow")
-    for item in items:
-        if item.get_closest_marker("slow") is not None:
-            item.add_marker(skip)
