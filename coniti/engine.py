@@ -1292,12 +1292,13 @@ class ContinuityEngine:
                 f"{self._spec_id!r} gives {self.embedder.dim}"
             )
 
-    def _event_build(self, ns: tuple[str, ...]) -> _Derived:
-        """Fresh structures and content index for ``ns``: a fold of every event of ``ns``."""
+    def _event_build(self, ns: tuple[str, ...], until: int | None = None) -> _Derived:
+        """Fresh structures and content index for ``ns``: a fold of every event of ``ns`` (up to
+        event ``until``; None: the head)."""
         space = _Derived(
             structures=[p.spawn() for p in self._prototypes], keyword=self._keyword.spawn(), seq=0
         )
-        self._fold_namespace(ns, space)
+        self._fold_namespace(ns, space, until)
         space.changed = max(space.changed, 1)  # nothing on disk reflects it yet
         return space
 
@@ -1374,11 +1375,12 @@ class ContinuityEngine:
             self._recover(ns)
             raise
 
-    def _fold_namespace(self, ns: tuple[str, ...], space: _Derived) -> int:
-        """Fold the events of ``ns`` after ``space.seq`` up to the head; returns how many."""
+    def _fold_namespace(self, ns: tuple[str, ...], space: _Derived, until: int | None = None) -> int:
+        """Fold the events of ``ns`` after ``space.seq`` up to event ``until`` (None: the head);
+        returns how many."""
         feed = event_feed(self.memory)
         assert feed is not None
-        head = feed.head
+        head = feed.head if until is None else until
         folder = _Folder(self, ns, space)
         count = 0
         try:
@@ -1447,8 +1449,11 @@ class ContinuityEngine:
                 self._save_large(ns, space)
             return space
 
-    def _restored(self, ns: tuple[str, ...], loaded: derived.Loaded) -> _Derived | None:
-        """``loaded`` restored and caught up; None when its arrays do not fit."""
+    def _restored(
+        self, ns: tuple[str, ...], loaded: derived.Loaded, until: int | None = None
+    ) -> _Derived | None:
+        """``loaded`` restored and caught up (to event ``until``; None: the head); None when its
+        arrays do not fit."""
         space = _Derived(
             structures=[p.spawn() for p in self._prototypes], seq=loaded.seq,
             checks=dict(loaded.checks),
@@ -1473,7 +1478,7 @@ class ContinuityEngine:
         except (KeyError, ContractError, ValueError):
             return None
         space.meta_checked = True
-        self._fold_namespace(ns, space)
+        self._fold_namespace(ns, space, until)
         return space
 
     def _loaded_snapshot(self, ns: tuple[str, ...], *, deferred: bool = False) -> derived.Loaded:
@@ -1574,27 +1579,36 @@ class ContinuityEngine:
         :meth:`refresh`, the rows (id, version, end, time, vector bits) and the content index of
         the loaded structures, and of the snapshot on disk once restored and caught up, are
         compared with a fold of every event (or a scan, without an event feed). Reads; writes
-        nothing. O(events of the namespace)."""
+        nothing. O(events of the namespace). Over an event feed the three are compared at one
+        event: the loaded rows' after the refresh, or the snapshot's if another writer saved a
+        later one meanwhile (the loaded rows are caught up to it)."""
         ns = as_namespace(namespace)
         with self._lock:
             self.refresh()
             space = self._checked(ns)
-            fresh = self._event_build(ns) if self._history else self._scan_build(ns)
-            problems = [f"loaded: {p}" for p in _differences(self, space, fresh)]
             status = "none"
+            loaded: derived.Loaded | None = None
             if self._derived is not None:
                 try:
                     loaded = self._loaded_snapshot(ns)
                 except derived.StaleSnapshot as exc:
                     status = str(exc)
+            if self._history:  # other writers may append meanwhile: fold no further than one event
+                at = max(space.seq or 0, 0 if loaded is None else loaded.seq)
+                if (space.seq or 0) < at:
+                    self._fold_namespace(ns, space, at)
+                fresh = self._event_build(ns, at)
+            else:
+                fresh = self._scan_build(ns)
+            problems = [f"loaded: {p}" for p in _differences(self, space, fresh)]
+            if loaded is not None:
+                restored = self._restored(ns, loaded, space.seq)
+                if restored is None:
+                    status = "refused: its arrays do not fit"
+                    problems.append("snapshot: its arrays do not fit")
                 else:
-                    restored = self._restored(ns, loaded)
-                    if restored is None:
-                        status = "refused: its arrays do not fit"
-                        problems.append("snapshot: its arrays do not fit")
-                    else:
-                        status = "current"
-                        problems += [f"snapshot: {p}" for p in _differences(self, restored, fresh)]
+                    status = "current"
+                    problems += [f"snapshot: {p}" for p in _differences(self, restored, fresh)]
             return DerivedReport.constructor()(
                 {
                     "namespace": ns, "seq": space.seq, "rows": len(space.structures[0]),
