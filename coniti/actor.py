@@ -15,7 +15,7 @@ from typing import Any, Literal, Self
 
 import pydantic
 
-from coniti.contracts import Contract, check_json_value
+from coniti.contracts import Contract, NonEmptyText, Text, check_json_value
 from coniti.filters import MetadataFilter
 from coniti.fusion import Fusion
 
@@ -49,8 +49,8 @@ class Note(Contract):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    id: pydantic.StrictStr = pydantic.Field(min_length=1)
-    text: pydantic.StrictStr
+    id: NonEmptyText
+    text: Text
     timestamp: float
     metadata: dict[str, Any] = pydantic.Field(default_factory=dict)
 
@@ -136,9 +136,9 @@ class Query(Contract):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    text: pydantic.StrictStr | None = None
+    text: Text | None = None
     time_range: TimeRange | None = None
-    near: pydantic.StrictStr | None = pydantic.Field(default=None, min_length=1)
+    near: NonEmptyText | None = None
     k: int = pydantic.Field(default=10, ge=1, le=10_000, strict=True)
     filter: MetadataFilter = None
     min_score: float | None = pydantic.Field(default=None, allow_inf_nan=False)

@@ -39,6 +39,7 @@ from coniti.actor import Note, to_timestamp
 from coniti.contracts import check_json_value
 from coniti.errors import ContractError, DuplicateRecord, namespace_text
 from coniti.memory import VECTOR_DTYPES, MemoryRecord, as_namespace
+from coniti.text import valid_text
 
 __all__ = ["NoteBatch", "RecordBatch", "check_batch_ids"]
 
@@ -97,6 +98,9 @@ class NoteBatch(Sequence[Note]):
         bad = n
         for i, (id_, text) in enumerate(zip(ids_t, texts_t, strict=True)):
             if not (isinstance(id_, str) and id_ and isinstance(text, str)):
+                bad = i
+                break
+            if not (id_.isascii() and text.isascii()) and not (valid_text(id_) and valid_text(text)):
                 bad = i
                 break
         if isinstance(stamps, np.ndarray):

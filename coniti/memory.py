@@ -50,7 +50,7 @@ import numpy as np
 import pydantic
 
 from coniti.actor import Note, TimeRange, to_timestamp
-from coniti.contracts import Contract, check_json_value
+from coniti.contracts import Contract, NonEmptyText, Text, TextCheck, check_json_value, check_text
 from coniti.errors import (
     ContractError,
     DuplicateRecord,
@@ -126,10 +126,10 @@ _NUMBER_TYPES = {int, float, np.float16, np.float32, np.float64, np.int32, np.in
 
 def as_namespace(value: Any) -> tuple[str, ...]:
     """``value`` as a namespace tuple; raises :class:`ContractError` unless it is a sequence of
-    non-empty strings (a bare string is refused: ``"alice"`` is not ``("alice",)``)."""
+    non-empty strings of valid Unicode (a bare string is refused: ``"alice"`` is not ``("alice",)``)."""
     if type(value) is tuple:  # the common case, without the Sequence ABC check
         for part in value:
-            if type(part) is not str or not part:
+            if type(part) is not str or not part or not part.isascii():
                 break
         else:
             return value
@@ -139,6 +139,10 @@ def as_namespace(value: Any) -> tuple[str, ...]:
     for i, part in enumerate(out):
         if not isinstance(part, str) or not part:
             raise ContractError(f"namespace[{i}] must be a non-empty string, got {part!r}")
+        try:
+            check_text(part, f"namespace[{i}]")
+        except ValueError as exc:
+            raise ContractError(str(exc)) from None
     return out
 
 
@@ -464,7 +468,7 @@ class PutResult(Contract):
 class GetRequest(Contract):
     """Read ``ids`` from ``namespace``; unknown ids are reported, not raised."""
 
-    ids: list[pydantic.StrictStr]
+    ids: list[Text]
     namespace: Namespace = ()
 
 
@@ -476,7 +480,7 @@ class GetResult(Contract):
 class DeleteRequest(Contract):
     """Remove ``ids`` from ``namespace``; unknown ids are reported, not raised."""
 
-    ids: list[pydantic.StrictStr]
+    ids: list[Text]
     namespace: Namespace = ()
 
 
@@ -518,7 +522,7 @@ class CountResult(Contract):
     count: int
 
 
-MetaKey = Annotated[pydantic.StrictStr, pydantic.Field(min_length=1)]
+MetaKey = NonEmptyText
 
 
 class MetaGetRequest(Contract):
@@ -560,7 +564,7 @@ class ClearResult(Contract):
     deleted: int
 
 
-RecordId = Annotated[pydantic.StrictStr, pydantic.Field(min_length=1)]
+RecordId = NonEmptyText
 
 
 class UpsertOp(Contract):
@@ -586,7 +590,7 @@ class PatchOp(Contract):
 
     kind: Literal["patch"] = "patch"
     id: RecordId
-    text: pydantic.StrictStr | None = None
+    text: Text | None = None
     timestamp: float | None = None
     metadata: dict[str, Any] | None = None
     metadata_patch: dict[str, Any] | None = None
@@ -661,7 +665,10 @@ class WriteRequest(Contract):
     expect: dict[RecordId, Annotated[int, pydantic.Field(ge=1, strict=True)] | None] = pydantic.Field(
         default_factory=dict
     )
-    op_id: Annotated[pydantic.StrictStr, pydantic.Field(min_length=1, max_length=1024)] | None = None
+    op_id: (
+        Annotated[pydantic.StrictStr, pydantic.StringConstraints(min_length=1, max_length=1024), TextCheck]
+        | None
+    ) = None
     missing_ok: pydantic.StrictBool = False
 
     @pydantic.field_validator("ops", mode="before")
@@ -729,10 +736,10 @@ class FeedbackRequest(Contract):
     """Give the live record ``id`` of ``namespace`` the feedback ``weight`` (a finite number;
     positive promotes it in hybrid recall, negative demotes it), with an optional ``reason``."""
 
-    id: pydantic.StrictStr = pydantic.Field(min_length=1)
+    id: NonEmptyText
     weight: float = pydantic.Field(allow_inf_nan=False)
     namespace: Namespace = ()
-    reason: str | None = None
+    reason: Text | None = None
 
     @pydantic.field_validator("weight", mode="before")
     @classmethod

@@ -43,6 +43,26 @@ def test_add_reads_stdin(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli.ok("get", "p", "--json").json()["text"] == "from a pipe"
 
 
+def test_add_refuses_stdin_that_is_not_utf8(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """add - with Latin-1 bytes on stdin (read by Python with surrogateescape) exits 1 with one
+    line naming stdin, the byte and its offset; no store is created."""
+    latin1 = io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8", errors="surrogateescape")
+    monkeypatch.setattr("sys.stdin", latin1)
+    result = cli("add", "-")
+    assert result.code == 1 and no_traceback(result)
+    assert result.err.count("\n") == 1 and "stdin is not UTF-8" in result.err and "0xe9" in result.err
+    assert not cli.store.exists()
+
+
+def test_add_refuses_an_argument_that_is_not_utf8(cli: Cli) -> None:
+    """add with an argument whose bytes were Latin-1 (a lone surrogate once decoded) exits 1 with
+    one line naming Note.text, before the embedder sees it; no store is created."""
+    result = cli("add", "caf\udce9")
+    assert result.code == 1 and no_traceback(result)
+    assert result.err.count("\n") == 1 and "Note.text: not valid Unicode" in result.err
+    assert not cli.store.exists()
+
+
 def test_add_refused_duplicate_exits_1(cli: Cli) -> None:
     """A note the strategy refuses (an exact duplicate) exits 1 with the engine's reason."""
     cli.ok("add", "same text", "--id", "a", "--time", "2026-01-05T09:00:00Z")

@@ -22,7 +22,7 @@ import click
 
 from coniti.cli.output import Output
 from coniti.cli.parse import format_namespace, format_time, resolve_store_path
-from coniti.cli.types import NAMESPACE, POINT, TIME
+from coniti.cli.types import NAMESPACE, POINT, TEXT, TIME
 from coniti.errors import ConitiError
 
 if TYPE_CHECKING:
@@ -213,9 +213,9 @@ def common_options(func: F) -> F:
                 help="Store directory (default: $CONITI_STORE, else $XDG_DATA_HOME/coniti/store)."),
         _shared("--json", "json_", setting="json", is_flag=True,
                 help="Machine-readable output: one JSON document, or JSON lines for streams."),
-        _shared("--actor", setting="actor", metavar="NAME",
+        _shared("--actor", setting="actor", metavar="NAME", type=TEXT,
                 help="Who is acting; stamped on the events written (default: $CONITI_ACTOR)."),
-        _shared("--reason", setting="reason", metavar="TEXT",
+        _shared("--reason", setting="reason", metavar="TEXT", type=TEXT,
                 help="Why; stamped on the events written."),
         _shared("--debug", setting="debug", is_flag=True, help="Show the full traceback on errors."),
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, cast
@@ -20,7 +19,7 @@ from coniti.cli.context import (
     settings,
     time_range,
 )
-from coniti.cli.parse import format_namespace, format_time, iso_time
+from coniti.cli.parse import format_namespace, format_time, iso_time, read_stdin_text
 from coniti.cli.types import FILTER, META, NAMESPACE, TIME
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ def add(
 
     s = settings()
     if text == "-":
-        text = sys.stdin.read().rstrip("\n")
+        text = read_stdin_text()
     note = Note(
         id=uuid.uuid4().hex if note_id is None else note_id,
         text=text,

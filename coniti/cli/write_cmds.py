@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from coniti.cli.context import CliError, common_options, ns_option, settings
-from coniti.cli.parse import format_namespace
+from coniti.cli.parse import format_namespace, read_stdin_text
 from coniti.cli.types import EXPIRY, JSON_OBJECT, META, TIME
 
 if TYPE_CHECKING:
@@ -55,13 +55,11 @@ def set_cmd(
 
     What is not given is not kept: the time defaults to now, the metadata to none (use 'update' to
     change only some fields)."""
-    import sys
-
     from coniti.actor import Note
 
     s = settings()
     if text == "-":
-        text = sys.stdin.read().rstrip("\n")
+        text = read_stdin_text()
     note = Note(id=note_id, text=text, timestamp=time.time() if when is None else when, metadata=dict(meta))
     with s.open_store("create") as store, s.open_engine(store, embedding) as engine, s.stamp(store):
         result = engine.upsert(

@@ -91,6 +91,7 @@ from coniti.memory import (
     require,
     unique_ids,
 )
+from coniti.text import check_text
 
 __all__ = ["LogBackend", "LogView", "VerifyReport"]
 
@@ -133,6 +134,18 @@ def _check_names(names: Sequence[str], field: str, what: str) -> None:
     for i, name in enumerate(names):
         if not isinstance(name, str) or not name:
             raise ContractError(f"{field}[{i}] must be a non-empty string, got {name!r}")
+
+
+def _check_stamp(value: str | None, field: str) -> None:
+    """An audit stamp (actor or reason): None or a string of valid Unicode."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ContractError(f"{field} must be a string or None, got {type(value).__name__}")
+    try:
+        check_text(value, field)
+    except ValueError as exc:
+        raise ContractError(str(exc)) from None
 
 
 def _check_reason(reason: str) -> None:
@@ -402,8 +415,7 @@ class LogBackend(_Reads, MemoryBackend):
         read_only: bool = False,
         group_commit: bool = True,
     ) -> None:
-        if actor is not None and not isinstance(actor, str):
-            raise ContractError(f"actor must be a string or None, got {type(actor).__name__}")
+        _check_stamp(actor, "actor")
         self._log = EventLog(
             path, durability=durability, map_size=map_size, read_only=read_only,
             group_commit=group_commit,
@@ -474,7 +486,10 @@ class LogBackend(_Reads, MemoryBackend):
     def audit(self, actor: str | None = None, reason: str | None = None) -> Iterator[None]:
         """Stamp ``actor`` and ``reason`` on every event this context writes to this store (any
         handle on its path). Context-local: safe across threads and asyncio tasks, and carried
-        into the async twins' worker threads."""
+        into the async twins' worker threads. ``actor`` and ``reason``: strings of valid Unicode
+        (:func:`~coniti.contracts.check_text`) or None, else :class:`ContractError`."""
+        _check_stamp(actor, "actor")
+        _check_stamp(reason, "reason")
         token = _AUDIT.set((*_AUDIT.get(), (self.path, actor, reason)))
         try:
             yield
