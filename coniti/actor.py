@@ -118,6 +118,7 @@ class TimeRange(Contract):
 
 class Query(Contract):
     """A question: text, a time range, a note to recall around (``near``), or any mix; ``k`` results.
+    ``text``, when given, holds at least one non-blank character (an empty question has no answer).
 
     ``filter``: a metadata filter (:mod:`coniti.filters`); only notes it matches are answered.
     ``min_score``: hits scoring below it are dropped (the score of the strategy that answered:
@@ -145,6 +146,15 @@ class Query(Contract):
     strategy: Literal["auto", "semantic", "keyword", "hybrid", "recent"] = "auto"
     mmr: float | None = pydantic.Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
     fusion: Fusion | None = None
+
+    @pydantic.field_validator("text")
+    @classmethod
+    def _words(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError(
+                "empty or blank: give words to ask about, or leave text out to ask by time_range or near"
+            )
+        return value
 
     @pydantic.field_validator("min_score", "mmr", mode="before")
     @classmethod

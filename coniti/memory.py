@@ -688,8 +688,8 @@ class WriteRequest(Contract):
         for i, op in enumerate(self.ops):
             if isinstance(op, UpsertOp) and op.record.namespace != self.namespace:
                 raise ValueError(
-                    f"ops[{i}].record.namespace {op.record.namespace!r} is not the request's "
-                    f"namespace {self.namespace!r}"
+                    f"ops[{i}].record.namespace {namespace_text(op.record.namespace)} is not the "
+                    f"request's namespace {namespace_text(self.namespace)}"
                 )
             record_id = op_id_of(op)
             if record_id in seen:
@@ -808,7 +808,7 @@ def plan_write(
             if current is None:
                 if not request.missing_ok:
                     raise RecordNotFound(
-                        f"ops[{i}]: no live record {op.id!r} in namespace {ns!r} to patch; "
+                        f"ops[{i}]: no live record {op.id!r} in namespace {namespace_text(ns)} to patch; "
                         "nothing was written"
                     )
                 result.missing.append(op.id)
@@ -827,7 +827,8 @@ def plan_write(
 def idempotency_conflict(op_id: str, namespace: tuple[str, ...]) -> IdempotencyConflict:
     """The error for an op id already recorded with another request's digest."""
     return IdempotencyConflict(
-        f"op id {op_id!r} was used by another write request in namespace {namespace!r}; "
+        f"op id {op_id!r} was used by another write request in namespace "
+        f"{namespace_text(namespace)}; "
         "nothing was written"
     )
 

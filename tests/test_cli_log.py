@@ -153,6 +153,16 @@ def test_import_refuses_an_existing_store(cli: Cli, tmp_path: Path) -> None:
         assert store.head == 5
 
 
+def test_import_into_an_existing_store_says_what_to_do(cli: Cli, tmp_path: Path) -> None:
+    """The refusal of import into an existing store is in the command line's words: it names the
+    store and --store, not a library function."""
+    file = tmp_path / "h.jsonl"
+    cli.ok("export", str(file))
+    err = cli("import", str(file)).err
+    assert str(cli.store) in err and "--store" in err and "import_log" not in err
+    assert err.count("\n") == 1
+
+
 def test_import_rejects_an_edited_file(cli: Cli, tmp_path: Path) -> None:
     """An edited line fails the import with the line number, and creates no store."""
     file = tmp_path / "h.jsonl"

@@ -62,6 +62,15 @@ def test_a_lone_surrogate_is_refused_naming_the_field(build: object, field: str)
     assert "not valid Unicode" in str(caught.value) and "U+DCE9" in str(caught.value)
 
 
+@pytest.mark.parametrize("text", ["", " \n\t"])
+def test_a_query_with_empty_or_blank_text_is_refused(text: str) -> None:
+    """Query(text="") is refused naming Query.text (it used to rank every note arbitrarily);
+    leaving text out (a time range alone) is the way to ask without words."""
+    with pytest.raises(ContractError, match="Query.text: empty or blank"):
+        Query(text=text)
+    assert Query(time_range=TimeRange(start=0.0)).text is None
+
+
 def test_a_note_batch_refuses_a_lone_surrogate_naming_the_row() -> None:
     """NoteBatch refuses a text Note refuses, naming the row, as it does for every rule of Note."""
     from coniti.batch import NoteBatch

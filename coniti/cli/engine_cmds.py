@@ -116,6 +116,11 @@ def ask(
     s = settings()
     if prefix is not None and namespace:
         raise click.UsageError("give --ns or --prefix, not both")
+    if not text.strip():
+        raise click.BadParameter(
+            "empty or blank: give words to ask about (for the notes of a time window: "
+            "coniti ls --from ... --to ...)", param_hint="'TEXT'",
+        )
     query = Query(
         text=text, time_range=time_range(start, end), k=k, filter=where, min_score=min_score,
         strategy=cast(Any, strategy), mmr=mmr,

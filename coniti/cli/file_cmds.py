@@ -7,7 +7,14 @@ import sys
 
 import click
 
-from coniti.cli.context import as_of_option, common_options, ns_option, settings, view_as_of
+from coniti.cli.context import (
+    as_of_option,
+    common_options,
+    hint_if_unknown,
+    ns_option,
+    settings,
+    view_as_of,
+)
 from coniti.cli.output import reader_gone
 from coniti.cli.parse import format_namespace
 
@@ -20,16 +27,23 @@ __all__ = ["dump", "load"]
 @as_of_option
 @common_options
 def dump(file: str, namespace: tuple[str, ...], as_of: int | float | None) -> None:
-    """Write a namespace as a coniti-memory JSONL file (gzip if FILE ends in .gz; - for stdout)."""
+    """Write a namespace as a coniti-memory JSONL file (gzip if FILE ends in .gz; - for stdout).
+
+    A namespace with no notes is written as a file of no records, with a hint on stderr naming the
+    namespaces that have notes."""
     s = settings()
     with s.open_store() as store, s.out.progress(f"dumping {format_namespace(namespace)}"):
         view = view_as_of(store, as_of)
         if file == "-":
             with reader_gone():
-                view.dump(sys.stdout, namespace)
+                n = view.dump(sys.stdout, namespace)
                 sys.stdout.flush()
-            return
-        n = view.dump(file, namespace)
+        else:
+            n = view.dump(file, namespace)
+        if n == 0:
+            hint_if_unknown(s, view, namespace)
+    if file == "-":
+        return
     if s.json:
         s.out.json({"file": file, "namespace": list(namespace), "records": n})
     else:

@@ -169,6 +169,11 @@ def import_(file: str) -> None:
 
     s = settings()
     path = s.store_path
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise CliError(
+            f"{path} already exists and is not empty: import creates a new store; choose a new or "
+            "empty directory with --store"
+        )
     with s.out.progress(f"importing {file}"):
         store = LogBackend.import_log(sys.stdin if file == "-" else file, path)
     with store:
