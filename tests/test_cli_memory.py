@@ -70,6 +70,24 @@ def test_global_options_before_the_command(cli: Cli) -> None:
     assert len(rows) == 3
 
 
+def test_ns_before_the_command(cli: Cli) -> None:
+    """--ns works before the command name as after it (the README says every option does)."""
+    assert cli.ok("--ns", "alice/notes", "count").out.strip() == "3"
+    assert [r["id"] for r in cli.ok("--ns", "bob", "ls", "--json").lines()] == ["b1"]
+    assert cli.ok("--ns", "bob", "meta", "get", "k", "--json").json()["namespace"] == ["bob"]
+
+
+def test_ns_after_the_command_wins(cli: Cli) -> None:
+    """Given both before and after the command, the --ns after it wins (as for every option)."""
+    assert cli.ok("--ns", "bob", "count", "--ns", "alice/notes").out.strip() == "3"
+
+
+def test_ns_before_a_command_without_one_is_a_usage_error(cli: Cli) -> None:
+    """--ns before a command that takes no namespace exits 2 naming the command."""
+    result = cli("--ns", "bob", "verify")
+    assert result.code == 2 and "--ns does not apply to 'verify'" in result.err
+
+
 def test_get_shows_one_record(cli: Cli) -> None:
     """get ID prints the record; --json gives one document."""
     assert "second note" in cli.ok("get", "a2", "--ns", "alice/notes").out

@@ -150,6 +150,16 @@ def test_demo_refuses_a_foreign_directory(
     assert sorted(p.name for p in foreign.iterdir()) == ["precious.txt"]
 
 
+def test_demo_help_says_what_store_means_for_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """demo --help describes --store as the demo's own directory (PATH/store, $CONITI_STORE
+    ignored), as its text says, not as the store option of the other commands."""
+    assert main(["demo", "--help"]) == 0
+    options = capsys.readouterr().out.partition("Options:")[2]
+    store_help = " ".join(options.partition("--store PATH")[2].partition("--json")[0].split())
+    assert "PATH/store" in store_help and "$CONITI_STORE is ignored" in store_help
+    assert "default: $CONITI_STORE" not in store_help
+
+
 def test_demo_prints_every_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Without --json the demo prints its nine sections, the head hash and the figures."""
     assert main(["demo", "--store", str(tmp_path / "d")]) == 0
