@@ -170,14 +170,30 @@ HINT_LIMIT = 8
 
 
 def hint_if_unknown(
-    s: Settings, memory: MemoryBackend, namespace: tuple[str, ...], *, prefix: bool = False
+    s: Settings,
+    memory: MemoryBackend,
+    namespace: tuple[str, ...],
+    *,
+    prefix: bool = False,
+    prefix_option: bool = True,
 ) -> None:
     """When ``namespace`` (or, with ``prefix``, every namespace under it) holds no notes, say so on
-    stderr and list the namespaces that do, closest first. The answer itself is unchanged."""
+    stderr and list the namespaces that do, closest first; for a namespace that holds none itself
+    but has namespaces with notes under it, list those and (``prefix_option``: the command has
+    ``--prefix``) name ``--prefix``. The answer itself is unchanged."""
     from coniti.memory import closest_namespaces
 
     under = memory.namespaces(namespace)
     if (under if prefix else namespace in under):
+        return
+    if under and not prefix:
+        named = [format_namespace(ns) for ns in under]
+        more = f" (and {len(named) - HINT_LIMIT} more)" if len(named) > HINT_LIMIT else ""
+        how = f"; --prefix {format_namespace(namespace)} takes them all" if prefix_option else ""
+        s.out.hint(
+            f"no notes in namespace {format_namespace(namespace)} itself; namespaces under it "
+            f"with notes: {', '.join(named[:HINT_LIMIT])}{more}{how}"
+        )
         return
     what = "under" if prefix else "in namespace"
     live = memory.namespaces()

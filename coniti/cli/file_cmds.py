@@ -41,7 +41,7 @@ def dump(file: str, namespace: tuple[str, ...], as_of: int | float | None) -> No
         else:
             n = view.dump(file, namespace)
         if n == 0:
-            hint_if_unknown(s, view, namespace)
+            hint_if_unknown(s, view, namespace, prefix_option=False)
     if file == "-":
         return
     if s.json:
