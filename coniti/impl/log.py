@@ -685,6 +685,12 @@ class LogBackend(_Reads, MemoryBackend):
         ``a`` and right after event ``b`` (each ``0..head``)."""
         return _audit.diff(self._log, a, b, namespace)
 
+    def diff_all(self, a: int, b: int, *, prefix: Sequence[str] = ()) -> list[Diff]:
+        """:meth:`diff` of every namespace under ``prefix`` (``()``: the whole store), from one
+        walk of the events between the two points: one :class:`Diff` per namespace with a change,
+        sorted by namespace (none when nothing changed)."""
+        return _audit.diff_all(self._log, a, b, prefix)
+
     def follow(
         self,
         after: int | None = None,
