@@ -111,8 +111,10 @@ def diff(
                 ("removed", result.removed, before),
                 ("changed", result.changed, after),
             ):
-                for record in view.get(view.get_request(ids, ns)).records:
-                    rows.append([change, format_namespace(ns), record.id, record.note.text])
+                found = {r.id: r.note.text for r in view.get(view.get_request(ids, ns)).records}
+                for rid in ids:
+                    text = found.get(rid, "(content erased)")
+                    rows.append([change, format_namespace(ns), rid, text])
     if s.json:
         if namespace is not None:
             s.out.json(results[0].to_dict())
