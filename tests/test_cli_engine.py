@@ -286,6 +286,44 @@ def test_an_embedding_other_than_the_stores_is_refused(cli: Cli) -> None:
     assert cli.ok("count").out.strip() == "1"
 
 
+def test_a_second_embedder_is_refused_in_a_new_namespace(cli: Cli) -> None:
+    """A store holds one embedder: add --embedding local_hash --ns newns on a minilm store (the
+    embedder recorded in namespace alice, not the root) exits 1 in one line naming both embedders
+    and the way out, writes nothing, and ask --prefix / still answers for the whole store."""
+    from coniti.embedding import EMBEDDERS, LocalHashEmbedder
+
+    cli.ok("add", "Alice prefers tea over coffee", "--ns", "alice", "--id", "tea")
+    with LogBackend(cli.store) as store:
+        head = store.head
+    result = cli("add", "Bob drinks milk", "--embedding", "local_hash", "--ns", "newns")
+    assert result.code == 1 and no_traceback(result) and result.err.count("\n") == 1
+    assert EMBEDDERS.create("minilm").spec_id in result.err
+    assert "--embedding local_hash" in result.err and "--store" in result.err
+    with LogBackend(cli.store) as store:
+        assert store.head == head and LocalHashEmbedder().spec_id not in str(list(store.events()))
+    answer = cli.ok("ask", "What does Alice drink?", "--prefix", "/", "--json").json()
+    assert [h["id"] for h in answer["hits"]] == ["tea"]
+
+
+@pytest.mark.parametrize("from_stdin", [False, True], ids=["path", "stdin"])
+def test_a_file_of_a_second_embedder_is_not_loaded(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_stdin: bool
+) -> None:
+    """load of a memory file embedded with another embedder than the store's (into a namespace
+    that records none yet) exits 1 naming both ids, and loads nothing."""
+    other = tmp_path / "other"
+    cli.ok("add", "Bob drinks milk", "--embedding", "local_hash", "--ns", "bob", "--store", str(other))
+    file = tmp_path / "bob.jsonl"
+    cli.ok("dump", str(file), "--ns", "bob", "--store", str(other))
+    cli.ok("add", "Alice lives in Lyon", "--embedding", "random_projection", "--ns", "alice")
+    if from_stdin:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(file.read_bytes())))
+    result = cli("load", "-" if from_stdin else str(file))
+    assert result.code == 1 and no_traceback(result) and "one embedder" in result.err
+    assert "emb-" in result.err and ("stdin" if from_stdin else str(file)) in result.err
+    assert cli.ok("count", "--prefix", "/").out.strip() == "1"
+
+
 def test_the_environment_chooses_a_new_stores_embedder(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """$CONITI_EMBEDDING picks the embedder of a new store."""
     from coniti.embedding import RandomProjectionEmbedder

@@ -133,13 +133,24 @@ class Settings:
     ) -> Iterator[ContinuityEngine]:
         """The engine over ``store`` with coniti's default pieces (:class:`~coniti.Container`) and
         the embedder the store was written with (:func:`~coniti.container.stored_embedding`); a
-        store with none yet gets ``embedding``, else ``$CONITI_EMBEDDING``, else ``minilm``. An
-        ``embedding`` given for a store written with another is refused (EmbeddingMismatch)."""
+        store with none yet gets ``embedding``, else ``$CONITI_EMBEDDING``, else ``minilm``. A store
+        holds one embedder: an ``embedding`` given for a store written with another is refused
+        before anything is written, naming both and the way out."""
         from coniti.container import NEW_MEMORY_EMBEDDING, Container, stored_embedding
 
         if embedding is None:
             fresh = self.environ.get("CONITI_EMBEDDING") or NEW_MEMORY_EMBEDDING
             embedding = stored_embedding(store, default=fresh)
+        else:
+            written = stored_embedding(store, default=embedding)
+            if written != embedding:
+                from coniti.embedding import EMBEDDERS
+
+                raise CliError(
+                    f"this store is embedded with {written} ({EMBEDDERS.create(written).spec_id}); "
+                    f"a store holds one embedder, so --embedding {embedding} is refused and nothing "
+                    "was written: leave --embedding out, or give another store with --store"
+                )
         with Container(memory=store, embedding=embedding) as container:
             yield container.engine
 

@@ -37,7 +37,7 @@ __all__ = ["add", "ask"]
 @click.option("--id", "note_id", default=None, help="The note's id (default: a random one).")
 @click.option("--embedding", "embedding", default=None, metavar="NAME",
               help="Embedder of a new store (default: $CONITI_EMBEDDING, else minilm); a store "
-                   "keeps the one it was written with.")  # fmt: skip
+                   "holds one embedder: another is refused.")  # fmt: skip
 @common_options
 def add(
     text: str,

@@ -38,7 +38,7 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> t
               help="Offer the erase tool: a privacy erasure of every version of notes.")
 @click.option("--embedding", "embedding", default=None, metavar="NAME",
               help="Embedder of a new store (default: $CONITI_EMBEDDING, else minilm); a store "
-                   "keeps the one it was written with.")  # fmt: skip
+                   "holds one embedder: another is refused.")  # fmt: skip
 @common_options
 def mcp(
     http: tuple[str, int] | None,

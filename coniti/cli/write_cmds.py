@@ -36,7 +36,7 @@ _OP_ID = click.option(
               help="Hide the note from then on: a duration (30m, 12h, 7d) or a time.")
 @click.option("--embedding", "embedding", default=None, metavar="NAME",
               help="Embedder of a new store (default: $CONITI_EMBEDDING, else minilm); a store "
-                   "keeps the one it was written with.")  # fmt: skip
+                   "holds one embedder: another is refused.")  # fmt: skip
 @_IF_VERSION
 @_OP_ID
 @common_options
