@@ -18,6 +18,7 @@ import pydantic
 from coniti.contracts import Contract, NonEmptyText, Text, check_json_value
 from coniti.filters import MetadataFilter
 from coniti.fusion import Fusion
+from coniti.jsonl import note_size_problem
 
 __all__ = ["STRATEGY_NAMES", "Note", "Query", "TimeRange", "to_timestamp"]
 
@@ -45,7 +46,9 @@ def to_timestamp(value: Any, field: str = "timestamp") -> float:
 
 
 class Note(Contract):
-    """One thing remembered. Frozen; ``metadata`` is deep-copied in and must be JSON-able and finite."""
+    """One thing remembered. Frozen; ``metadata`` is deep-copied in and must be JSON-able and finite.
+    Its id, text and metadata take at most :data:`~coniti.jsonl.MAX_NOTE_BYTES` (6 MiB) as JSON, so
+    that every stored note fits the lines of a memory file and a log export."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -66,6 +69,13 @@ class Note(Contract):
             raise ValueError(f"metadata must be a dict, got {type(value).__name__}")
         copied: dict[str, Any] = check_json_value(value, "metadata")
         return copied
+
+    @pydantic.model_validator(mode="after")
+    def _size(self) -> Self:
+        problem = note_size_problem(self.id, self.text, self.metadata)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     @classmethod
     def create(cls, text: str, timestamp: float | datetime | None = None, **metadata: Any) -> Self:

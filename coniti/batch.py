@@ -38,6 +38,7 @@ import numpy as np
 from coniti.actor import Note, to_timestamp
 from coniti.contracts import check_json_value
 from coniti.errors import ContractError, DuplicateRecord, namespace_text
+from coniti.jsonl import note_size_problem
 from coniti.memory import VECTOR_DTYPES, MemoryRecord, as_namespace
 from coniti.text import valid_text
 
@@ -124,12 +125,15 @@ class NoteBatch(Sequence[Note]):
         for i, value in enumerate(md[:bad]):
             if value is _EMPTY:
                 copies.append({})
-                continue
-            try:
-                if not isinstance(value, dict):
-                    raise ValueError
-                copies.append(check_json_value(value, "metadata"))
-            except ValueError:
+            else:
+                try:
+                    if not isinstance(value, dict):
+                        raise ValueError
+                    copies.append(check_json_value(value, "metadata"))
+                except ValueError:
+                    bad = i
+                    break
+            if note_size_problem(ids_t[i], texts_t[i], copies[-1]) is not None:
                 bad = i
                 break
         if bad < n:

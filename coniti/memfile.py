@@ -64,6 +64,7 @@ from coniti.jsonl import (
     atomic_text_writer,
     fsync_dir,
     json_line,
+    note_size_problem,
     parse_json_line,
     read_lines,
     standard_json,
@@ -79,6 +80,7 @@ from coniti.memory import (
     PutRequest,
     as_blob,
 )
+from coniti.text import valid_text
 
 if TYPE_CHECKING:
     from coniti.memory import MemoryBackend
@@ -377,9 +379,22 @@ def _checked_record(
         return None
     if (array is None and vector is not None) or not math.isfinite(timestamp):
         return None
+    if not _valid_note(note_id, text, namespace, metadata):
+        return None
     return MemoryRecord.trusted(
         Note.trusted(note_id, text, timestamp, metadata), array, embedding_id, tuple(namespace), None, None, blob
     )
+
+
+def _valid_note(note_id: str, text: str, namespace: list[str], metadata: dict[str, Any]) -> bool:
+    """Whether the note's strings (metadata keys and values included) are valid Unicode and the
+    note is within :data:`~coniti.jsonl.MAX_NOTE_BYTES`: what the contract checks besides types."""
+    if not (valid_text(note_id) and valid_text(text) and all(valid_text(part) for part in namespace)):
+        return False
+    try:
+        return note_size_problem(note_id, text, metadata) is None
+    except orjson.JSONEncodeError:  # orjson encodes no lone surrogate: one is in the metadata
+        return False
 
 
 def _vector(values: list[Any], dtype: str) -> np.ndarray | None:

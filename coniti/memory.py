@@ -65,7 +65,7 @@ from coniti.errors import (
     namespace_text,
 )
 from coniti.filters import MetadataFilter
-from coniti.jsonl import MAX_BLOB_BYTES
+from coniti.jsonl import MAX_BLOB_BYTES, MAX_STAMP_CHARS, note_size_problem
 
 if TYPE_CHECKING:
     from coniti.batch import RecordBatch
@@ -739,7 +739,10 @@ class FeedbackRequest(Contract):
     id: NonEmptyText
     weight: float = pydantic.Field(allow_inf_nan=False)
     namespace: Namespace = ()
-    reason: Text | None = None
+    reason: (
+        Annotated[pydantic.StrictStr, pydantic.StringConstraints(max_length=MAX_STAMP_CHARS), TextCheck]
+        | None
+    ) = None
 
     @pydantic.field_validator("weight", mode="before")
     @classmethod
@@ -855,6 +858,10 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
         metadata = op.metadata
     elif op.metadata_patch is not None:
         metadata = merge_patch(metadata, op.metadata_patch)
+    metadata = check_json_value(metadata, "metadata")
+    problem = note_size_problem(note.id, text, metadata)
+    if problem is not None:
+        raise ContractError(f"ops[{index}]: {problem}")
     expires_at = None if op.clear_expiry else (live.expires_at if op.expires_at is None else op.expires_at)
     blob = None if op.clear_blob else (live.blob if op.blob is None else op.blob)
     return MemoryRecord.trusted(
@@ -862,7 +869,7 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
             note.id,
             text,
             note.timestamp if op.timestamp is None else op.timestamp,
-            check_json_value(metadata, "metadata"),
+            metadata,
         ),
         None if vector is None else vector.copy(),
         live.embedding_id,

@@ -79,6 +79,34 @@ def test_a_note_batch_refuses_a_lone_surrogate_naming_the_row() -> None:
         NoteBatch(["a", "b"], ["fine", LATIN1], [1.0, 2.0])
 
 
+@pytest.mark.parametrize("where", ["text", "id", "metadata-value", "metadata-key", "namespace"])
+def test_a_memory_file_line_with_a_lone_surrogate_is_not_loaded(where: str) -> None:
+    """A memory-file line whose JSON escapes a lone surrogate (\\udce9) is refused naming its line
+    and the field, on the fast paths as on the contract's, and nothing is loaded."""
+    import io
+
+    import orjson
+
+    from coniti.errors import MemoryFileError
+    from coniti.impl.memory import InMemoryBackend
+    from coniti.testing.memfile_cases import header, jsonl, rec
+
+    line = rec("n1", vector=[1.0, 2.0], namespace=("alice",))
+    escaped = "caf\\udce9"
+    marker = {"text": ("text", "T"), "id": ("id", "T"), "metadata-value": ("metadata", {"k": "T"}),
+              "metadata-key": ("metadata", {"T": 1})}  # fmt: skip
+    if where == "namespace":
+        line["namespace"] = ["T"]
+    else:
+        key, value = marker[where]
+        line["note"][key] = value
+    text = jsonl(header(1, namespace=line["namespace"]), orjson.dumps(line).decode().replace("T", escaped))
+    memory = InMemoryBackend()
+    with pytest.raises(MemoryFileError, match="line 2: .*not valid Unicode"):
+        memory.load(io.StringIO(text))
+    assert memory.namespaces() == []
+
+
 def test_valid_unicode_beyond_ascii_is_accepted() -> None:
     """Accented letters, CJK and emoji (a surrogate pair in UTF-16, one code point here) pass."""
     text = "café 東京 \U0001f600"

@@ -52,6 +52,7 @@ from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
 from coniti.impl import log_audit as _audit
 from coniti.impl.log_audit import Subscription
+from coniti.jsonl import MAX_STAMP_CHARS
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
 from coniti.log import verify as _verify
@@ -137,11 +138,14 @@ def _check_names(names: Sequence[str], field: str, what: str) -> None:
 
 
 def _check_stamp(value: str | None, field: str) -> None:
-    """An audit stamp (actor or reason): None or a string of valid Unicode."""
+    """An audit stamp (actor or reason): None or a string of valid Unicode, of at most
+    :data:`~coniti.jsonl.MAX_STAMP_CHARS` characters."""
     if value is None:
         return
     if not isinstance(value, str):
         raise ContractError(f"{field} must be a string or None, got {type(value).__name__}")
+    if len(value) > MAX_STAMP_CHARS:
+        raise ContractError(f"{field} is {len(value):,} characters; at most {MAX_STAMP_CHARS:,} allowed")
     try:
         check_text(value, field)
     except ValueError as exc:
@@ -151,6 +155,7 @@ def _check_stamp(value: str | None, field: str) -> None:
 def _check_reason(reason: str) -> None:
     if not isinstance(reason, str) or not reason.strip():
         raise ContractError("reason must be a non-empty string: an erasure is always explained")
+    _check_stamp(reason, "reason")
 
 
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
