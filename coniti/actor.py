@@ -15,7 +15,7 @@ from typing import Any, Literal, Self
 
 import pydantic
 
-from coniti.contracts import Contract, NonEmptyText, Text, check_json_value
+from coniti.contracts import Contract, NonEmptyText, Text, check_json_value, text_problem
 from coniti.filters import MetadataFilter
 from coniti.fusion import Fusion
 from coniti.jsonl import note_size_problem
@@ -24,6 +24,9 @@ __all__ = ["STRATEGY_NAMES", "Note", "Query", "TimeRange", "to_timestamp"]
 
 STRATEGY_NAMES = ("auto", "semantic", "keyword", "hybrid", "recent")
 """The recall strategies a :class:`Query` may name (see :attr:`Query.strategy`)."""
+
+_NONE: dict[str, Any] = {}
+"""No metadata, for measuring a note's id and text alone."""
 
 
 def to_timestamp(value: Any, field: str = "timestamp") -> float:
@@ -53,9 +56,18 @@ class Note(Contract):
     model_config = pydantic.ConfigDict(frozen=True)
 
     id: NonEmptyText
-    text: Text
+    text: pydantic.StrictStr  # Text's check, and the size with the id, in _text (one call)
     timestamp: float
     metadata: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+    @pydantic.field_validator("text", mode="before")
+    @classmethod
+    def _text(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        if type(value) is str:
+            problem = text_problem(value) or note_size_problem(info.data.get("id", ""), value, _NONE)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
 
     @pydantic.field_validator("timestamp", mode="before")
     @classmethod
@@ -64,18 +76,15 @@ class Note(Contract):
 
     @pydantic.field_validator("metadata", mode="before")
     @classmethod
-    def _metadata(cls, value: Any) -> dict[str, Any]:
+    def _metadata(cls, value: Any, info: pydantic.ValidationInfo) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise ValueError(f"metadata must be a dict, got {type(value).__name__}")
         copied: dict[str, Any] = check_json_value(value, "metadata")
+        if copied and "text" in info.data:
+            problem = note_size_problem(info.data.get("id", ""), info.data["text"], copied)
+            if problem is not None:
+                raise ValueError(problem)
         return copied
-
-    @pydantic.model_validator(mode="after")
-    def _size(self) -> Self:
-        problem = note_size_problem(self.id, self.text, self.metadata)
-        if problem is not None:
-            raise ValueError(problem)
-        return self
 
     @classmethod
     def create(cls, text: str, timestamp: float | datetime | None = None, **metadata: Any) -> Self:
