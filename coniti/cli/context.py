@@ -263,8 +263,12 @@ def _no_stray_namespace(ctx: click.Context) -> None:
         raise click.UsageError(f"--ns does not apply to '{ctx.info_name}'", ctx)
 
 
+NS_FLAG = "--ns"
+"""The namespace option's name, before the command (:data:`group_ns_option`) and after it
+(:func:`ns_option`)."""
+
 group_ns_option = click.option(
-    "--ns", "namespace", type=NAMESPACE, default=None, expose_value=False,
+    NS_FLAG, "namespace", type=NAMESPACE, default=None, expose_value=False,
     callback=_setter("namespace"), metavar="NAMESPACE",
     help="Namespace of the command, as its own --ns gives it (coniti --ns bob/home count).",
 )  # fmt: skip
@@ -315,7 +319,7 @@ def ns_option(
     (:data:`group_ns_option`) replaces the default.
     """
     return click.option(
-        "--ns",
+        NS_FLAG,
         "namespace",
         type=NAMESPACE,
         default=default,
