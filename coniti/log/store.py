@@ -420,6 +420,36 @@ def _begin_read(shared: _Shared) -> Any:
             time.sleep(0.0002)
 
 
+def _begin_write(shared: _Shared) -> Any:
+    return shared.env.begin(write=True)
+
+
+def _gated(shared: _Shared, begin: Callable[[_Shared], T]) -> T:
+    """``begin(shared)`` run with the gate of ``shared`` entered shared: the caller holds the gate
+    once it returns and must leave it. A map another process grew (LMDB's ``MapResizedError``) is
+    adopted and ``begin`` runs again; any other exception leaves the gate and propagates. The one
+    gate-retry loop: reads, writes and :meth:`Store.read_at_rest` begin through it."""
+    gate = shared.gate
+    while True:
+        gate.enter()
+        try:
+            return begin(shared)
+        except lmdb.MapResizedError:
+            gate.leave()
+            with gate.exclusive():  # no transaction of this process is open
+                shared.env.set_mapsize(0)
+        except BaseException:
+            gate.leave()
+            raise
+
+
+def _grow(shared: _Shared) -> None:
+    """Double the map of ``shared`` (with no transaction of this process open)."""
+    with shared.gate.exclusive():
+        size = int(shared.env.info()["map_size"])
+        shared.env.set_mapsize(size * 2)
+
+
 def witness_problem(shared: _Shared, witness: guard.Witness | None) -> str | None:
     """Why the store's current state contradicts ``witness`` (:func:`guard.witness_problem`)."""
     if witness is None:
@@ -704,10 +734,6 @@ class Store:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def _adopt_new_size(self, shared: _Shared) -> None:
-        with shared.gate.exclusive():
-            shared.env.set_mapsize(0)
-
     def read(self) -> _Read:
         """A read transaction over one consistent snapshot: ``with store.read() as txn: ...``.
         LMDB errors raised in the block are translated (:func:`translate`)."""
@@ -719,17 +745,10 @@ class Store:
         shared = self._shared
         if shared is None or _FORKS[0] != self._forks:
             shared = self._live()
-        gate = shared.gate
-        while True:
-            gate.enter()
-            try:
-                return _begin_read(shared)
-            except lmdb.MapResizedError:
-                gate.leave()
-                self._adopt_new_size(shared)
-            except BaseException as exc:
-                gate.leave()
-                self.raise_translated(exc)
+        try:
+            return _gated(shared, _begin_read)
+        except BaseException as exc:
+            self.raise_translated(exc)
 
     def raise_translated(self, exc: BaseException) -> NoReturn:
         """Raise the coniti error for ``exc`` raised in a transaction of this store
@@ -757,20 +776,10 @@ class Store:
         if self.read_only:
             raise ReadOnlyError(f"store {self.path} was opened read-only")
         gate = shared.gate
-        env = shared.env
         with shared.write_lock, lmdb_errors(self.path):
             growths = 0
             while True:
-                gate.enter()
-                try:
-                    txn = env.begin(write=True)
-                except lmdb.MapResizedError:
-                    gate.leave()
-                    self._adopt_new_size(shared)
-                    continue
-                except BaseException:
-                    gate.leave()
-                    raise
+                txn = _gated(shared, _begin_write)
                 try:
                     try:
                         result = fn(txn)
@@ -784,7 +793,7 @@ class Store:
                     growths += 1
                     if growths > MAX_GROWTHS:
                         raise
-                    self._grow(shared)
+                    _grow(shared)
                     continue
                 except BaseException:
                     gate.leave()
@@ -816,11 +825,6 @@ class Store:
         shared = self._live()
         with shared.committed:
             shared.committed.wait(timeout)
-
-    def _grow(self, shared: _Shared) -> None:
-        with shared.gate.exclusive():
-            size = int(shared.env.info()["map_size"])
-            shared.env.set_mapsize(size * 2)
 
     def map_size(self) -> int:
         """The current map size in bytes."""
@@ -913,28 +917,21 @@ class Store:
         something truthy (a damaged file must not be read through LMDB).
         """
         shared = self._live()
-        env = shared.env
         data_file = os.path.join(self.path, "data.mdb")
+        read_only = self.read_only
+
+        def begin(shared: _Shared) -> tuple[T, Any]:
+            wtxn = None if read_only else _begin_write(shared)
+            try:
+                result = check(data_file)
+                return result, None if result else _begin_read(shared)
+            finally:
+                if wtxn is not None:
+                    wtxn.abort()
+
         with lmdb_errors(self.path):
             with shared.write_lock:
-                while True:
-                    shared.gate.enter()
-                    try:
-                        wtxn = None if self.read_only else env.begin(write=True)
-                        try:
-                            result = check(data_file)
-                            rtxn = None if result else _begin_read(shared)
-                        finally:
-                            if wtxn is not None:
-                                wtxn.abort()
-                    except lmdb.MapResizedError:
-                        shared.gate.leave()
-                        self._adopt_new_size(shared)
-                        continue
-                    except BaseException:
-                        shared.gate.leave()
-                        raise
-                    break
+                result, rtxn = _gated(shared, begin)
             try:
                 yield result, rtxn
             finally:
