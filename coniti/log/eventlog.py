@@ -44,7 +44,8 @@ from coniti.log.codec import (
 from coniti.log.feed import read_events
 from coniti.log.group import GroupCommit
 from coniti.log.keys import Namespace, is_hashed, name_key, name_keys, ns_bytes, ts_key, ts_keys
-from coniti.log.projections import Dbs, Head, Projections, Row, payload_crcs
+from coniti.log.projections import Dbs, Head, IndexView, Projections, Row, payload_crcs
+from coniti.log.reads import RecordReads
 from coniti.log.store import DEFAULT_MAP_SIZE, Store
 
 __all__ = ["Change", "EventLog", "PutItem", "Row", "WriteView"]
@@ -100,7 +101,7 @@ class WriteView:
         """The visible (live, not expired) version of ``record_id``, or None."""
         if self._nsid is None:
             return None
-        rows, _ = self._p.get_rows(self._namespace, self._nsid, [record_id], None, now=self.now)
+        rows, _ = RecordReads(self._p.txn, self._p.d).get_rows(self._namespace, self._nsid, [record_id], None, now=self.now)
         return rows[0] if rows else None
 
     def held(self, record_id: str) -> int | None:
@@ -262,7 +263,7 @@ def _names_in(p: Projections, nsid: bytes, of_meta: bool) -> list[str]:
     return list(names)
 
 
-def _erased_later(p: Projections, nsid: bytes, mk: bytes, key: str, seq: int) -> bool:
+def _erased_later(p: IndexView, nsid: bytes, mk: bytes, key: str, seq: int) -> bool:
     """Whether an erase event of metadata key ``key`` follows its meta event ``seq`` (what a meta
     frame without its payload needs to be read as erased rather than damaged)."""
     for later in p.meta_events(nsid, mk):
@@ -379,7 +380,7 @@ class EventLog:
 
     # -- namespaces ------------------------------------------------------------------------------
 
-    def _nsid(self, p: Projections, namespace: Namespace) -> bytes | None:
+    def _nsid(self, p: IndexView, namespace: Namespace) -> bytes | None:
         nsid = self._nsids.get(namespace)
         if nsid is None:
             nsid = p.nsid(ns_bytes(namespace))
@@ -780,7 +781,7 @@ class EventLog:
     def feedback_weights(self, namespace: Namespace, as_of: int | None = None) -> dict[str, float]:
         """Record id -> the sum of its feedback weights (as of event ``as_of``); erased ones left out."""
         with self.store.read() as txn:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             return {} if nsid is None else p.feedback_weights(namespace, nsid, as_of)
 
@@ -966,10 +967,11 @@ class EventLog:
             at = head.next_at()
             when = at if now is None else now
             seq, h = head.seq, head.hash
+            reads = RecordReads(txn, self._dbs)
             for nsid, namespace in list(p.namespaces()):
-                if not p.expiring(nsid):
+                if not reads.expiring(nsid):
                     continue
-                for _, record_id in p.expired(nsid, when):
+                for _, record_id in reads.expired(nsid, when):
                     seq += 1
                     frame, h = encode_event(
                         seq, at, DELETE, namespace, h, id=record_id, actor=actor, reason=reason
@@ -986,7 +988,7 @@ class EventLog:
     def op_result(self, namespace: Namespace, op_id: str) -> tuple[str, dict[str, Any]] | None:
         """``(request digest, result map)`` recorded for ``op_id`` in ``namespace``, or None."""
         with self.store.read() as txn:
-            p = Projections(txn, self._dbs)
+            p = Projections(txn, self._dbs)  # a WriteView's, read-only here
             nsid = self._nsid(p, namespace)
             return None if nsid is None else WriteView(p, namespace, nsid, 0.0, 0).op(op_id)
 
@@ -1035,24 +1037,24 @@ class EventLog:
     def head(self) -> Head:
         """The last event (``seq`` 0 when the log is empty)."""
         with self.store.read() as txn:
-            return Projections(txn, self._dbs).head()
+            return RecordReads(txn, self._dbs).head()
 
     def namespaces(self) -> list[Namespace]:
         """Every namespace the log has put a record or metadata into, in order of first use."""
         with self.store.read() as txn:
-            return [ns for _, ns in Projections(txn, self._dbs).namespaces()]
+            return [ns for _, ns in RecordReads(txn, self._dbs).namespaces()]
 
     def live_namespaces(self, as_of: int | None = None) -> list[Namespace]:
         """The namespaces holding at least one record now (or right after event ``as_of``), in
         order of first use; one snapshot, one counter read per namespace ever used."""
         with self.store.read() as txn:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             return [ns for nsid, ns in p.namespaces() if p.count(nsid, as_of)]
 
     def seq_at_time(self, at: float) -> int:
         """The last event recorded at or before ``at`` (0 if none)."""
         with self.store.read() as txn:
-            return Projections(txn, self._dbs).seq_at_time(at)
+            return RecordReads(txn, self._dbs).seq_at_time(at)
 
     def get(
         self, namespace: Namespace, ids: Sequence[str], as_of: int | None = None
@@ -1061,7 +1063,7 @@ class EventLog:
         store = self.store
         txn = store.begin_read()  # the pair, not store.read(): the hot path of a get
         try:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], list(ids)
@@ -1086,7 +1088,7 @@ class EventLog:
         store = self.store
         txn = store.begin_read()  # the pair, not store.read(): the hot path of a scan page
         try:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], None
@@ -1105,7 +1107,7 @@ class EventLog:
     ) -> int:
         """Records with ``start <= timestamp < end`` (unbounded where None)."""
         with self.store.read() as txn:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             return 0 if nsid is None else p.count_range(nsid, start, end, as_of)
 
@@ -1115,7 +1117,7 @@ class EventLog:
         :class:`StoreCorrupted`."""
         mk = name_key(key)
         with self.store.read() as txn:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return None
