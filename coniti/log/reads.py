@@ -128,7 +128,7 @@ class RecordReads(IndexView):
                         if n + 2 * SEAL not in VER_LENGTHS:
                             raise damaged(names, idk, record_id, 0, "its ver entry is damaged")
                         crc, seal = unpack_pc(value, n)
-                        if seal != crc32(key + value[: n + SEAL], ver_seed):
+                        if seal != crc32(key + value[: n + SEAL], ver_seed):  # opened(), written out
                             raise damaged(names, idk, record_id, 0, "its ver entry is damaged")
                         xk = value[TV_END:n]
                         if xk and now is None:
@@ -233,7 +233,7 @@ class RecordReads(IndexView):
             if len(key) != KEY_NTS or key <= last or n < SEAL:
                 raise damaged(names, b"", None, 0, "the time index is damaged")
             crc, seal = unpack_pc(value, n)
-            if seal != crc32(key + value[: n + SEAL], time_seed):
+            if seal != crc32(key + value[: n + SEAL], time_seed):  # opened(), written out
                 raise damaged(names, b"", None, 0, "the time index is damaged")
             if taken == limit:
                 return rows, split_position(last[POSITION])
@@ -330,7 +330,7 @@ class RecordReads(IndexView):
                 yield key, value, b""
                 continue
             n = len(value) - SEAL
-            if n < 2 * SEAL or unpack_crc(value, n)[0] != crc32(key + value[:n], seals.time):
+            if n < 2 * SEAL or unpack_crc(value, n)[0] != crc32(key + value[:n], seals.time):  # opened()
                 raise damaged(names, b"", None, seq_from_key(key[SK]), "its time entry is damaged")
             yield key, value[: n - SEAL], value[n - SEAL : n]
 
