@@ -823,7 +823,7 @@ def _packed_uint(n: int) -> bytes:
 
 Checksum = Callable[[Any, int], int]
 """A CRC function ``checksum(data, start)`` (the store layout's, chosen by
-:class:`coniti.log.projections.Dbs`): the codec checks payloads with it and never picks one."""
+:class:`coniti.log.layout.Dbs`): the codec checks payloads with it and never picks one."""
 
 
 def _checked_payload(

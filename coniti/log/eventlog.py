@@ -435,7 +435,7 @@ class EventLog:
 
         Per namespace the call's id keys are checked at once: no repeat, none taken, and none with
         a version in the store (one walk of ``ver`` along the sorted keys,
-        :meth:`~coniti.log.projections.Projections.versioned`). Only when that finds something is
+        :meth:`~coniti.log.projections.IndexView.versioned`). Only when that finds something is
         each row checked in order (:meth:`_first_conflict`), so the error names the first
         offending row, as a check row by row would. A call of one row is checked as a row."""
         if len(puts.ids) == 1:
@@ -473,7 +473,7 @@ class EventLog:
         """:meth:`_conflict` row by row: the error of the first row that repeats an earlier one,
         is live in the store or was taken, else None (and ``taken`` gains the call's keys).
         ``held``, when given, has the id keys with a version per namespace: the others are not
-        live (their :meth:`~coniti.log.projections.Projections.live_seq` is not read)."""
+        live (their :meth:`~coniti.log.projections.IndexView.live_seq` is not read)."""
         seen: dict[Namespace, set[bytes]] = {ns: set() for ns in puts.canon}
         for ns, record_id, idk in zip(puts.namespaces, puts.ids, puts.idks, strict=True):
             if idk in seen[ns]:
