@@ -207,11 +207,26 @@ class _Gate:
         self._waiting = 0
         self._exclusive = False
 
-    def enter(self) -> None:
-        with self._lock:
-            while self._exclusive or self._waiting:
-                self._cond.wait()
-            self._active += 1
+    def begin(self, begin: Callable[[_Shared], T], shared: _Shared) -> T:
+        """``begin(shared)`` (a transaction's begin) run with the gate entered shared, which the
+        caller then holds and must :meth:`leave`: the one gate-retry loop of the store (reads,
+        writes and :meth:`Store.read_at_rest` begin through it). A map another process grew
+        (LMDB's ``MapResizedError``) is adopted under the exclusive gate and ``begin`` runs again;
+        any other exception leaves the gate and propagates."""
+        while True:
+            with self._lock:
+                while self._exclusive or self._waiting:
+                    self._cond.wait()
+                self._active += 1
+            try:
+                return begin(shared)
+            except lmdb.MapResizedError:
+                self.leave()
+                with self.exclusive():  # no transaction of this process is open
+                    shared.env.set_mapsize(0)
+            except BaseException:
+                self.leave()
+                raise
 
     def leave(self) -> None:
         with self._lock:
@@ -422,25 +437,6 @@ def _begin_read(shared: _Shared) -> Any:
 
 def _begin_write(shared: _Shared) -> Any:
     return shared.env.begin(write=True)
-
-
-def _gated(shared: _Shared, begin: Callable[[_Shared], T]) -> T:
-    """``begin(shared)`` run with the gate of ``shared`` entered shared: the caller holds the gate
-    once it returns and must leave it. A map another process grew (LMDB's ``MapResizedError``) is
-    adopted and ``begin`` runs again; any other exception leaves the gate and propagates. The one
-    gate-retry loop: reads, writes and :meth:`Store.read_at_rest` begin through it."""
-    gate = shared.gate
-    while True:
-        gate.enter()
-        try:
-            return begin(shared)
-        except lmdb.MapResizedError:
-            gate.leave()
-            with gate.exclusive():  # no transaction of this process is open
-                shared.env.set_mapsize(0)
-        except BaseException:
-            gate.leave()
-            raise
 
 
 def _grow(shared: _Shared) -> None:
@@ -746,7 +742,7 @@ class Store:
         if shared is None or _FORKS[0] != self._forks:
             shared = self._live()
         try:
-            return _gated(shared, _begin_read)
+            return shared.gate.begin(_begin_read, shared)
         except BaseException as exc:
             self.raise_translated(exc)
 
@@ -779,7 +775,7 @@ class Store:
         with shared.write_lock, lmdb_errors(self.path):
             growths = 0
             while True:
-                txn = _gated(shared, _begin_write)
+                txn = gate.begin(_begin_write, shared)
                 try:
                     try:
                         result = fn(txn)
@@ -931,7 +927,7 @@ class Store:
 
         with lmdb_errors(self.path):
             with shared.write_lock:
-                result, rtxn = _gated(shared, begin)
+                result, rtxn = shared.gate.begin(begin, shared)
             try:
                 yield result, rtxn
             finally:
