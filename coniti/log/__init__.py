@@ -1,13 +1,16 @@
 """coniti's event log engine: an append-only, hash-chained log in LMDB with projections folded in the
 same transaction. Plain values only (no pydantic, nothing from :mod:`coniti.memory`).
 
-Modules: :mod:`~coniti.log.keys` (key encodings), :mod:`~coniti.log.codec` (events <-> bytes),
-:mod:`~coniti.log.chain` (the hash chain walker and :class:`FoldError`), :mod:`~coniti.log.store`
-(LMDB environments, transactions, error translation), :mod:`~coniti.log.projections` (the fold and
-index reads), :mod:`~coniti.log.eventlog` (operations, erasure, compaction),
-:mod:`~coniti.log.checks` (rebuild and verify), :mod:`~coniti.log.feed` (event ranges, history,
-diff, waiting for commits, subscription positions), :mod:`~coniti.log.logfile` (the ``coniti-log``
-export and its importer). The format is specified in ``log/FORMAT.md``.
+Modules: :mod:`~coniti.log.keys` (key encodings), :mod:`~coniti.log.codec` (events <-> bytes) and
+:mod:`~coniti.log.payloads` (payloads -> bytes), :mod:`~coniti.log.chain` (the hash chain walker and
+:class:`FoldError`), :mod:`~coniti.log.store` (LMDB environments, transactions, error translation),
+:mod:`~coniti.log.layout` (every index key and value), :mod:`~coniti.log.projections` (index
+lookups and the fold), :mod:`~coniti.log.reads` (the checked get/scan/count reads),
+:mod:`~coniti.log.append` (the one append routine), :mod:`~coniti.log.eventlog` (operations,
+erasure, compaction), :mod:`~coniti.log.checks` (rebuild, reseal and verify), :mod:`~coniti.log.feed`
+(event ranges, history, diff, waiting for commits, subscription positions),
+:mod:`~coniti.log.logfile` (the ``coniti-log`` export and its importer). The format is specified
+in ``log/FORMAT.md``.
 """
 
 from coniti.log.chain import FoldError

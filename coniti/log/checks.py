@@ -1,4 +1,5 @@
-"""``rebuild`` recomputes every projection from the log; ``verify`` proves the store is sound.
+"""``rebuild`` recomputes every projection from the log; ``reseal`` upgrades a layout-4 store in
+place; ``verify`` proves the store is sound.
 
 ``verify`` never raises on a problem it can describe; it returns a :class:`VerifyReport`. Its steps:
 
@@ -37,9 +38,22 @@ import lmdb.verify
 from coniti.errors import ConitiError, StoreCorrupted
 from coniti.log import guard
 from coniti.log.chain import Chain, FoldError
-from coniti.log.codec import decode_envelope, decode_event, event_hash
-from coniti.log.keys import seq_from_key
-from coniti.log.projections import Dbs, Projections
+from coniti.log.codec import decode_envelope, decode_event, event_hash, payload_view
+from coniti.log.keys import NSID_LEN, SEQ_LEN, seq_from_inv, seq_from_key
+from coniti.log.layout import (
+    CNT_BODIES,
+    KEY_NTS,
+    SEAL,
+    SEALS,
+    VER_LENGTHS,
+    ZLIB_SEALS,
+    opened,
+    payload_crc,
+    sealed,
+    unpack_crc,
+    unseal,
+)
+from coniti.log.projections import Dbs, IndexView, Projections
 from coniti.log.store import (
     LAYOUT_VERSION,
     LOG_DB,
@@ -120,7 +134,7 @@ def rebuild(store: Store) -> int:
 def reseal(store: Store) -> int:
     """Upgrade a store of :data:`~coniti.log.store.RESEALED_LAYOUT` (4) to the current layout in one
     write transaction, without a rebuild: every payload CRC and seal is recomputed in the current
-    layout's CRC once the layout-4 one is checked (:meth:`Projections.reseal`). Returns the number
+    layout's CRC once the layout-4 one is checked (:func:`_reseal`). Returns the number
     of values resealed (0 when another process upgraded the store first). Raises
     :class:`StoreCorrupted` naming the damaged entry and changes nothing."""
     dbs = store.dbs
@@ -128,11 +142,84 @@ def reseal(store: Store) -> int:
     def write(txn: Any) -> int:
         if txn.get(SYS_LAYOUT, db=dbs[SYS_DB]) != struct.pack(">I", RESEALED_LAYOUT):
             return 0
-        resealed = Projections(txn, Dbs(dbs)).reseal()
+        resealed = _reseal(IndexView(txn, Dbs(dbs)))
         _retire_old_layout(store, txn)
         return resealed
 
     return store.write(write)
+
+
+def _reseal(p: IndexView) -> int:
+    """Reseal every value of a layout-4 store in the current layout (``p``: a write transaction's
+    view of the current layout): each ``ver``, ``tver`` and ``time`` value gets the CRC-32C of
+    its put's payload as ``P`` and a CRC-32C seal, each ``cnt`` and ``exv`` value a CRC-32C
+    seal; nothing else changes. Each value is checked in layout 4 first: its zlib seal must
+    hold and, for the three, its ``P`` must be the zlib CRC-32 of the payload of the put the key
+    names, so damage is never sealed as genuine. Else :class:`StoreCorrupted` naming the table
+    and entry (the caller's transaction then changes nothing). Returns how many values were
+    resealed."""
+    old = ZLIB_SEALS
+    txn = p.txn
+    d = p.d
+    resealed = 0
+    for name, db, seeds in ((b"ver", d.ver, (old.ver, SEALS.ver)), (b"tver", d.tver, (old.tver, SEALS.tver)),
+                            (b"time", d.time, (old.time, SEALS.time))):
+        cur = txn.cursor(db=db)
+        more = cur.first()
+        while more:
+            key = cur.key()
+            body = opened(key, cur.value(), seeds[0], old.crc)
+            seq = _resealed_seq(p, name, key, body)
+            try:
+                payload = payload_view(p.frame(seq))
+            except ValueError as exc:
+                raise StoreCorrupted(f"event {seq} is malformed: {exc}") from exc
+            assert body is not None
+            if old.crc(payload, 0) != unpack_crc(body, len(body) - SEAL)[0]:
+                raise _unresealable(p, name, key, seq, "its payload does not match the CRC its entry holds")
+            cur.put(key, sealed(key, body[:-SEAL] + payload_crc(payload), seeds[1]))
+            resealed += 1
+            more = cur.next()
+    for name, db, bodies in ((b"cnt", d.cnt, CNT_BODIES), (b"exv", d.exv, (SEQ_LEN,))):
+        cur = txn.cursor(db=db)
+        more = cur.first()
+        while more:
+            key = cur.key()
+            value = cur.value()
+            if name == b"exv" and len(key) == NSID_LEN:  # a namespace's marker: no seal
+                if value:
+                    raise _unresealable(p, name, key, None, "its marker holds a value")
+            else:
+                body = unseal(key, value, bodies, False, old.crc)
+                if body is None:
+                    raise _unresealable(p, name, key, None, "its seal does not hold")
+                cur.put(key, sealed(key, body))
+                resealed += 1
+            more = cur.next()
+    return resealed
+
+
+def _resealed_seq(p: IndexView, name: bytes, key: bytes, body: bytes | None) -> int:
+    """The put seq of the layout-4 ``ver``, ``tver`` or ``time`` entry ``key`` whose opened body
+    is ``body`` (None: its seal does not hold), once its key and body have their lengths."""
+    if name == b"ver":
+        ok = len(key) >= NSID_LEN + 3 + SEQ_LEN and body is not None and len(body) + SEAL in VER_LENGTHS
+    else:
+        smallest = 3 + SEAL + (SEQ_LEN if name == b"tver" else 0)
+        ok = len(key) == KEY_NTS and body is not None and len(body) >= smallest
+    if not ok:
+        raise _unresealable(p, name, key, None, "its seal or length is wrong")
+    return seq_from_inv(key[-SEQ_LEN:]) if name == b"ver" else seq_from_key(key[-SEQ_LEN:])
+
+
+def _unresealable(p: IndexView, name: bytes, key: bytes, seq: int | None, why: str) -> StoreCorrupted:
+    """The error of an upgrade to the current layout that found entry ``key`` of table ``name``
+    damaged (``seq``: the put it names, if known)."""
+    what = f"of event {seq} " if seq is not None else f"{key.hex()} "
+    return StoreCorrupted(
+        f"the {name.decode()} entry {what}in namespace {p.label(key[:NSID_LEN])} is damaged ({why}): "
+        f"the store stays in layout 4 (its upgrade to layout {LAYOUT_VERSION} changed nothing)"
+    )
 
 
 def _retire_old_layout(store: Store, txn: Any) -> None:

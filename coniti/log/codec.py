@@ -20,7 +20,9 @@ The frame layout is written by :func:`_encode`, the one envelope encoder, and re
 is :data:`EXT_BIGINT` (integers outside 64 bits, as decimal text), lengths are bounded by the frame,
 and an event of a newer :data:`EVENT_VERSION` is refused rather than guessed at. An older one is
 upcast on read through :data:`UPCASTERS` (:func:`_current`). A frame that does not decode raises
-:class:`~coniti.errors.StoreCorrupted` (:func:`_corrupted` words it).
+:class:`~coniti.errors.StoreCorrupted` (:func:`_corrupted` words it). The payloads are packed by
+:mod:`coniti.log.payloads` (its encoders are re-exported here); this module frames, checks and
+decodes them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -36,8 +37,21 @@ from typing import Any, NamedTuple
 import msgpack
 import numpy as np
 
-from coniti.errors import ContractError, StoreCorrupted, StoreVersionError
+from coniti.errors import StoreCorrupted, StoreVersionError
 from coniti.jsonl import MAX_BLOB_BYTES
+from coniti.log.payloads import (
+    EMPTY_DIGEST,
+    EXT_BIGINT,
+    encode_feedback_payload,
+    encode_meta_payload,
+    encode_op_payload,
+    encode_put_payload,
+    encode_put_payloads,
+    packb,
+    packer,
+    payload_digest,
+    payload_digests,
+)
 
 __all__ = [
     "CLEAR",
@@ -98,8 +112,6 @@ FEEDBACK = "feedback"
 KINDS = frozenset({PUT, DELETE, META, CLEAR, ERASE, OP, FEEDBACK})
 GENESIS = bytes(32)
 """The ``prev`` hash of event 1."""
-EXT_BIGINT = 1
-"""msgpack ext type code for an integer outside the signed/unsigned 64-bit range (decimal ASCII)."""
 
 Upcaster = Callable[[dict[str, Any], Any], tuple[dict[str, Any], Any]]
 """Turns an event of version ``n`` into one of version ``n + 1``: ``(envelope map, payload)`` in,
@@ -138,7 +150,8 @@ _unpackb = msgpack.unpackb
 _frombuffer = np.frombuffer
 _tuple_new = tuple.__new__
 """Builds a NamedTuple without its Python-level ``__new__`` (hot read paths)."""
-_EMPTY_DIGEST = _sha256(b"").digest()
+_pack = packb
+"""The log's msgpack encoder (:func:`coniti.log.payloads.packb`), by its name in the codec's tests."""
 
 
 class RecordData(NamedTuple):
@@ -211,162 +224,6 @@ def is_erased(frame: bytes) -> bool:
 # -- encoding --------------------------------------------------------------------------------
 
 
-def _bigints(value: Any) -> Any:
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        if -(1 << 63) <= value < (1 << 64):
-            return value
-        return msgpack.ExtType(EXT_BIGINT, str(value).encode("ascii"))
-    if isinstance(value, dict):
-        return {k: _bigints(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_bigints(v) for v in value]
-    return value
-
-
-_local = threading.local()
-
-
-def _packer() -> msgpack.Packer:
-    try:
-        packer: msgpack.Packer = _local.packer
-    except AttributeError:
-        packer = _local.packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass")
-    return packer
-
-
-def _pack(obj: Any) -> bytes:
-    try:
-        packer = _local.packer
-    except AttributeError:
-        packer = _packer()
-    try:
-        out: bytes = packer.pack(obj)
-    except OverflowError:
-        out = packer.pack(_bigints(obj))
-    return out
-
-
-def encode_put_payload(
-    text: str,
-    metadata: dict[str, Any],
-    embedding_id: str | None,
-    vector: np.ndarray | None,
-    blob: bytes | None = None,
-) -> bytes:
-    """The payload of a put event. ``vector`` keeps its dtype and exact bits; ``blob`` (at most
-    :data:`MAX_BLOB_BYTES`, else :class:`ContractError`) is stored as msgpack bin.
-
-    Byte for byte ``_pack({"tx": text, "md": metadata, "e": embedding_id, "vd": vector.dtype.str,
-    "vs": list(vector.shape), "vb": vector.tobytes(), "bl": blob})``, the vector's three keys left
-    out when it is None and ``"bl"`` when the blob is. For a vector without a blob (the usual put),
-    once a (dtype, shape) has been seen, the payload is assembled from parts instead: the map
-    header and keys are constants, and everything from ``"vd"`` up to the vector's first byte
-    depends on the dtype and shape alone."""
-    if vector is None or blob is not None:
-        return _general_put_payload(text, metadata, embedding_id, vector, blob)
-    shape = vector.shape
-    middle = _VECTOR_HEADS.get((vector.dtype, shape))
-    if middle is not None:
-        pack = _packer().pack
-        try:
-            return b"".join(
-                (_TX, pack(text), _MD, pack(metadata), _E, pack(embedding_id), middle, vector.tobytes())
-            )
-        except OverflowError:
-            pass  # an integer beyond 64 bits in the metadata: the general path encodes it
-    raw = vector.tobytes()
-    vd, vs = vector.dtype.str, list(shape)
-    payload = _pack({"tx": text, "md": metadata, "e": embedding_id, "vd": vd, "vs": vs, "vb": raw})
-    if middle is None and len(_VECTOR_HEADS) < 64:
-        tail = _pack({"vd": vd, "vs": vs, "vb": raw})
-        _VECTOR_HEADS[(vector.dtype, shape)] = tail[1 : len(tail) - len(raw)]
-    return payload
-
-
-def encode_put_payloads(
-    texts: Sequence[str],
-    metadata: Sequence[dict[str, Any]],
-    embedding_id: str | None,
-    vectors: np.ndarray | None,
-) -> list[bytes]:
-    """The put payloads of a column of records sharing ``embedding_id``, row ``i`` of the
-    C-contiguous matrix ``vectors`` (or no vector when None) being record ``i``'s vector: each
-    equal byte for byte to ``encode_put_payload(texts[i], metadata[i], embedding_id,
-    vectors[i])``. Rows are sliced from one ``tobytes()`` of the matrix, and the parts that depend
-    on the dtype and width alone are packed once (bulk writes)."""
-    n = len(texts)
-    if vectors is None or n == 0:
-        return [encode_put_payload(texts[i], metadata[i], embedding_id, None) for i in range(n)]
-    out = [encode_put_payload(texts[0], metadata[0], embedding_id, vectors[0])]
-    middle = _VECTOR_HEADS.get((vectors.dtype, vectors.shape[1:]))
-    if middle is None or not vectors.flags.c_contiguous:  # the heads cache is full: one by one
-        return out + [
-            encode_put_payload(texts[i], metadata[i], embedding_id, vectors[i]) for i in range(1, n)
-        ]
-    raw = vectors.tobytes()
-    width = len(raw) // n
-    pack = _packer().pack
-    e = _E + pack(embedding_id)
-    join = b"".join
-    add = out.append
-    for i in range(1, n):
-        try:
-            add(join((_TX, pack(texts[i]), _MD, pack(metadata[i]), e, middle, raw[i * width : (i + 1) * width])))
-        except OverflowError:  # an integer beyond 64 bits in the metadata: the general path
-            add(encode_put_payload(texts[i], metadata[i], embedding_id, vectors[i]))
-    return out
-
-
-def _general_put_payload(
-    text: str,
-    metadata: dict[str, Any],
-    embedding_id: str | None,
-    vector: np.ndarray | None,
-    blob: bytes | None,
-) -> bytes:
-    """A put payload without a vector, or with a blob (see :func:`encode_put_payload`)."""
-    content: dict[str, Any] = {"tx": text, "md": metadata, "e": embedding_id}
-    if vector is not None:
-        content.update(vd=vector.dtype.str, vs=list(vector.shape), vb=vector.tobytes())
-    if blob is not None:
-        if type(blob) is not bytes:
-            raise ContractError(f"blob must be bytes, got {type(blob).__name__}")
-        if len(blob) > MAX_BLOB_BYTES:
-            raise ContractError(f"blob is {len(blob)} bytes; at most {MAX_BLOB_BYTES} allowed")
-        content["bl"] = blob
-    return _pack(content)
-
-
-_TX, _MD, _E = b"\x86\xa2tx", b"\xa2md", b"\xa1e"
-"""The packed map header (six entries) with key ``"tx"``; keys ``"md"`` and ``"e"``."""
-_VECTOR_HEADS: dict[tuple[np.dtype[Any], tuple[int, ...]], bytes] = {}
-"""Per vector (dtype, shape): the packed payload bytes from key ``"vd"`` up to the vector's first
-byte (``"vd"``, its value, ``"vs"``, its value, ``"vb"`` and the bin header). At most 64 kept."""
-
-
-def payload_digest(payload: bytes) -> bytes:
-    """``SHA-256(payload)``, the digest a frame carries."""
-    return _sha256(payload).digest() if payload else _EMPTY_DIGEST
-
-
-def payload_digests(payloads: Iterable[bytes]) -> list[bytes]:
-    """:func:`payload_digest` of each of ``payloads``, in order (bulk writes)."""
-    sha256 = _sha256
-    return [sha256(payload).digest() if payload else _EMPTY_DIGEST for payload in payloads]
-
-
-def encode_meta_payload(value: Any) -> bytes:
-    """The payload of a meta event."""
-    return _pack({"mv": value})
-
-
-def encode_feedback_payload(weight: float) -> bytes:
-    """The payload of a feedback event: its finite float weight."""
-    return _pack({"fw": float(weight)})
-
-
 def _feedback_weight(payload: Any) -> float:
     if not isinstance(payload, dict) or "fw" not in payload:
         raise ValueError("feedback payload has no field fw")
@@ -393,7 +250,7 @@ def _encode(
     hash of the last. ``extras[i]``, when given, holds the version-2 fields of event ``i`` (``pv``,
     ``x``, ``o``). Envelope fields in §3.2's order, optional ones only when given; each frame is
     ``u32 E | envelope | digest | payload`` (the layout :func:`split_frame` reads)."""
-    pack = _packer().pack
+    pack = packer().pack
     frames: list[bytes] = []
     add = frames.append
     join = b"".join
@@ -443,7 +300,7 @@ def encode_event(
     ``digest`` may be given if already computed (:func:`payload_digest`). ``replaces`` and
     ``expires_at`` (put) and ``op_id`` (op) are the version-2 fields ``pv``, ``x`` and ``o``."""
     if digest is None:
-        digest = _sha256(payload).digest() if payload else _EMPTY_DIGEST
+        digest = _sha256(payload).digest() if payload else EMPTY_DIGEST
     extra = _extra(replaces, expires_at, op_id)
     frames, h = _encode(
         seq, at, kind, prev, ((list(namespace), id, timestamp, payload, digest),), key, actor, reason,
@@ -462,11 +319,6 @@ def _extra(replaces: int | None, expires_at: float | None, op_id: str | None) ->
     if op_id is not None:
         extra["o"] = op_id
     return extra or None
-
-
-def encode_op_payload(digest: str, result: dict[str, Any]) -> bytes:
-    """The payload of an op event: the request's digest (hex) and its result map."""
-    return _pack({"d": digest, "res": result})
 
 
 def encode_puts(
@@ -499,7 +351,7 @@ def encode_puts(
         return _encode(seq, at, PUT, prev, (row,), None, actor, reason, extra)
     if len(prev) != _DIGEST:
         raise ValueError(f"a previous hash is {_DIGEST} bytes, got {len(prev)}")
-    pack = _packer().pack
+    pack = packer().pack
     stamp = b""
     fields = 8
     if actor is not None:
@@ -825,7 +677,7 @@ def decode_event(frame: bytes | memoryview, seq: int | None = None, *, strict: b
             erased = True
         elif kind == OP:
             raise ValueError("an op event has no payload")
-        elif strict and digest != _EMPTY_DIGEST:
+        elif strict and digest != EMPTY_DIGEST:
             raise ValueError("digest of an empty payload is wrong")
         return _event(env, env_bytes, digest, record, value, erased)
     except _MALFORMED as exc:
@@ -971,7 +823,7 @@ def _packed_uint(n: int) -> bytes:
 
 Checksum = Callable[[Any, int], int]
 """A CRC function ``checksum(data, start)`` (the store layout's, chosen by
-:class:`coniti.log.projections.Dbs`): the codec checks payloads with it and never picks one."""
+:class:`coniti.log.layout.Dbs`): the codec checks payloads with it and never picks one."""
 
 
 def _checked_payload(

@@ -3,8 +3,9 @@
 Every write call appends its events (gap-free sequence numbers, hash chain, one recorded time ``at``
 per call that never goes backwards) and folds them into the projections in one LMDB write
 transaction (or a nested one inside a group commit, :mod:`coniti.log.group`); it commits entirely or
-not at all. Ids that are not live append no delete event. Reads are
-index walks over one snapshot; ``as_of=S`` reads the state right after event ``S``.
+not at all. Every event goes through one append routine (:class:`~coniti.log.append.Appends`). Ids
+that are not live append no delete event. Reads are index walks over one snapshot; ``as_of=S``
+reads the state right after event ``S``.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from typing import Any, NamedTuple, TypeVar, cast
 import numpy as np
 
 from coniti.errors import DuplicateRecord, StoreCorrupted, StoreError, namespace_text
+from coniti.log.append import Appends, PutCall, PutItem, Puts, prepare
 from coniti.log.chain import Chain
 from coniti.log.codec import (
-    CLEAR,
     DELETE,
     ERASE,
-    FEEDBACK,
     META,
     OP,
     PUT,
@@ -29,13 +29,9 @@ from coniti.log.codec import (
     decode_envelope,
     decode_op,
     decode_record,
-    encode_event,
     encode_feedback_payload,
     encode_meta_payload,
-    encode_op_payload,
-    encode_put_payload,
     encode_put_payloads,
-    encode_puts,
     erase_payload,
     is_erased,
     payload_digests,
@@ -44,28 +40,14 @@ from coniti.log.codec import (
 from coniti.log.feed import read_events
 from coniti.log.group import GroupCommit
 from coniti.log.keys import Namespace, is_hashed, name_key, name_keys, ns_bytes, ts_key, ts_keys
-from coniti.log.projections import Dbs, Head, Projections, Row, payload_crcs
+from coniti.log.projections import Dbs, Head, IndexView, Projections, Row, payload_crcs
+from coniti.log.reads import RecordReads
 from coniti.log.store import DEFAULT_MAP_SIZE, Store
 
 __all__ = ["Change", "EventLog", "PutItem", "Row", "WriteView"]
 
 
 T = TypeVar("T")
-
-
-class PutItem(NamedTuple):
-    """One record to put, as plain values (already validated by the caller): ``vector`` None for a
-    record without one, ``blob`` its binary payload (None: none)."""
-
-    namespace: Namespace
-    id: str
-    text: str
-    timestamp: float
-    metadata: dict[str, Any]
-    embedding_id: str | None
-    vector: np.ndarray | None
-    expires_at: float | None = None
-    blob: bytes | None = None
 
 
 class Change(NamedTuple):
@@ -100,7 +82,7 @@ class WriteView:
         """The visible (live, not expired) version of ``record_id``, or None."""
         if self._nsid is None:
             return None
-        rows, _ = self._p.get_rows(self._namespace, self._nsid, [record_id], None, now=self.now)
+        rows, _ = RecordReads(self._p.txn, self._p.d).get_rows(self._namespace, self._nsid, [record_id], None, now=self.now)
         return rows[0] if rows else None
 
     def held(self, record_id: str) -> int | None:
@@ -124,73 +106,20 @@ class WriteView:
         return receipt["d"], receipt["res"], seq
 
 
-class _Puts(NamedTuple):
-    """The records of one put call ready to append, as columns: row ``i`` is record ``i`` with its
-    namespace, id, id key, note timestamp (a float) and its key, payload, payload digest and
-    payload CRC ``P``; ``expiries`` its expiry or None (the column None: no record expires).
-    ``canon`` holds the canonical bytes of each namespace, in order of first use."""
-
-    canon: dict[Namespace, bytes]
-    namespaces: Sequence[Namespace]
-    ids: Sequence[str]
-    idks: list[bytes]
-    stamps: list[float]
-    tsks: list[bytes]
-    payloads: list[bytes]
-    digests: list[bytes]
-    crcs: list[bytes]
-    expiries: list[float | None] | None
-
-
-_PutCall = tuple[_Puts, str | None, str | None]
-"""One put call as group commit merges it: (records, actor, reason)."""
 _Taken = dict[Namespace, set[bytes]]
 """The id keys per namespace that put calls accepted earlier in one transaction wrote."""
-
-
-def _prepare(items: Sequence[PutItem]) -> _Puts:
-    """The put of ``items``, encoded."""
-    canon: dict[Namespace, bytes] = {}
-    namespaces: list[Namespace] = []
-    ids: list[str] = []
-    stamps: list[float] = []
-    payloads: list[bytes] = []
-    expiries: list[float | None] = []
-    for item in items:
-        ns = item.namespace
-        if ns not in canon:
-            canon[ns] = ns_bytes(ns)
-        namespaces.append(ns)
-        ids.append(item.id)
-        stamps.append(float(item.timestamp))
-        payloads.append(encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob))
-        expiries.append(item.expires_at)
-    return _Puts(
-        canon, namespaces, ids, name_keys(ids), stamps, [ts_key(ts) for ts in stamps], payloads,
-        payload_digests(payloads), payload_crcs(payloads),
-        None if expiries.count(None) == len(expiries) else expiries,
-    )
+_PutCall = tuple[Puts, str | None, str | None]
+"""One put call as group commit merges it: (records, actor, reason)."""
 
 
 def _append_meta(
-    p: Projections,
-    head: Head,
-    at: float,
-    nsids: dict[Namespace, bytes | None],
-    meta_event: tuple[Namespace, str, bytes],
-    actor: str | None,
-    reason: str | None,
-) -> Head:
-    """Append and fold the meta event ``(namespace, key, payload)`` after ``head`` (interning its
-    namespace into ``nsids`` if needed); returns the new head (not yet recorded)."""
-    meta_ns, key, meta_payload = meta_event
-    nsids[meta_ns] = meta_nsid = nsids.get(meta_ns) or p.intern(ns_bytes(meta_ns))
-    frame, h = encode_event(
-        head.seq + 1, at, META, meta_ns, head.hash, meta_payload, key=key, actor=actor, reason=reason,
-    )
-    p.append(head.seq + 1, frame)
-    p.meta(head.seq + 1, meta_nsid, name_key(key))
-    return Head(head.seq + 1, at, h)
+    appends: Appends, nsids: dict[Namespace, bytes | None], meta_event: tuple[Namespace, str, bytes]
+) -> None:
+    """Append the meta event ``(namespace, key, payload)``, interning its namespace into ``nsids``
+    if needed."""
+    meta_ns, key, payload = meta_event
+    nsids[meta_ns] = nsid = nsids.get(meta_ns) or appends.p.intern(ns_bytes(meta_ns))
+    appends.meta(meta_ns, nsid, key, payload)
 
 
 _Versions = list[tuple[int, int, bytes]]
@@ -262,7 +191,7 @@ def _names_in(p: Projections, nsid: bytes, of_meta: bool) -> list[str]:
     return list(names)
 
 
-def _erased_later(p: Projections, nsid: bytes, mk: bytes, key: str, seq: int) -> bool:
+def _erased_later(p: IndexView, nsid: bytes, mk: bytes, key: str, seq: int) -> bool:
     """Whether an erase event of metadata key ``key`` follows its meta event ``seq`` (what a meta
     frame without its payload needs to be read as erased rather than damaged)."""
     for later in p.meta_events(nsid, mk):
@@ -279,62 +208,28 @@ def _holds_value(frame: bytes) -> bool:
     return not is_erased(frame) and decode_envelope(frame).kind == META
 
 
-class _Receipts:
-    """The erasures of one write transaction in one namespace: rewrites frames without their
-    payload, brings the projections to the fold of the rewritten log, and appends one ``erase``
-    event per record or key (``seqs``), all at one recorded time; :meth:`commit` sets the head."""
+def _erase_versions(p: Projections, nsid: bytes, record_id: str, idk: bytes, versions: _Versions) -> None:
+    """Erase every version of a record (``versions``): each put frame loses its payload and the
+    projections drop the version from every read; so do the feedback events given to it (FORMAT
+    §14). Its receipt is the caller's to append (:meth:`Appends.erase_record`)."""
+    for put_seq, end_seq, tsk in versions:
+        frame = p.frame(put_seq)
+        if not is_erased(frame):
+            p.replace_frame(put_seq, erase_payload(frame))
+        p.unindex_version(nsid, put_seq, end_seq, tsk)
+    for fb_seq in p.feedback_seqs(nsid, idk):
+        frame = p.frame(fb_seq)
+        if not is_erased(frame) and decode_envelope(frame, fb_seq).id == record_id:
+            p.replace_frame(fb_seq, erase_payload(frame))
 
-    def __init__(
-        self, p: Projections, namespace: Namespace, nsid: bytes, actor: str | None, reason: str | None
-    ) -> None:
-        self._p = p
-        self._namespace = namespace
-        self._nsid = nsid
-        self._actor = actor
-        self._reason = reason
-        head = p.head()
-        self._at = head.next_at()
-        self._seq, self._hash = head.seq, head.hash
-        self.seqs: list[int] = []
 
-    def _append(self, *, id: str | None = None, key: str | None = None) -> int:
-        self._seq += 1
-        frame, self._hash = encode_event(
-            self._seq, self._at, ERASE, self._namespace, self._hash, id=id, key=key,
-            actor=self._actor, reason=self._reason,
-        )
-        self._p.append(self._seq, frame)
-        self.seqs.append(self._seq)
-        return self._seq
-
-    def erase_record(self, record_id: str, idk: bytes, versions: _Versions) -> None:
-        """Erase every version of a record and append its receipt (which ends it if live)."""
-        p, nsid = self._p, self._nsid
-        for put_seq, end_seq, tsk in versions:
-            frame = p.frame(put_seq)
-            if not is_erased(frame):
-                p.replace_frame(put_seq, erase_payload(frame))
-            p.unindex_version(nsid, put_seq, end_seq, tsk)
-        for fb_seq in p.feedback_seqs(nsid, idk):  # the weights given to it go with it (FORMAT §14)
-            frame = p.frame(fb_seq)
-            if not is_erased(frame) and decode_envelope(frame, fb_seq).id == record_id:
-                p.replace_frame(fb_seq, erase_payload(frame))
-        seq = self._append(id=record_id)
-        p.delete(seq, nsid, idk)
-        p.erasure(seq, nsid, idk)
-
-    def erase_key(self, key: str, mk: bytes, seqs: list[int]) -> None:
-        """Erase every value of a metadata key (its meta events ``seqs``) and append its receipt."""
-        p = self._p
-        for seq in seqs:
-            frame = p.frame(seq)
-            if not is_erased(frame):
-                p.replace_frame(seq, erase_payload(frame))
-        p.meta(self._append(key=key), self._nsid, mk)
-
-    def commit(self) -> None:
-        if self.seqs:
-            self._p.set_head(Head(self._seq, self._at, self._hash))
+def _erase_values(p: Projections, seqs: list[int]) -> None:
+    """Erase every value of a metadata key (its meta events ``seqs``): each frame loses its payload.
+    Its receipt is the caller's to append (:meth:`Appends.erase_key`)."""
+    for seq in seqs:
+        frame = p.frame(seq)
+        if not is_erased(frame):
+            p.replace_frame(seq, erase_payload(frame))
 
 
 class EventLog:
@@ -379,7 +274,7 @@ class EventLog:
 
     # -- namespaces ------------------------------------------------------------------------------
 
-    def _nsid(self, p: Projections, namespace: Namespace) -> bytes | None:
+    def _nsid(self, p: IndexView, namespace: Namespace) -> bytes | None:
         nsid = self._nsids.get(namespace)
         if nsid is None:
             nsid = p.nsid(ns_bytes(namespace))
@@ -416,7 +311,7 @@ class EventLog:
                 seq = self.set_meta(*meta, actor=actor, reason=reason)
                 return range(seq, seq + 1)
             return range(0)
-        return self._put_prepared(_prepare(items), actor, reason, meta)
+        return self._put_prepared(prepare(items), actor, reason, meta)
 
     def put_columns(
         self,
@@ -443,7 +338,7 @@ class EventLog:
                 return range(seq, seq + 1)
             return range(0)
         payloads = encode_put_payloads(texts, metadata, embedding_id, vectors)
-        puts = _Puts(
+        puts = Puts(
             {namespace: ns_bytes(namespace)}, [namespace] * len(ids), ids, name_keys(ids), timestamps.tolist(),
             ts_keys(timestamps), payloads, payload_digests(payloads), payload_crcs(payloads), None,
         )
@@ -451,7 +346,7 @@ class EventLog:
 
     def _put_prepared(
         self,
-        puts: _Puts,
+        puts: Puts,
         actor: str | None,
         reason: str | None,
         meta: tuple[Namespace, str, Any] | None,
@@ -463,9 +358,7 @@ class EventLog:
 
         def write(txn: Any) -> tuple[dict[Namespace, bytes], range]:
             p = Projections(txn, self._dbs)
-            head = p.head()
-            at = head.next_at()
-            seqs = range(head.seq + 1, head.seq + 1 + (meta_event is not None) + len(puts.ids))
+            appends = Appends(p, actor, reason)
             nsids: dict[Namespace, bytes | None] = {
                 ns: cache.get(ns) or p.intern(c) for ns, c in puts.canon.items()
             }
@@ -473,9 +366,9 @@ class EventLog:
             if error is not None:
                 raise error
             if meta_event is not None:
-                head = _append_meta(p, head, at, nsids, meta_event, actor, reason)
-            self._append_puts(p, head, at, [(puts, nsids, actor, reason)])
-            return cast(dict[Namespace, bytes], nsids), seqs
+                _append_meta(appends, nsids, meta_event)
+            appends.puts([(puts, nsids, actor, reason)])
+            return cast(dict[Namespace, bytes], nsids), appends.commit()
 
         if meta is not None:  # not merged with concurrent puts: its meta event comes first
             nsids, seqs = self._commit(write)
@@ -509,18 +402,16 @@ class EventLog:
 
         def write(txn: Any) -> tuple[dict[Namespace, bytes], int]:
             p = Projections(txn, self._dbs)
-            head = p.head()
-            at = head.next_at()
+            appends = Appends(p, actor, reason)
             nsids: dict[Namespace, bytes | None] = {}
             if meta_event is not None:
                 nsids[meta_event[0]] = cache.get(meta_event[0])
-                head = _append_meta(p, head, at, nsids, meta_event, actor, reason)
-                p.set_head(head)
+                _append_meta(appends, nsids, meta_event)
             n = 0
             for items in batches:
                 if not items:
                     continue
-                puts = _prepare(items)
+                puts = prepare(items)
                 for ns, c in puts.canon.items():
                     if ns not in nsids:
                         nsids[ns] = cache.get(ns) or p.intern(c)
@@ -528,9 +419,9 @@ class EventLog:
                 error = self._conflict(p, puts, nsids, None)
                 if error is not None:
                     raise error
-                self._append_puts(p, head, at, [(puts, nsids, actor, reason)])
-                head = p.head()
+                appends.puts([(puts, nsids, actor, reason)])
                 n += len(puts.ids)
+            appends.commit()
             return cast(dict[Namespace, bytes], nsids), n
 
         nsids, n = self.store.write(write)  # alone, not in a group: it may be long
@@ -540,7 +431,7 @@ class EventLog:
     def _conflict(
         self,
         p: Projections,
-        puts: _Puts,
+        puts: Puts,
         nsids: dict[Namespace, bytes | None],
         taken: _Taken | None,
     ) -> StoreError | DuplicateRecord | None:
@@ -550,7 +441,7 @@ class EventLog:
 
         Per namespace the call's id keys are checked at once: no repeat, none taken, and none with
         a version in the store (one walk of ``ver`` along the sorted keys,
-        :meth:`~coniti.log.projections.Projections.versioned`). Only when that finds something is
+        :meth:`~coniti.log.projections.IndexView.versioned`). Only when that finds something is
         each row checked in order (:meth:`_first_conflict`), so the error names the first
         offending row, as a check row by row would. A call of one row is checked as a row."""
         if len(puts.ids) == 1:
@@ -580,7 +471,7 @@ class EventLog:
     def _first_conflict(
         self,
         p: Projections,
-        puts: _Puts,
+        puts: Puts,
         nsids: dict[Namespace, bytes | None],
         taken: _Taken | None,
         held: dict[Namespace, set[bytes]] | None,
@@ -588,7 +479,7 @@ class EventLog:
         """:meth:`_conflict` row by row: the error of the first row that repeats an earlier one,
         is live in the store or was taken, else None (and ``taken`` gains the call's keys).
         ``held``, when given, has the id keys with a version per namespace: the others are not
-        live (their :meth:`~coniti.log.projections.Projections.live_seq` is not read)."""
+        live (their :meth:`~coniti.log.projections.IndexView.live_seq` is not read)."""
         seen: dict[Namespace, set[bytes]] = {ns: set() for ns in puts.canon}
         for ns, record_id, idk in zip(puts.namespaces, puts.ids, puts.idks, strict=True):
             if idk in seen[ns]:
@@ -608,47 +499,6 @@ class EventLog:
                 taken.setdefault(ns, set()).update(keys)
         return None
 
-    def _append_puts(
-        self,
-        p: Projections,
-        head: Head,
-        at: float,
-        calls: list[tuple[_Puts, dict[Namespace, bytes | None], str | None, str | None]],
-    ) -> None:
-        """Append and fold the put events of ``calls`` (validated, namespaces interned) after
-        ``head``, all recorded at ``at``."""
-        seq, h = head.seq + 1, head.hash
-        frames: list[bytes] = []
-        row_nsids: list[bytes] = []
-        idks: list[bytes] = []
-        tsks: list[bytes] = []
-        crcs: list[bytes] = []
-        expiring: list[tuple[bytes, int, float, bytes, bytes]] = []
-        for puts, nsids, actor, reason in calls:
-            more, h = encode_puts(
-                seq, at, h, puts.namespaces, puts.ids, puts.stamps, puts.payloads, puts.digests,
-                actor=actor, reason=reason, expiries=puts.expiries,
-            )
-            if len(puts.canon) == 1:
-                row_nsids += [cast(bytes, nsids[puts.namespaces[0]])] * len(more)
-            else:
-                row_nsids += [cast(bytes, nsids[ns]) for ns in puts.namespaces]
-            if puts.expiries is not None:
-                expiring += [
-                    (row_nsids[len(frames) + i], seq + i, x, puts.idks[i], puts.tsks[i])
-                    for i, x in enumerate(puts.expiries)
-                    if x is not None
-                ]
-            frames += more
-            idks += puts.idks
-            tsks += puts.tsks
-            crcs += puts.crcs
-            seq += len(more)
-        p.put_many(head.seq + 1, frames, row_nsids, idks, tsks, crcs)
-        for nsid, put_seq, expires_at, idk, tsk in expiring:
-            p.exv_put(nsid, put_seq, expires_at, idk, tsk)
-        p.set_head(Head(seq - 1, at, h))
-
     def _put_calls(self, txn: Any, calls: list[_PutCall]) -> list[tuple[Any, BaseException | None]]:
         """Several put calls of one group commit in one go (the merger :meth:`put` offers): each is
         checked against the store and the calls accepted before it; the accepted ones are appended
@@ -656,13 +506,11 @@ class EventLog:
         and gets the error it would have raised alone; an accepted one gets its namespace ids and
         the seqs of its events."""
         p = Projections(txn, self._dbs)
-        head = p.head()
-        at = head.next_at()
         cache = self._nsids
         taken: _Taken = {}
-        accepted = []
+        accepted: list[PutCall] = []
         outcomes: list[tuple[Any, BaseException | None]] = []
-        seq = head.seq + 1
+        seq = p.head().seq + 1  # the first seq Appends will give (it reads the same head)
         for puts, actor, reason in calls:
             nsids = {ns: cache.get(ns) or p.nsid(c) for ns, c in puts.canon.items()}
             error = self._conflict(p, puts, nsids, taken)
@@ -676,7 +524,9 @@ class EventLog:
             outcomes.append(((nsids, range(seq, seq + len(puts.ids))), None))
             seq += len(puts.ids)
         if accepted:
-            self._append_puts(p, head, at, accepted)
+            appends = Appends(p, None, None)  # each call carries its own actor and reason
+            appends.puts(accepted)
+            appends.commit()
         return outcomes
 
     def delete(
@@ -708,18 +558,10 @@ class EventLog:
                     found.append((record_id, idk))
             if not found:
                 return [], missing, range(0)
-            head = p.head()
-            at = head.next_at()
-            seq, h = head.seq, head.hash
+            appends = Appends(p, actor, reason)
             for record_id, idk in found:
-                seq += 1
-                frame, h = encode_event(
-                    seq, at, DELETE, namespace, h, id=record_id, actor=actor, reason=reason
-                )
-                p.append(seq, frame)
-                p.delete(seq, nsid, idk)
-            p.set_head(Head(seq, at, h))
-            return [record_id for record_id, _ in found], missing, range(head.seq + 1, seq + 1)
+                appends.delete(namespace, nsid, record_id, idk)
+            return [record_id for record_id, _ in found], missing, appends.commit()
 
         return self._commit(write)
 
@@ -735,20 +577,13 @@ class EventLog:
         """Append one meta event setting ``key`` to the JSON value ``value``; returns its seq."""
         canonical = ns_bytes(namespace)
         payload = encode_meta_payload(value)
-        mk = name_key(key)
 
         def write(txn: Any) -> tuple[bytes, int]:
             p = Projections(txn, self._dbs)
             nsid = p.intern(canonical)
-            head = p.head()
-            at = head.next_at()
-            seq = head.seq + 1
-            frame, h = encode_event(
-                seq, at, META, namespace, head.hash, payload, key=key, actor=actor, reason=reason
-            )
-            p.append(seq, frame)
-            p.meta(seq, nsid, mk)
-            p.set_head(Head(seq, at, h))
+            appends = Appends(p, actor, reason)
+            seq = appends.meta(namespace, nsid, key, payload)
+            appends.commit()
             return nsid, seq
 
         self._nsids[namespace], seq = self._commit(write)
@@ -777,15 +612,9 @@ class EventLog:
             live = p.live_seq(nsid, idk)
             if live is None or (is_hashed(idk) and not self._live_id_matches(p, live, record_id)):
                 return None
-            head = p.head()
-            at = head.next_at()
-            seq = head.seq + 1
-            frame, h = encode_event(
-                seq, at, FEEDBACK, namespace, head.hash, payload, id=record_id, actor=actor, reason=reason
-            )
-            p.append(seq, frame)
-            p.feedback(seq, nsid, idk)
-            p.set_head(Head(seq, at, h))
+            appends = Appends(p, actor, reason)
+            seq = appends.feedback(namespace, nsid, record_id, idk, payload)
+            appends.commit()
             return seq
 
         return self.store.write(write)
@@ -793,7 +622,7 @@ class EventLog:
     def feedback_weights(self, namespace: Namespace, as_of: int | None = None) -> dict[str, float]:
         """Record id -> the sum of its feedback weights (as of event ``as_of``); erased ones left out."""
         with self.store.read() as txn:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             return {} if nsid is None else p.feedback_weights(namespace, nsid, as_of)
 
@@ -806,16 +635,9 @@ class EventLog:
 
         def write(txn: Any) -> int:
             p = Projections(txn, self._dbs)
-            nsid = p.nsid(canonical)
-            head = p.head()
-            at = head.next_at()
-            seq = head.seq + 1
-            frame, h = encode_event(
-                seq, at, CLEAR, namespace, head.hash, actor=actor, reason=reason
-            )
-            p.append(seq, frame)
-            removed = 0 if nsid is None else p.clear(seq, nsid)
-            p.set_head(Head(seq, at, h))
+            appends = Appends(p, actor, reason)
+            removed = appends.clear(namespace, p.nsid(canonical))
+            appends.commit()
             return removed
 
         return self._commit(write)
@@ -861,16 +683,17 @@ class EventLog:
             nsid = p.nsid(canonical)
             if nsid is None:
                 return [], list(names), []
-            receipts = _Receipts(p, namespace, nsid, actor, reason)
+            appends = Appends(p, actor, reason)
             held = _held_keys if of_meta else _held_records
             found, missing = cast(_Held, held(p, nsid, names))
-            erase_one: Callable[[str, bytes, Any], None] = (
-                receipts.erase_key if of_meta else receipts.erase_record
-            )
             for name, key, entries in found:
-                erase_one(name, key, entries)
-            receipts.commit()
-            return [name for name, _, _ in found], missing, receipts.seqs
+                if of_meta:
+                    _erase_values(p, entries)
+                    appends.erase_key(namespace, nsid, name, key)
+                else:
+                    _erase_versions(p, nsid, name, key, entries)
+                    appends.erase_record(namespace, nsid, name, key)
+            return [name for name, _, _ in found], missing, list(appends.commit())
 
         return self.store.write(write)
 
@@ -898,13 +721,14 @@ class EventLog:
                 k for k in _held_keys(p, nsid, _names_in(p, nsid, True))[0]
                 if any(_holds_value(p.frame(seq)) for seq in k[2])
             ]
-            receipts = _Receipts(p, namespace, nsid, actor, reason)
+            appends = Appends(p, actor, reason)
             for record_id, idk, versions in records:
-                receipts.erase_record(record_id, idk, versions)
+                _erase_versions(p, nsid, record_id, idk, versions)
+                appends.erase_record(namespace, nsid, record_id, idk)
             for key, mk, seqs in keys:
-                receipts.erase_key(key, mk, seqs)
-            receipts.commit()
-            return [r[0] for r in records], [k[0] for k in keys], receipts.seqs
+                _erase_values(p, seqs)
+                appends.erase_key(namespace, nsid, key, mk)
+            return [r[0] for r in records], [k[0] for k in keys], list(appends.commit())
 
         return self.store.write(write)
 
@@ -924,47 +748,24 @@ class EventLog:
 
         def write(txn: Any) -> T:
             p = Projections(txn, self._dbs)
-            head = p.head()
-            at = head.next_at()
-            changes, value = decide(WriteView(p, namespace, p.nsid(canonical), at, head.seq + 1))
+            appends = Appends(p, actor, reason)
+            changes, value = decide(WriteView(p, namespace, p.nsid(canonical), appends.at, appends.seq + 1))
             if not changes:
                 return value
             nsid = p.intern(canonical)
-            seq, h = head.seq, head.hash
             for change in changes:
-                seq += 1
                 if change.kind == PUT:
-                    item = change.item
-                    assert item is not None
-                    ts = float(item.timestamp)
-                    payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob)
-                    frame, h = encode_event(
-                        seq, at, PUT, namespace, h, payload, id=item.id, timestamp=ts, actor=actor,
-                        reason=reason, replaces=change.replaces, expires_at=item.expires_at,
-                    )
-                    p.append(seq, frame)
-                    p.put_version(
-                        seq, nsid, name_key(item.id), ts_key(ts), replaces=change.replaces,
-                        expires_at=item.expires_at,
-                    )
+                    assert change.item is not None
+                    appends.put(namespace, nsid, change.item, change.replaces)
                 elif change.kind == DELETE:
                     assert change.id is not None
-                    frame, h = encode_event(
-                        seq, at, DELETE, namespace, h, id=change.id, actor=actor, reason=reason
-                    )
-                    p.append(seq, frame)
-                    if not p.delete(seq, nsid, name_key(change.id)):
+                    if not appends.delete(namespace, nsid, change.id, name_key(change.id)):
                         raise StoreError(f"delete of {change.id!r}, which is not live")
                 else:
                     assert change.kind == OP and change.op_id is not None
                     assert change.digest is not None and change.receipt is not None
-                    frame, h = encode_event(
-                        seq, at, OP, namespace, h, encode_op_payload(change.digest, change.receipt),
-                        actor=actor, reason=reason, op_id=change.op_id,
-                    )
-                    p.append(seq, frame)
-                    p.op(seq, nsid, change.op_id)
-            p.set_head(Head(seq, at, h))
+                    appends.op(namespace, nsid, change.op_id, change.digest, change.receipt)
+            appends.commit()
             return value
 
         return self._commit(write)
@@ -975,24 +776,15 @@ class EventLog:
 
         def write(txn: Any) -> int:
             p = Projections(txn, self._dbs)
-            head = p.head()
-            at = head.next_at()
-            when = at if now is None else now
-            seq, h = head.seq, head.hash
+            appends = Appends(p, actor, reason)
+            when = appends.at if now is None else now
+            reads = RecordReads(txn, self._dbs)
             for nsid, namespace in list(p.namespaces()):
-                if not p.expiring(nsid):
+                if not reads.expiring(nsid):
                     continue
-                for _, record_id in p.expired(nsid, when):
-                    seq += 1
-                    frame, h = encode_event(
-                        seq, at, DELETE, namespace, h, id=record_id, actor=actor, reason=reason
-                    )
-                    p.append(seq, frame)
-                    p.delete(seq, nsid, name_key(record_id))
-            if seq == head.seq:
-                return 0
-            p.set_head(Head(seq, at, h))
-            return seq - head.seq
+                for _, record_id in reads.expired(nsid, when):
+                    appends.delete(namespace, nsid, record_id, name_key(record_id))
+            return len(appends.commit())
 
         return self._commit(write)
 
@@ -1000,7 +792,7 @@ class EventLog:
         """``(request digest, result map, seq of the op event)`` recorded for ``op_id`` in
         ``namespace``, or None."""
         with self.store.read() as txn:
-            p = Projections(txn, self._dbs)
+            p = Projections(txn, self._dbs)  # a WriteView's, read-only here
             nsid = self._nsid(p, namespace)
             return None if nsid is None else WriteView(p, namespace, nsid, 0.0, 0).op(op_id)
 
@@ -1026,6 +818,7 @@ class EventLog:
 
         def write(txn: Any) -> int:
             p = Projections(txn, self._dbs)
+            appends = Appends(p, None, None)
             head = p.head()
             chain = Chain(head.seq, head.hash, head.at if head.seq else None)
             for frame in batch:
@@ -1033,12 +826,8 @@ class EventLog:
                 event = chain.read(frame)
                 if check is not None:
                     check(event)
-                p.append(event.seq, frame)
-                p.fold(event, prev_at)
-            if batch:
-                assert chain.hash is not None and chain.at is not None
-                p.set_head(Head(chain.seq, chain.at, chain.hash))
-            return len(batch)
+                appends.stored(frame, event, prev_at)
+            return len(appends.commit())
 
         n = self.store.write(write)
         self.forget_namespaces()
@@ -1049,24 +838,24 @@ class EventLog:
     def head(self) -> Head:
         """The last event (``seq`` 0 when the log is empty)."""
         with self.store.read() as txn:
-            return Projections(txn, self._dbs).head()
+            return RecordReads(txn, self._dbs).head()
 
     def namespaces(self) -> list[Namespace]:
         """Every namespace the log has put a record or metadata into, in order of first use."""
         with self.store.read() as txn:
-            return [ns for _, ns in Projections(txn, self._dbs).namespaces()]
+            return [ns for _, ns in RecordReads(txn, self._dbs).namespaces()]
 
     def live_namespaces(self, as_of: int | None = None) -> list[Namespace]:
         """The namespaces holding at least one record now (or right after event ``as_of``), in
         order of first use; one snapshot, one counter read per namespace ever used."""
         with self.store.read() as txn:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             return [ns for nsid, ns in p.namespaces() if p.count(nsid, as_of)]
 
     def seq_at_time(self, at: float) -> int:
         """The last event recorded at or before ``at`` (0 if none)."""
         with self.store.read() as txn:
-            return Projections(txn, self._dbs).seq_at_time(at)
+            return RecordReads(txn, self._dbs).seq_at_time(at)
 
     def get(
         self, namespace: Namespace, ids: Sequence[str], as_of: int | None = None
@@ -1075,7 +864,7 @@ class EventLog:
         store = self.store
         txn = store.begin_read()  # the pair, not store.read(): the hot path of a get
         try:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], list(ids)
@@ -1100,7 +889,7 @@ class EventLog:
         store = self.store
         txn = store.begin_read()  # the pair, not store.read(): the hot path of a scan page
         try:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return [], None
@@ -1119,7 +908,7 @@ class EventLog:
     ) -> int:
         """Records with ``start <= timestamp < end`` (unbounded where None)."""
         with self.store.read() as txn:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             return 0 if nsid is None else p.count_range(nsid, start, end, as_of)
 
@@ -1129,7 +918,7 @@ class EventLog:
         :class:`StoreCorrupted`."""
         mk = name_key(key)
         with self.store.read() as txn:
-            p = Projections(txn, self._dbs)
+            p = RecordReads(txn, self._dbs)
             nsid = self._nsid(p, namespace)
             if nsid is None:
                 return None

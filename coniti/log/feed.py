@@ -43,7 +43,8 @@ from coniti.log.codec import (
     decode_record,
 )
 from coniti.log.keys import SEQ_LEN, Namespace, name_key, ns_bytes, seq_from_key, seq_key
-from coniti.log.projections import Dbs, Head, Projections
+from coniti.log.projections import Dbs, Head, IndexView
+from coniti.log.reads import RecordReads
 from coniti.log.store import LOG_DB, SYS_DB, SYS_HEAD, Store
 
 __all__ = [
@@ -195,7 +196,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
     feedback given to it (FORMAT §14). Empty if the record never existed."""
     idk = name_key(record_id)
     with store.read() as txn:
-        p = Projections(txn, Dbs(store.dbs, layout=store.layout))
+        p = IndexView(txn, Dbs(store.dbs, layout=store.layout))
         nsid = p.nsid(ns_bytes(namespace))
         if nsid is None:
             return []
@@ -241,7 +242,7 @@ def history(store: Store, namespace: Namespace, record_id: str) -> list[LogEvent
         return [events[seq] for seq in sorted(events)]
 
 
-def _visible(p: Projections, nsid: bytes, record_id: str, as_of: int) -> tuple[int, bytes] | None:
+def _visible(p: IndexView, nsid: bytes, record_id: str, as_of: int) -> tuple[int, bytes] | None:
     """The version of ``record_id`` a read right after ``as_of`` sees (erased ones are not seen)."""
     found = p.visible(nsid, name_key(record_id), as_of, checked=True)
     if found is None:
@@ -314,7 +315,7 @@ def _diffs(
     n = len(scope)
     out: list[tuple[Namespace, list[str], list[str], list[str]]] = []
     with store.read() as txn:
-        p = Projections(txn, Dbs(store.dbs, layout=store.layout))
+        p = RecordReads(txn, Dbs(store.dbs, layout=store.layout))
         if lo == hi or (exact and p.nsid(ns_bytes(scope)) is None):
             return out
         touched: dict[Namespace, dict[str, None]] = {}

@@ -207,11 +207,26 @@ class _Gate:
         self._waiting = 0
         self._exclusive = False
 
-    def enter(self) -> None:
-        with self._lock:
-            while self._exclusive or self._waiting:
-                self._cond.wait()
-            self._active += 1
+    def begin(self, begin: Callable[[_Shared], T], shared: _Shared) -> T:
+        """``begin(shared)`` (a transaction's begin) run with the gate entered shared, which the
+        caller then holds and must :meth:`leave`: the one gate-retry loop of the store (reads,
+        writes and :meth:`Store.read_at_rest` begin through it). A map another process grew
+        (LMDB's ``MapResizedError``) is adopted under the exclusive gate and ``begin`` runs again;
+        any other exception leaves the gate and propagates."""
+        while True:
+            with self._lock:
+                while self._exclusive or self._waiting:
+                    self._cond.wait()
+                self._active += 1
+            try:
+                return begin(shared)
+            except lmdb.MapResizedError:
+                self.leave()
+                with self.exclusive():  # no transaction of this process is open
+                    shared.env.set_mapsize(0)
+            except BaseException:
+                self.leave()
+                raise
 
     def leave(self) -> None:
         with self._lock:
@@ -418,6 +433,17 @@ def _begin_read(shared: _Shared) -> Any:
         tries += 1
         if tries > 1:
             time.sleep(0.0002)
+
+
+def _begin_write(shared: _Shared) -> Any:
+    return shared.env.begin(write=True)
+
+
+def _grow(shared: _Shared) -> None:
+    """Double the map of ``shared`` (with no transaction of this process open)."""
+    with shared.gate.exclusive():
+        size = int(shared.env.info()["map_size"])
+        shared.env.set_mapsize(size * 2)
 
 
 def witness_problem(shared: _Shared, witness: guard.Witness | None) -> str | None:
@@ -704,10 +730,6 @@ class Store:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def _adopt_new_size(self, shared: _Shared) -> None:
-        with shared.gate.exclusive():
-            shared.env.set_mapsize(0)
-
     def read(self) -> _Read:
         """A read transaction over one consistent snapshot: ``with store.read() as txn: ...``.
         LMDB errors raised in the block are translated (:func:`translate`)."""
@@ -719,17 +741,10 @@ class Store:
         shared = self._shared
         if shared is None or _FORKS[0] != self._forks:
             shared = self._live()
-        gate = shared.gate
-        while True:
-            gate.enter()
-            try:
-                return _begin_read(shared)
-            except lmdb.MapResizedError:
-                gate.leave()
-                self._adopt_new_size(shared)
-            except BaseException as exc:
-                gate.leave()
-                self.raise_translated(exc)
+        try:
+            return shared.gate.begin(_begin_read, shared)
+        except BaseException as exc:
+            self.raise_translated(exc)
 
     def raise_translated(self, exc: BaseException) -> NoReturn:
         """Raise the coniti error for ``exc`` raised in a transaction of this store
@@ -757,20 +772,10 @@ class Store:
         if self.read_only:
             raise ReadOnlyError(f"store {self.path} was opened read-only")
         gate = shared.gate
-        env = shared.env
         with shared.write_lock, lmdb_errors(self.path):
             growths = 0
             while True:
-                gate.enter()
-                try:
-                    txn = env.begin(write=True)
-                except lmdb.MapResizedError:
-                    gate.leave()
-                    self._adopt_new_size(shared)
-                    continue
-                except BaseException:
-                    gate.leave()
-                    raise
+                txn = gate.begin(_begin_write, shared)
                 try:
                     try:
                         result = fn(txn)
@@ -784,7 +789,7 @@ class Store:
                     growths += 1
                     if growths > MAX_GROWTHS:
                         raise
-                    self._grow(shared)
+                    _grow(shared)
                     continue
                 except BaseException:
                     gate.leave()
@@ -816,11 +821,6 @@ class Store:
         shared = self._live()
         with shared.committed:
             shared.committed.wait(timeout)
-
-    def _grow(self, shared: _Shared) -> None:
-        with shared.gate.exclusive():
-            size = int(shared.env.info()["map_size"])
-            shared.env.set_mapsize(size * 2)
 
     def map_size(self) -> int:
         """The current map size in bytes."""
@@ -913,28 +913,21 @@ class Store:
         something truthy (a damaged file must not be read through LMDB).
         """
         shared = self._live()
-        env = shared.env
         data_file = os.path.join(self.path, "data.mdb")
+        read_only = self.read_only
+
+        def begin(shared: _Shared) -> tuple[T, Any]:
+            wtxn = None if read_only else _begin_write(shared)
+            try:
+                result = check(data_file)
+                return result, None if result else _begin_read(shared)
+            finally:
+                if wtxn is not None:
+                    wtxn.abort()
+
         with lmdb_errors(self.path):
             with shared.write_lock:
-                while True:
-                    shared.gate.enter()
-                    try:
-                        wtxn = None if self.read_only else env.begin(write=True)
-                        try:
-                            result = check(data_file)
-                            rtxn = None if result else _begin_read(shared)
-                        finally:
-                            if wtxn is not None:
-                                wtxn.abort()
-                    except lmdb.MapResizedError:
-                        shared.gate.leave()
-                        self._adopt_new_size(shared)
-                        continue
-                    except BaseException:
-                        shared.gate.leave()
-                        raise
-                    break
+                result, rtxn = shared.gate.begin(begin, shared)
             try:
                 yield result, rtxn
             finally:

@@ -1,0 +1,207 @@
+"""The payloads of events, encoded: what follows a frame's digest (``log/FORMAT.md`` §3), and the
+msgpack the log writes it with. The envelope and the frame around a payload, and every decoding and
+check of one, are :mod:`coniti.log.codec`'s (which re-exports these encoders).
+
+Payload maps: ``put`` ``{"tx", "md", "e"[, "vd", "vs", "vb"][, "bl"]}`` (text, metadata, embedding
+id, the vector's dtype, shape and raw bytes, the binary payload), ``meta`` ``{"mv"}``, ``feedback``
+``{"fw"}``, ``op`` ``{"d", "res"}``; ``delete``, ``clear`` and ``erase`` carry none. Integers
+outside 64 bits are written as :data:`EXT_BIGINT` values (decimal ASCII).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from coniti.errors import ContractError
+from coniti.jsonl import MAX_BLOB_BYTES
+
+__all__ = [
+    "EMPTY_DIGEST",
+    "EXT_BIGINT",
+    "encode_feedback_payload",
+    "encode_meta_payload",
+    "encode_op_payload",
+    "encode_put_payload",
+    "encode_put_payloads",
+    "packb",
+    "packer",
+    "payload_digest",
+    "payload_digests",
+]
+
+EXT_BIGINT = 1
+"""msgpack ext type code for an integer outside the signed/unsigned 64-bit range (decimal ASCII)."""
+_sha256 = hashlib.sha256
+EMPTY_DIGEST = _sha256(b"").digest()
+"""The digest of no payload (every event without one carries it)."""
+
+
+def _bigints(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        if -(1 << 63) <= value < (1 << 64):
+            return value
+        return msgpack.ExtType(EXT_BIGINT, str(value).encode("ascii"))
+    if isinstance(value, dict):
+        return {k: _bigints(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_bigints(v) for v in value]
+    return value
+
+
+_local = threading.local()
+
+
+def packer() -> msgpack.Packer:
+    """This thread's msgpack packer (binary as bin, lone surrogates passed through): its ``pack``
+    raises OverflowError for an integer beyond 64 bits, which :func:`packb` encodes instead."""
+    try:
+        found: msgpack.Packer = _local.packer
+    except AttributeError:
+        found = _local.packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass")
+    return found
+
+
+def packb(obj: Any) -> bytes:
+    """``obj`` packed as the log packs it: msgpack, integers outside 64 bits as
+    :data:`EXT_BIGINT` values."""
+    try:
+        packing: msgpack.Packer = _local.packer
+    except AttributeError:
+        packing = packer()
+    try:
+        out: bytes = packing.pack(obj)
+    except OverflowError:
+        out = packing.pack(_bigints(obj))
+    return out
+
+
+def encode_put_payload(
+    text: str,
+    metadata: dict[str, Any],
+    embedding_id: str | None,
+    vector: np.ndarray | None,
+    blob: bytes | None = None,
+) -> bytes:
+    """The payload of a put event. ``vector`` keeps its dtype and exact bits; ``blob`` (at most
+    :data:`MAX_BLOB_BYTES`, else :class:`ContractError`) is stored as msgpack bin.
+
+    Byte for byte ``packb({"tx": text, "md": metadata, "e": embedding_id, "vd": vector.dtype.str,
+    "vs": list(vector.shape), "vb": vector.tobytes(), "bl": blob})``, the vector's three keys left
+    out when it is None and ``"bl"`` when the blob is. For a vector without a blob (the usual put),
+    once a (dtype, shape) has been seen, the payload is assembled from parts instead: the map
+    header and keys are constants, and everything from ``"vd"`` up to the vector's first byte
+    depends on the dtype and shape alone."""
+    if vector is None or blob is not None:
+        return _general_put_payload(text, metadata, embedding_id, vector, blob)
+    shape = vector.shape
+    middle = _VECTOR_HEADS.get((vector.dtype, shape))
+    if middle is not None:
+        pack = packer().pack
+        try:
+            return b"".join(
+                (_TX, pack(text), _MD, pack(metadata), _E, pack(embedding_id), middle, vector.tobytes())
+            )
+        except OverflowError:
+            pass  # an integer beyond 64 bits in the metadata: the general path encodes it
+    raw = vector.tobytes()
+    vd, vs = vector.dtype.str, list(shape)
+    payload = packb({"tx": text, "md": metadata, "e": embedding_id, "vd": vd, "vs": vs, "vb": raw})
+    if middle is None and len(_VECTOR_HEADS) < 64:
+        tail = packb({"vd": vd, "vs": vs, "vb": raw})
+        _VECTOR_HEADS[(vector.dtype, shape)] = tail[1 : len(tail) - len(raw)]
+    return payload
+
+
+def encode_put_payloads(
+    texts: Sequence[str],
+    metadata: Sequence[dict[str, Any]],
+    embedding_id: str | None,
+    vectors: np.ndarray | None,
+) -> list[bytes]:
+    """The put payloads of a column of records sharing ``embedding_id``, row ``i`` of the
+    C-contiguous matrix ``vectors`` (or no vector when None) being record ``i``'s vector: each
+    equal byte for byte to ``encode_put_payload(texts[i], metadata[i], embedding_id,
+    vectors[i])``. Rows are sliced from one ``tobytes()`` of the matrix, and the parts that depend
+    on the dtype and width alone are packed once (bulk writes)."""
+    n = len(texts)
+    if vectors is None or n == 0:
+        return [encode_put_payload(texts[i], metadata[i], embedding_id, None) for i in range(n)]
+    out = [encode_put_payload(texts[0], metadata[0], embedding_id, vectors[0])]
+    middle = _VECTOR_HEADS.get((vectors.dtype, vectors.shape[1:]))
+    if middle is None or not vectors.flags.c_contiguous:  # the heads cache is full: one by one
+        return out + [
+            encode_put_payload(texts[i], metadata[i], embedding_id, vectors[i]) for i in range(1, n)
+        ]
+    raw = vectors.tobytes()
+    width = len(raw) // n
+    pack = packer().pack
+    e = _E + pack(embedding_id)
+    join = b"".join
+    add = out.append
+    for i in range(1, n):
+        try:
+            add(join((_TX, pack(texts[i]), _MD, pack(metadata[i]), e, middle, raw[i * width : (i + 1) * width])))
+        except OverflowError:  # an integer beyond 64 bits in the metadata: the general path
+            add(encode_put_payload(texts[i], metadata[i], embedding_id, vectors[i]))
+    return out
+
+
+def _general_put_payload(
+    text: str,
+    metadata: dict[str, Any],
+    embedding_id: str | None,
+    vector: np.ndarray | None,
+    blob: bytes | None,
+) -> bytes:
+    """A put payload without a vector, or with a blob (see :func:`encode_put_payload`)."""
+    content: dict[str, Any] = {"tx": text, "md": metadata, "e": embedding_id}
+    if vector is not None:
+        content.update(vd=vector.dtype.str, vs=list(vector.shape), vb=vector.tobytes())
+    if blob is not None:
+        if type(blob) is not bytes:
+            raise ContractError(f"blob must be bytes, got {type(blob).__name__}")
+        if len(blob) > MAX_BLOB_BYTES:
+            raise ContractError(f"blob is {len(blob)} bytes; at most {MAX_BLOB_BYTES} allowed")
+        content["bl"] = blob
+    return packb(content)
+
+
+_TX, _MD, _E = b"\x86\xa2tx", b"\xa2md", b"\xa1e"
+"""The packed map header (six entries) with key ``"tx"``; keys ``"md"`` and ``"e"``."""
+_VECTOR_HEADS: dict[tuple[np.dtype[Any], tuple[int, ...]], bytes] = {}
+"""Per vector (dtype, shape): the packed payload bytes from key ``"vd"`` up to the vector's first
+byte (``"vd"``, its value, ``"vs"``, its value, ``"vb"`` and the bin header). At most 64 kept."""
+
+
+def payload_digest(payload: bytes) -> bytes:
+    """``SHA-256(payload)``, the digest a frame carries."""
+    return _sha256(payload).digest() if payload else EMPTY_DIGEST
+
+
+def payload_digests(payloads: Iterable[bytes]) -> list[bytes]:
+    """:func:`payload_digest` of each of ``payloads``, in order (bulk writes)."""
+    sha256 = _sha256
+    return [sha256(payload).digest() if payload else EMPTY_DIGEST for payload in payloads]
+
+
+def encode_meta_payload(value: Any) -> bytes:
+    """The payload of a meta event."""
+    return packb({"mv": value})
+
+
+def encode_feedback_payload(weight: float) -> bytes:
+    """The payload of a feedback event: its finite float weight."""
+    return packb({"fw": float(weight)})
+
+
+def encode_op_payload(digest: str, result: dict[str, Any]) -> bytes:
+    """The payload of an op event: the request's digest (hex) and its result map."""
+    return packb({"d": digest, "res": result})
