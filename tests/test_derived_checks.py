@@ -17,6 +17,7 @@ import pytest
 from coniti import ContinuityEngine, Note, Query, TimeRange, derived
 from coniti.derived import DerivedDir, StaleSnapshot
 from coniti.embedding import LocalHashEmbedder
+from coniti.engine.fold import FoldedIndexes
 from coniti.impl.log import LogBackend
 from coniti.strategy import DefaultStrategy
 from coniti.structure import FlatStructure, SegmentTreeStructure, Structure
@@ -190,7 +191,7 @@ def test_an_ask_reads_only_the_blocks_its_range_touches(tmp_path: Path, monkeypa
         damage_row(store, 50)
         e = engine(store)
         assert hits(e, EARLY) == hits(fresh(store), EARLY)
-        check = e._spaces[()].checks["structure.0/vecs"]
+        check = e._indexes.get(()).checks["structure.0/vecs"]
         assert check.failure is None and not check.done
 
 
@@ -229,7 +230,7 @@ def test_an_ask_that_touches_a_damaged_block_answers_as_a_fresh_build(
         damage_row(store, 30)
         e = engine(store, structure())
         assert hits(e, FULL) == hits(fresh(store), FULL)
-        assert not e._spaces[()].checks  # the rebuilt state has no snapshot behind it
+        assert not e._indexes.get(()).checks  # the rebuilt state has no snapshot behind it
         assert e.verify().ok
 
 
@@ -390,9 +391,9 @@ def test_an_engine_restores_a_snapshot_checked_with_zlib_crc32_without_a_rebuild
         def refuse(*args: object, **kw: object) -> object:
             raise AssertionError("rebuilt from the events")
 
-        monkeypatch.setattr(ContinuityEngine, "_event_build", refuse)
+        monkeypatch.setattr(FoldedIndexes, "build", refuse)
         e = engine(store)
         got = hits(e, FULL)
         monkeypatch.undo()
         assert got == hits(fresh(store), FULL)
-        assert e._spaces[()].checks["structure.0/vecs"].done
+        assert e._indexes.get(()).checks["structure.0/vecs"].done

@@ -1,94 +1,99 @@
 """The ContinuityEngine: notes in, answers out, memory underneath.
 
-The engine runs the handshake of the layers spec:
+:class:`ContinuityEngine` is the facade: it checks the arguments, holds the one lock, and hands each
+call to the part that does it. Data flows down; no part calls back up into the engine.
 
-* **ingest**: embed (one batch) -> the strategy admits -> insert into every structure -> write to
-  memory last. If a structure fails, the namespace's structures are reindexed from memory (which was
-  not written yet) and the error is raised; if the memory write fails, the rows just inserted are taken out
-  of the structures again. Either way a failed ingest changes nothing.
-* **ask**: embed the query text (if any) -> the query's recall strategy ranks candidates
-  (:mod:`coniti.hybrid`: the strategy over the structures, the keyword index, or both fused with
-  feedback) -> hits are resolved to notes with one memory ``get`` -> optional MMR and reranker
-  stages -> :class:`Answer`.
-* **remove**: delete from memory, then bring the structures in line (the deleted ids are taken out;
-  if that fails, the structures are reindexed from memory).
+* **ingest** (:mod:`coniti.engine.writes`): embed (one batch) -> the strategy admits -> insert into
+  every structure -> write to memory last -> stamp the rows with the events memory says it wrote.
+  If a structure fails, the namespace's structures are rebuilt from memory (which was not written
+  yet) and the error is raised; if the memory write fails, the rows just inserted are taken out of
+  the structures again. Either way a failed ingest changes nothing.
+* **ask** (:mod:`coniti.engine.recall`): embed the query text (if any) -> the query's strategy ranks
+  candidates in each namespace of the scope (:mod:`coniti.hybrid`: the strategy over the structures,
+  the keyword index, or both fused with feedback), the filter kept where candidates are made -> hits
+  resolved to notes with memory ``get`` -> optional MMR and reranker stages -> :class:`Answer`.
+* **remove**: delete from memory, then end the deleted rows.
 
 The engine keeps no copy of notes or vectors it cannot rebuild. Per namespace it holds derived data
-only: the structures, the keyword index (:mod:`coniti.keyword`) and, when the strategy asks for
-one, a content index (content key -> ids). The
-engine cannot list a backend's namespaces, so it loads a namespace lazily the first time a call
-touches it: it checks the namespace's ``embedding_id`` metadata, then fills fresh structures with one
-``scan`` of the namespace (``iter_all``). The root namespace ``()`` is checked when the engine opens.
+only (:class:`~coniti.engine.index.NamespaceIndex`): the structures, the keyword index
+(:mod:`coniti.keyword`) and, when the strategy asks for one, a content index (content key -> ids).
+The engine cannot list a backend's namespaces, so it loads a namespace lazily the first time a call
+touches it: it checks the namespace's ``embedding_id`` metadata, then makes its index in one of
+three ways (:mod:`coniti.engine.indexes`):
+
+* over a backend that declares ``supports_event_feed`` (LogBackend), with structures that keep
+  versions: a fold of the namespace's events (:mod:`coniti.engine.fold`), every row knowing the
+  sequence numbers between which it was live; kept on disk as a snapshot over a backend that
+  declares ``supports_derived_state`` (:mod:`coniti.engine.snapshots`, ``log/DERIVED.md``): an open
+  restores it (vectors memory mapped) and folds only the events after it;
+* elsewhere (InMemoryBackend), one scan of memory, live rows only (:mod:`coniti.engine.scan`);
+* an engine from :meth:`ContinuityEngine.at` masks its owner's versioned rows by sequence number
+  (:mod:`coniti.engine.past`): no rebuild.
+
+The root namespace ``()`` is checked when the engine opens.
 
 **The embedding id travels with the memory.** Every record is written with the embedder's
 ``spec_id``; the first write to a namespace sets its ``embedding_id`` metadata, in the same
 all-or-nothing step as the records on a backend that declares ``supports_put_with_meta`` (a failed
-ingest then records nothing; elsewhere the claim is set first and unset again on failure). A namespace whose
-stored id (or any record's) differs from the engine's raises :class:`EmbeddingMismatch` naming both.
+ingest then records nothing; elsewhere the claim is set first and unset again on failure). A
+namespace whose stored id (or any record's) differs from the engine's raises
+:class:`EmbeddingMismatch` naming both.
 
 **Following a log.** :meth:`ContinuityEngine.refresh` catches up with writes made through other
-handles or processes. On a backend that declares ``supports_event_feed`` (an
-:class:`~coniti.memory.EventFeed`, as :class:`~coniti.impl.log.LogBackend` is), it reads only the
-events after the last sequence number it has seen and re-reads just the records they touch;
-elsewhere it rescans the loaded namespaces. :meth:`ContinuityEngine.at` returns a read-only engine
-over ``memory.at(seq, time=...)``, for backends that declare ``supports_time_travel``. The engine
-reads capabilities only from these declarations (and ``memory.read_only``), never by probing.
+handles or processes: with an event feed it reads only the events after the last sequence number it
+has seen; elsewhere it rescans the loaded namespaces. The engine reads capabilities only from the
+backend's declarations (and ``memory.read_only``), never by probing.
 
-**Versioned rows and persisted indexes.** Over a backend with an event feed the structures are a
-fold of the events (:meth:`ContinuityEngine._fold`): every row knows the sequence numbers between
-which it was live (``born``, ``died``); a delete or replacement ends the row and keeps it, an erasure
-drops every row of the id, records without a vector are skipped. So :meth:`ContinuityEngine.at`
-answers from the same rows masked by sequence number (no rebuild), and the rows can be kept on disk:
-over a backend that declares ``supports_derived_state`` (LogBackend), each namespace's structures
-and content index are saved as a snapshot (:mod:`coniti.derived`, ``log/DERIVED.md``) tagged with
-the event they reflect, at :meth:`~ContinuityEngine.close`, :meth:`~ContinuityEngine.persist` and
-after a full build. Opening a namespace restores its snapshot (vectors memory mapped) and folds only
-the events after it; a snapshot that fails a check (another store, another configuration, an event
-hash that differs, a torn or altered file) is ignored and the namespace is rebuilt from the events.
-:meth:`~ContinuityEngine.reindex` rebuilds and rewrites it; :meth:`~ContinuityEngine.verify` proves
-it equals a fresh build. Rows kept for history cost memory: every version ever written stays.
-Elsewhere (InMemoryBackend) structures are built by scan at open and hold live rows only.
+**Reads never write.** An ask, a read-only engine and an engine from :meth:`~ContinuityEngine.at`
+leave the store's files as they were: a namespace without a usable snapshot is folded from its
+events in memory. Snapshots are written by writers: :meth:`~ContinuityEngine.persist`,
+:meth:`~ContinuityEngine.reindex`, and, after this engine's writes, the engine's background saver
+(:mod:`coniti.engine.saver`). :meth:`~ContinuityEngine.close` only drops the derived state.
 
 An engine is thread-safe: every public method holds one re-entrant lock (an engine from
-:meth:`~ContinuityEngine.at` shares its parent's lock and rows).
+:meth:`~ContinuityEngine.at` shares its owner's lock and rows).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from types import EllipsisType
 from typing import Any, Self
 
-import numpy as np
-import pydantic
-
 from coniti import derived
-from coniti.actor import Note, Query, to_timestamp
-from coniti.batch import NoteBatch, RecordBatch
-from coniti.contracts import Contract
+from coniti.actor import Note, Query
+from coniti.batch import NoteBatch
 from coniti.embedding import Embedder
-from coniti.embedding import tokenize as word_tokens
+from coniti.engine import recall
+from coniti.engine.fold import FoldedIndexes
+from coniti.engine.index import Recipe
+from coniti.engine.indexes import CurrentIndexes, Indexes
+from coniti.engine.past import PastIndexes, recorded_at
+from coniti.engine.results import (
+    EMBEDDING_KEY,
+    Answer,
+    DerivedReport,
+    IngestResult,
+    Snapshot,
+    answer,
+    snapshot,
+)
+from coniti.engine.scan import ScannedIndexes
+from coniti.engine.snapshots import Snapshots
+from coniti.engine.writes import Writes, expiry
 from coniti.errors import (
     ContractError,
     DuplicateRecord,
     EmbeddingMismatch,
     NotSupported,
     ReadOnlyError,
-    namespace_text,
 )
-from coniti.events import Event
-from coniti.filters import Predicate, compile_filter
-from coniti.fusion import Fusion, mmr
-from coniti.hybrid import Ranked, candidates, depth, fuse_hits
-from coniti.keyword import Corpus, KeywordIndex, tokens_of
+from coniti.keyword import KeywordIndex
 from coniti.memory import (
-    DeleteRequest,
     DeleteResult,
-    EventFeed,
     FeedbackRequest,
     FeedbackResult,
     GetRequest,
@@ -96,12 +101,6 @@ from coniti.memory import (
     MemoryBackend,
     MemoryRecord,
     MetaGetRequest,
-    MetaSetRequest,
-    Namespace,
-    PatchOp,
-    PutRequest,
-    UpsertOp,
-    WriteRequest,
     WriteResult,
     as_namespace,
     derived_home,
@@ -109,118 +108,13 @@ from coniti.memory import (
     time_travel,
     to_thread,
 )
-from coniti.packed import LOOKUP_BUDGET, PackedStrings
-from coniti.recall import ContextBlock, Hit, HitLike, to_context_block, trusted_signals
-from coniti.rerank import Reranker, apply_reranker
-from coniti.strategy import Strategy, StrategyContext
-from coniti.structure import Structure, unit_rows
+from coniti.recall import ContextBlock, Hit, HitLike, to_context_block
+from coniti.rerank import Reranker
+from coniti.strategy import Strategy
+from coniti.structure import Structure
 
 __all__ = ["Answer", "ContinuityEngine", "DerivedReport", "Hit", "IngestResult", "Snapshot"]
 # Hit lives in coniti.recall (what recall returns); it is re-exported here, where answers are made.
-
-EMBEDDING_KEY = "embedding_id"
-"""The metadata key holding a namespace's embedding spec id."""
-
-_REBUILD_BATCH = 65_536
-
-_PERSIST_AFTER_BUILD = 1_000
-"""A namespace built from scratch with at least this many rows is saved at once (not only at
-close), so the next open restores it."""
-
-_SAVE_AT_CLOSE = 1_000
-"""``close()`` saves a namespace whose snapshot lags by at least this many events (or by a tenth
-of its rows, for small ones): a short session that writes a few notes into a large memory does not
-rewrite its whole snapshot, and the next open folds those few events instead."""
-
-_CONTENT_FIELDS = ("id_bytes", "id_ends", "key_bytes", "key_ends")
-"""The arrays of a snapshot's ``content`` part (the content index as packed pairs)."""
-
-_KEY_FORMAT = 1
-"""The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
-
-
-def pool_size(k: int) -> int:
-    """The candidates gathered for the MMR and reranker stages of a query for ``k`` hits:
-    ``max(4 * k, 32)``."""
-    return max(4 * k, 32)
-
-
-class IngestResult(Contract):
-    """The outcome of ingesting one note: admitted, or refused with a ``reason``."""
-
-    model_config = pydantic.ConfigDict(frozen=True)
-
-    admitted: bool
-    id: str
-    reason: str | None = None
-
-
-class Answer(Contract):
-    """The hits for a query, best first: from ``namespace``, or from every namespace under
-    ``prefix`` when the query spanned them (each hit names its own namespace)."""
-
-    model_config = pydantic.ConfigDict(frozen=True)
-
-    query: Query
-    namespace: Namespace = ()
-    prefix: Namespace | None = None
-    hits: list[Hit]
-
-
-class Snapshot(Contract):
-    """Every record of one namespace, read by scan; :meth:`ContinuityEngine.restore` writes it back."""
-
-    namespace: Namespace = ()
-    embedding_id: str | None = None
-    records: list[MemoryRecord]
-
-
-class DerivedReport(Contract):
-    """:meth:`ContinuityEngine.verify` of one namespace: ``ok`` when the structures (and the
-    snapshot on disk, if any) equal a fresh build from memory; ``problems`` says what differs.
-    ``snapshot``: ``"none"`` (nothing persisted here), ``"current"`` (on disk, checked and equal
-    after its catch-up) or the reason it is refused."""
-
-    model_config = pydantic.ConfigDict(frozen=True)
-
-    namespace: Namespace = ()
-    seq: int | None = None
-    rows: int
-    ok: bool
-    snapshot: str
-    problems: list[str]
-
-
-_ingest_result = IngestResult.constructor()
-_hit = Hit.constructor()
-_answer = Answer.constructor()
-
-
-@dataclass
-class _Derived:
-    """Derived state of one namespace."""
-
-    structures: list[Structure]
-    keyword: KeywordIndex = field(default_factory=KeywordIndex)
-    keys: dict[str, str | list[str]] = field(default_factory=dict)
-    """The content index by key: the id of its one holder, or the ids of its holders in order when
-    there are several (:func:`_hold`). A lone holder is kept as its id, not as a one-item list, so
-    that neither this dict nor ``key_of`` holds an object the cyclic garbage collector tracks: with
-    a list per note, each full collection walked a million lists at 1M notes."""
-    key_of: dict[str, str] = field(default_factory=dict)
-    seq: int | None = None
-    meta_checked: bool = False
-    changed: int = 0
-    """Events folded since the snapshot on disk was written (or since the build)."""
-    content: tuple[PackedStrings, PackedStrings] | None = None
-    """The snapshot's content index, packed (ids, and the key of each), loaded into ``keys`` on
-    first use that needs it whole (a save, many admissions); a few admissions search it."""
-    deferred: list[tuple[str, str | None]] = field(default_factory=list)
-    """While ``content`` is still packed: the index changes folded since, in order, as ``(id,
-    key)`` (key None: the id left the index), applied when it is unpacked. An ask never unpacks."""
-    checks: dict[str, derived.BlockCheck] = field(default_factory=dict)
-    """The snapshot's CRC-32 checks run on first touch, by ``part/field``: the structures' vector
-    blocks as they are read, the content index's before it is unpacked."""
 
 
 class ContinuityEngine:
@@ -232,6 +126,11 @@ class ContinuityEngine:
     ``reranker``: a :class:`~coniti.rerank.Reranker` applied to every ask but ``recent`` ones.
     Raises :class:`EmbeddingMismatch` if the root namespace holds another embedding's vectors.
     """
+
+    memory: MemoryBackend
+    embedder: Embedder
+    strategy: Strategy
+    reranker: Reranker | None
 
     def __init__(
         self,
@@ -257,31 +156,44 @@ class ContinuityEngine:
             raise ContractError(f"keyword must be a KeywordIndex, got {type(keyword).__name__}")
         if reranker is not None and not isinstance(reranker, Reranker):
             raise ContractError(f"reranker must have rerank(query, hits), got {type(reranker).__name__}")
-        self._keyword = KeywordIndex() if keyword is None else keyword
-        self.reranker = reranker
+        recipe = Recipe(
+            tuple(protos), KeywordIndex() if keyword is None else keyword, strategy,
+            embedder.spec_id, embedder.dim, embedder.name,
+        )  # fmt: skip
+        self._setup(
+            memory, embedder, recipe, _current_indexes(memory, recipe), reranker=reranker,
+            read_only=read_only or memory.read_only, lock=threading.RLock(),
+        )  # fmt: skip
+
+    def _setup(
+        self,
+        memory: MemoryBackend,
+        embedder: Embedder,
+        recipe: Recipe,
+        indexes: Indexes,
+        *,
+        reranker: Reranker | None,
+        read_only: bool,
+        lock: threading.RLock,
+    ) -> None:
+        """Put the engine together from its parts (``__init__``, and :meth:`at` for a past one)."""
         self.memory = memory
         self.embedder = embedder
-        self.strategy = strategy
-        self._prototypes = protos
-        self._spec_id = embedder.spec_id
-        self._read_only = read_only or memory.read_only
-        self._lock = threading.RLock()
-        self._spaces: dict[tuple[str, ...], _Derived] = {}
-        self._source: ContinuityEngine | None = None
-        self._history = event_feed(memory) is not None and all(p.supports_as_of for p in protos)
-        home = derived_home(memory)
-        persistable = self._history and home is not None and all(p.persistent for p in protos)
-        self._derived = (
-            derived.DerivedDir(home.derived_path, home.store_id) if persistable and home else None
-        )
-        self._check_meta(())
+        self.strategy = recipe.strategy
+        self.reranker = reranker
+        self._recipe = recipe
+        self._indexes = indexes
+        self._writes = Writes(memory, embedder, recipe, indexes) if isinstance(indexes, CurrentIndexes) else None
+        self._read_only = read_only
+        self._lock = lock
+        indexes.check_meta(())
 
     # -- properties ------------------------------------------------------------------------------
 
     @property
     def spec_id(self) -> str:
         """The embedding spec id this engine writes and accepts."""
-        return self._spec_id
+        return self._recipe.spec_id
 
     @property
     def read_only(self) -> bool:
@@ -292,17 +204,17 @@ class ContinuityEngine:
     def namespaces(self) -> list[tuple[str, ...]]:
         """The namespaces loaded so far (touched by a call), sorted."""
         with self._lock:
-            return sorted(self._spaces)
+            return self._indexes.namespaces
 
     def structures(self, namespace: Sequence[str] = ()) -> list[Structure]:
         """The structures of ``namespace`` (loaded if needed). Read them; do not modify them."""
         with self._lock:
-            return list(self._space(as_namespace(namespace)).structures)
+            return list(self._indexes.get(as_namespace(namespace)).structures)
 
     def keyword_index(self, namespace: Sequence[str] = ()) -> KeywordIndex:
         """The keyword index of ``namespace`` (loaded if needed). Read it; do not modify it."""
         with self._lock:
-            return self._space(as_namespace(namespace)).keyword
+            return self._indexes.get(as_namespace(namespace)).keyword
 
     # -- ingest ----------------------------------------------------------------------------------
 
@@ -328,7 +240,8 @@ class ContinuityEngine:
 
         With ``op_id`` (backends with ``supports_write``) the batch is one idempotent write: a retry
         of the same batch with the same op id writes nothing and returns the first call's
-        admissions (see :meth:`_replay_ingest`); another batch under that op id raises
+        admissions (the notes it wrote are embedded again and sent with the op id, so memory
+        compares them with the first request); another batch under that op id raises
         :class:`~coniti.errors.IdempotencyConflict`.
         """
         columns: NoteBatch | None = None
@@ -339,172 +252,7 @@ class ContinuityEngine:
             batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
         with self._lock:
-            self._refuse_writes()
-            space = self._writable(ns)
-            if op_id is not None:
-                replayed = self._replay_ingest(ns, space, batch, op_id)
-                if replayed is not None:
-                    return replayed
-            if not batch:
-                return []
-            if columns is None:
-                columns = NoteBatch.from_notes(batch)
-            texts = columns.texts
-            # for the embedder and the keyword index; as tuples, which the garbage collector stops
-            # tracking, so that a batch's 500 token lists do not outlive collections into the
-            # oldest generation and bring on its full collections (4 times fewer at 300,000 notes)
-            words = [tuple(word_tokens(text)) for text in texts]
-            vectors = self.embedder.embed_words(texts, words)
-            keys = self.strategy.content_keys(batch)  # for admission and the content index
-            context = self._context(ns, space, keys, columns.ids)
-            decisions = self.strategy.admit(batch, vectors, context)
-            if len(decisions) != len(batch):
-                raise ContractError(
-                    f"strategy {self.strategy.name!r} returned {len(decisions)} decisions "
-                    f"for {len(batch)} notes"
-                )
-            chosen = [i for i, d in enumerate(decisions) if d.admitted]
-            if op_id is None:
-                every = len(chosen) == len(batch)
-                rows = RecordBatch.trusted(
-                    columns if every else columns.take(chosen),
-                    vectors if every else vectors[chosen],
-                    self._spec_id,
-                    ns,
-                )
-                if not every:
-                    keys, words = [keys[i] for i in chosen], [words[i] for i in chosen]
-                tokens = [tokens_of(t, w) for t, w in zip(rows.notes.texts, words, strict=True)]
-                self._write_batch(ns, space, rows, keys, tokens)
-            else:
-                records = [
-                    MemoryRecord.trusted(batch[i], vectors[i].copy(), self._spec_id, ns)
-                    for i in chosen
-                ]
-                self._apply(ns, space, _ingest_request(records, ns, op_id))
-            return _ingest_results(columns.ids, decisions)
-
-    def _write(self, ns: tuple[str, ...], space: _Derived, records: list[MemoryRecord]) -> None:
-        """:meth:`_store` of ``records`` (those without a vector stay out of the structures)."""
-        if not records:
-            return
-        indexed, vectors = _with_vectors(records)
-        request = PutRequest(records=records)
-
-        def put(claim: MetaSetRequest | None) -> object:
-            if claim is None:
-                return self.memory.put(request)
-            return self.memory.put_with_meta(request, claim)
-
-        notes = [r.note for r in indexed]
-        self._store(
-            ns, space, [n.id for n in notes], np.stack(vectors) if indexed else None,
-            np.array([n.timestamp for n in notes], dtype=np.float64),
-            [n.text for n in notes], self.strategy.content_keys(notes), len(records), put,
-            positions=[i for i, r in enumerate(records) if r.vector is not None],
-            expires=[r.expires_at for r in indexed],
-        )  # fmt: skip
-
-    def _write_batch(
-        self,
-        ns: tuple[str, ...],
-        space: _Derived,
-        batch: RecordBatch,
-        keys: Sequence[str | None],
-        tokens: Sequence[Sequence[str]],
-    ) -> None:
-        """:meth:`_store` of the columns of ``batch`` (``keys``: their content keys; ``tokens``:
-        their keyword tokens), memory written by :meth:`MemoryBackend.put_batch`."""
-        if not len(batch):
-            return
-        self._store(
-            ns, space, list(batch.ids), batch.vectors, batch.notes.timestamps, batch.notes.texts,
-            keys, len(batch), lambda claim: self.memory.put_batch(batch, claim),
-            positions=list(range(len(batch))) if batch.vectors is not None else [], tokens=tokens,
-        )  # fmt: skip
-
-    def _store(
-        self,
-        ns: tuple[str, ...],
-        space: _Derived,
-        ids: list[str],
-        matrix: np.ndarray | None,
-        times: np.ndarray,
-        texts: Sequence[str],
-        keys: Sequence[str | None],
-        count: int,
-        put: Callable[[MetaSetRequest | None], object],
-        *,
-        positions: list[int],
-        expires: list[float | None] | None = None,
-        tokens: Sequence[Sequence[str]] | None = None,
-    ) -> None:
-        """Structures first (the rows ``ids``/``matrix``/``times``; None: no row), memory last by
-        ``put(claim)`` (``claim``: the metadata to set in the same step, or None); undo the
-        structures if memory refuses. ``texts``, ``keys`` and ``tokens`` (None: made from the
-        texts): each row's text, content key and keyword tokens; ``count``: the records written;
-        ``positions``: each row's place among them (its event follows the claim's in that order);
-        ``expires``: each row's expiry, for the keyword index."""
-        before = self._caught_up(ns, space)
-        claim = self._claim(ns, space)
-        born = None
-        if self._history and before is not None:  # the seqs the put will take if nobody interleaves
-            born = before + (claim is not None) + 1 + np.asarray(positions, dtype=np.int64)
-        try:
-            if matrix is not None:
-                for structure in space.structures:
-                    structure.add(ids, matrix, times, born=born)
-        except BaseException:
-            self._recover(ns)
-            raise
-        try:
-            if claim is None or self.memory.supports_put_with_meta:
-                put(claim)
-            else:
-                self._put_claiming(lambda: put(None), claim)
-        except BaseException:
-            self._undo_add(ns, space, ids)
-            raise
-        space.meta_checked = True
-        self._index(space, ids, keys)
-        if matrix is not None:
-            space.keyword.add(
-                ids, texts, times, born if born is not None else (self._head() or 0),
-                expires=expires, tokens=tokens,
-            )  # fmt: skip
-        self._settle(ns, space, before, count + (claim is not None), ids)
-
-    def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
-        try:
-            for structure in space.structures:
-                structure.remove(ids)
-        except BaseException:
-            self._recover(ns)
-
-    def _claim(self, ns: tuple[str, ...], space: _Derived) -> MetaSetRequest | None:
-        """The metadata write that claims ``ns`` for this embedding, if its first write is due;
-        raises :class:`EmbeddingMismatch` if another embedding holds it."""
-        if space.meta_checked:
-            return None
-        stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
-        if stored is None:
-            return MetaSetRequest(key=EMBEDDING_KEY, value=self._spec_id, namespace=ns)
-        self._refuse_mismatch(stored, ns)
-        space.meta_checked = True
-        return None
-
-    def _put_claiming(self, put: Callable[[], object], claim: MetaSetRequest) -> None:
-        """For a backend without ``put_with_meta``: claim, put, and unset the claim if the put fails
-        (two more metadata writes on record there)."""
-        self.memory.set_meta(claim)
-        try:
-            put()
-        except BaseException:
-            with contextlib.suppress(Exception):  # best effort: the original error is being raised
-                self.memory.set_meta(
-                    MetaSetRequest(key=EMBEDDING_KEY, value=None, namespace=claim.namespace)
-                )
-            raise
+            return self._writer().ingest(ns, batch, columns, op_id)
 
     # -- ask ---------------------------------------------------------------------------------------
 
@@ -520,9 +268,10 @@ class ContinuityEngine:
 
         ``query.strategy`` chooses the ranking (:class:`~coniti.actor.Query`, :mod:`coniti.hybrid`);
         each hit carries its :class:`~coniti.recall.Signals`. ``query.filter`` keeps only notes
-        whose metadata it matches and ``query.min_score`` drops hits scoring below it; the answer
-        still holds the ``k`` best that pass, in the strategy's order. Across namespaces hits are
-        merged by score, then the newer note, then the smaller id, then the namespace (one total
+        whose metadata it matches, applied where each ranking's candidates are made
+        (:mod:`coniti.engine.recall`), and ``query.min_score`` drops hits scoring below it; the
+        answer still holds the ``k`` best that pass, in the strategy's order. Across namespaces hits
+        are merged by score, then the newer note, then the smaller id, then the namespace (one total
         order). With ``query.mmr`` or a reranker, :func:`pool_size` candidates are gathered this
         way, re-ranked by MMR (:func:`coniti.fusion.mmr` on the hits' scores and the notes' vectors),
         then given to the reranker (:mod:`coniti.rerank`; not for ``recent``), and the first ``k``
@@ -530,106 +279,35 @@ class ContinuityEngine:
         ``query.near`` is not stored, and :class:`ContractError` for ``near`` with a ``prefix`` (an
         anchor belongs to one namespace) or for both ``namespace`` and ``prefix``. A hit whose record
         vanished from memory since the structures last saw it (a write by another process not yet
-        picked up by :meth:`refresh`) is left out.
+        picked up by :meth:`refresh`) is left out. Writes nothing.
         """
         query = _as_query(query)
-        ns, scope = self._scope(namespace, prefix)
+        ns, scope = _scope(namespace, prefix)
         if scope is not None and query.near is not None:
             raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
         embeds = query.text is not None and query.resolved_strategy in ("semantic", "hybrid")
         with self._lock:
             vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
             try:
-                return self._ask(query, ns, scope, vector)
+                hits = self._recall(query, ns, scope, vector)
             except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
-                if not self._heal():
+                if not self._indexes.heal():
                     raise
-                return self._ask(query, ns, scope, vector)
+                hits = self._recall(query, ns, scope, vector)
+            return answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
 
-    def _ask(
-        self, query: Query, ns: tuple[str, ...], scope: tuple[str, ...] | None,
-        vector: np.ndarray | None,
-    ) -> Answer:
-        """The body of :meth:`ask`, under the lock, the question embedded."""
-        pool = self._pool(query)
+    def _recall(
+        self, query: Query, ns: tuple[str, ...], scope: tuple[str, ...] | None, vector: Any
+    ) -> list[Hit]:
+        """The body of :meth:`ask`, under the lock, the question embedded: the scope's indexes
+        loaded and handed to :func:`coniti.engine.recall.recall`."""
         spaces = [ns] if scope is None else self.memory.namespaces(scope)
-        corpus = self._corpus(spaces, query.text)
-        if query.resolved_strategy == "hybrid":
-            found = self._hybrid(spaces, query, vector, pool, corpus)
-        else:
-            found = [h for n in spaces for h in self._answer(n, query, vector, pool, corpus)]
-            if scope is not None:
-                found.sort(key=lambda item: _merge_key(item[0]))
-                del found[pool:]
-                found = _reranked(found, query.resolved_strategy)
-            del found[pool:]
-        hits = self._second_stage(query, found)
-        return _answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
-
-    def _corpus(self, spaces: list[tuple[str, ...]], text: str | None) -> Corpus | None:
-        """The keyword statistics of several namespaces together (None for one, or no text)."""
-        if text is None or len(spaces) < 2:
-            return None
-        return Corpus.merge(self._space(n).keyword.corpus(text) for n in spaces)
-
-    def _hybrid(
-        self,
-        spaces: list[tuple[str, ...]],
-        query: Query,
-        vector: np.ndarray | None,
-        want: int,
-        corpus: Corpus | None,
-    ) -> list[tuple[Hit, np.ndarray]]:
-        """:func:`coniti.hybrid.fuse_hits` of :func:`~coniti.hybrid.depth` semantic and keyword
-        hits over ``spaces``, then the query's filter: the fused ranking with the non-matching
-        notes removed (the sides are asked 4x deeper, then 4x again, until ``want`` pass or the
-        sides run out). ``min_score`` applies to the fused score."""
-        match: Predicate | None = None if query.filter is None else compile_filter(query.filter)
-        floor = (query.fusion or Fusion()).keyword_floor
-        wide = depth(want)
-        while True:
-            side = {"k": wide, "min_score": None, "filter": None}
-            deeper = False
-            semantic: list[tuple[Hit, np.ndarray]] = []
-            lexical: list[tuple[Hit, np.ndarray]] = []
-            if vector is not None or query.near is not None:
-                asked = query.model_copy(update={**side, "strategy": "semantic"})
-                for n in spaces:
-                    part = self._answer(n, asked, vector, wide, corpus)
-                    deeper = deeper or len(part) == wide
-                    semantic.extend(part)
-            if query.text is not None:
-                asked = query.model_copy(update={**side, "strategy": "keyword", "near": None})
-                for n in spaces:
-                    part = self._answer(n, asked, vector, wide, corpus)
-                    deeper = deeper or len(part) == wide
-                    lexical.extend(part)
-                if floor and lexical:
-                    bar = floor * self._space(spaces[0]).keyword.ceiling(query.text, corpus=corpus)
-                    lexical = [item for item in lexical if item[0].score >= bar]
-            if len(spaces) > 1:
-                semantic.sort(key=lambda item: _merge_key(item[0]))
-                lexical.sort(key=lambda item: _merge_key(item[0]))
-            fused = fuse_hits(query, semantic[:wide], lexical[:wide], self.feedback)
-            kept = fused if match is None else [item for item in fused if match(item[0].note.metadata)]
-            if len(kept) >= want or not deeper or match is None:
-                return kept[:want]
-            wide *= 4
-
-    def _pool(self, query: Query) -> int:
-        staged = query.mmr is not None or (self.reranker is not None and query.resolved_strategy != "recent")
-        return pool_size(query.k) if staged else query.k
-
-    def _second_stage(self, query: Query, found: list[tuple[Hit, np.ndarray]]) -> list[Hit]:
-        """MMR, then the reranker, then the first ``k`` (see :meth:`ask`)."""
-        hits = [h for h, _ in found]
-        if query.mmr is not None and hits:
-            rows = unit_rows(np.stack([v for _, v in found]))
-            order = mmr([h.score for h in hits], rows, query.mmr, len(hits))
-            hits = [hits[i] for i in order]
-        if self.reranker is not None and query.resolved_strategy != "recent" and hits:
-            hits = apply_reranker(self.reranker, query, hits)
-        return hits[: query.k]
+        scopes = [recall.Scope.of(n, self._indexes.get(n)) for n in spaces]
+        found = recall.recall(
+            query, vector, scopes, memory=self.memory, strategy=self.strategy,
+            want=recall.pool(query, self.reranker), merged=scope is not None,
+        )  # fmt: skip
+        return recall.second_stage(query, found, self.reranker)
 
     def context(
         self,
@@ -647,105 +325,9 @@ class ContinuityEngine:
         ``head`` of a backend with an event feed, else None): ``engine.at(seq).context(...)`` gives the same block again."""
         to_context_block([], token_budget, estimator=estimator, render=render)  # check arguments first
         with self._lock:
-            seq = self.memory.as_of if self.memory.as_of is not None else self._head()
+            seq = self.memory.as_of if self.memory.as_of is not None else self._indexes.head()
             hits = self.ask(query, namespace=namespace, prefix=prefix).hits
         return to_context_block(hits, token_budget, estimator=estimator, render=render, seq=seq)
-
-    def _scope(
-        self, namespace: Sequence[str], prefix: Sequence[str] | None
-    ) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
-        ns = as_namespace(namespace)
-        if prefix is None:
-            return ns, None
-        if ns:
-            raise ContractError("give namespace or prefix, not both")
-        try:
-            return ns, as_namespace(prefix)
-        except ContractError as exc:
-            raise ContractError(f"prefix: {exc}") from None
-
-    def _answer(
-        self,
-        ns: tuple[str, ...],
-        query: Query,
-        vector: np.ndarray | None,
-        want: int,
-        corpus: Corpus | None = None,
-    ) -> list[tuple[Hit, np.ndarray]]:
-        """The ``want`` best hits of ``ns`` (with their notes' vectors) that pass the query's
-        filter and minimum score.
-
-        Without either, one ranking call. With them, the ranking is asked for more candidates
-        (4x, then 4x again) until ``want`` pass or the candidates run out, so the answer equals a
-        filtered exact search, at the cost of re-asking for selective filters.
-        """
-        space = self._space(ns)
-        context = self._context(ns, space)
-        match: Predicate | None = None if query.filter is None else compile_filter(query.filter)
-        narrowed = match is not None or query.min_score is not None
-        fetch = max(4 * want, 32) if narrowed else want
-        records: dict[str, MemoryRecord] = {}
-        while True:
-            asked = query if fetch == query.k else query.model_copy(update={"k": fetch})
-            raw = candidates(
-                asked, vector, strategy=self.strategy, context=context, keyword=space.keyword, corpus=corpus
-            )
-            missing = [h.id for h in raw if h.id not in records]
-            if missing:
-                for record in self.memory.get(GetRequest(ids=missing, namespace=ns)).records:
-                    records[record.note.id] = record
-            kept = [h for h in raw if h.id in records and _passes(h, records[h.id].note, match, query.min_score)]
-            hits = self._hits(space, query, vector, kept, records, ns, corpus)
-            if len(hits) >= want:
-                return hits[:want]
-            # len() of a view as of an event counts its rows (O(rows)): asked only when short
-            exhausted = len(raw) < fetch or fetch >= len(space.structures[0])
-            below = query.min_score is not None and bool(raw) and raw[-1].score < query.min_score
-            if exhausted or below:
-                return hits[:want]
-            fetch *= 4
-
-    def _hits(
-        self,
-        space: _Derived,
-        query: Query,
-        vector: np.ndarray | None,
-        kept: list[Ranked],
-        records: dict[str, MemoryRecord],
-        ns: tuple[str, ...],
-        corpus: Corpus | None,
-    ) -> list[tuple[Hit, np.ndarray]]:
-        """Hits of ``kept`` with their signals completed: the semantic and keyword scores of every
-        hit when the query has text (computed for the ones their ranking did not score)."""
-        lexical: dict[str, float] = {}
-        if query.text is not None and any("keyword" not in r.signals for r in kept):
-            lexical = space.keyword.score(
-                query.text, [r.id for r in kept if "keyword" not in r.signals], corpus=corpus
-            )
-        cosine: dict[str, float] = {}
-        # A record replaced by one without a vector since the index was read is no longer a hit.
-        vectors = {r.id: v for r in kept if (v := records[r.id].vector) is not None}
-        unscored = [r.id for r in kept if "semantic" not in r.signals and r.id in vectors]
-        if vector is not None and query.text is not None and unscored:
-            unit = unit_rows(np.asarray(vector)[None, :])[0].astype(np.float64)
-            rows = unit_rows(np.stack([vectors[i] for i in unscored])).astype(np.float64)
-            cosine = dict(zip(unscored, (rows @ unit).tolist(), strict=True))
-        out = []
-        for r in kept:
-            if r.id not in vectors:
-                continue
-            record = records[r.id]
-            signals = dict(r.signals)
-            if query.text is not None:
-                signals.setdefault("keyword", lexical.get(r.id, 0.0))
-                if r.id in cosine:
-                    signals["semantic"] = cosine[r.id]
-            hit = _hit({
-                "note": record.note, "score": float(r.score), "namespace": ns, "version": record.version,
-                "signals": trusted_signals(signals),
-            })
-            out.append((hit, vectors[r.id]))
-        return out
 
     # -- feedback ----------------------------------------------------------------------------------
 
@@ -761,14 +343,7 @@ class ContinuityEngine:
         :attr:`~coniti.memory.MemoryBackend.supports_feedback`."""
         request = FeedbackRequest(id=id, weight=weight, namespace=as_namespace(namespace), reason=reason)
         with self._lock:
-            self._refuse_writes()
-            if not self.memory.supports_feedback:
-                raise NotSupported(f"the {self.memory.kind!r} memory backend records no feedback")
-            space = self._space(request.namespace)
-            before = self._head()
-            result = self.memory.feedback(request)
-            self._advance(space, before, 1)
-            return result
+            return self._writer().improve(request)
 
     def feedback(self, namespace: Sequence[str] = ()) -> dict[str, float]:
         """The feedback weights of ``namespace`` (id -> summed weight; as of the view's point for
@@ -777,7 +352,11 @@ class ContinuityEngine:
         with self._lock:
             return self.memory.feedback_weights(ns) if self.memory.supports_feedback else {}
 
-    # -- remove ------------------------------------------------------------------------------------
+    # -- remove, read, correct -------------------------------------------------------------------
+    #
+    # A correction goes to memory first (one atomic ``write``), then the index is brought in line
+    # with it (rebuilt from memory if that fails): a refused write changes nothing, and the index
+    # always ends equal to memory.
 
     def remove(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> DeleteResult:
         """Delete ``ids`` from memory, then from the structures; unknown ids come back in ``missing``."""
@@ -787,50 +366,7 @@ class ContinuityEngine:
                 raise ContractError(f"ids[{i}] must be a string, got {type(id_).__name__}")
         ns = as_namespace(namespace)
         with self._lock:
-            self._refuse_writes()
-            space = self._writable(ns)
-            before = self._caught_up(ns, space)
-            result = self.memory.delete(DeleteRequest(ids=id_list, namespace=ns))
-            if self._history and before is not None:
-                self._ended(ns, space, before, result.deleted)
-            else:
-                self._forget(ns, space, result.deleted)
-                self._advance(space, before, len(result.deleted))
-            return result
-
-    def _ended(self, ns: tuple[str, ...], space: _Derived, before: int, deleted: list[str]) -> None:
-        """After a delete of ``deleted`` (one event each, in order): end their rows at those seqs
-        when nobody interleaved, else fold the namespace's events."""
-        if self._head() != before + len(deleted):
-            self._fold_namespace(ns, space)
-            return
-        try:
-            for offset, id_ in enumerate(deleted, before + 1):
-                for structure in space.structures:
-                    structure.remove([id_], seq=offset)
-                space.keyword.remove([id_], died=offset)
-        except BaseException:
-            self._recover(ns)
-            raise
-        self._unindex(space, deleted)
-        space.seq = before + len(deleted)
-        space.changed += len(deleted)
-
-    def _forget(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
-        try:
-            for structure in space.structures:
-                structure.remove(ids)
-        except BaseException:
-            self._recover(ns)
-            raise
-        self._unindex(space, ids)
-        space.keyword.remove(ids, died=self._head() or space.keyword.seq)
-
-    # -- facts that change ----------------------------------------------------------------------
-    #
-    # Memory is written first (one atomic ``write``), then the structures are brought in line with
-    # it from memory (reindexed from memory if that fails): a refused write changes nothing, and
-    # the structures always end equal to memory.
+            return self._writer().remove(ns, id_list)
 
     def get(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> GetResult:
         """Read notes by id, as records with their ``version``; unknown or expired ids in ``missing``."""
@@ -858,22 +394,9 @@ class ContinuityEngine:
         """
         note = _as_note(note, 0)
         ns = as_namespace(namespace)
-        when = None if expires_at is None else _expiry(expires_at)
+        when = None if expires_at is None else expiry(expires_at)
         with self._lock:
-            self._refuse_writes()
-            self._require_write()
-            space = self._writable(ns)
-            live = self._live(ns, note.id)
-            if live is not None and live.note.text == note.text and live.embedding_id == self._spec_id:
-                vector = live.vector
-            else:
-                vector = self.embedder.embed([note.text])[0].copy()
-            record = MemoryRecord.trusted(note, vector, self._spec_id, ns, None, when)
-            request = WriteRequest(
-                ops=[UpsertOp(record=record)], namespace=ns, expect=_expect(note.id, expected_version),
-                op_id=op_id,
-            )
-            return self._apply(ns, space, request)
+            return self._writer().upsert(ns, note, when, expected_version, op_id)
 
     def update(
         self,
@@ -895,88 +418,15 @@ class ContinuityEngine:
         Needs a backend with ``supports_write``.
         """
         ns = as_namespace(namespace)
+        changes = {"text": text, "timestamp": timestamp, "metadata": metadata, "metadata_patch": metadata_patch}
         with self._lock:
-            self._refuse_writes()
-            self._require_write()
-            space = self._writable(ns)
-            vector = None
-            if text is not None:
-                live = self._live(ns, id)
-                if live is not None and live.note.text != text:
-                    vector = self.embedder.embed([text])[0].copy()
-            op = PatchOp(
-                id=id, text=text, timestamp=timestamp, metadata=metadata, metadata_patch=metadata_patch,
-                vector=vector,
-            )
-            request = WriteRequest(ops=[op], namespace=ns, expect=_expect(id, expected_version), op_id=op_id)
-            return self._apply(ns, space, request)
+            return self._writer().update(ns, id, changes, expected_version, op_id)
 
-    def _require_write(self) -> None:
-        if not self.memory.supports_write:
-            raise NotSupported(
-                f"the {self.memory.kind!r} memory backend has no write (upsert, update, op ids)"
-            )
-
-    def _live(self, ns: tuple[str, ...], id: str) -> MemoryRecord | None:
-        found = self.memory.get(GetRequest(ids=[id], namespace=ns)).records
-        return found[0] if found else None
-
-    def _apply(self, ns: tuple[str, ...], space: _Derived, request: WriteRequest) -> WriteResult:
-        """Write ``request`` to memory (claiming the namespace's embedding id if due), then bring
-        the structures in line for the ids it names."""
-        before = self._caught_up(ns, space)
-        claim = self._claim(ns, space)
-        if claim is not None:
-            self.memory.set_meta(claim)
-        try:
-            result = self.memory.write(request)
-        except BaseException:
-            if claim is not None:
-                with contextlib.suppress(Exception):  # best effort: the original error is raised
-                    self.memory.set_meta(MetaSetRequest(key=EMBEDDING_KEY, value=None, namespace=ns))
-            raise
-        space.meta_checked = True
-        if self._history:
-            self._fold_namespace(ns, space)
-            return result
-        ids = [op.record.id if isinstance(op, UpsertOp) else op.id for op in request.ops]
-        self._reconcile(ns, space, ids)
-        if not result.replayed:
-            written = len(result.versions) - len(result.unchanged) + len(result.deleted)
-            self._advance(space, before, written + (request.op_id is not None) + (claim is not None))
-        return result
-
-    def _replay_ingest(
-        self, ns: tuple[str, ...], space: _Derived, batch: Sequence[Note], op_id: str
-    ) -> list[IngestResult] | None:
-        """The results of an earlier :meth:`ingest_many` under ``op_id``, or None if there was none.
-
-        The earlier call's write is rebuilt from the notes it wrote (its recorded result names them;
-        their vectors are embedded again, which a deterministic embedder reproduces) and sent again
-        with the op id: memory then compares it with the recorded request, so a different batch
-        raises :class:`~coniti.errors.IdempotencyConflict`. Notes the first call refused are
-        reported refused, with that as the reason.
-        """
-        self._require_write()
-        recorded = self.memory.op_result(op_id, ns)
-        if recorded is None:
-            return None
-        written = [n for n in batch if n.id in recorded.versions]
-        vectors = self.embedder.embed([n.text for n in written]) if written else None
-        records = [
-            MemoryRecord.trusted(n, vectors[i].copy(), self._spec_id, ns)
-            for i, n in enumerate(written)
-            if vectors is not None
-        ]
-        self._apply(ns, space, _ingest_request(records, ns, op_id))
-        refused = f"not admitted when op id {op_id!r} first ran"
-        results = []
-        for n in batch:
-            admitted = n.id in recorded.versions
-            results.append(
-                _ingest_result({"admitted": admitted, "id": n.id, "reason": None if admitted else refused})
-            )
-        return results
+    def _writer(self) -> Writes:
+        """The write path, after refusing writes on a read-only engine."""
+        if self._read_only or self._writes is None:
+            raise ReadOnlyError(f"this engine is read-only (memory: {self.memory.kind})")
+        return self._writes
 
     # -- snapshot / restore --------------------------------------------------------------------
 
@@ -984,12 +434,10 @@ class ContinuityEngine:
         """Every record of ``namespace`` (by scan) with the namespace's embedding id."""
         ns = as_namespace(namespace)
         with self._lock:
-            self._space(ns)
+            self._indexes.get(ns)
             records = list(self.memory.iter_all(namespace=ns))
             stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
-            return Snapshot.constructor()(
-                {"namespace": ns, "embedding_id": stored, "records": records}
-            )
+            return snapshot({"namespace": ns, "embedding_id": stored, "records": records})
 
     def restore(self, snapshot: Snapshot, *, namespace: Sequence[str] | None = None) -> int:
         """Write a snapshot's records through ``put`` (into ``namespace`` if given); returns the count.
@@ -1001,15 +449,16 @@ class ContinuityEngine:
         if not isinstance(snapshot, Snapshot):
             raise ContractError(f"expected a Snapshot, got {type(snapshot).__name__}")
         ns = snapshot.namespace if namespace is None else as_namespace(namespace)
+        spec_id = self.spec_id
         if snapshot.embedding_id is not None:
-            self._refuse_mismatch(snapshot.embedding_id, ns, what="the snapshot")
+            self._recipe.refuse_mismatch(snapshot.embedding_id, ns, what="the snapshot")
         records: list[MemoryRecord] = []
         seen: set[str] = set()
         for record in snapshot.records:
-            if record.embedding_id is not None and record.embedding_id != self._spec_id:
+            if record.embedding_id is not None and record.embedding_id != spec_id:
                 raise EmbeddingMismatch(
                     f"record {record.id!r} of the snapshot was embedded with "
-                    f"{record.embedding_id!r}; this engine uses {self._spec_id!r}"
+                    f"{record.embedding_id!r}; this engine uses {spec_id!r}"
                 )
             vector = record.vector
             if vector is not None and vector.shape != (self.embedder.dim,):
@@ -1022,125 +471,26 @@ class ContinuityEngine:
             seen.add(record.id)
             records.append(
                 MemoryRecord.trusted(
-                    record.note, vector, None if vector is None else self._spec_id, ns, None, None,
+                    record.note, vector, None if vector is None else spec_id, ns, None, None,
                     record.blob,
                 )
             )
         with self._lock:
-            self._refuse_writes()
-            space = self._writable(ns)
-            for record in records:
-                if record.id in space.structures[0]:
-                    raise DuplicateRecord(
-                        f"record id {record.id!r} already exists in namespace {namespace_text(ns)}; nothing restored"
-                    )
-            self._write(ns, space, records)
+            self._writer().restore(ns, records)
             return len(records)
 
-    # -- following the log ---------------------------------------------------------------------
+    # -- following the log, time travel ----------------------------------------------------------
 
     def refresh(self) -> int:
         """Catch up with writes made through other handles; returns the number of events read.
 
         With an event feed, reads only events after the last sequence number seen, per loaded
-        namespace, and re-reads the records they touch (a ``clear`` rescans its namespace).
-        Without one, rescans every loaded namespace and returns 0. Raises
-        :class:`EmbeddingMismatch` if another writer set a different embedding id.
+        namespace (a ``clear`` rescans its namespace where rows keep no versions). Without one,
+        rescans every loaded namespace and returns 0. An engine from :meth:`at` never changes: 0.
+        Raises :class:`EmbeddingMismatch` if another writer set a different embedding id.
         """
         with self._lock:
-            if self._source is not None:
-                return 0  # a view as of an event never changes
-            feed = event_feed(self.memory)
-            if feed is None:
-                for ns in list(self._spaces):
-                    self._reindex(ns)
-                return 0
-            if self._history:
-                try:
-                    return self._fold_all(feed)
-                except derived.StaleSnapshot:  # a fold touched a failed block: rebuilt (_recover)
-                    return 0
-            return self._catch_up(feed)
-
-    def _head(self) -> int | None:
-        """The backend's last sequence number, if it declares an event feed."""
-        feed = event_feed(self.memory)
-        return None if feed is None else feed.head
-
-    def _advance(self, space: _Derived, before: int | None, written: int) -> None:
-        """Skip our own events on the next refresh when nobody else wrote meanwhile.
-
-        Holds when the namespace had seen everything up to ``before`` and the head moved by exactly
-        the events this call wrote (one per record put or id deleted, one per metadata write: what
-        :attr:`~coniti.memory.MemoryBackend.supports_event_feed` declares). Otherwise refresh
-        re-reads them, which is harmless.
-        """
-        if before is None or space.seq != before or written == 0:
-            return
-        after = self._head()
-        if after is not None and after == before + written:
-            space.seq = space.keyword.seq = after
-
-    def _catch_up(self, feed: EventFeed) -> int:
-        if not self._spaces:
-            return 0
-        head = self._head() or 0
-        after = min(space.seq or 0 for space in self._spaces.values())
-        if after >= head:
-            return 0
-        touched: dict[tuple[str, ...], set[str]] = {}
-        cleared: set[tuple[str, ...]] = set()
-        count = 0
-        for event in feed.events(after=after):
-            count += 1
-            ns = tuple(event.namespace)
-            space = self._spaces.get(ns)
-            if space is None or event.seq <= (space.seq or 0):
-                continue
-            if event.kind == "feedback":  # changes no record; hybrid reads the weights at ask
-                pass
-            elif event.kind == "clear":
-                cleared.add(ns)
-            elif event.kind == "meta":
-                if event.key == EMBEDDING_KEY and event.value is not None:
-                    self._refuse_mismatch(event.value, ns)
-            elif event.id is not None:
-                touched.setdefault(ns, set()).add(event.id)
-            head = max(head, int(event.seq))
-        for ns in cleared:
-            self._reindex(ns)
-        for ns, ids in touched.items():
-            if ns not in cleared:
-                self._reconcile(ns, self._spaces[ns], sorted(ids))
-        for space in self._spaces.values():
-            space.seq = max(space.seq or 0, head)
-        return count
-
-    def _reconcile(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
-        """Make the structures agree with memory for ``ids``."""
-        try:
-            found = self.memory.get(GetRequest(ids=ids, namespace=ns)).records
-            for structure in space.structures:
-                structure.remove(ids)
-            self._unindex(space, ids)
-            space.keyword.remove(ids, died=self._head() or space.keyword.seq)
-            records = [r for r in found if r.embedding_id in (None, self._spec_id)]
-            if len(records) != len(found):
-                bad = next(r for r in found if r.embedding_id not in (None, self._spec_id))
-                self._refuse_mismatch(bad.embedding_id or "", ns, what=f"record {bad.id!r}")
-            records, vectors = _with_vectors(records)
-            if records:
-                matrix = np.stack(vectors)
-                times = np.array([r.note.timestamp for r in records], dtype=np.float64)
-                for structure in space.structures:
-                    structure.add([r.id for r in records], matrix, times)
-                self._index_notes(space, [r.note for r in records])
-                self._keyword_add(space, records, None)
-        except BaseException:
-            self._recover(ns)
-            raise
-
-    # -- time travel -----------------------------------------------------------------------------
+            return self._indexes.refresh()
 
     def at(self, seq: int | None = None, *, time: float | datetime | None = None) -> ContinuityEngine:
         """A read-only engine answering from memory as it was after event ``seq`` (or at ``time``).
@@ -1157,374 +507,39 @@ class ContinuityEngine:
                 f"{self.memory.kind!r} has none"
             )
         view = past.at(seq, time=time)
-        if not self._history or view.as_of is None:
-            return ContinuityEngine(
-                view, self.embedder, [s.spawn() for s in self._prototypes], self.strategy,
-                read_only=True, keyword=self._keyword.spawn(), reranker=self.reranker,
-            )
-        engine = ContinuityEngine(
-            view, self.embedder, self._prototypes, self.strategy, read_only=True,
-            keyword=self._keyword, reranker=self.reranker,
+        owner = self._indexes
+        engine = ContinuityEngine.__new__(ContinuityEngine)
+        if not isinstance(owner, FoldedIndexes) or view.as_of is None:
+            indexes: Indexes = ScannedIndexes(view, self._recipe, None)
+            lock = threading.RLock()
+        else:
+            indexes = PastIndexes(view, owner, view.as_of, recorded_at(owner.feed, view.as_of))
+            lock = self._lock
+        engine._setup(
+            view, self.embedder, self._recipe, indexes, reranker=self.reranker, read_only=True, lock=lock
         )
-        engine._source = self
-        engine._lock = self._lock
-        engine._history = False
-        engine._derived = None
         return engine
 
-    # -- loading and reindexing ---------------------------------------------------------------
+    # -- derived state ---------------------------------------------------------------------------
 
     def reindex(self, namespace: Sequence[str] = ()) -> None:
         """Refill the structures and content index of ``namespace`` from memory now (memory itself is
         not touched; compare :meth:`LogBackend.rebuild <coniti.impl.log.LogBackend.rebuild>`, which
         refolds a store's projections). Over an event feed this is the rebuild of the derived
-        state: a fold of every event, whose snapshot replaces the one on disk."""
-        ns = as_namespace(namespace)
+        state: a fold of every event, whose snapshot replaces the one on disk (not on a read-only
+        store)."""
         with self._lock:
-            if self._history and self._source is None:
-                self._spaces.pop(ns, None)
-                self._check_meta(ns)
-                space = self._event_build(ns)
-                self._spaces[ns] = space
-                with contextlib.suppress(OSError):
-                    self._save(ns, space)
-            elif ns in self._spaces:
-                self._reindex(ns)
-            else:
-                self._space(ns)
-
-    def _space(self, ns: tuple[str, ...]) -> _Derived:
-        space = self._spaces.get(ns)
-        if space is None:
-            self._check_meta(ns)
-            space = self._load(ns)
-            self._spaces[ns] = space
-        return space
-
-    def _reindex(self, ns: tuple[str, ...]) -> None:
-        self._spaces.pop(ns, None)
-        if self._history and self._source is None:
-            self._spaces[ns] = self._event_build(ns)
-        else:
-            self._spaces[ns] = self._load(ns)
-
-    def _recover(self, ns: tuple[str, ...]) -> None:
-        """After a failure: reindex ``ns`` from memory, or, if that fails too, unload it (the next
-        call that touches it loads it again). Never raises, so the original error propagates."""
-        try:
-            self._reindex(ns)
-        except Exception:
-            self._spaces.pop(ns, None)
-
-    def _load(self, ns: tuple[str, ...]) -> _Derived:
-        """The derived state of ``ns``: a past engine's view of its parent's rows; else the
-        snapshot caught up from the events, or a fold of every event of ``ns`` (saved when large);
-        without an event feed, one scan of memory."""
-        if self._source is not None:
-            return self._load_past(ns)
-        if not self._history:
-            return self._scan_build(ns)
-        space = self._restore(ns)
-        if space is None:
-            space = self._event_build(ns)
-            self._save_large(ns, space)
-        return space
-
-    def _save_large(self, ns: tuple[str, ...], space: _Derived) -> None:
-        """After a build from scratch: save it when it holds :data:`_PERSIST_AFTER_BUILD` rows."""
-        if len(space.structures[0]) >= _PERSIST_AFTER_BUILD:
-            with contextlib.suppress(OSError):  # derived state is optional
-                self._save(ns, space)
-
-    def _scan_build(self, ns: tuple[str, ...]) -> _Derived:
-        """Fresh structures and content index for ``ns``, filled by one scan of memory."""
-        space = _Derived(structures=[p.spawn() for p in self._prototypes], keyword=self._keyword.spawn())
-        space.seq = self._head()
-        for chunk in _chunks(self.memory.iter_all(namespace=ns, page_size=1000), _REBUILD_BATCH):
-            for record in chunk:
-                if record.embedding_id is not None and record.embedding_id != self._spec_id:
-                    self._refuse_mismatch(record.embedding_id, ns, what=f"record {record.id!r}")
-            chunk, vectors = _with_vectors(chunk)
-            if not chunk:
-                continue
-            ids = [r.note.id for r in chunk]
-            matrix = np.stack(vectors)
-            self._check_dim(ns, matrix)
-            times = np.array([r.note.timestamp for r in chunk], dtype=np.float64)
-            born = np.array([r.version or 0 for r in chunk], dtype=np.int64)
-            for structure in space.structures:
-                structure.add(ids, matrix, times, born=born)
-            self._index_notes(space, [r.note for r in chunk])
-            self._keyword_add(space, chunk, None)
-        space.keyword.seq = space.seq or 0
-        return space
-
-    def _check_dim(self, ns: tuple[str, ...], matrix: np.ndarray) -> None:
-        if matrix.shape[1] != self.embedder.dim:
-            raise EmbeddingMismatch(
-                f"namespace {namespace_text(ns)} holds vectors of length {matrix.shape[1]}; "
-                f"{self._spec_id!r} gives {self.embedder.dim}"
-            )
-
-    def _event_build(self, ns: tuple[str, ...]) -> _Derived:
-        """Fresh structures and content index for ``ns``: a fold of every event of ``ns``."""
-        space = _Derived(
-            structures=[p.spawn() for p in self._prototypes], keyword=self._keyword.spawn(), seq=0
-        )
-        self._fold_namespace(ns, space)
-        space.changed = max(space.changed, 1)  # nothing on disk reflects it yet
-        return space
-
-    def _load_past(self, ns: tuple[str, ...]) -> _Derived:
-        """A past engine's state of ``ns``: its parent's rows masked by the view's seq."""
-        source = self._source
-        seq = self.memory.as_of
-        assert source is not None and seq is not None
-        parent = source._space(ns)
-        if (parent.seq or 0) < seq:
-            source._fold_namespace(ns, parent)
-        feed = event_feed(source.memory)
-        clock = 0.0
-        if feed is not None and seq > 0:
-            clock = next(iter(feed.events(after=seq - 1, until=seq))).at
-        return _Derived(
-            structures=[s.at(seq) for s in parent.structures],
-            keyword=parent.keyword.at(seq, clock=clock), seq=seq, meta_checked=True,
-        )
-
-    # -- the fold of events (backends with an event feed) -----------------------------------------
-
-    def _writable(self, ns: tuple[str, ...]) -> _Derived:
-        """The state of ``ns`` for a write: loaded, and caught up with what others wrote to it, so
-        admission sees it and the write's events follow the rows' seq directly."""
-        space = self._checked(ns)
-        self._caught_up(ns, space)
-        return space
-
-    def _caught_up(self, ns: tuple[str, ...], space: _Derived) -> int | None:
-        """Before a write: fold what others wrote to ``ns`` since the rows last saw it, so the
-        write's own events follow directly; returns the head (None without an event feed)."""
-        head = self._head()
-        if self._history and head is not None and (space.seq or 0) < head:
-            self._fold_namespace(ns, space)
-        return head
-
-    def _settle(
-        self, ns: tuple[str, ...], space: _Derived, before: int | None, written: int, ids: list[str]
-    ) -> None:
-        """After a put of ``ids`` whose rows were added with the seqs the put would take: keep
-        them when the head moved by exactly ``written``, else drop them and fold the events."""
-        if not self._history or before is None:
-            self._advance(space, before, written)
-            return
-        if self._head() == before + written:
-            space.seq = before + written
-            space.changed += written
-            return
-        try:  # drop only the rows just added (purge would drop the ids' earlier versions too)
-            for structure in space.structures:
-                structure.remove(ids)
-            space.keyword.retract(ids)
-            self._unindex(space, ids)
-            self._fold_namespace(ns, space)
-        except BaseException:
-            self._recover(ns)
-            raise
-
-    def _fold_namespace(self, ns: tuple[str, ...], space: _Derived) -> int:
-        """Fold the events of ``ns`` after ``space.seq`` up to the head; returns how many."""
-        feed = event_feed(self.memory)
-        assert feed is not None
-        head = feed.head
-        folder = _Folder(self, ns, space)
-        count = 0
-        try:
-            for event in feed.events(after=space.seq or 0, until=head, namespace=ns):
-                folder.event(event)
-                count += 1
-            folder.flush()
-        except BaseException:
-            self._recover(ns)
-            raise
-        space.seq = space.keyword.seq = max(space.seq or 0, head)
-        space.changed += count
-        return count
-
-    def _fold_all(self, feed: EventFeed) -> int:
-        """Fold, in one pass, the events after the oldest loaded namespace's seq into every
-        loaded namespace; returns the number of events read."""
-        if not self._spaces:
-            return 0
-        head = feed.head
-        after = min(space.seq or 0 for space in self._spaces.values())
-        if after >= head:
-            return 0
-        folders = {ns: _Folder(self, ns, space) for ns, space in self._spaces.items()}
-        count = 0
-        try:
-            for event in feed.events(after=after, until=head):
-                count += 1
-                folder = folders.get(tuple(event.namespace))
-                if folder is not None and event.seq > (folder.space.seq or 0):
-                    folder.event(event)
-                    folder.space.changed += 1
-            for folder in folders.values():
-                folder.flush()
-        except BaseException:
-            for ns in folders:
-                self._recover(ns)
-            raise
-        for space in self._spaces.values():
-            space.seq = space.keyword.seq = max(space.seq or 0, head)
-        return count
-
-    # -- derived state on disk ----------------------------------------------------------------
-
-    def _snapshot_key(self) -> dict[str, Any]:
-        return {
-            "engine": _KEY_FORMAT,
-            "embedding": self._spec_id,
-            "structures": [[p.name, p.options] for p in self._prototypes],
-            "strategy": [self.strategy.name, self.strategy.options],
-            "keyword": self._keyword.options,
-        }
-
-    def _restore(self, ns: tuple[str, ...]) -> _Derived | None:
-        """The snapshot of ``ns`` restored and caught up, or None when there is none usable. The
-        structures' vector blocks are checked on first touch (:mod:`coniti.derived`)."""
-        try:
-            loaded = self._loaded_snapshot(ns, deferred=True)
-        except derived.StaleSnapshot:
-            return None
-        try:
-            return self._restored(ns, loaded)
-        except derived.StaleSnapshot:  # the catch-up touched a block that failed: rebuilt by _recover
-            space = self._spaces.pop(ns, None)
-            if space is not None:
-                self._save_large(ns, space)
-            return space
-
-    def _restored(self, ns: tuple[str, ...], loaded: derived.Loaded) -> _Derived | None:
-        """``loaded`` restored and caught up; None when its arrays do not fit."""
-        space = _Derived(
-            structures=[p.spawn() for p in self._prototypes], seq=loaded.seq,
-            checks=dict(loaded.checks),
-        )
-        try:
-            for i, structure in enumerate(space.structures):
-                part = f"structure.{i}"
-                structure.restore_derived_state(loaded.parts[part], loaded.part_checks(part))
-            space.keyword = KeywordIndex.from_state(loaded.parts["keyword"])
-            if space.keyword.seq != loaded.seq or space.keyword.options != self._keyword.options:
-                return None
-            content = loaded.parts.get("content")
-            if content is not None and not set(_CONTENT_FIELDS) <= set(content):
-                return None
-            if content is not None:
-                space.content = (
-                    PackedStrings(content["id_bytes"], content["id_ends"]),
-                    PackedStrings(content["key_bytes"], content["key_ends"]),
-                )
-                if len(space.content[0]) != len(space.content[1]):
-                    return None
-        except (KeyError, ContractError, ValueError):
-            return None
-        space.meta_checked = True
-        self._fold_namespace(ns, space)
-        return space
-
-    def _loaded_snapshot(self, ns: tuple[str, ...], *, deferred: bool = False) -> derived.Loaded:
-        """The snapshot of ``ns`` checked; with ``deferred``, the structures' vectors
-        (:attr:`Structure.checked_on_touch`) and the content index are checked block by block on
-        first touch instead (``space.checks``)."""
-        home = derived_home(self.memory)
-        if self._derived is None or home is None:
-            raise derived.StaleSnapshot("this engine keeps no derived state on disk")
-        defer = [
-            *(f"content/{name}" for name in _CONTENT_FIELDS),
-            *(f"structure.{i}/{name}" for i, p in enumerate(self._prototypes) for name in p.checked_on_touch),
-        ] if deferred else []  # fmt: skip
-        return self._derived.load(
-            derived.snapshot_name(ns, self._snapshot_key()), key=self._snapshot_key(),
-            head=self._head() or 0, hash_at=home.event_hash, defer=defer,
-        )
-
-    def _checked(self, ns: tuple[str, ...]) -> _Derived:
-        """The state of ``ns`` with every block of its snapshot checked (before a write, a save or
-        a verify): one that fails rebuilds ``ns`` from the events, as an open that found it would."""
-        space = self._space(ns)
-        try:
-            for check in space.checks.values():
-                check.all()
-        except derived.StaleSnapshot:
-            return self._rebuilt(ns)
-        space.checks = {}
-        return space
-
-    def _rebuilt(self, ns: tuple[str, ...]) -> _Derived:
-        """``ns`` rebuilt from its events (a snapshot block failed its check), saved when large."""
-        self._spaces.pop(ns, None)
-        space = self._event_build(ns)
-        self._spaces[ns] = space
-        self._save_large(ns, space)
-        return space
-
-    def _heal(self) -> bool:
-        """After :class:`~coniti.derived.StaleSnapshot` from a read: rebuild the namespaces whose
-        snapshot blocks failed (in the engine that owns the rows) and drop a past engine's views of
-        them; True when a retry can succeed."""
-        owner = self._source or self
-        damaged = [
-            ns for ns, space in owner._spaces.items()
-            if any(c.failure is not None for c in space.checks.values())
-        ]  # fmt: skip
-        for ns in damaged:
-            owner._rebuilt(ns)
-        if self._source is not None:
-            self._spaces.clear()  # views of the rows they read; made again from the owner's
-            return True
-        return bool(damaged)
-
-    def _save(self, ns: tuple[str, ...], space: _Derived) -> bool:
-        """Write the snapshot of ``ns`` (tagged with ``space.seq``); False when nothing is kept."""
-        home = derived_home(self.memory)
-        if self._derived is None or home is None or space.seq is None:
-            return False
-        parts: dict[str, dict[str, np.ndarray]] = {
-            f"structure.{i}": s.derived_state() for i, s in enumerate(space.structures)
-        }
-        pairs = sorted(self._content(space).items())
-        id_bytes, id_ends = derived.pack_strings([i for i, _ in pairs])
-        key_bytes, key_ends = derived.pack_strings([k for _, k in pairs])
-        parts["content"] = {
-            "id_bytes": id_bytes, "id_ends": id_ends, "key_bytes": key_bytes, "key_ends": key_ends,
-        }
-        space.keyword.seq = space.seq
-        parts["keyword"] = {k: np.asarray(v) for k, v in space.keyword.state().items()}
-        self._derived.save(
-            derived.snapshot_name(ns, self._snapshot_key()), seq=space.seq,
-            seq_hash=home.event_hash(space.seq), key=self._snapshot_key(), parts=parts,
-        )
-        space.changed = 0
-        return True
+            self._indexes.reindex(as_namespace(namespace))
 
     def persist(self) -> int:
         """Save the snapshot of every loaded namespace that changed since its last one (backends
-        that declare ``supports_derived_state``); returns how many were written. :meth:`close`
-        calls it. Raises what the file system raises (``OSError``); the old snapshot then stays."""
-        return self._persist(1)
-
-    def _persist(self, least: int) -> int:
+        that declare ``supports_derived_state``), after a :meth:`refresh`; returns how many were
+        written (0 for a read-only engine, which writes nothing). Raises what the file system
+        raises (``OSError``); the old snapshot then stays."""
         with self._lock:
-            self.refresh()
-            written = 0
-            for ns, space in list(self._spaces.items()):
-                due = min(least, max(1, len(space.structures[0]) // 10))
-                if space.changed >= due:
-                    space = self._checked(ns)  # a rebuild (a block failed) is saved at once
-                    if space.changed >= due and self._save(ns, space):
-                        written += 1
-            return written
+            if self._read_only:
+                return 0
+            return self._indexes.persist()
 
     def verify(self, namespace: Sequence[str] = ()) -> DerivedReport:
         """Prove the derived state of ``namespace`` equals a fresh build from memory: after a
@@ -1532,162 +547,14 @@ class ContinuityEngine:
         the loaded structures, and of the snapshot on disk once restored and caught up, are
         compared with a fold of every event (or a scan, without an event feed). Reads; writes
         nothing. O(events of the namespace)."""
-        ns = as_namespace(namespace)
         with self._lock:
-            self.refresh()
-            space = self._checked(ns)
-            fresh = self._event_build(ns) if self._history else self._scan_build(ns)
-            problems = [f"loaded: {p}" for p in _differences(self, space, fresh)]
-            status = "none"
-            if self._derived is not None:
-                try:
-                    loaded = self._loaded_snapshot(ns)
-                except derived.StaleSnapshot as exc:
-                    status = str(exc)
-                else:
-                    restored = self._restored(ns, loaded)
-                    if restored is None:
-                        status = "refused: its arrays do not fit"
-                        problems.append("snapshot: its arrays do not fit")
-                    else:
-                        status = "current"
-                        problems += [f"snapshot: {p}" for p in _differences(self, restored, fresh)]
-            return DerivedReport.constructor()(
-                {
-                    "namespace": ns, "seq": space.seq, "rows": len(space.structures[0]),
-                    "ok": not problems, "snapshot": status, "problems": problems,
-                }
-            )
-
-
-    def _keyword_add(
-        self,
-        space: _Derived,
-        records: Sequence[MemoryRecord],
-        head: int | None,
-        born: np.ndarray | None = None,
-    ) -> None:
-        """Add ``records`` to the keyword index, born at ``born`` (the seqs their put takes), else
-        at their version, else at ``head``, else 0: as the structures' rows are."""
-        space.keyword.add(
-            [r.note.id for r in records],
-            [r.note.text for r in records],
-            [r.note.timestamp for r in records],
-            born.tolist() if born is not None
-            else [r.version if r.version is not None else (head or 0) for r in records],
-            expires=[r.expires_at for r in records],
-        )
-
-    def _check_meta(self, ns: tuple[str, ...]) -> None:
-        stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
-        if stored is not None:
-            self._refuse_mismatch(stored, ns)
-
-    def _refuse_mismatch(self, stored: Any, ns: tuple[str, ...], what: str = "memory") -> None:
-        if stored != self._spec_id:
-            raise EmbeddingMismatch(
-                f"{what} in namespace {namespace_text(ns)} was embedded with {stored!r}; this engine uses "
-                f"{self._spec_id!r} ({self.embedder.name}). Open it with the embedding that wrote it."
-            )
-
-    def _refuse_writes(self) -> None:
-        if self._read_only:
-            raise ReadOnlyError(f"this engine is read-only (memory: {self.memory.kind})")
-
-    # -- content index --------------------------------------------------------------------------
-
-    def _context(
-        self,
-        ns: tuple[str, ...],
-        space: _Derived,
-        keys: Sequence[str | None] | None = None,
-        ids: Sequence[str] | None = None,
-    ) -> StrategyContext:
-        """What the strategy consults for ``ns`` (``keys``: the content keys of the notes it is to
-        admit, when computed; ``ids``: their ids, whose membership is then looked up at once)."""
-        first = space.structures[0]
-        is_stored: Callable[[str], bool] = first.__contains__
-        if ids is not None:
-            asked = set(ids)
-            found = first.stored_among(asked)
-
-            def is_stored(id_: str) -> bool:
-                return id_ in found if id_ in asked else first.__contains__(id_)
-
-        def stored_with_key(key: str) -> list[str]:
-            packed = space.content
-            if packed is None:  # the usual case: unpacked
-                return _holders(space.keys.get(key))
-            if packed[0].finds + packed[1].finds + len(space.deferred) < LOOKUP_BUDGET:
-                _check_content(space)
-                return _packed_holders(packed, space.deferred, key)
-            self._content(space)
-            return _holders(space.keys.get(key))
-
-        return StrategyContext(
-            namespace=ns,
-            structures=tuple(space.structures),
-            stored_with_key=stored_with_key,
-            is_stored=is_stored,
-            keys=keys,
-        )
-
-    def _content(self, space: _Derived) -> dict[str, str]:
-        """The content index (id -> key), loaded from the snapshot's pairs on first use."""
-        if space.content is not None:
-            _check_content(space)
-            (id_column, key_column), space.content = space.content, None
-            ids, keys = id_column.tolist(), key_column.tolist()
-            by_key, key_of = space.keys, space.key_of
-            for id_, key in zip(ids, keys, strict=True):
-                _hold(by_key, key, id_)
-                key_of[id_] = key
-            deferred, space.deferred = space.deferred, []
-            for id_, change in deferred:
-                if change is None:
-                    self._unindex(space, [id_])
-                else:
-                    self._add_key(space, id_, change)
-        return space.key_of
-
-    def _index_notes(self, space: _Derived, notes: Sequence[Note]) -> None:
-        self._index(space, [n.id for n in notes], self.strategy.content_keys(notes))
-
-    def _index(self, space: _Derived, ids: Sequence[str], keys: Sequence[str | None]) -> None:
-        """Add ``ids`` to the content index under their content ``keys`` (None: not indexed)."""
-        if space.content is not None:
-            space.deferred.extend((id_, key) for id_, key in zip(ids, keys, strict=True) if key is not None)
-            return
-        for id_, key in zip(ids, keys, strict=True):
-            if key is not None:
-                self._add_key(space, id_, key)
-
-    @staticmethod
-    def _add_key(space: _Derived, id_: str, key: str) -> None:
-        _hold(space.keys, key, id_)
-        space.key_of[id_] = key
-
-    def _unindex(self, space: _Derived, ids: Iterable[str]) -> None:
-        if space.content is not None:
-            space.deferred.extend((id_, None) for id_ in ids)
-            return
-        for id_ in ids:
-            key = space.key_of.pop(id_, None)
-            if key is None:
-                continue
-            holders = space.keys.get(key)
-            if isinstance(holders, str):
-                if holders == id_:
-                    del space.keys[key]
-            elif holders is not None:
-                holders.remove(id_)
-                if len(holders) == 1:  # a lone holder again: kept as its id (see _Derived.keys)
-                    space.keys[key] = holders[0]
+            return self._indexes.verify(as_namespace(namespace))
 
     def __repr__(self) -> str:
+        recipe = self._recipe
         return (
-            f"ContinuityEngine(memory={self.memory.kind}, embedding={self._spec_id}, "
-            f"structures={[p.name for p in self._prototypes]}, strategy={self.strategy.name})"
+            f"ContinuityEngine(memory={self.memory.kind}, embedding={recipe.spec_id}, "
+            f"structures={[p.name for p in recipe.prototypes]}, strategy={recipe.strategy.name})"
         )
 
     def __enter__(self) -> Self:
@@ -1702,10 +569,10 @@ class ContinuityEngine:
         open rebuilds or catches up), then drop the derived state. The memory backend is not closed
         (its owner closes it)."""
         with self._lock:
-            if self._derived is not None and not self.memory.read_only:
+            if isinstance(self._indexes, FoldedIndexes) and not self.memory.read_only:
                 with contextlib.suppress(Exception):  # derived state is optional; memory is intact
-                    self._persist(_SAVE_AT_CLOSE)
-            self._spaces.clear()
+                    self._indexes.persist(1_000)
+            self._indexes.clear()
 
     # -- async twins: the sync call on a worker thread (the engine's lock serialises them) ---------
 
@@ -1799,214 +666,30 @@ class ContinuityEngine:
         )
 
 
-class _Folder:
-    """Folds the events of one namespace into its derived state, in sequence order: a put ends the
-    id's live row (a replacement) and adds the new one (consecutive puts are added as one batch),
-    a delete ends the live row, a clear ends every live row, an erase drops every row of the id,
-    a metadata write of the embedding id is checked. Puts whose content was erased, and records
-    without a vector, add no row."""
-
-    def __init__(self, engine: ContinuityEngine, ns: tuple[str, ...], space: _Derived) -> None:
-        self.engine = engine
-        self.ns = ns
-        self.space = space
-        self._reset()
-
-    def _reset(self) -> None:
-        self.ids: list[str] = []
-        self.vectors: list[np.ndarray] = []
-        self.times: list[float] = []
-        self.born: list[int] = []
-        self.notes: list[Note] = []
-        self.expires: list[float | None] = []
-        self.pending: set[str] = set()
-
-    def event(self, event: Event) -> None:
-        engine, space = self.engine, self.space
-        kind = event.kind
-        if kind == "meta":
-            if event.key == EMBEDDING_KEY and event.value is not None:
-                engine._refuse_mismatch(event.value, self.ns)
-            return
-        if kind in ("op", "feedback"):  # feedback changes no record (hybrid reads weights at ask)
-            return
-        if kind == "clear":
-            self.flush()
-            live = space.structures[0].live_ids()
-            for structure in space.structures:
-                structure.remove(live, seq=event.seq)
-            space.keyword.remove(live, died=event.seq)
-            engine._unindex(space, live)
-            return
-        id_ = event.id
-        if id_ is None:
-            return
-        if id_ in self.pending:
-            self.flush()
-        if kind == "erase":
-            for structure in space.structures:
-                structure.purge([id_])
-            space.keyword.purge([id_])
-            engine._unindex(space, [id_])
-            return
-        if id_ in space.structures[0]:  # a delete, or a put that replaces the live version
-            for structure in space.structures:
-                structure.remove([id_], seq=event.seq)
-            space.keyword.remove([id_], died=event.seq)
-            engine._unindex(space, [id_])
-        record = event.record
-        if kind != "put" or record is None or record.vector is None:
-            return
-        if record.embedding_id is not None and record.embedding_id != engine._spec_id:
-            engine._refuse_mismatch(record.embedding_id, self.ns, what=f"record {id_!r}")
-        self.ids.append(id_)
-        self.vectors.append(record.vector)
-        self.times.append(record.note.timestamp)
-        self.born.append(event.seq)
-        self.notes.append(record.note)
-        self.expires.append(record.expires_at)
-        self.pending.add(id_)
-        if len(self.ids) >= _REBUILD_BATCH:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.ids:
-            return
-        matrix = np.stack(self.vectors)
-        self.engine._check_dim(self.ns, matrix)
-        times = np.array(self.times, dtype=np.float64)
-        born = np.array(self.born, dtype=np.int64)
-        for structure in self.space.structures:
-            structure.add(self.ids, matrix, times, born=born)
-        self.space.keyword.add(
-            self.ids, [n.text for n in self.notes], self.times, self.born, expires=self.expires
-        )
-        self.engine._index_notes(self.space, self.notes)
-        self._reset()
+def _current_indexes(memory: MemoryBackend, recipe: Recipe) -> CurrentIndexes:
+    """How the indexes of ``memory`` are made: folded from its event feed when it has one and the
+    structures keep versions (kept on disk when the backend is a derived home and the structures
+    persist), else built by scan."""
+    feed = event_feed(memory)
+    if feed is None or not recipe.versioned:
+        return ScannedIndexes(memory, recipe, feed)
+    home = derived_home(memory)
+    snapshots = Snapshots(home, recipe) if home is not None and recipe.persistent else None
+    return FoldedIndexes(memory, feed, recipe, snapshots)
 
 
-def _check_content(space: _Derived) -> None:
-    """Check the snapshot's content-index blocks not checked yet (before any of their bytes is
-    read, packed or unpacked); a failed block raises :class:`~coniti.derived.StaleSnapshot`."""
-    for label, check in space.checks.items():
-        if label.startswith("content/"):
-            check.all()
-
-
-def _hold(keys: dict[str, str | list[str]], key: str, id_: str) -> None:
-    """Add ``id_`` after the holders of ``key`` in the content index ``keys`` (see
-    :attr:`_Derived.keys`: one holder is its id, several a list)."""
-    held = keys.get(key)
-    if held is None:
-        keys[key] = id_
-    elif isinstance(held, str):
-        keys[key] = [held, id_]
-    else:
-        held.append(id_)
-
-
-def _holders(held: str | list[str] | None) -> list[str]:
-    """The holders of a key as a new list, from its entry ``held`` in :attr:`_Derived.keys`."""
-    if held is None:
-        return []
-    return [held] if isinstance(held, str) else list(held)
-
-
-def _packed_holders(
-    content: tuple[PackedStrings, PackedStrings], deferred: list[tuple[str, str | None]], key: str
-) -> list[str]:
-    """The ids ``keys[key]`` would hold once ``content`` is unpacked and ``deferred`` applied (see
-    :meth:`ContinuityEngine._content`), found by searching the packed columns."""
-    ids, keys = content
-    holders = [ids[r] for r in keys.find(key).tolist()]
-    touched: dict[str, str | None] = {}
-    for id_, change in deferred:
-        if change is not None:  # _add_key
-            touched[id_] = change
-            if change == key:
-                holders.append(id_)
-            continue
-        if id_ in touched:  # _unindex
-            old = touched[id_]
-        else:
-            rows = ids.find(id_)
-            old = keys[int(rows[0])] if rows.shape[0] else None
-        if old is not None:
-            touched[id_] = None
-            if old == key:
-                holders.remove(id_)
-    return holders
-
-
-def _rows(structure: Structure) -> dict[tuple[str, int], tuple[float, int, bytes]]:
-    """Every row of a structure as ``(id, born) -> (time, died, vector bits)``."""
-    state = structure.derived_state()
-    ids = derived.unpack_strings(state["id_bytes"], state["id_ends"])
-    return {
-        (id_, int(born)): (float(t), int(died), vector.tobytes())
-        for id_, born, t, died, vector in zip(
-            ids, state["born"].tolist(), state["times"].tolist(), state["died"].tolist(),
-            state["vecs"], strict=True,
-        )
-    }
-
-
-def _differences(engine: ContinuityEngine, a: _Derived, b: _Derived) -> list[str]:
-    """What differs between two derived states of one namespace (empty: equal)."""
-    out: list[str] = []
-    for i, (left, right) in enumerate(zip(a.structures, b.structures, strict=True)):
-        rows_a, rows_b = _rows(left), _rows(right)
-        if rows_a != rows_b:
-            extra = sorted(set(rows_a) - set(rows_b))[:3]
-            missing = sorted(set(rows_b) - set(rows_a))[:3]
-            changed = sorted(k for k in set(rows_a) & set(rows_b) if rows_a[k] != rows_b[k])[:3]
-            out.append(
-                f"structure {i} ({left.name}): rows not in a fresh build {extra}, rows missing "
-                f"{missing}, rows that differ {changed}"
-            )
-    if engine._content(a) != engine._content(b):
-        out.append("the content index differs from a fresh build")
-    words_a, words_b = a.keyword.rows_state(), b.keyword.rows_state()
-    if words_a != words_b:
-        out.append(
-            f"keyword index: rows not in a fresh build {sorted(words_a - words_b)[:3]}, rows missing "
-            f"{sorted(words_b - words_a)[:3]}"
-        )
-    return out
-
-
-def _expect(id: str, expected: int | None | EllipsisType) -> dict[str, int | None]:
-    """The ``expect`` map of a one-id write: empty for ``...`` (no expectation)."""
-    if expected is ...:
-        return {}
-    if expected is not None and (type(expected) is not int or expected < 1):
-        raise ContractError(f"expected_version must be a positive int, None or ..., got {expected!r}")
-    return {id: expected}
-
-
-def _expiry(value: float | datetime) -> float:
+def _scope(
+    namespace: Sequence[str], prefix: Sequence[str] | None
+) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    ns = as_namespace(namespace)
+    if prefix is None:
+        return ns, None
+    if ns:
+        raise ContractError("give namespace or prefix, not both")
     try:
-        return to_timestamp(value, "expires_at")
-    except ValueError as exc:
-        raise ContractError(str(exc)) from None
-
-
-def _ingest_results(ids: Sequence[str], decisions: Sequence[Any]) -> list[IngestResult]:
-    """One :class:`IngestResult` per note, built without validating again."""
-    return [
-        _ingest_result({"admitted": d.admitted, "id": id_, "reason": d.reason})
-        for id_, d in zip(ids, decisions, strict=True)
-    ]
-
-
-def _ingest_request(records: list[MemoryRecord], ns: tuple[str, ...], op_id: str) -> WriteRequest:
-    """An ingest as one write: each record created, none may exist yet."""
-    return WriteRequest(
-        ops=[UpsertOp(record=r) for r in records],
-        namespace=ns,
-        expect={r.id: None for r in records},
-        op_id=op_id,
-    )
+        return ns, as_namespace(prefix)
+    except ContractError as exc:
+        raise ContractError(f"prefix: {exc}") from None
 
 
 def _as_query(value: Any) -> Query:
@@ -2017,55 +700,9 @@ def _as_query(value: Any) -> Query:
     return value
 
 
-def _passes(hit: Ranked, note: Note, match: Predicate | None, min_score: float | None) -> bool:
-    return (min_score is None or hit.score >= min_score) and (match is None or match(note.metadata))
-
-
-_RANKING = {"semantic": "semantic", "keyword": "keyword", "recent": "recency"}
-
-
-def _reranked(found: list[tuple[Hit, np.ndarray]], strategy: str) -> list[tuple[Hit, np.ndarray]]:
-    """Hits merged from several namespaces with ``signals.ranks`` set to the merged position."""
-    name = _RANKING[strategy]
-    out = []
-    for r, (hit, vector) in enumerate(found, start=1):
-        signals = None if hit.signals is None else trusted_signals({**hit.signals.__dict__, "ranks": {name: r}})
-        out.append((_hit({**hit.__dict__, "signals": signals}), vector))
-    return out
-
-
-def _merge_key(hit: Hit) -> tuple[float, float, str, tuple[str, ...]]:
-    """Hits of several namespaces in one order: best score, then newer note, then smaller id, then
-    namespace (the structures' own tie rule, extended by the namespace)."""
-    return (-hit.score, -hit.note.timestamp, hit.note.id, hit.namespace)
-
-
 def _as_note(value: Any, index: int) -> Note:
     if isinstance(value, Note):
         return value
     if isinstance(value, str):
         return Note.create(value)
     raise ContractError(f"notes[{index}] must be a Note or a string, got {type(value).__name__}")
-
-
-def _with_vectors(records: Iterable[MemoryRecord]) -> tuple[list[MemoryRecord], list[np.ndarray]]:
-    """The records that have a vector, and their vectors: a record without one is in no structure
-    (never a semantic hit)."""
-    kept: list[MemoryRecord] = []
-    vectors: list[np.ndarray] = []
-    for record in records:
-        if record.vector is not None:
-            kept.append(record)
-            vectors.append(record.vector)
-    return kept, vectors
-
-
-def _chunks(records: Iterator[MemoryRecord], size: int) -> Iterator[list[MemoryRecord]]:
-    chunk: list[MemoryRecord] = []
-    for record in records:
-        chunk.append(record)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
