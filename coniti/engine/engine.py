@@ -56,9 +56,9 @@ An engine is thread-safe: every public method holds one re-entrant lock (an engi
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from types import EllipsisType
 from typing import Any, Self
@@ -81,6 +81,7 @@ from coniti.engine.results import (
     answer,
     snapshot,
 )
+from coniti.engine.saver import Saver
 from coniti.engine.scan import ScannedIndexes
 from coniti.engine.snapshots import Snapshots
 from coniti.engine.writes import Writes, expiry
@@ -186,6 +187,9 @@ class ContinuityEngine:
         self._writes = Writes(memory, embedder, recipe, indexes) if isinstance(indexes, CurrentIndexes) else None
         self._read_only = read_only
         self._lock = lock
+        self._saver: Saver | None = None
+        if isinstance(indexes, FoldedIndexes) and indexes.snapshots is not None and not read_only:
+            self._saver = Saver(indexes, lock)
         indexes.check_meta(())
 
     # -- properties ------------------------------------------------------------------------------
@@ -251,8 +255,8 @@ class ContinuityEngine:
         else:
             batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
-        with self._lock:
-            return self._writer().ingest(ns, batch, columns, op_id)
+        with self._writing() as writes:
+            return writes.ingest(ns, batch, columns, op_id)
 
     # -- ask ---------------------------------------------------------------------------------------
 
@@ -288,26 +292,21 @@ class ContinuityEngine:
         embeds = query.text is not None and query.resolved_strategy in ("semantic", "hybrid")
         with self._lock:
             vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
+            spaces = [ns] if scope is None else self.memory.namespaces(scope)
+
+            def hits() -> list[Hit]:
+                return recall.answer(
+                    query, vector, spaces, merged=scope is not None, indexes=self._indexes,
+                    memory=self.memory, strategy=self.strategy, reranker=self.reranker,
+                )  # fmt: skip
+
             try:
-                hits = self._recall(query, ns, scope, vector)
+                found = hits()
             except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
                 if not self._indexes.heal():
                     raise
-                hits = self._recall(query, ns, scope, vector)
-            return answer({"query": query, "namespace": ns, "prefix": scope, "hits": hits})
-
-    def _recall(
-        self, query: Query, ns: tuple[str, ...], scope: tuple[str, ...] | None, vector: Any
-    ) -> list[Hit]:
-        """The body of :meth:`ask`, under the lock, the question embedded: the scope's indexes
-        loaded and handed to :func:`coniti.engine.recall.recall`."""
-        spaces = [ns] if scope is None else self.memory.namespaces(scope)
-        scopes = [recall.Scope.of(n, self._indexes.get(n)) for n in spaces]
-        found = recall.recall(
-            query, vector, scopes, memory=self.memory, strategy=self.strategy,
-            want=recall.pool(query, self.reranker), merged=scope is not None,
-        )  # fmt: skip
-        return recall.second_stage(query, found, self.reranker)
+                found = hits()
+            return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found})
 
     def context(
         self,
@@ -342,8 +341,8 @@ class ContinuityEngine:
         for a weight that is not a finite number, and :class:`NotSupported` on a backend without
         :attr:`~coniti.memory.MemoryBackend.supports_feedback`."""
         request = FeedbackRequest(id=id, weight=weight, namespace=as_namespace(namespace), reason=reason)
-        with self._lock:
-            return self._writer().improve(request)
+        with self._writing() as writes:
+            return writes.improve(request)
 
     def feedback(self, namespace: Sequence[str] = ()) -> dict[str, float]:
         """The feedback weights of ``namespace`` (id -> summed weight; as of the view's point for
@@ -365,8 +364,8 @@ class ContinuityEngine:
             if not isinstance(id_, str):
                 raise ContractError(f"ids[{i}] must be a string, got {type(id_).__name__}")
         ns = as_namespace(namespace)
-        with self._lock:
-            return self._writer().remove(ns, id_list)
+        with self._writing() as writes:
+            return writes.remove(ns, id_list)
 
     def get(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> GetResult:
         """Read notes by id, as records with their ``version``; unknown or expired ids in ``missing``."""
@@ -395,8 +394,8 @@ class ContinuityEngine:
         note = _as_note(note, 0)
         ns = as_namespace(namespace)
         when = None if expires_at is None else expiry(expires_at)
-        with self._lock:
-            return self._writer().upsert(ns, note, when, expected_version, op_id)
+        with self._writing() as writes:
+            return writes.upsert(ns, note, when, expected_version, op_id)
 
     def update(
         self,
@@ -419,14 +418,19 @@ class ContinuityEngine:
         """
         ns = as_namespace(namespace)
         changes = {"text": text, "timestamp": timestamp, "metadata": metadata, "metadata_patch": metadata_patch}
-        with self._lock:
-            return self._writer().update(ns, id, changes, expected_version, op_id)
+        with self._writing() as writes:
+            return writes.update(ns, id, changes, expected_version, op_id)
 
-    def _writer(self) -> Writes:
-        """The write path, after refusing writes on a read-only engine."""
-        if self._read_only or self._writes is None:
-            raise ReadOnlyError(f"this engine is read-only (memory: {self.memory.kind})")
-        return self._writes
+    @contextmanager
+    def _writing(self) -> Iterator[Writes]:
+        """The write path, under the lock, after refusing writes on a read-only engine; the
+        background saver (if any) is told of the write once it succeeded."""
+        with self._lock:
+            if self._read_only or self._writes is None:
+                raise ReadOnlyError(f"this engine is read-only (memory: {self.memory.kind})")
+            yield self._writes
+            if self._saver is not None:
+                self._saver.wrote()
 
     # -- snapshot / restore --------------------------------------------------------------------
 
@@ -475,8 +479,8 @@ class ContinuityEngine:
                     record.blob,
                 )
             )
-        with self._lock:
-            self._writer().restore(ns, records)
+        with self._writing() as writes:
+            writes.restore(ns, records)
             return len(records)
 
     # -- following the log, time travel ----------------------------------------------------------
@@ -531,15 +535,19 @@ class ContinuityEngine:
         with self._lock:
             self._indexes.reindex(as_namespace(namespace))
 
-    def persist(self) -> int:
-        """Save the snapshot of every loaded namespace that changed since its last one (backends
-        that declare ``supports_derived_state``), after a :meth:`refresh`; returns how many were
-        written (0 for a read-only engine, which writes nothing). Raises what the file system
-        raises (``OSError``); the old snapshot then stays."""
+    def persist(self, *, lagging: int = 1) -> int:
+        """Save the snapshot of every loaded namespace that lags by ``lagging`` events or more
+        (default: every one that changed since its last snapshot), on backends that declare
+        ``supports_derived_state``, after a :meth:`refresh`; returns how many were written (0 for a
+        read-only engine, which writes nothing). Raises what the file system raises (``OSError``);
+        the old snapshot then stays. Call it after a bulk load: :meth:`close` saves nothing, and
+        the background saver (:mod:`coniti.engine.saver`) waits for a pause in the writes."""
+        if isinstance(lagging, bool) or not isinstance(lagging, int) or lagging < 1:
+            raise ContractError(f"lagging must be a positive int, got {lagging!r}")
         with self._lock:
             if self._read_only:
                 return 0
-            return self._indexes.persist()
+            return self._indexes.persist(lagging)
 
     def verify(self, namespace: Sequence[str] = ()) -> DerivedReport:
         """Prove the derived state of ``namespace`` equals a fresh build from memory: after a
@@ -564,14 +572,12 @@ class ContinuityEngine:
         self.close()
 
     def close(self) -> None:
-        """Save the snapshots that lag by at least 1,000 events or a tenth of their rows (as
-        :meth:`persist` does, where derived state is kept; a failure to save is ignored: the next
-        open rebuilds or catches up), then drop the derived state. The memory backend is not closed
+        """Drop the derived state and stop the background saver; nothing is saved (a snapshot that
+        lags is folded at the next open; :meth:`persist` saves). The memory backend is not closed
         (its owner closes it)."""
+        if self._saver is not None:
+            self._saver.stop()
         with self._lock:
-            if isinstance(self._indexes, FoldedIndexes) and not self.memory.read_only:
-                with contextlib.suppress(Exception):  # derived state is optional; memory is intact
-                    self._indexes.persist(1_000)
             self._indexes.clear()
 
     # -- async twins: the sync call on a worker thread (the engine's lock serialises them) ---------

@@ -50,15 +50,7 @@ class FoldedIndexes(CurrentIndexes):
                 with contextlib.suppress(derived.StaleSnapshot):  # a block failed: rebuilt below
                     self._fold_into(ns, index)
                     return index
-        index = self.build(ns)
-        self._save_large(ns, index)
-        return index
-
-    def _save_large(self, ns: tuple[str, ...], index: NamespaceIndex) -> None:
-        """After a build from scratch: save it when it holds 1,000 rows or more."""
-        if self.snapshots is not None and len(index.structures[0]) >= 1_000:
-            with contextlib.suppress(OSError):  # derived state is optional
-                self.snapshots.save(ns, index)
+        return self.build(ns)
 
     def build(self, ns: tuple[str, ...]) -> NamespaceIndex:
         """A fold of every event of ``ns`` into a fresh index."""
@@ -204,15 +196,14 @@ class FoldedIndexes(CurrentIndexes):
         try:
             index.check_blocks()
         except derived.StaleSnapshot:
-            index = self.reload(ns)
-            self._save_large(ns, index)
+            return self.reload(ns)
         return index
 
     def heal(self) -> bool:
         """Rebuild the namespaces whose snapshot blocks failed their check; True when there were."""
         damaged = [ns for ns, index in self.loaded() if index.damaged]
         for ns in damaged:
-            self._save_large(ns, self.reload(ns))
+            self.reload(ns)
         return bool(damaged)
 
     def save(self, ns: tuple[str, ...]) -> bool:
@@ -227,17 +218,13 @@ class FoldedIndexes(CurrentIndexes):
         """The loaded namespaces whose snapshot lags by at least ``least`` events."""
         return [ns for ns, index in self.loaded() if index.changed >= least]
 
-    def persist(self, least: int = 1) -> int:
-        """After a :meth:`refresh`, save every loaded namespace whose snapshot lags by ``least``
-        events or more (or a tenth of its rows, when fewer); returns how many were written."""
+    def persist(self, lagging: int = 1) -> int:
+        """After a :meth:`refresh`, save every loaded namespace whose snapshot lags by ``lagging``
+        events or more; returns how many were written."""
         if self.snapshots is None or self.memory.read_only:
             return 0
         self.refresh()
-        written = 0
-        for ns, index in self.loaded():
-            if index.changed >= min(least, max(1, len(index.structures[0]) // 10)):
-                written += self.save(ns)
-        return written
+        return sum(self.save(ns) for ns in self.due(lagging))
 
     def reindex(self, ns: tuple[str, ...]) -> None:
         """Rebuild ``ns`` by a fold of every event and rewrite its snapshot (not on a read-only

@@ -115,8 +115,9 @@ class Indexes(ABC):
     def refresh(self) -> int:
         """Catch up with writes made through other handles; returns the number of events read."""
 
-    def persist(self) -> int:
-        """Save what changed since its snapshot; returns how many snapshots were written."""
+    def persist(self, lagging: int = 1) -> int:
+        """Save the snapshots that lag by ``lagging`` events or more; returns how many were
+        written (none: only folded indexes are kept on disk)."""
         return 0
 
     def verify(self, ns: tuple[str, ...]) -> DerivedReport:

@@ -37,6 +37,7 @@ import numpy as np
 
 from coniti.actor import Query
 from coniti.engine.index import NamespaceIndex
+from coniti.engine.indexes import Indexes
 from coniti.engine.results import pool_size
 from coniti.filters import Predicate, compile_filter
 from coniti.fusion import Fusion, mmr
@@ -49,7 +50,7 @@ from coniti.strategy import Strategy, StrategyContext
 from coniti.structure import unit_rows
 from coniti.structure.scoring import exact_scores
 
-__all__ = ["Candidates", "Scope", "Stream", "pool", "recall", "second_stage"]
+__all__ = ["Candidates", "Scope", "Stream", "answer", "pool", "recall", "second_stage"]
 
 _hit = Hit.constructor()
 
@@ -155,6 +156,27 @@ class Candidates:
                 kept.append(hit)
             i += 1
         return kept
+
+
+def answer(
+    query: Query,
+    vector: np.ndarray | None,
+    namespaces: Sequence[tuple[str, ...]],
+    *,
+    merged: bool,
+    indexes: Indexes,
+    memory: MemoryBackend,
+    strategy: Strategy,
+    reranker: Reranker | None,
+) -> list[Hit]:
+    """The hits of ``query`` over ``namespaces`` (their indexes loaded from ``indexes``):
+    :func:`recall` of :func:`pool` hits, then :func:`second_stage`."""
+    scopes = [Scope.of(ns, indexes.get(ns)) for ns in namespaces]
+    found = recall(
+        query, vector, scopes, memory=memory, strategy=strategy, want=pool(query, reranker),
+        merged=merged,
+    )  # fmt: skip
+    return second_stage(query, found, reranker)
 
 
 def pool(query: Query, reranker: Reranker | None) -> int:
