@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from coniti.engine import Answer, ContinuityEngine, IngestResult, Snapshot
     from coniti.errors import (
         AnchorNotFound,
+        CheckpointError,
         ConitiError,
         ContractError,
         DuplicateRecord,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         MemoryBackendError,
         MemoryFileError,
         NotSupported,
+        ProofError,
         ReadOnlyError,
         RecordNotFound,
         StoreBusy,
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AnchorNotFound",
     "Answer",
+    "CheckpointError",
     "ClearRequest",
     "ClearResult",
     "ConitiError",
@@ -108,6 +111,7 @@ __all__ = [
     "Note",
     "NoteBatch",
     "PatchOp",
+    "ProofError",
     "PutRequest",
     "PutResult",
     "Query",
@@ -140,6 +144,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "AnchorNotFound": "coniti.errors",
     "Answer": "coniti.engine",
+    "CheckpointError": "coniti.errors",
     "ClearRequest": "coniti.memory",
     "ClearResult": "coniti.memory",
     "ConitiError": "coniti.errors",
@@ -176,6 +181,7 @@ _EXPORTS: dict[str, str] = {
     "Note": "coniti.actor",
     "NoteBatch": "coniti.batch",
     "PatchOp": "coniti.memory",
+    "ProofError": "coniti.errors",
     "PutRequest": "coniti.memory",
     "PutResult": "coniti.memory",
     "Query": "coniti.actor",

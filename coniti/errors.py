@@ -6,6 +6,8 @@
     ├── ContractError (ValueError)        a request, contract or value is malformed; names the field
     │   └── ModelFileError                 an embedding model's file is missing, malformed or not the pinned one
     │       └── SafetensorsError           a safetensors weights file is malformed
+    ├── ProofError (ValueError)           a Merkle proof does not verify, or asks for what the tree lacks
+    │   └── CheckpointError                a checkpoint, signed note or note key is malformed, unsigned or foreign
     ├── MemoryBackendError (RuntimeError)  a memory operation could not be carried out
     │   ├── DuplicateRecord                put of an id that exists, or repeats within the call
     │   ├── InvalidCursor                  malformed, empty, foreign-instance or foreign-namespace cursor
@@ -60,6 +62,17 @@ class ModelFileError(ContractError):
 
 class SafetensorsError(ModelFileError):
     """A safetensors file is malformed; the message names the file and, where there is one, the tensor."""
+
+
+class ProofError(ConitiError, ValueError):
+    """A Merkle proof does not verify (wrong length, a hash of the wrong size, a root that does not
+    follow), or a proof was asked for a leaf or size the tree does not have; the message names what
+    failed (see :mod:`coniti.proofs`)."""
+
+
+class CheckpointError(ProofError):
+    """A signed checkpoint, signed note or note key is malformed, not signed by the expected key, its
+    signature does not verify, or it is for another origin (see :mod:`coniti.checkpoint`)."""
 
 
 class MemoryBackendError(ConitiError, RuntimeError):
