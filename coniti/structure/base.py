@@ -167,7 +167,7 @@ class Structure(ABC):
         """Set the ``born`` sequence number of the live row of each of ``ids`` (needs
         :attr:`supports_as_of`): a writer adds rows before the write that assigns their sequence
         numbers (so that a failing structure leaves memory unwritten), then stamps them with what
-        the write returned. Ids not stored are ignored."""
+        the write returned. Every id must have a live row (``KeyError`` otherwise)."""
         if not self.supports_as_of:
             raise NotSupported(f"the {self.name} structure keeps no versions")
         if len(ids) != len(born):
