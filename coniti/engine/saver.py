@@ -24,7 +24,8 @@ __all__ = ["IDLE", "SAVE_LAG", "Saver"]
 
 SAVE_LAG = 1_000
 """Events a namespace's snapshot may lag by before the saver (or ``coniti`` writer commands at their
-end) writes it again: a lag folds at the next open (about 30 µs an event here)."""
+end) writes it again: a lag is folded at every open until then (about 75 µs of CPU an event here,
+with ``local_hash``'s 256-dimensional vectors)."""
 
 IDLE = 2.0
 """Seconds without a write call after which the saver writes what is due."""
