@@ -79,6 +79,7 @@ from coniti.memory import (
     PutRequest,
     as_blob,
 )
+from coniti.times import in_horizon
 
 if TYPE_CHECKING:
     from coniti.memory import MemoryBackend
@@ -375,7 +376,7 @@ def _checked_record(
         array = None if vector is None else _vector(vector, dtype)
     except OverflowError:  # an integer beyond the float range
         return None
-    if (array is None and vector is not None) or not math.isfinite(timestamp):
+    if (array is None and vector is not None) or not in_horizon(timestamp):
         return None
     return MemoryRecord.trusted(
         Note.trusted(note_id, text, timestamp, metadata), array, embedding_id, tuple(namespace), None, None, blob
@@ -650,10 +651,13 @@ def load(backend: MemoryBackend, source: Source, namespace: tuple[str, ...] | No
     ``namespace=None`` keeps each record's own namespace; a namespace re-homes every record into it.
     All or nothing where the backend :attr:`~coniti.memory.MemoryBackend.supports_put_batches`
     (one write, even under SIGKILL or Ctrl-C); otherwise in batches, deleted again on failure (best
-    effort). Memory stays bounded whatever the file: one batch of records, one line of at most
-    :data:`MAX_LINE_BYTES`, and 16 bytes per record while checking for duplicate ids (plus what the
-    backend's own write holds). Running out of memory raises :class:`MemoryFileError`, never
-    ``MemoryError``.
+    effort). Reading and checking hold one batch of records (:data:`BATCH_SIZE` records or the
+    lines up to the one that passes 8 MiB), one line of at most :data:`MAX_LINE_BYTES`, and 16 bytes
+    per record while checking for duplicate ids, whatever the file; the write adds what the
+    backend's own write holds, which for a :class:`~coniti.impl.log.LogBackend` is every page it
+    writes until the commit (one LMDB transaction: peak memory is at most the growth of its
+    ``data.mdb`` plus ten batches of lines, as the README states and ``tests/test_load_bounds.py``
+    checks). Running out of memory raises :class:`MemoryFileError`, never ``MemoryError``.
     """
     try:
         with _File(source) as file:

@@ -49,7 +49,7 @@ from typing import (
 import numpy as np
 import pydantic
 
-from coniti.actor import Note, TimeRange, to_timestamp
+from coniti.actor import Note, TimeRange, to_stored_time
 from coniti.contracts import Contract, check_json_value
 from coniti.errors import (
     ContractError,
@@ -269,7 +269,8 @@ class MemoryRecord(Contract):
     namespace: Namespace = ()
     expires_at: float | None = None
     """Epoch seconds on the store's recorded-time clock from which reads hide the record (``None``:
-    never). Written by ``to_dict`` only when set."""
+    never), within the horizon of years 1 to 9999 (:mod:`coniti.times`). Written by ``to_dict``
+    only when set."""
     blob: Blob | None = None
     """Opaque bytes stored with the record (None: none). Written by ``to_dict`` only when set."""
     version: int | None = pydantic.Field(default=None, exclude=True)
@@ -280,7 +281,7 @@ class MemoryRecord(Contract):
     @pydantic.field_validator("expires_at", mode="before")
     @classmethod
     def _expires_at(cls, value: Any) -> float | None:
-        return None if value is None else to_timestamp(value, "expires_at") + 0.0  # no -0.0
+        return None if value is None else to_stored_time(value, "expires_at") + 0.0  # no -0.0
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -601,7 +602,7 @@ class PatchOp(Contract):
     def _time(cls, value: Any, info: pydantic.ValidationInfo) -> float | None:
         if value is None:
             return None
-        out = to_timestamp(value, info.field_name or "timestamp")
+        out = to_stored_time(value, info.field_name or "timestamp")
         return out + 0.0 if info.field_name == "expires_at" else out  # an expiry is never -0.0
 
     @pydantic.field_validator("metadata", "metadata_patch", mode="before")

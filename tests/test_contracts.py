@@ -44,7 +44,7 @@ from coniti.memory import (
     require,
 )
 from coniti.testing.helpers import exact
-from coniti.testing.properties import VECTOR_ELEMENTS, finite, json_values
+from coniti.testing.properties import VECTOR_ELEMENTS, json_values, stored_times
 
 NOTE = Note(id="n1", text="hello\nworld", timestamp=-0.0, metadata={"a": [1, 1.0, True, None, "s"]})
 TRICKY = [1 / 3, -2.5e-5, 1e-40, 6.0e4, -0.0, 0.1]
@@ -521,7 +521,7 @@ def _hash_or_error(model: object) -> object:
 _stored_rows = st.lists(
     st.tuples(
         st.text(min_size=1, max_size=8),
-        finite,
+        stored_times,
         st.dictionaries(st.text(max_size=4), json_values, max_size=3),
         st.sampled_from(VECTOR_ELEMENTS).flatmap(
             lambda de: hnp.arrays(np.dtype(de[0]), st.integers(1, 4), elements=de[1])
@@ -529,7 +529,7 @@ _stored_rows = st.lists(
         | st.none(),
         st.none() | st.binary(max_size=8),
         st.integers(1, 2**63),
-        st.none() | finite.map(lambda t: t + 0.0),
+        st.none() | stored_times.map(lambda t: t + 0.0),
     ),
     max_size=4,
 )

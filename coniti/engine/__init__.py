@@ -26,6 +26,7 @@ from coniti.engine.engine import (
     Snapshot,
 )
 from coniti.engine.results import EMBEDDING_KEY as EMBEDDING_KEY
+from coniti.engine.results import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from coniti.engine.results import pool_size as pool_size
 
 __all__ = ["Answer", "ContinuityEngine", "DerivedReport", "Hit", "IngestResult", "Snapshot"]

@@ -74,6 +74,7 @@ from coniti.engine.indexes import CurrentIndexes, Indexes
 from coniti.engine.past import PastIndexes, recorded_at
 from coniti.engine.results import (
     EMBEDDING_KEY,
+    MAX_QUERY_CHARS,
     Answer,
     DerivedReport,
     IngestResult,
@@ -125,6 +126,8 @@ class ContinuityEngine:
     namespace. ``read_only``: refuse writes (always so over a read-only backend such as a time-travel
     view). ``keyword``: the keyword index prototype (its ``k1`` and ``b``), spawned per namespace.
     ``reranker``: a :class:`~coniti.rerank.Reranker` applied to every ask but ``recent`` ones.
+    ``max_query_chars``: the longest query text an ask takes (:data:`MAX_QUERY_CHARS` by
+    default; the attribute of that name may be changed); a longer one is refused before any work.
     Raises :class:`EmbeddingMismatch` if the root namespace holds another embedding's vectors.
     """
 
@@ -132,6 +135,7 @@ class ContinuityEngine:
     embedder: Embedder
     strategy: Strategy
     reranker: Reranker | None
+    max_query_chars: int
 
     def __init__(
         self,
@@ -143,6 +147,7 @@ class ContinuityEngine:
         read_only: bool = False,
         keyword: KeywordIndex | None = None,
         reranker: Reranker | None = None,
+        max_query_chars: int = MAX_QUERY_CHARS,
     ) -> None:
         if not isinstance(memory, MemoryBackend):
             raise ContractError(f"memory must be a MemoryBackend, got {type(memory).__name__}")
@@ -157,6 +162,8 @@ class ContinuityEngine:
             raise ContractError(f"keyword must be a KeywordIndex, got {type(keyword).__name__}")
         if reranker is not None and not isinstance(reranker, Reranker):
             raise ContractError(f"reranker must have rerank(query, hits), got {type(reranker).__name__}")
+        if type(max_query_chars) is not int or max_query_chars < 1:
+            raise ContractError(f"max_query_chars must be a positive int, got {max_query_chars!r}")
         recipe = Recipe(
             tuple(protos), KeywordIndex() if keyword is None else keyword, strategy,
             embedder.spec_id, embedder.dim, embedder.name,
@@ -164,6 +171,7 @@ class ContinuityEngine:
         self._setup(
             memory, embedder, recipe, _current_indexes(memory, recipe), reranker=reranker,
             read_only=read_only or memory.read_only, lock=threading.RLock(),
+            max_query_chars=max_query_chars,
         )  # fmt: skip
 
     def _setup(
@@ -176,12 +184,14 @@ class ContinuityEngine:
         reranker: Reranker | None,
         read_only: bool,
         lock: threading.RLock,
+        max_query_chars: int,
     ) -> None:
         """Put the engine together from its parts (``__init__``, and :meth:`at` for a past one)."""
         self.memory = memory
         self.embedder = embedder
         self.strategy = recipe.strategy
         self.reranker = reranker
+        self.max_query_chars = max_query_chars
         self._recipe = recipe
         self._indexes = indexes
         self._writes = Writes(memory, embedder, recipe, indexes) if isinstance(indexes, CurrentIndexes) else None
@@ -281,11 +291,17 @@ class ContinuityEngine:
         then given to the reranker (:mod:`coniti.rerank`; not for ``recent``), and the first ``k``
         are the answer. Raises :class:`~coniti.errors.AnchorNotFound` when
         ``query.near`` is not stored, and :class:`ContractError` for ``near`` with a ``prefix`` (an
-        anchor belongs to one namespace) or for both ``namespace`` and ``prefix``. A hit whose record
-        vanished from memory since the structures last saw it (a write by another process not yet
-        picked up by :meth:`refresh`) is left out. Writes nothing.
+        anchor belongs to one namespace) or for both ``namespace`` and ``prefix``, and (before any
+        work) for a query text longer than :attr:`max_query_chars`. A hit whose record vanished
+        from memory since the structures last saw it (a write by another process not yet picked up
+        by :meth:`refresh`) is left out. Writes nothing.
         """
         query = _as_query(query)
+        if query.text is not None and len(query.text) > self.max_query_chars:
+            raise ContractError(
+                f"query text is {len(query.text):,} characters, more than max_query_chars "
+                f"({self.max_query_chars:,}); nothing was asked"
+            )
         ns, scope = _scope(namespace, prefix)
         if scope is not None and query.near is not None:
             raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
@@ -520,8 +536,9 @@ class ContinuityEngine:
             indexes = PastIndexes(view, owner, view.as_of, recorded_at(owner.feed, view.as_of))
             lock = self._lock
         engine._setup(
-            view, self.embedder, self._recipe, indexes, reranker=self.reranker, read_only=True, lock=lock
-        )
+            view, self.embedder, self._recipe, indexes, reranker=self.reranker, read_only=True,
+            lock=lock, max_query_chars=self.max_query_chars,
+        )  # fmt: skip
         return engine
 
     # -- derived state ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from coniti.recall import Hit
 
 __all__ = [
     "EMBEDDING_KEY",
+    "MAX_QUERY_CHARS",
     "Answer",
     "DerivedReport",
     "IngestResult",
@@ -26,6 +27,11 @@ __all__ = [
 
 EMBEDDING_KEY = "embedding_id"
 """The metadata key holding a namespace's embedding spec id."""
+
+MAX_QUERY_CHARS = 100_000
+"""The default of :attr:`ContinuityEngine.max_query_chars
+<coniti.engine.ContinuityEngine.max_query_chars>`: the longest query text an ask takes
+(characters)."""
 
 
 def pool_size(k: int) -> int:

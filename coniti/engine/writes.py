@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from coniti.actor import Note, to_timestamp
+from coniti.actor import Note, to_stored_time
 from coniti.batch import NoteBatch, RecordBatch
 from coniti.embedding import Embedder
 from coniti.embedding import tokenize as word_tokens
@@ -302,9 +302,11 @@ class Writes:
         index, _ = self.indexes.writable(ns)
         vector = None
         text = changes.get("text")
-        if text is not None:
+        if text is not None:  # with an op id, always the text's vector: a retry sends the same request
             live = self._live(ns, id)
-            if live is not None and live.note.text != text:
+            if live is not None and live.note.text == text:
+                vector = None if op_id is None else live.vector
+            elif live is not None or op_id is not None:
                 vector = self.embedder.embed([text])[0].copy()
         op = PatchOp(id=id, **changes, vector=vector)
         request = WriteRequest(ops=[op], namespace=ns, expect=_expect(id, expected_version), op_id=op_id)
@@ -408,7 +410,7 @@ def _expect(id: str, expected: int | None | EllipsisType) -> dict[str, int | Non
 def expiry(value: float | datetime) -> float:
     """``expires_at`` as epoch seconds; :class:`ContractError` naming it when it is not a time."""
     try:
-        return to_timestamp(value, "expires_at")
+        return to_stored_time(value, "expires_at")
     except ValueError as exc:
         raise ContractError(str(exc)) from None
 

@@ -493,8 +493,10 @@ class EventLog:
         in ONE write transaction: all or nothing, also when the process is killed or interrupted
         (Ctrl-C aborts the transaction). ``batches`` is iterated inside the transaction, once per
         attempt (a full map is grown and the transaction run again), so it must be re-iterable; an
-        exception it raises aborts everything. Only one batch is prepared at a time; LMDB keeps the
-        transaction's dirty pages in memory up to its limit, then spills them to the file. Raises
+        exception it raises aborts everything. Only one batch is prepared at a time, but LMDB keeps
+        every page the transaction writes in memory until the commit (it spills them to the file
+        only past 131,072 dirty pages or runs of pages, a value longer than a page being one run
+        whatever its size): memory grows with what is written, about the growth of the data file. Raises
         :class:`DuplicateRecord` if an id is live in its namespace or repeats in the batches."""
         cache = self._nsids
         meta_event = None if meta is None else (meta[0], meta[1], encode_meta_payload(meta[2]))
