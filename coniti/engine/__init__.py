@@ -14,7 +14,8 @@ parts, each given what it needs (data flows down, nothing calls back up into the
 * :mod:`~coniti.engine.indexes`: the loaded indexes and how they are kept in line with memory, in
   three kinds: :mod:`~coniti.engine.fold` (folded from an event feed),
   :mod:`~coniti.engine.scan` (built by scan), :mod:`~coniti.engine.past` (as of a point);
-* :mod:`~coniti.engine.snapshots`: the indexes' snapshots on disk.
+* :mod:`~coniti.engine.snapshots`: the indexes' snapshots on disk;
+* :mod:`~coniti.engine.saver`: the background saver of lagging snapshots (reads never write them).
 """
 
 from coniti.engine.engine import (
