@@ -38,7 +38,7 @@ import numpy as np
 from coniti.actor import Note, to_stored_time
 from coniti.contracts import check_json_value
 from coniti.errors import ContractError, DuplicateRecord, namespace_text
-from coniti.memory import VECTOR_DTYPES, MemoryRecord, as_namespace
+from coniti.records import VECTOR_DTYPES, MemoryRecord, as_namespace
 from coniti.times import MAX_TIME, MIN_TIME
 
 __all__ = ["NoteBatch", "RecordBatch", "check_batch_ids"]

@@ -1,5 +1,5 @@
-"""Times written for people and for JSON: one format for the command line and the MCP server, and
-the horizon every stored time lies within.
+"""Times written for people and for JSON, and read back: one format and one reader for the command
+line and the MCP server, and the horizon every stored time lies within.
 
 Imports nothing heavy, so the command line can use it before it needs the library.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-__all__ = ["MAX_TIME", "MIN_TIME", "in_horizon", "iso_time", "outside_horizon"]
+__all__ = ["MAX_TIME", "MIN_TIME", "in_horizon", "iso_time", "outside_horizon", "parse_iso_time"]
 
 MIN_TIME = -62_135_596_800.0
 """0001-01-01T00:00:00Z in epoch seconds: the earliest a note's timestamp or an expiry may be."""
@@ -39,3 +39,12 @@ def iso_time(seconds: float) -> str:
     moment = datetime.fromtimestamp(seconds, UTC)
     text = moment.isoformat(timespec="milliseconds" if moment.microsecond else "seconds")
     return text.replace("+00:00", "Z")
+
+
+def parse_iso_time(text: str) -> float:
+    """An ISO 8601 date or date-time (``2025-03-01``, ``2025-03-01T09:30``,
+    ``2025-03-01 09:30:00+02:00``; what :meth:`datetime.fromisoformat` reads, surrounding
+    whitespace ignored) as epoch seconds; one without a timezone is UTC. Raises ValueError for
+    anything else (the caller names the field)."""
+    moment = datetime.fromisoformat(text.strip())
+    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).timestamp()

@@ -22,12 +22,11 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from coniti.errors import namespace_text
-from coniti.times import in_horizon, iso_time
+from coniti.times import in_horizon, iso_time, parse_iso_time
 
 __all__ = [
     "ParseError",
@@ -108,14 +107,11 @@ def _parse_time(text: str, field: str) -> float:
             raise ParseError(f"{field}: {text!r} is not a finite number of seconds")
         return number
     try:
-        parsed = datetime.fromisoformat(value)
+        return parse_iso_time(value)
     except ValueError:
         raise ParseError(
             f"{field}: {text!r} is not an ISO date such as 2025-03-01 or 2025-03-01T09:30"
         ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
 
 def parse_point(text: str, *, field: str = "point") -> int | float:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from coniti import derived
 from coniti.engine.index import Folder, NamespaceIndex, Recipe, differences
-from coniti.engine.indexes import CurrentIndexes, PutRows, contiguous, report
+from coniti.engine.indexes import CurrentIndexes, PutRows, Wrote, report
 from coniti.engine.results import EMBEDDING_KEY, DerivedReport
 from coniti.engine.snapshots import Snapshots
 from coniti.memory import EventFeed, MemoryBackend
@@ -128,28 +128,26 @@ class FoldedIndexes(CurrentIndexes):
 
     # -- writes -----------------------------------------------------------------------------------
 
-    def writable(self, ns: tuple[str, ...]) -> tuple[NamespaceIndex, int | None]:
+    def writable(self, ns: tuple[str, ...]) -> NamespaceIndex:
         """The index of ``ns`` with every snapshot block checked and what others wrote to it
-        folded in, so the write's own events follow its rows' seq; and that seq (the head)."""
+        folded in, so that the write's own events follow its rows' seq."""
         index = self.checked(ns)
-        head = self.feed.head
-        if (index.seq or 0) < head:
+        if (index.seq or 0) < self.feed.head:
             self.fold(ns, index)
             index = self.get(ns)
-        return index, head
+        return index
 
-    def put(self, ns: tuple[str, ...], index: NamespaceIndex, rows: PutRows, claim: bool,
-            before: int | None, seqs: Sequence[int] | None) -> None:  # fmt: skip
-        """Stamp the rows with the events that wrote them and add their text, when those events
-        directly follow the index's seq; else (another writer's events in between, or the seqs
-        unknown) take the rows out again and fold the namespace's events."""
+    def put(self, ns: tuple[str, ...], index: NamespaceIndex, rows: PutRows, wrote: Wrote) -> None:
+        """Stamp the rows with the versions the put returned and add their text, when its events
+        directly follow the index's seq; else (another writer's events in between, or versions
+        missing) take the rows out again and fold the namespace's events."""
+        versions = wrote.versions
         try:
-            if not contiguous(seqs, index.seq):
+            if not wrote.follows(index.seq) or (rows.positions and len(versions) <= max(rows.positions)):
                 index.take_rows(rows.ids)
                 self.fold(ns, index)
                 return
-            assert seqs is not None
-            born = [seqs[claim + p] for p in rows.positions]
+            born = [versions[p] for p in rows.positions]
             if rows.rows:
                 index.set_born(rows.ids, born)
                 index.add_text(
@@ -161,29 +159,31 @@ class FoldedIndexes(CurrentIndexes):
         except BaseException:
             self.recover(ns)
             raise
-        index.seq = seqs[-1]
-        index.changed += len(seqs)
+        self._moved(index, wrote)
 
-    def deleted(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str],
-                before: int | None, seqs: Sequence[int] | None) -> None:  # fmt: skip
-        """End the rows of ``ids`` at their delete events, when those directly follow the
-        index's seq; else fold the namespace's events."""
+    def deleted(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str], wrote: Wrote) -> None:
+        """End the rows of ``ids`` at the seqs the delete returned, when its events directly
+        follow the index's seq; else fold the namespace's events."""
         if not ids:
             return
-        if not contiguous(seqs, index.seq):
+        if not wrote.follows(index.seq) or len(wrote.seqs) != len(ids):
             self.fold(ns, index)
             return
-        assert seqs is not None
         try:
-            index.end(ids, seqs)
+            index.end(ids, wrote.seqs)
         except BaseException:
             self.recover(ns)
             raise
-        index.seq = seqs[-1]
-        index.changed += len(seqs)
+        self._moved(index, wrote)
 
-    def written(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str],
-                before: int | None, seqs: Sequence[int] | None) -> None:  # fmt: skip
+    @staticmethod
+    def _moved(index: NamespaceIndex, wrote: Wrote) -> None:
+        """The index now reflects the write's events (and its ``apart`` ones before them)."""
+        last = wrote.seqs[-1]
+        index.changed += last - (index.seq or 0)
+        index.seq = last
+
+    def written(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str], wrote: Wrote) -> None:
         """Fold the namespace's events (the write's among them)."""
         self.fold(ns, index)
 

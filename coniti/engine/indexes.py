@@ -13,8 +13,8 @@ index is made is what sets the three kinds apart:
   by that point's sequence number.
 
 The first two are :class:`CurrentIndexes`: after each write the write path
-(:mod:`coniti.engine.writes`) tells them what memory wrote, with the sequence numbers memory
-assigned, and they bring the namespace's index in line. No method here ever writes to the store:
+(:mod:`coniti.engine.writes`) tells them what memory wrote, with the sequence numbers and versions
+memory returned (:class:`Wrote`), and they bring the namespace's index in line. No method here ever writes to the store:
 saving snapshots is :class:`~coniti.engine.fold.FoldedIndexes`'s ``save``, called by writers only.
 Not thread-safe: the engine's lock serialises every call.
 """
@@ -31,7 +31,7 @@ from coniti.engine.index import NamespaceIndex, Recipe, differences
 from coniti.engine.results import EMBEDDING_KEY, DerivedReport, derived_report
 from coniti.memory import MemoryBackend, MetaGetRequest, event_feed
 
-__all__ = ["CurrentIndexes", "Indexes", "PutRows", "contiguous"]
+__all__ = ["CurrentIndexes", "Indexes", "PutRows", "Wrote"]
 
 
 class Indexes(ABC):
@@ -157,45 +157,51 @@ class PutRows:
     expires: Sequence[float | None] | None = None
 
 
-def contiguous(seqs: Sequence[int] | None, after: int | None) -> bool:
-    """Whether ``seqs`` are exactly the events ``after + 1, after + 2, ...`` (nobody else wrote in
-    between); False when either is unknown."""
-    if seqs is None or after is None or not seqs:
-        return False
-    return seqs[0] == after + 1 and seqs[-1] == after + len(seqs)
+@dataclass(frozen=True)
+class Wrote:
+    """What memory says a write did, from its result: ``seqs``, the sequence numbers of its
+    changes in order (its events, over an event feed), made after ``apart`` events of the writer's
+    own just before them (a namespace claim set on its own); for a put, ``versions``, the version
+    each record received, in the order written (over an event feed, its put event's seq)."""
+
+    seqs: Sequence[int]
+    apart: int = 0
+    versions: Sequence[int] = ()
+
+    def follows(self, seq: int | None) -> bool:
+        """Whether the write's events (its ``apart`` ones first) come right after event ``seq``:
+        nobody else wrote in between. False without events, or when ``seq`` is unknown."""
+        seqs = self.seqs
+        if seq is None or not seqs:
+            return False
+        return seqs[0] == seq + self.apart + 1 and seqs[-1] == seqs[0] + len(seqs) - 1
 
 
 class CurrentIndexes(Indexes):
     """Indexes of current memory, which writes change: after each write the write path calls one
-    of :meth:`put`, :meth:`deleted`, :meth:`written` or :meth:`advance` with the sequence numbers
-    memory assigned (None when the backend has no event feed, or did not say)."""
+    of :meth:`put`, :meth:`deleted`, :meth:`written` or :meth:`advance` with what memory said it
+    wrote (:class:`Wrote`)."""
 
-    def writable(self, ns: tuple[str, ...]) -> tuple[NamespaceIndex, int | None]:
-        """The index of ``ns`` for a write, caught up with what others wrote to it, and the head
-        (None without an event feed)."""
-        return self.checked(ns), self.head()
-
-    @abstractmethod
-    def put(self, ns: tuple[str, ...], index: NamespaceIndex, rows: PutRows, claim: bool,
-            before: int | None, seqs: Sequence[int] | None) -> None:  # fmt: skip
-        """After memory wrote ``rows`` (their structure rows added before, unstamped), after a
-        metadata claim when ``claim``: complete the index (``before``: the head before the write;
-        ``seqs``: the events the write appended, the claim's first)."""
+    def writable(self, ns: tuple[str, ...]) -> NamespaceIndex:
+        """The index of ``ns`` for a write, caught up with what others wrote to it."""
+        return self.checked(ns)
 
     @abstractmethod
-    def deleted(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str],
-                before: int | None, seqs: Sequence[int] | None) -> None:  # fmt: skip
-        """After memory deleted ``ids`` (one event each, in order)."""
+    def put(self, ns: tuple[str, ...], index: NamespaceIndex, rows: PutRows, wrote: Wrote) -> None:
+        """After memory wrote ``rows`` (their structure rows added before, not stamped yet):
+        complete the index."""
 
     @abstractmethod
-    def written(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str],
-                before: int | None, seqs: Sequence[int] | None) -> None:  # fmt: skip
+    def deleted(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str], wrote: Wrote) -> None:
+        """After memory deleted ``ids`` (one change each, in order)."""
+
+    @abstractmethod
+    def written(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str], wrote: Wrote) -> None:
         """After a :meth:`~coniti.memory.MemoryBackend.write` that named ``ids``."""
 
-    def advance(self, index: NamespaceIndex, before: int | None, seqs: Sequence[int] | None) -> None:
-        """After a write that changed no row (``seqs``, following ``before``): the index skips
-        those events on the next refresh when it had seen everything up to ``before`` and nobody
-        else wrote in between; otherwise a refresh reads them again, which is harmless."""
-        if index.seq == before and contiguous(seqs, before):
-            assert seqs is not None
-            index.seq = index.keyword.seq = seqs[-1]
+    def advance(self, index: NamespaceIndex, wrote: Wrote) -> None:
+        """After a write that changed no row: the index skips its events on the next refresh when
+        they follow the index's seq (nobody else wrote in between); otherwise a refresh reads them
+        again, which is harmless."""
+        if wrote.follows(index.seq):
+            index.seq = index.keyword.seq = wrote.seqs[-1]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from coniti.engine.index import FOLD_BATCH, NamespaceIndex, Recipe, with_vectors
-from coniti.engine.indexes import CurrentIndexes, PutRows
+from coniti.engine.indexes import CurrentIndexes, PutRows, Wrote
 from coniti.engine.results import EMBEDDING_KEY
 from coniti.memory import EventFeed, GetRequest, MemoryBackend, MemoryRecord
 
@@ -102,8 +102,7 @@ class ScannedIndexes(CurrentIndexes):
 
     # -- writes -----------------------------------------------------------------------------------
 
-    def put(self, ns: tuple[str, ...], index: NamespaceIndex, rows: PutRows, claim: bool,
-            before: int | None, seqs: Sequence[int] | None) -> None:  # fmt: skip
+    def put(self, ns: tuple[str, ...], index: NamespaceIndex, rows: PutRows, wrote: Wrote) -> None:
         """Add the rows' text (born at the head), and skip the write's own events on the next
         refresh when nobody else wrote."""
         if rows.rows:
@@ -114,23 +113,21 @@ class ScannedIndexes(CurrentIndexes):
             )  # fmt: skip
         else:
             index.content.add(rows.ids, rows.keys)
-        self.advance(index, before, seqs)
+        self.advance(index, wrote)
 
-    def deleted(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str],
-                before: int | None, seqs: Sequence[int] | None) -> None:  # fmt: skip
+    def deleted(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str], wrote: Wrote) -> None:
         """Take ``ids`` out of the index."""
         try:
             index.forget(ids, self.head() or index.keyword.seq)
         except BaseException:
             self.recover(ns)
             raise
-        self.advance(index, before, seqs)
+        self.advance(index, wrote)
 
-    def written(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str],
-                before: int | None, seqs: Sequence[int] | None) -> None:  # fmt: skip
+    def written(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str], wrote: Wrote) -> None:
         """Read ``ids`` back from memory."""
         self.reconcile(ns, index, ids)
-        self.advance(index, before, seqs)
+        self.advance(index, wrote)
 
 
 def _chunks(records: Iterator[MemoryRecord], size: int) -> Iterator[list[MemoryRecord]]:

@@ -4,12 +4,15 @@ feedback, each one handshake between memory and the namespace's index.
 * **A put of new records** (ingest, restore): the strategy admits (ingest), the rows go into every
   structure first, memory is written last. If a structure fails, the namespace is rebuilt from
   memory (not written yet); if memory refuses, the rows are taken out again. Either way nothing
-  changed. Then the index is completed with what memory says it wrote (:func:`appended`: the
-  sequence numbers of the events, the claim's first): the rows are stamped with them and the
-  keyword and content indexes take the notes.
+  changed. Then the index is completed with what memory says it wrote (the put's result: the
+  sequence numbers of its events and the version of each record): the rows are stamped with their
+  versions and the keyword and content indexes take the notes. Nothing is predicted: when the
+  put's events do not directly follow what the index has seen (another writer came in between),
+  the rows are taken out again and the namespace's events are folded.
 * **A write** (upsert, update, an ingest with an op id) goes to memory first (one atomic
   :meth:`~coniti.memory.MemoryBackend.write`), then the index is brought in line with it.
-* **A delete** goes to memory first; the index ends the deleted rows at their events.
+* **A delete** goes to memory first; the index ends the deleted rows at the sequence numbers the
+  delete returned.
 
 The first write to a namespace claims it for this embedding (its ``embedding_id`` metadata), in the
 same all-or-nothing step as the records on a backend that declares ``supports_put_with_meta``;
@@ -32,7 +35,7 @@ from coniti.batch import NoteBatch, RecordBatch
 from coniti.embedding import Embedder
 from coniti.embedding import tokenize as word_tokens
 from coniti.engine.index import NamespaceIndex, Recipe, with_vectors
-from coniti.engine.indexes import CurrentIndexes, PutRows
+from coniti.engine.indexes import CurrentIndexes, PutRows, Wrote
 from coniti.engine.results import (
     EMBEDDING_KEY,
     IngestResult,
@@ -53,26 +56,13 @@ from coniti.memory import (
     MetaSetRequest,
     PatchOp,
     PutRequest,
+    PutResult,
     UpsertOp,
     WriteRequest,
     WriteResult,
-    event_feed,
 )
 
-__all__ = ["Writes", "appended", "expiry"]
-
-
-def appended(memory: MemoryBackend, before: int | None, count: int) -> list[int] | None:
-    """The sequence numbers of the ``count`` events a write just appended, in order, or None when
-    they are not known (no event feed, or other writers' events came in between: the head did not
-    move by exactly ``count`` from ``before``).
-
-    This is the one place where a write's sequence numbers enter the engine."""
-    feed = event_feed(memory)
-    if feed is None or before is None:
-        return None
-    head = feed.head
-    return list(range(before + 1, head + 1)) if head == before + count else None
+__all__ = ["Writes", "expiry"]
 
 
 class Writes:
@@ -94,7 +84,7 @@ class Writes:
     ) -> list[IngestResult]:
         """Embed, admit, write (see :meth:`ContinuityEngine.ingest_many
         <coniti.engine.ContinuityEngine.ingest_many>`)."""
-        index, _ = self.indexes.writable(ns)
+        index = self.indexes.writable(ns)
         if op_id is not None:
             replayed = self._replay_ingest(ns, index, batch, op_id)
             if replayed is not None:
@@ -140,7 +130,7 @@ class Writes:
     def restore(self, ns: tuple[str, ...], records: list[MemoryRecord]) -> None:
         """Put ``records`` (checked by the caller) into ``ns``; raises
         :class:`~coniti.errors.DuplicateRecord` when one is stored already."""
-        index, _ = self.indexes.writable(ns)
+        index = self.indexes.writable(ns)
         for record in records:
             if record.id in index:
                 raise DuplicateRecord(
@@ -155,7 +145,7 @@ class Writes:
         indexed = with_vectors(records)
         request = PutRequest(records=records)
 
-        def put(claim: MetaSetRequest | None) -> object:
+        def put(claim: MetaSetRequest | None) -> PutResult:
             if claim is None:
                 return self.memory.put(request)
             return self.memory.put_with_meta(request, claim)
@@ -171,7 +161,7 @@ class Writes:
             expires=[r.expires_at for r in indexed],
         )
         matrix = np.stack([r.vector for r in indexed if r.vector is not None]) if indexed else None
-        self._store(ns, index, rows, matrix, len(records), put)
+        self._store(ns, index, rows, matrix, put)
 
     def _put_batch(
         self,
@@ -194,9 +184,7 @@ class Writes:
             rows=batch.vectors is not None,
             tokens=tokens,
         )
-        self._store(
-            ns, index, rows, batch.vectors, len(batch), lambda claim: self.memory.put_batch(batch, claim)
-        )
+        self._store(ns, index, rows, batch.vectors, lambda claim: self.memory.put_batch(batch, claim))
 
     def _store(
         self,
@@ -204,14 +192,11 @@ class Writes:
         index: NamespaceIndex,
         rows: PutRows,
         matrix: np.ndarray | None,
-        count: int,
-        put: Callable[[MetaSetRequest | None], object],
+        put: Callable[[MetaSetRequest | None], PutResult],
     ) -> None:
         """Structures first (``rows`` with ``matrix``; None: no row), memory last by ``put(claim)``
         (``claim``: the metadata to set in the same step, or None), undone if memory refuses; then
-        the index completed with the events the put appended (``count`` records, after the
-        claim's)."""
-        before = self.indexes.head()
+        the index completed with what the put returned."""
         claim = self._claim(ns, index)
         try:
             if matrix is not None:
@@ -221,15 +206,14 @@ class Writes:
             raise
         try:
             if claim is None or self.memory.supports_put_with_meta:
-                put(claim)
-            else:
-                self._put_claiming(lambda: put(None), claim)
+                result, apart = put(claim), 0
+            else:  # the claim is a change of its own, just before the put's
+                result, apart = self._put_claiming(lambda: put(None), claim), 1
         except BaseException:
             self._undo_rows(ns, index, rows.ids)
             raise
         index.meta_checked = True
-        seqs = appended(self.memory, before, count + (claim is not None))
-        self.indexes.put(ns, index, rows, claim is not None, before, seqs)
+        self.indexes.put(ns, index, rows, Wrote(result.seqs, apart, result.versions))
 
     def _undo_rows(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str]) -> None:
         try:
@@ -249,12 +233,12 @@ class Writes:
         index.meta_checked = True
         return None
 
-    def _put_claiming(self, put: Callable[[], object], claim: MetaSetRequest) -> None:
-        """For a backend without ``put_with_meta``: claim, put, and unset the claim if the put fails
-        (two more metadata writes on record there)."""
+    def _put_claiming(self, put: Callable[[], PutResult], claim: MetaSetRequest) -> PutResult:
+        """For a backend without ``put_with_meta``: claim, put (its result returned), and unset the
+        claim if the put fails (two more metadata writes on record there)."""
         self.memory.set_meta(claim)
         try:
-            put()
+            return put()
         except BaseException:
             with contextlib.suppress(Exception):  # best effort: the original error is being raised
                 self.memory.set_meta(
@@ -275,7 +259,7 @@ class Writes:
         """See :meth:`ContinuityEngine.upsert <coniti.engine.ContinuityEngine.upsert>` (``when``:
         the expiry, checked by :func:`expiry`)."""
         self.require_write()
-        index, _ = self.indexes.writable(ns)
+        index = self.indexes.writable(ns)
         live = self._live(ns, note.id)
         if live is not None and live.note.text == note.text and live.embedding_id == self.recipe.spec_id:
             vector = live.vector
@@ -299,7 +283,7 @@ class Writes:
         """See :meth:`ContinuityEngine.update <coniti.engine.ContinuityEngine.update>`;
         ``changes``: the fields of the :class:`~coniti.memory.PatchOp` given."""
         self.require_write()
-        index, _ = self.indexes.writable(ns)
+        index = self.indexes.writable(ns)
         vector = None
         text = changes.get("text")
         if text is not None:  # with an op id, always the text's vector: a retry sends the same request
@@ -325,7 +309,6 @@ class Writes:
     def _apply(self, ns: tuple[str, ...], index: NamespaceIndex, request: WriteRequest) -> WriteResult:
         """Write ``request`` to memory (claiming the namespace's embedding id if due), then bring
         the index in line for the ids it names."""
-        before = self.indexes.head()
         claim = self._claim(ns, index)
         if claim is not None:
             self.memory.set_meta(claim)
@@ -338,11 +321,9 @@ class Writes:
             raise
         index.meta_checked = True
         ids = [op.record.id if isinstance(op, UpsertOp) else op.id for op in request.ops]
-        written = 0
-        if not result.replayed:
-            written = len(result.versions) - len(result.unchanged) + len(result.deleted)
-            written += (request.op_id is not None) + (claim is not None)
-        self.indexes.written(ns, index, ids, before, appended(self.memory, before, written))
+        # a replay wrote nothing now: its seqs are the first write's
+        wrote = Wrote([] if result.replayed else result.seqs, int(claim is not None))
+        self.indexes.written(ns, index, ids, wrote)
         return result
 
     def _replay_ingest(
@@ -381,10 +362,9 @@ class Writes:
 
     def remove(self, ns: tuple[str, ...], ids: list[str]) -> DeleteResult:
         """Delete ``ids`` from memory, then end their rows."""
-        index, before = self.indexes.writable(ns)
+        index = self.indexes.writable(ns)
         result = self.memory.delete(DeleteRequest(ids=ids, namespace=ns))
-        seqs = appended(self.memory, before, len(result.deleted))
-        self.indexes.deleted(ns, index, result.deleted, before, seqs)
+        self.indexes.deleted(ns, index, result.deleted, Wrote(result.seqs))
         return result
 
     def improve(self, request: FeedbackRequest) -> FeedbackResult:
@@ -392,9 +372,8 @@ class Writes:
         if not self.memory.supports_feedback:
             raise NotSupported(f"the {self.memory.kind!r} memory backend records no feedback")
         index = self.indexes.get(request.namespace)
-        before = self.indexes.head()
         result = self.memory.feedback(request)
-        self.indexes.advance(index, before, appended(self.memory, before, 1))
+        self.indexes.advance(index, Wrote([] if result.seq is None else [result.seq]))
         return result
 
 

@@ -64,7 +64,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
@@ -85,7 +84,7 @@ from coniti.errors import ConitiError, ContractError
 from coniti.events import Event
 from coniti.impl.log import LogBackend, LogView
 from coniti.memory import MemoryRecord, as_namespace
-from coniti.times import in_horizon, iso_time
+from coniti.times import in_horizon, iso_time, parse_iso_time
 
 __all__ = [
     "Changes",
@@ -765,10 +764,9 @@ def _seconds(value: float | str, field: str, expected: str = _TIME) -> float:
     raises ToolError naming ``field`` and saying what is ``expected`` there."""
     if isinstance(value, str):
         try:
-            moment = datetime.fromisoformat(value.strip())
+            seconds = parse_iso_time(value)
         except ValueError:
             raise ToolError(f"{field}: {value!r} is not {expected}") from None
-        seconds = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
     else:
         try:
             seconds = to_timestamp(value, field)
