@@ -230,3 +230,27 @@ def test_the_background_saver_never_saves_after_close(store_path: Path, monkeypa
         e.close()
         time.sleep(0.8)
         assert _snapshot_of(e, store_path, UNSAVED) is None
+
+
+@pytest.mark.parametrize("rows", [5, 50])
+def test_close_frees_the_dropped_state_at_once_or_on_a_thread(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """close() drops the namespace indexes: below RELEASE_ROWS they are freed before it returns,
+    above on a thread of their own (close does not wait for it); either way they are freed."""
+    import gc
+    import weakref
+
+    from coniti.impl.memory import InMemoryBackend
+
+    monkeypatch.setattr(saver, "RELEASE_ROWS", 20)
+    e = ContinuityEngine(InMemoryBackend(), EMBEDDER, [FlatStructure()], DefaultStrategy())
+    e.ingest_many(notes(rows))
+    index = weakref.ref(e._indexes.get(()))
+    e.close()
+    if rows < 20:
+        assert index() is None  # freed before close returned
+    deadline = time.monotonic() + 30
+    while index() is not None and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.01)
+    assert index() is None
+    assert e.ask("budget").hits  # a closed engine loads again on use

@@ -82,7 +82,7 @@ from coniti.engine.results import (
     answer,
     snapshot,
 )
-from coniti.engine.saver import Saver
+from coniti.engine.saver import Saver, release
 from coniti.engine.scan import ScannedIndexes
 from coniti.engine.snapshots import Snapshots
 from coniti.engine.writes import Writes, expiry
@@ -590,12 +590,15 @@ class ContinuityEngine:
 
     def close(self) -> None:
         """Drop the derived state and stop the background saver; nothing is saved (a snapshot that
-        lags is folded at the next open; :meth:`persist` saves). The memory backend is not closed
-        (its owner closes it)."""
+        lags is folded at the next open; :meth:`persist` saves). Large dropped state is freed on a
+        thread (:func:`coniti.engine.saver.release`): close does not wait for it. The memory
+        backend is not closed (its owner closes it)."""
         if self._saver is not None:
             self._saver.stop()
         with self._lock:
-            self._indexes.clear()
+            dropped = self._indexes.clear()
+        if isinstance(self._indexes, CurrentIndexes):  # a past engine's views hold no rows
+            release(dropped)
 
     # -- async twins: the sync call on a worker thread (the engine's lock serialises them) ---------
 

@@ -127,9 +127,11 @@ class Indexes(ABC):
         problems = [f"loaded: {p}" for p in differences(index, self.build(ns))]
         return report(ns, index, problems, "none")
 
-    def clear(self) -> None:
-        """Drop every loaded index."""
+    def clear(self) -> list[NamespaceIndex]:
+        """Drop every loaded index; returns them (to be released by the caller)."""
+        dropped = list(self._loaded.values())
         self._loaded.clear()
+        return dropped
 
 
 def report(ns: tuple[str, ...], index: NamespaceIndex, problems: list[str], status: str) -> DerivedReport:

@@ -18,9 +18,12 @@ import contextlib
 import threading
 import time
 
+from coniti.engine.content import ContentIndex
 from coniti.engine.fold import FoldedIndexes
+from coniti.engine.index import NamespaceIndex
+from coniti.keyword import KeywordIndex
 
-__all__ = ["IDLE", "SAVE_LAG", "Saver"]
+__all__ = ["IDLE", "RELEASE_ROWS", "SAVE_LAG", "Saver", "release"]
 
 SAVE_LAG = 1_000
 """Events a namespace's snapshot may lag by before the saver (or ``coniti`` writer commands at their
@@ -29,6 +32,36 @@ with ``local_hash``'s 256-dimensional vectors)."""
 
 IDLE = 2.0
 """Seconds without a write call after which the saver writes what is due."""
+
+RELEASE_ROWS = 10_000
+"""Rows from which :func:`release` frees dropped indexes on a thread of its own."""
+
+
+def release(dropped: list[NamespaceIndex]) -> None:
+    """Free ``dropped`` indexes (the engine's ``close``): at once when they hold fewer than
+    :data:`RELEASE_ROWS` rows, else on a daemon thread, one part at a time, so that ``close`` does
+    not wait for it (freeing the arrays and objects of 100,000 rows took 30-70 ms here). The caller
+    holds no other reference to them."""
+    if sum(len(index.structures[0]) for index in dropped) < RELEASE_ROWS:
+        dropped.clear()
+        return
+    threading.Thread(target=_free, args=(dropped,), name="coniti-release", daemon=True).start()
+
+
+def _free(dropped: list[NamespaceIndex]) -> None:
+    """Drop ``dropped`` part by part, letting other threads run in between (``sleep(0)``; the
+    first lets ``close`` return before anything is freed)."""
+    time.sleep(0)
+    while dropped:
+        index = dropped.pop()
+        while index.structures:
+            index.structures.pop()
+            time.sleep(0)
+        index.content = ContentIndex()
+        time.sleep(0)
+        index.keyword = KeywordIndex()
+        del index
+        time.sleep(0)
 
 
 class Saver:
