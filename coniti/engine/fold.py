@@ -52,10 +52,11 @@ class FoldedIndexes(CurrentIndexes):
                     return index
         return self.build(ns)
 
-    def build(self, ns: tuple[str, ...]) -> NamespaceIndex:
-        """A fold of every event of ``ns`` into a fresh index."""
+    def build(self, ns: tuple[str, ...], until: int | None = None) -> NamespaceIndex:
+        """A fold of every event of ``ns`` (up to event ``until``; None: the head) into a fresh
+        index."""
         index = self.recipe.spawn(seq=0)
-        self._fold_into(ns, index)
+        self._fold_into(ns, index, until)
         index.changed = max(index.changed, 1)  # nothing on disk reflects it yet
         return index
 
@@ -69,9 +70,10 @@ class FoldedIndexes(CurrentIndexes):
 
     # -- folding ----------------------------------------------------------------------------------
 
-    def _fold_into(self, ns: tuple[str, ...], index: NamespaceIndex) -> int:
-        """Fold the events of ``ns`` after ``index.seq`` up to the head; returns how many."""
-        head = self.feed.head
+    def _fold_into(self, ns: tuple[str, ...], index: NamespaceIndex, until: int | None = None) -> int:
+        """Fold the events of ``ns`` after ``index.seq`` up to event ``until`` (None: the head);
+        returns how many."""
+        head = self.feed.head if until is None else until
         folder = Folder(self.recipe, ns, index, EMBEDDING_KEY)
         count = 0
         for event in self.feed.events(after=index.seq or 0, until=head, namespace=ns):
@@ -82,11 +84,11 @@ class FoldedIndexes(CurrentIndexes):
         index.changed += count
         return count
 
-    def fold(self, ns: tuple[str, ...], index: NamespaceIndex) -> int:
+    def fold(self, ns: tuple[str, ...], index: NamespaceIndex, until: int | None = None) -> int:
         """:meth:`_fold_into` a loaded index; on failure ``ns`` is rebuilt (or unloaded) and the
         error raised."""
         try:
-            return self._fold_into(ns, index)
+            return self._fold_into(ns, index, until)
         except BaseException:
             self.recover(ns)
             raise
@@ -237,24 +239,31 @@ class FoldedIndexes(CurrentIndexes):
 
     def verify(self, ns: tuple[str, ...]) -> DerivedReport:
         """Compare the loaded index of ``ns``, and its snapshot restored and caught up, with a fold
-        of every event (after a :meth:`refresh`). Reads only."""
+        of every event (after a :meth:`refresh`), the three at one event: the loaded rows' after
+        the refresh, or the snapshot's if another writer saved a later one meanwhile (the loaded
+        rows are caught up to it). Reads only."""
         self.refresh()
         index = self.checked(ns)
-        fresh = self.build(ns)
-        problems = [f"loaded: {p}" for p in differences(index, fresh)]
         status = "none"
+        loaded: derived.Loaded | None = None
         if self.snapshots is not None:
             try:
                 loaded = self.snapshots.load(ns, self.feed.head)
             except derived.StaleSnapshot as exc:
                 status = str(exc)
+        at = max(index.seq or 0, 0 if loaded is None else loaded.seq)
+        if (index.seq or 0) < at:  # other writers may append meanwhile: fold no further than one event
+            self.fold(ns, index, at)
+            index = self.get(ns)
+        fresh = self.build(ns, at)
+        problems = [f"loaded: {p}" for p in differences(index, fresh)]
+        if loaded is not None:
+            restored = self.snapshots.restore(loaded) if self.snapshots is not None else None
+            if restored is None:
+                status = "refused: its arrays do not fit"
+                problems.append("snapshot: its arrays do not fit")
             else:
-                restored = self.snapshots.restore(loaded)
-                if restored is None:
-                    status = "refused: its arrays do not fit"
-                    problems.append("snapshot: its arrays do not fit")
-                else:
-                    self._fold_into(ns, restored)
-                    status = "current"
-                    problems += [f"snapshot: {p}" for p in differences(restored, fresh)]
+                self._fold_into(ns, restored, index.seq)
+                status = "current"
+                problems += [f"snapshot: {p}" for p in differences(restored, fresh)]
         return report(ns, index, problems, status)

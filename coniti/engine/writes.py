@@ -16,7 +16,8 @@ feedback, each one handshake between memory and the namespace's index.
 
 The first write to a namespace claims it for this embedding (its ``embedding_id`` metadata), in the
 same all-or-nothing step as the records on a backend that declares ``supports_put_with_meta``;
-elsewhere the claim is set first and unset again on failure. Memory is the truth: whenever the
+elsewhere the claim is set first and unset again on failure. A memory holds one embedding: that
+first write is refused, before anything is written, when another namespace records another one. Memory is the truth: whenever the
 index cannot follow a write exactly, the namespace is rebuilt or refolded from memory.
 """
 
@@ -42,7 +43,13 @@ from coniti.engine.results import (
     ingest_result,
     ingest_results,
 )
-from coniti.errors import ContractError, DuplicateRecord, NotSupported, namespace_text
+from coniti.errors import (
+    ContractError,
+    DuplicateRecord,
+    EmbeddingMismatch,
+    NotSupported,
+    namespace_text,
+)
 from coniti.keyword import tokens_of
 from coniti.memory import (
     DeleteRequest,
@@ -76,6 +83,7 @@ class Writes:
         self.embedder = embedder
         self.recipe = recipe
         self.indexes = indexes
+        self._one_embedding = False  # True once _claim found no other embedding in the memory
 
     # -- ingest and restore: a put of new records -------------------------------------------------
 
@@ -228,10 +236,34 @@ class Writes:
             return None
         stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
         if stored is None:
+            self._refuse_second_embedding(ns)
             return MetaSetRequest(key=EMBEDDING_KEY, value=self.recipe.spec_id, namespace=ns)
         self.recipe.refuse_mismatch(stored, ns)
         index.meta_checked = True
         return None
+
+    def _refuse_second_embedding(self, target: tuple[str, ...]) -> None:
+        """Before the first write into ``target``, a namespace with no embedding id yet: raise
+        :class:`~coniti.errors.EmbeddingMismatch` when the memory already records another one (the
+        root namespace's, else the first live namespace's in sorted order, as
+        :func:`~coniti.container.stored_embedding` reads it): a memory holds one embedding, so that
+        every namespace stays answerable by one engine. Looked up once per engine."""
+        if self._one_embedding:
+            return
+        spec_id = self.recipe.spec_id
+        for ns in [(), *self.memory.namespaces()]:
+            stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
+            if stored is None:
+                continue
+            if stored != spec_id:
+                raise EmbeddingMismatch(
+                    f"this memory is embedded with {stored!r} (namespace {namespace_text(ns)}); "
+                    f"this engine uses {spec_id!r} ({self.recipe.embedder}). A memory holds one "
+                    f"embedding, so namespace {namespace_text(target)} is not written with another; "
+                    "nothing was written. Write with the embedding that wrote it, or to another memory."
+                )
+            break
+        self._one_embedding = True
 
     def _put_claiming(self, put: Callable[[], PutResult], claim: MetaSetRequest) -> PutResult:
         """For a backend without ``put_with_meta``: claim, put (its result returned), and unset the
