@@ -74,7 +74,8 @@ class Scope:
 
     def read(self, memory: MemoryBackend, ids: Sequence[str]) -> None:
         """Read the records of ``ids`` not read yet (one ``get``)."""
-        missing = [i for i in ids if i not in self.records]
+        records = self.records
+        missing = [i for i in ids if i not in records] if records else list(ids)
         if missing:
             for record in memory.get(GetRequest(ids=missing, namespace=self.namespace)).records:
                 self.records[record.note.id] = record
@@ -108,7 +109,6 @@ class Stream:
         self._raw: list[Ranked] = []
         self._read = 0
         self._asked = 0
-        self._done = False
         self.items: list[Ranked] = []
         """The candidates whose records were read, in the ranking's order (those whose record
         vanished or has no vector left out)."""
@@ -118,13 +118,13 @@ class Stream:
         past its end."""
         while i >= len(self.items):
             if self._read == len(self._raw):
-                if self._done:
+                # the ranking ends with a short answer, or one as long as its rows (len() of a view
+                # as of an event counts them, O(rows): asked only when more is wanted)
+                if self._asked and (len(self._raw) < self._asked or self._asked >= self._size()):
                     return None
                 k = 4 * self._asked if self._asked else self._first
                 self._raw = self._rank(k)
                 self._asked = k
-                # len() of a view as of an event counts its rows (O(rows)): asked only when short
-                self._done = len(self._raw) < k or k >= self._size()
                 continue
             page = self._raw[self._read : self._read + max(self._first, self._read)]
             self._read += len(page)
@@ -146,10 +146,14 @@ class Candidates:
     def best(self, want: int) -> list[Ranked]:
         """The first ``want`` that pass (fewer when the ranking ends first, or its scores fall
         below the floor)."""
-        records = self._stream.scope.records
+        stream = self._stream
+        if self._match is None and self._floor is None:  # every candidate passes
+            stream.get(want - 1)
+            return stream.items[:want]
+        records = stream.scope.records
         kept: list[Ranked] = []
         i = 0
-        while len(kept) < want and (hit := self._stream.get(i)) is not None:
+        while len(kept) < want and (hit := stream.get(i)) is not None:
             if self._floor is not None and hit.score < self._floor:
                 break  # the ranking is by score: nothing after it reaches the floor
             if self._match is None or self._match(records[hit.id].note.metadata):
@@ -340,8 +344,10 @@ class _Asks:
                 query.text, [r.id for r in kept if "keyword" not in r.signals], corpus=self.corpus
             )
         cosine: dict[str, float] = {}
-        unscored = [r.id for r in kept if "semantic" not in r.signals]
-        if self.vector is not None and query.text is not None and unscored:
+        unscored = []
+        if self.vector is not None and query.text is not None:
+            unscored = [r.id for r in kept if "semantic" not in r.signals]
+        if unscored:
             unit = unit_rows(np.asarray(self.vector)[None, :])[0]
             rows = unit_rows(np.stack([_vector(records[i]) for i in unscored]))
             cosine = dict(zip(unscored, exact_scores(rows, unit, unit=True), strict=True))
