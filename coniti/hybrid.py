@@ -10,19 +10,21 @@ their signals (:class:`~coniti.recall.Signals` fields), before notes are read.
 ``recent``
     The first structure's time-only search: newest first, score 0.0.
 ``hybrid``
-    :func:`fuse_hits`: the semantic and keyword hits, :func:`depth` of each over every namespace
-    asked (filters applied; keyword hits below :attr:`Fusion.keyword_floor
-    <coniti.fusion.Fusion.keyword_floor>` of the query's BM25 ceiling left out), fused by :func:`coniti.fusion.fuse` with the query's
-    :class:`~coniti.fusion.Fusion` (a ``recency`` weight adds the candidates ranked by timestamp)
-    and the feedback weights of their namespaces; the score is the fused score. Fusing once over
-    all namespaces of a prefix keeps the fused scores comparable.
+    :func:`fuse_keys`: the semantic and keyword candidates, :func:`depth` of each over every
+    namespace asked (keyword candidates below :attr:`Fusion.keyword_floor
+    <coniti.fusion.Fusion.keyword_floor>` of the query's BM25 ceiling left out), fused by
+    :func:`coniti.fusion.fuse` with the query's :class:`~coniti.fusion.Fusion` (a ``recency``
+    weight adds the candidates ranked by timestamp) and the feedback weights of their namespaces;
+    the score is the fused score. Fusing once over all namespaces of a prefix keeps the fused
+    scores comparable. (The engine's recall, :mod:`coniti.engine.recall`, applies a query's filter
+    to the fused ranking, reading each candidate's note once.)
 
 Candidates come in the total order of :mod:`coniti.fusion` (score, newer, id).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,13 +33,9 @@ import numpy as np
 from coniti.actor import Query
 from coniti.fusion import Fusion, fuse
 from coniti.keyword import Corpus, KeywordIndex
-from coniti.recall import Hit, trusted_signals
 from coniti.strategy import Strategy, StrategyContext
 
-__all__ = ["Ranked", "candidates", "depth", "fuse_hits"]
-
-_hit = Hit.constructor()
-
+__all__ = ["Fused", "Key", "Ranked", "candidates", "depth", "fuse_keys"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,51 +96,41 @@ Key = tuple[str, tuple[str, ...]]
 """A hit's identity across namespaces: (note id, namespace); ordered by id, then namespace."""
 
 
-def fuse_hits(
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """One candidate of hybrid recall after fusion: its ``key``, fused ``score``, its rank in each
+    ranking that holds it and its feedback ``weight``."""
+
+    key: Key
+    score: float
+    ranks: dict[str, int]
+    weight: float
+
+
+def fuse_keys(
     query: Query,
-    semantic: Sequence[tuple[Hit, np.ndarray]],
-    lexical: Sequence[tuple[Hit, np.ndarray]],
-    feedback: Callable[[tuple[str, ...]], Mapping[str, float]],
-) -> list[tuple[Hit, np.ndarray]]:
-    """Hybrid recall: the semantic and keyword hits (each list in its total order, over every
-    namespace asked, filters applied) fused by :func:`coniti.fusion.fuse` with the query's
-    :class:`~coniti.fusion.Fusion` and each namespace's feedback weights (``feedback(ns)``), as
-    hits scored by the fused score, with their signals merged, in the fusion's total order (an
-    exact tie in score and time: the smaller id, then the smaller namespace). ``query.min_score``
-    applies to the fused score."""
+    semantic: Sequence[Key],
+    lexical: Sequence[Key],
+    times: Mapping[Key, float],
+    feedback: Mapping[tuple[str, ...], Mapping[str, float]],
+) -> list[Fused]:
+    """Hybrid recall's fusion: the semantic and keyword rankings (each in its total order, over
+    every namespace asked) fused by :func:`coniti.fusion.fuse` with the query's
+    :class:`~coniti.fusion.Fusion` (a ``recency`` weight adds every candidate ranked by
+    ``times[key]``, newest first) and each namespace's feedback weights (``feedback[ns]``: id ->
+    weight; a namespace absent has none), in the fusion's total order (an exact tie in score and
+    time: the smaller id, then the smaller namespace). The fused score is the hit's score."""
     fusion = query.fusion or Fusion()
-    found: dict[Key, tuple[Hit, np.ndarray]] = {}
-    for hit, vector in (*semantic, *lexical):
-        found.setdefault((hit.note.id, hit.namespace), (hit, vector))
-    times = {key: hit.note.timestamp for key, (hit, _) in found.items()}
-    rankings: dict[str, list[Key]] = {
-        "semantic": [(h.note.id, h.namespace) for h, _ in semantic],
-        "keyword": [(h.note.id, h.namespace) for h, _ in lexical],
-    }
+    rankings: dict[str, Sequence[Key]] = {"semantic": semantic, "keyword": lexical}
     if fusion.recency:
         rankings["recency"] = sorted(times, key=lambda key: (-times[key], key))
     weights: dict[Key, float] = {}
     if fusion.feedback:
-        for ns in sorted({key[1] for key in found}):
-            for id_, w in feedback(ns).items():
-                if (id_, ns) in found:
+        for ns in sorted({key[1] for key in times}):
+            for id_, w in feedback.get(ns, {}).items():
+                if (id_, ns) in times:
                     weights[(id_, ns)] = w
-    fused = fuse(rankings, times, fusion=fusion, feedback=weights)
-    newest = max(times.values(), default=0.0)
-    out = []
-    for key, score, ranks in fused:
-        if query.min_score is not None and score < query.min_score:
-            continue
-        hit, vector = found[key]
-        base = hit.signals
-        signals = trusted_signals({
-            "strategy": "hybrid",
-            "semantic": None if base is None else base.semantic,
-            "keyword": None if base is None else base.keyword,
-            "recency": newest - hit.note.timestamp,
-            "feedback": float(weights.get(key, 0.0)),
-            "ranks": ranks,
-            "fused": score,
-        })
-        out.append((_hit({**hit.__dict__, "score": score, "signals": signals}), vector))
-    return out
+    return [
+        Fused(key, score, ranks, float(weights.get(key, 0.0)))
+        for key, score, ranks in fuse(rankings, times, fusion=fusion, feedback=weights)
+    ]

@@ -332,3 +332,18 @@ def test_the_environment_chooses_a_new_stores_embedder(cli: Cli, monkeypatch: py
     monkeypatch.setenv("CONITI_EMBEDDING", "random_projection")
     cli.ok("add", "Alice lives in Lyon", "--id", "a")
     assert _embedding_id(cli) == RandomProjectionEmbedder().spec_id
+
+
+def test_ask_saves_no_snapshot_and_add_saves_one_that_lags(cli: Cli) -> None:
+    """On a store whose namespace of 1,100 notes has no snapshot of derived state, ``ask`` (a read)
+    writes none; ``add`` (a writer) ends by saving it, since it lagged by 1,000 events or more."""
+    from coniti import Container, Note
+
+    with Container(memory="log", path=cli.store) as c:
+        c.engine.ingest_many([Note(id=f"n{i}", text=f"note {i} about tea", timestamp=float(i)) for i in range(1_100)])
+    derived = cli.store / "derived"
+    assert not list(derived.glob("*.json"))
+    cli.ok("ask", "tea")
+    assert not list(derived.glob("*.json"))
+    cli.ok("add", "one more note about tea")
+    assert len(list(derived.glob("*.json"))) == 1

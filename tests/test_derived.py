@@ -87,7 +87,7 @@ def test_log_backend_declares_derived_state_and_in_memory_does_not(tmp_path: Pat
     memory = InMemoryBackend()
     e = engine(memory)
     e.ingest_many(notes(3))
-    assert e.persist() == 0 and e._derived is None
+    assert e.persist() == 0 and getattr(e._indexes, "snapshots", None) is None
     assert answers(engine(memory)) == answers(e)
 
 
@@ -109,14 +109,15 @@ def test_strings_pack_and_unpack_any_text() -> None:
 # -- snapshots: written, restored, refused --------------------------------------------------------
 
 
-def test_close_writes_a_snapshot_the_next_open_restores_reading_only_new_events(
+def test_persist_writes_a_snapshot_the_next_open_restores_reading_only_new_events(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """After close, a new engine restores the snapshot and folds only the events after it."""
+    """After persist, a new engine restores the snapshot and folds only the events after it."""
     with LogBackend(tmp_path / "s") as store:
         first = engine(store)
         first.ingest_many(notes(40))
         expected = answers(first)
+        assert first.persist() == 1
         first.close()
         assert len(snapshot_files(store)) == 1
         seq = store.head
@@ -143,7 +144,8 @@ def test_duplicates_are_judged_on_the_snapshot_plus_the_events_folded_after_it(t
     the text of the deleted one."""
     with LogBackend(tmp_path / "s") as store:
         first = engine(store)
-        first.ingest_many(notes(1200))  # a first build of 1,000+ rows is saved at once
+        first.ingest_many(notes(1200))
+        first.persist()
         first.close()
         other = engine(store)
         other.remove(["n5"])
@@ -157,12 +159,17 @@ def test_duplicates_are_judged_on_the_snapshot_plus_the_events_folded_after_it(t
         assert second.ingest(Note(id="back", text=again[5].text, timestamp=5.0)).admitted
 
 
-def test_close_leaves_a_snapshot_that_lags_by_a_few_events_and_persist_saves_it(tmp_path: Path) -> None:
-    """close() does not rewrite a snapshot that lags by fewer than a tenth of its rows (or 1,000
-    events); persist() saves any lag; either way the next open answers as a fresh build."""
+def test_close_leaves_a_snapshot_that_lags_and_persist_saves_it(tmp_path: Path) -> None:
+    """close() never rewrites a snapshot, however much it lags; persist() saves any lag; either
+    way the next open answers as a fresh build."""
     with LogBackend(tmp_path / "s") as store:
         e = engine(store)
         e.ingest_many(notes(20))
+        e.close()
+        assert snapshot_files(store) == []
+        e = engine(store)
+        e.ingest_many(notes(1, 30))
+        e.persist()
         e.close()
         saved = json.loads(snapshot_files(store)[0].read_bytes())["seq"]
         e = engine(store)
@@ -181,7 +188,7 @@ def test_a_snapshot_of_another_store_is_refused(tmp_path: Path) -> None:
     with LogBackend(tmp_path / "a") as a, LogBackend(tmp_path / "b") as b:
         ea = engine(a)
         ea.ingest_many(notes(20))
-        ea.close()
+        ea.persist()
         engine(b).ingest_many(notes(5, 100))
         for path in Path(b.derived_path).glob("*"):
             path.unlink() if path.is_file() else None
@@ -197,7 +204,7 @@ def test_a_torn_vector_file_is_detected_and_rebuilt(tmp_path: Path) -> None:
     with LogBackend(tmp_path / "s") as store:
         e = engine(store)
         e.ingest_many(notes(30))
-        e.close()
+        e.persist()
         manifest = json.loads(snapshot_files(store)[0].read_bytes())
         data = Path(store.derived_path) / manifest["data"]
         vecs = data / manifest["arrays"]["structure.0/vecs"]["file"]
@@ -218,7 +225,7 @@ def test_a_snapshot_whose_event_hash_differs_is_refused(tmp_path: Path) -> None:
     with LogBackend(tmp_path / "s") as store:
         e = engine(store)
         e.ingest_many(notes(10))
-        e.close()
+        e.persist()
         path = snapshot_files(store)[0]
         manifest = json.loads(path.read_bytes())
         manifest["seq_hash"] = "1" * 64
@@ -326,7 +333,7 @@ def test_an_ann_engine_restores_its_graph_and_answers_as_before(tmp_path: Path) 
         first.ingest_many(notes(60))
         first.remove(["n7"])
         expected = answers(first)
-        first.close()
+        first.persist()
         second = engine(store, AnnStructure(exact_rows=0, min_fraction=0.0))
         assert answers(second) == expected
         assert second.verify().snapshot == "current"
@@ -338,7 +345,7 @@ def test_compact_removes_the_derived_state_and_the_next_open_rebuilds(tmp_path: 
     with LogBackend(tmp_path / "s") as store:
         e = engine(store)
         e.ingest_many(notes(10))
-        e.close()
+        e.persist()
         store.erase(["n2"], reason="privacy")
         assert Path(store.derived_path).exists()
         store.compact()

@@ -17,6 +17,7 @@ import pytest
 from coniti import ContinuityEngine, Note, Query, TimeRange, derived
 from coniti.derived import DerivedDir, StaleSnapshot
 from coniti.embedding import LocalHashEmbedder
+from coniti.engine.fold import FoldedIndexes
 from coniti.impl.log import LogBackend
 from coniti.strategy import DefaultStrategy
 from coniti.structure import FlatStructure, SegmentTreeStructure, Structure
@@ -57,7 +58,7 @@ def saved_store(path: Path, monkeypatch: pytest.MonkeyPatch, structure: Structur
     store = LogBackend(path)
     e = engine(store, structure)
     e.ingest_many(notes(n))
-    e.close()
+    e.persist()
     monkeypatch.undo()
     return store
 
@@ -190,7 +191,7 @@ def test_an_ask_reads_only_the_blocks_its_range_touches(tmp_path: Path, monkeypa
         damage_row(store, 50)
         e = engine(store)
         assert hits(e, EARLY) == hits(fresh(store), EARLY)
-        check = e._spaces[()].checks["structure.0/vecs"]
+        check = e._indexes.get(()).checks["structure.0/vecs"]
         assert check.failure is None and not check.done
 
 
@@ -229,7 +230,7 @@ def test_an_ask_that_touches_a_damaged_block_answers_as_a_fresh_build(
         damage_row(store, 30)
         e = engine(store, structure())
         assert hits(e, FULL) == hits(fresh(store), FULL)
-        assert not e._spaces[()].checks  # the rebuilt state has no snapshot behind it
+        assert not e._indexes.get(()).checks  # the rebuilt state has no snapshot behind it
         assert e.verify().ok
 
 
@@ -275,13 +276,16 @@ def test_verify_checks_every_block_of_the_loaded_rows(tmp_path: Path, monkeypatc
         assert report.ok and "checksum" in report.snapshot
 
 
-def test_a_rebuild_after_a_failed_block_is_saved_when_large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A namespace of 1,000+ rows rebuilt because a block failed is saved at once: the next open
-    restores a snapshot that verifies current."""
+def test_a_rebuild_after_a_failed_block_is_saved_by_the_next_persist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A namespace of 1,000+ rows rebuilt because a block failed during an ask leaves the damaged
+    snapshot as it is (a read writes nothing); the next persist saves the rebuild, and the next
+    open restores a snapshot that verifies current."""
     with saved_store(tmp_path / "s", monkeypatch, n=1200) as store:
         damage_row(store, 700)
         e = engine(store)
         assert hits(e, FULL) == hits(fresh(store), FULL)
+        assert "checksum" in engine(store).verify().snapshot
+        assert e.persist() == 1
         report = engine(store).verify()
         assert report.ok and report.snapshot == "current"
 
@@ -390,9 +394,9 @@ def test_an_engine_restores_a_snapshot_checked_with_zlib_crc32_without_a_rebuild
         def refuse(*args: object, **kw: object) -> object:
             raise AssertionError("rebuilt from the events")
 
-        monkeypatch.setattr(ContinuityEngine, "_event_build", refuse)
+        monkeypatch.setattr(FoldedIndexes, "build", refuse)
         e = engine(store)
         got = hits(e, FULL)
         monkeypatch.undo()
         assert got == hits(fresh(store), FULL)
-        assert e._spaces[()].checks["structure.0/vecs"].done
+        assert e._indexes.get(()).checks["structure.0/vecs"].done

@@ -93,8 +93,9 @@ def saved_stores(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str
                     [Note(id=f"n{i}", text=text_of(i), timestamp=1000.0 + i) for i in range(1200)]
                 )
                 HISTORIES[history](e)
+                e.persist()
                 e.close()
-                assert list(Path(store.derived_path).glob("*.json")), "close saved no snapshot"
+                assert list(Path(store.derived_path).glob("*.json")), "persist saved no snapshot"
             built[kind, history] = path
         return built[kind, history]
 
@@ -235,16 +236,20 @@ def best_for_n10(store: LogBackend) -> list[str]:
 
 def test_a_format_1_snapshot_is_rebuilt_not_used(tmp_path: Path) -> None:
     """A snapshot whose manifest says format 1 is refused at open and the rows rebuilt from the
-    log: the note its rows wrongly ended is found again, and the snapshot saved at close is
-    format 2. (The same doctored rows as format 2 are used: the premise.)"""
+    log: the note its rows wrongly ended is found again, and the snapshot the next writer saves
+    (persist) is format 2. (The same doctored rows as format 2 are used: the premise.)"""
     with LogBackend(tmp_path / "s", durability="nosync") as store:
         e = engine(store, "flat")
         e.ingest_many([Note(id=f"n{i}", text=text_of(i), timestamp=1000.0 + i) for i in range(40)])
+        e.persist()
         e.close()
         resave_with_n10_ended(store, 2)
         assert best_for_n10(store) != ["n10"], "premise: the doctored rows hide n10 when used"
         resave_with_n10_ended(store, 1)
         assert best_for_n10(store) == ["n10"]
+        writer = engine(store, "flat")
+        writer.structures()
+        assert writer.persist() == 1
         (manifest_path,) = Path(store.derived_path).glob("*.json")
         assert json.loads(manifest_path.read_bytes())["format"] == 2
 

@@ -193,7 +193,8 @@ class SnapshotMachine(RuleBasedStateMachine):
 
     @rule()
     def reopen(self) -> None:
-        """Close both engines and the store (a close saves a lagging snapshot), open them again."""
+        """Close both engines and the store (a close saves nothing: a lagging snapshot is folded
+        at the next open), open them again."""
         self.close_all()
         self.store = LogBackend(self.dir / "s", durability="nosync")
         self.engine = self._engine()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from coniti import ContinuityEngine, Note
 from coniti.embedding import LocalHashEmbedder
-from coniti.engine import _Derived, _holders
+from coniti.engine.content import ContentIndex, _holders
 from coniti.impl.memory import InMemoryBackend
 from coniti.memory import MemoryRecord, PutRequest
 from coniti.strategy import DefaultStrategy
@@ -36,18 +36,17 @@ OPS = st.lists(
 def test_holders_equal_a_list_per_key_and_several_only_are_lists(ops: list[tuple[bool, int, str]]) -> None:
     """After any adds and removes, each key's holders are those of a reference list per key, in
     order; a key with no holder is absent, and only a key with two or more holders holds a list."""
-    e = _engine()
-    space = _Derived(structures=[])
+    space = ContentIndex()
     reference: dict[str, list[str]] = {}
     key_of: dict[str, str] = {}
     for add, number, key in ops:
         id_ = f"id{number}"
         if add and id_ not in key_of:
-            e._add_key(space, id_, key)
+            space.add_key(id_, key)
             reference.setdefault(key, []).append(id_)
             key_of[id_] = key
         elif not add:
-            e._unindex(space, [id_])
+            space.remove([id_])
             if id_ in key_of:
                 held = reference[key_of.pop(id_)]
                 held.remove(id_)
@@ -62,7 +61,7 @@ def test_an_ingest_of_distinct_notes_leaves_no_tracked_object_in_the_index() -> 
     garbage collector (no list per note for its full collections to walk)."""
     e = _engine()
     e.ingest_many([Note(id=f"n{i}", text=f"note number {i}", timestamp=float(i)) for i in range(50)])
-    space = e._spaces[()]
+    space = e._indexes.get(()).content
     assert len(space.keys) == 50
     assert not gc.is_tracked(space.keys) and not gc.is_tracked(space.key_of)
 

@@ -201,8 +201,8 @@ def _notes_held(e: ContinuityEngine) -> set[tuple[Any, ...]]:
 
 
 def _state(e: ContinuityEngine) -> tuple[Any, ...]:
-    space = e._space(())
-    return ([sorted(s.live_ids()) for s in e.structures()], _notes_held(e), dict(e._content(space)))
+    content = e._indexes.get(()).content.pairs()
+    return ([sorted(s.live_ids()) for s in e.structures()], _notes_held(e), dict(content))
 
 
 def _engine(memory: Any, strategy: DefaultStrategy | None = None) -> ContinuityEngine:
@@ -220,7 +220,7 @@ def test_an_id_in_the_structures_but_not_in_memory_refuses_the_batch(tmp_path: A
     e.ingest_many(NoteBatch(["a", "b"], ["one", "two"], [1.0, 2.0]))
     for s in e.structures():  # a row memory does not hold (a structure out of step with memory)
         s.add(["ghost"], np.ones((1, 16)), [3.0])
-    keyword, content = _notes_held(e), dict(e._content(e._space(())))
+    keyword, content = _notes_held(e), dict(e._indexes.get(()).content.pairs())
     head = getattr(memory, "head", None)
     with pytest.raises(ContractError, match="id 'ghost' is already in the flat structure"):
         e.ingest_many(NoteBatch(["c", "ghost"], ["three", "four"], [4.0, 5.0]))

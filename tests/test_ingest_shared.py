@@ -137,7 +137,7 @@ def test_the_engine_indexes_each_admitted_note_under_its_content_key() -> None:
     batch = NoteBatch(["a", "b", "c"], ["one", "two", "one"], [1.0, 2.0, 1.0])
     results = e.ingest_many(batch)
     assert [r.admitted for r in results] == [True, True, False]
-    index = e._content(e._space(()))
+    index = e._indexes.get(()).content.pairs()
     assert index == {n.id: e.strategy.content_key(n) for n in batch.notes()[:2]}
     [again] = e.ingest_many([Note(id="d", text="two", timestamp=2.0)])
     assert again.reason == "duplicate of stored note 'b'"

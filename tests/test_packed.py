@@ -322,7 +322,7 @@ def test_an_add_and_an_ask_on_a_restored_store_leave_its_ids_packed(tmp_path: Pa
             (False, "duplicate of stored note 'n0'"), (False, "duplicate of stored note 'n4'"),
             (True, None), (True, None),
         ]  # fmt: skip
-        space = restored._spaces[()]
-        assert space.content is not None and space.keyword.packed
+        space = restored._indexes.get(())
+        assert space.content.packed is not None and space.keyword.packed
         assert space.structures[0]._rows.packed  # type: ignore[attr-defined]
         assert restored.verify().ok

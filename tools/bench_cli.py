@@ -79,7 +79,8 @@ print(json.dumps({n: [b[0] - a[0], b[1] - a[1]] for n, a, b in zip(names, marks,
 
 
 def make_store(path: Path, n: int, seed: int) -> None:
-    """Fill ``path`` with ``n`` notes (see the module docstring); nothing if it already has them."""
+    """Fill ``path`` with ``n`` notes (see the module docstring) and save the engine's snapshot of
+    them (:func:`reindex`: reads never write one); nothing if it already has them."""
     import numpy as np
     from bench.engine import corpus
 
@@ -110,6 +111,7 @@ def make_store(path: Path, n: int, seed: int) -> None:
             ]
             store.put(PutRequest(records=records))
     print(f"built {path}: {n:,} notes in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    reindex(path)
 
 
 def reindex(path: Path) -> None:

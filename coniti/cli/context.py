@@ -15,7 +15,7 @@ import functools
 import os
 import shutil
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
@@ -165,8 +165,12 @@ class Settings:
         the embedder the store was written with (:func:`~coniti.container.stored_embedding`); a
         store with none yet gets ``embedding``, else ``$CONITI_EMBEDDING``, else ``minilm``. A store
         holds one embedder: an ``embedding`` given for a store written with another is refused
-        before anything is written, naming both and the way out."""
+        before anything is written, naming both and the way out. Over a writable store, a command
+        that succeeds ends by saving the snapshots of derived state that lag by
+        :data:`~coniti.engine.saver.SAVE_LAG` events or more (the command is a writer; a failure to
+        save is ignored: the next open folds the events)."""
         from coniti.container import NEW_MEMORY_EMBEDDING, Container, stored_embedding
+        from coniti.engine.saver import SAVE_LAG
 
         if embedding is None:
             fresh = self.environ.get("CONITI_EMBEDDING") or NEW_MEMORY_EMBEDDING
@@ -183,6 +187,9 @@ class Settings:
                 )
         with Container(memory=store, embedding=embedding) as container:
             yield container.engine
+            if not store.read_only:
+                with suppress(Exception):  # derived state is optional; memory is intact
+                    container.engine.persist(lagging=SAVE_LAG)
 
     def stamp(self, store: LogBackend) -> AbstractContextManager[None]:
         """The audit block that stamps events written inside it with ``--actor``/``--reason``."""

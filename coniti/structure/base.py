@@ -47,7 +47,8 @@ class Structure(ABC):
 
     supports_as_of: ClassVar[bool] = False
     """Rows keep the sequence numbers between which they were live: :meth:`remove` with ``seq``
-    keeps them, :meth:`search` answers ``as_of`` an event and :meth:`at` gives a view as of one."""
+    keeps them, :meth:`set_born` stamps a row's first one, :meth:`search` answers ``as_of`` an
+    event and :meth:`at` gives a view as of one."""
 
     persistent: ClassVar[bool] = False
     """:meth:`derived_state` and :meth:`restore_derived_state` give and take the whole structure as
@@ -162,6 +163,17 @@ class Structure(ABC):
             return self.remove(wanted)
         return self._purge(wanted) if wanted else 0
 
+    def set_born(self, ids: Sequence[str], born: Sequence[int]) -> None:
+        """Set the ``born`` sequence number of the live row of each of ``ids`` (needs
+        :attr:`supports_as_of`): a writer adds rows before the write that assigns their sequence
+        numbers (so that a failing structure leaves memory unwritten), then stamps them with what
+        the write returned. Every id must have a live row (``KeyError`` otherwise)."""
+        if not self.supports_as_of:
+            raise NotSupported(f"the {self.name} structure keeps no versions")
+        if len(ids) != len(born):
+            raise ContractError(f"set_born needs one sequence number per id: {len(born)} for {len(ids)}")
+        self._set_born(list(ids), [int(b) for b in born])
+
     def at(self, seq: int) -> Structure:
         """A read-only view answering :meth:`search` as of event ``seq`` (needs
         :attr:`supports_as_of`). It reads this structure's rows at every call: rows written after
@@ -259,6 +271,10 @@ class Structure(ABC):
 
     def _purge(self, ids: set[str]) -> int:
         """Drop every row of ``ids`` (structures with :attr:`supports_as_of`)."""
+        raise NotSupported(f"the {self.name} structure keeps no versions")
+
+    def _set_born(self, ids: list[str], born: list[int]) -> None:
+        """Set the ``born`` of the live rows of ``ids`` (structures with :attr:`supports_as_of`)."""
         raise NotSupported(f"the {self.name} structure keeps no versions")
 
     # -- what a subclass implements --------------------------------------------------------
@@ -369,6 +385,9 @@ class _AsOf(Structure):
         raise self._refuse()
 
     def _purge(self, ids: set[str]) -> int:
+        raise self._refuse()
+
+    def _set_born(self, ids: list[str], born: list[int]) -> None:
         raise self._refuse()
 
     def _clear(self) -> None:

@@ -56,6 +56,9 @@ class SortedRowsStructure(Structure):
     def _purge(self, ids: set[str]) -> int:
         return self._rows.purge(ids)
 
+    def _set_born(self, ids: list[str], born: list[int]) -> None:
+        self._rows.set_born(ids, born)
+
     def _row(self, id_: str, seq: int | None) -> tuple[np.ndarray, float] | None:
         if seq is None:
             return (self._rows.vector(id_), self._rows.timestamp(id_)) if id_ in self._rows else None

@@ -488,13 +488,26 @@ class SortedRows:
         return count
 
     def set_born(self, ids: list[str], born: list[int]) -> None:
-        """Correct the ``born`` of the live rows of ``ids``."""
+        """Correct the ``born`` of the live rows of ``ids`` (one array assignment per part)."""
+        in_buffer, main = self.buffer.pos, self._main
+        buffered: list[int] = []
+        buffered_born: list[int] = []
+        rows: list[int] = []
+        rows_born: list[int] = []
         for id_, seq in zip(ids, born, strict=True):
-            row = self.buffer.pos.get(id_)
+            row = in_buffer.get(id_)
             if row is not None:
-                self.buffer.born[row] = seq
+                buffered.append(row)
+                buffered_born.append(seq)
+            elif (row := main(id_)) is not None:
+                rows.append(row)
+                rows_born.append(seq)
             else:
-                self.born[self._live_main(id_)] = seq
+                raise KeyError(id_)
+        if buffered:
+            self.buffer.born[buffered] = buffered_born
+        if rows:
+            self.born[rows] = rows_born
 
     def _maybe_compact(self) -> None:
         if self.purged > self._limit() or (self.purged and self.purged == self.n):
