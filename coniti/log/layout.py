@@ -1,4 +1,4 @@
-"""The index layout: every key and value of the projection sub-databases is built and parsed here.
+"""The index layout: every key and value of the projection sub-databases is defined here.
 
 Sub-databases (keys and values in ``log/FORMAT.md``; ``N`` = 4-byte namespace id, ``I`` = name key of
 a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequence key)::
@@ -38,9 +38,9 @@ reseals it (:func:`coniti.log.checks.reseal`). A layout-3 store (no ``P``, no ``
 read-only is read as it is, with those confirmations (:mod:`coniti.log.reads`).
 
 The sub-databases' names, and which a store holds, are :mod:`coniti.log.store`'s; the log's keys
-and name keys are :mod:`coniti.log.keys`'s. The hot loops of reads and bulk writes
-(:mod:`coniti.log.reads`, :func:`put_entries`) use the constants below rather than call the
-functions per entry.
+and name keys are :mod:`coniti.log.keys`'s. Keys and values are built and parsed by the functions
+below; the hot loops of reads and bulk writes (:mod:`coniti.log.reads`, :func:`put_entries`) use
+the constants below instead of a call per entry, and say which function they write out.
 """
 
 from __future__ import annotations
