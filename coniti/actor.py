@@ -9,21 +9,32 @@ timestamp, an expiry) must also lie within the horizon, years 1 to 9999 UTC
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
+import unicodedata
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal, Self
 
 import pydantic
 
 from coniti.contracts import Contract, NonEmptyText, Text, check_json_value, text_problem
+from coniti.errors import ContractError
 from coniti.filters import MetadataFilter
 from coniti.fusion import Fusion
 from coniti.jsonl import note_size_problem
 from coniti.times import in_horizon, outside_horizon
 
-__all__ = ["STRATEGY_NAMES", "Note", "Query", "TimeRange", "to_stored_time", "to_timestamp"]
+__all__ = ["KINDS", "STRATEGY_NAMES", "Note", "Query", "TimeRange", "as_kind", "to_stored_time", "to_timestamp"]
+
+KINDS = ("message", "fact", "summary", "preference", "event")
+"""The kinds coniti names (:attr:`Note.kind`); any other non-empty string is a user's own kind."""
+
+MAX_KIND_CHARS = 64
+"""The longest :attr:`Note.kind`, in characters."""
 
 STRATEGY_NAMES = ("auto", "semantic", "keyword", "hybrid", "recent")
 """The recall strategies a :class:`Query` may name (see :attr:`Query.strategy`)."""
@@ -60,11 +71,36 @@ def to_stored_time(value: Any, field: str = "timestamp") -> float:
     return out
 
 
+def as_kind(value: Any, field: str = "kind") -> str | None:
+    """``value`` as a note's kind: None, or a non-blank string of valid Unicode of at most
+    :data:`MAX_KIND_CHARS` characters without surrounding whitespace; raises ValueError naming
+    ``field`` otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be a string or None, got {type(value).__name__}")
+    if not value or value.isspace() or value != value.strip():
+        raise ValueError(f"{field} must be a non-blank string without surrounding whitespace, got {value!r}")
+    if len(value) > MAX_KIND_CHARS:
+        raise ValueError(f"{field} is {len(value)} characters; at most {MAX_KIND_CHARS} allowed")
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(f"{field}: {problem}")
+    return value
+
+
 class Note(Contract):
     """One thing remembered. Frozen; ``metadata`` is deep-copied in and must be JSON-able and finite;
     ``timestamp`` lies within the horizon (:func:`to_stored_time`). Its id, text and metadata take
     at most :data:`~coniti.jsonl.MAX_NOTE_BYTES` (6 MiB) as JSON, so that every stored note fits the
-    lines of a memory file and a log export."""
+    lines of a memory file and a log export.
+
+    ``kind`` says what the note is: one of :data:`KINDS` (``message``, ``fact``, ``summary``,
+    ``preference``, ``event``), a user's own string (:func:`as_kind`), or None (the default: a plain
+    note). It is stored with the note by every backend and format, written by ``to_dict`` only when
+    set (so stores and files written before kinds existed read back with ``kind=None``), filtered on
+    by the key ``"$kind"`` of a metadata filter (:mod:`coniti.filters`), and part of
+    :meth:`content_id`."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -72,6 +108,20 @@ class Note(Contract):
     text: pydantic.StrictStr  # Text's check, and the size with the id, in _text (one call)
     timestamp: float
     metadata: dict[str, Any] = pydantic.Field(default_factory=dict)
+    kind: str | None = None
+
+    @pydantic.field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, value: Any) -> str | None:
+        return as_kind(value)
+
+    # No return annotation on purpose (see MemoryRecord._serialize): the schema comes from the fields.
+    @pydantic.model_serializer(mode="wrap")
+    def _serialize(self, handler: pydantic.SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        out: dict[str, Any] = handler(self)
+        if out.get("kind", 0) is None:
+            del out["kind"]
+        return out
 
     @pydantic.field_validator("text", mode="before")
     @classmethod
@@ -100,20 +150,51 @@ class Note(Contract):
         return copied
 
     @classmethod
-    def create(cls, text: str, timestamp: float | datetime | None = None, **metadata: Any) -> Self:
-        """A new note with a random id; ``timestamp`` defaults to now."""
+    def create(
+        cls, text: str, timestamp: float | datetime | None = None, *, kind: str | None = None, **metadata: Any
+    ) -> Self:
+        """A new note with a random id; ``timestamp`` defaults to now; ``kind`` (keyword only)
+        defaults to None, every other keyword is metadata."""
         return cls(
             id=uuid.uuid4().hex,
             text=text,
             timestamp=time.time() if timestamp is None else timestamp,
             metadata=metadata,
+            kind=kind,
         )
 
     @staticmethod
-    def trusted(id: str, text: str, timestamp: float, metadata: dict[str, Any]) -> Note:
+    def trusted(
+        id: str, text: str, timestamp: float, metadata: dict[str, Any], kind: str | None = None
+    ) -> Note:
         """The one unvalidated constructor of a Note (:meth:`Contract.constructor`), for values already
         validated (data the store itself wrote). No checks, no copy."""
-        return _note({"id": id, "text": text, "timestamp": timestamp, "metadata": metadata})
+        return _note({"id": id, "text": text, "timestamp": timestamp, "metadata": metadata, "kind": kind})
+
+    def content_id(self, namespace: Sequence[str] = ()) -> str:
+        """The note's content id in ``namespace``: ``"c1:"`` and the lowercase hex SHA-256 of the
+        UTF-8 bytes of the compact JSON array ``[namespace parts, kind or null, normalised text]``
+        (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``). The text is normalised by
+        Unicode NFC, then every run of whitespace (``str.split()``) becomes one space, leading and
+        trailing whitespace dropped; case is kept. The id, timestamp and metadata are not part of
+        it: two notes with one content id say the same thing in the same place. Test vector:
+        ``Note(id="x", text="  Hello\n  world ", timestamp=0, kind="fact").content_id(("alice",))``
+        is the SHA-256 of ``["alice"],"fact","Hello world"`` in brackets (see docs/conversations.md)."""
+        return content_id(self.text, self.kind, namespace)
+
+
+def normalise_text(text: str) -> str:
+    """The text :meth:`Note.content_id` hashes: NFC, whitespace runs as one space, stripped."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def content_id(text: str, kind: str | None, namespace: Sequence[str] = ()) -> str:
+    """:meth:`Note.content_id` of a note with ``text`` and ``kind`` in ``namespace``."""
+    parts = list(namespace)
+    if isinstance(namespace, str) or not all(isinstance(p, str) and p for p in parts):
+        raise ContractError(f"namespace must be a tuple of non-empty strings, got {namespace!r}")
+    body = json.dumps([parts, kind, normalise_text(text)], ensure_ascii=False, separators=(",", ":"))
+    return "c1:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 _note = Note.constructor()

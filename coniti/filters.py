@@ -45,6 +45,12 @@ differences: LangGraph compares bools with Python's ``==`` (``True == 1``) and o
 comparison between types simply does not match. (A nested filter also reads through a non-object:
 ``{"a": {"b": None}}`` matches ``a: 5`` here, as ``{"a.b": None}`` does.)
 
+Kind. The key ``"$kind"``, at the level of paths (also inside ``$and``/``$or``/``$not``), holds a
+condition on the note's :attr:`~coniti.actor.Note.kind` instead of its metadata, with the same
+operators: ``{"$kind": "fact"}``, ``{"$kind": {"$in": ["fact", "summary"]}}``, ``{"$kind":
+{"$exists": false}}`` (plain notes: a kind of None reads as missing). :func:`compile_record_filter`
+gives the predicate on ``(metadata, kind)`` every backend applies.
+
 Empty. ``{}`` matches everything; an empty condition (``{"a": {}}``) is refused as ambiguous.
 
 Scans. A backend applies a filter to the records of the requested range and namespace: a filtered
@@ -79,8 +85,10 @@ __all__ = [
     "OPERATORS",
     "MetadataFilter",
     "Predicate",
+    "RecordPredicate",
     "check_filter",
     "compile_filter",
+    "compile_record_filter",
 ]
 
 MAX_FILTER_DEPTH = 32
@@ -95,7 +103,23 @@ LOGICAL = ("$and", "$or", "$not")
 Predicate = Callable[[Mapping[str, Any]], bool]
 """A compiled filter: ``predicate(metadata)`` is True when the metadata matches."""
 
+RecordPredicate = Callable[[Mapping[str, Any], "str | None"], bool]
+"""A compiled filter on a note: ``predicate(metadata, kind)`` is True when the note matches."""
+
 _MISSING: Any = object()
+
+
+class _KindKey:
+    """The key under which a predicate reads the note's kind: no metadata key (a string) equals it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "$kind"
+
+
+KIND_PATH = "$kind"
+_KIND: Any = _KindKey()
 
 
 def _always(metadata: Mapping[str, Any]) -> bool:
@@ -113,11 +137,34 @@ def check_filter(value: Any, field: str = "filter") -> dict[str, Any] | None:
 
 
 def compile_filter(f: Mapping[str, Any] | None) -> Predicate:
-    """A predicate for filter ``f`` (None or ``{}``: matches everything). ``f`` is validated as by
-    :func:`check_filter`; the predicate holds its own copy of the operands."""
+    """A predicate on metadata alone for filter ``f`` (None or ``{}``: matches everything). ``f`` is
+    validated as by :func:`check_filter`; the predicate holds its own copy of the operands. A
+    ``"$kind"`` condition reads every note as a plain one (kind None): to filter notes, use
+    :func:`compile_record_filter`."""
     if f is None:
         return _always
     return _parse(f, "filter", 1)[1]
+
+
+def compile_record_filter(f: Mapping[str, Any] | None) -> RecordPredicate:
+    """The predicate ``(metadata, kind) -> bool`` of filter ``f`` (see :func:`compile_filter`): what
+    a backend applies to a note, its ``"$kind"`` conditions on ``kind``."""
+    test = compile_filter(f)
+    if f is None or not _mentions_kind(f):
+        return lambda metadata, kind: test(metadata)
+
+    def match(metadata: Mapping[str, Any], kind: str | None) -> bool:
+        return test(metadata if kind is None else {**metadata, _KIND: kind})
+
+    return match
+
+
+def _mentions_kind(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return any(k == KIND_PATH or _mentions_kind(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_mentions_kind(v) for v in value)
+    return False
 
 
 def _validate_field(value: Any) -> dict[str, Any] | None:
@@ -148,7 +195,11 @@ def _parse(value: Any, field: str, depth: int, prefix: tuple[str, ...] = ()) -> 
         if not isinstance(key, str):
             raise ContractError(f"{field} has a non-string key {key!r}")
         where = _where(field, key)
-        if key.startswith("$"):
+        if key == KIND_PATH:
+            if prefix:
+                raise ContractError(f"{where}: $kind is a condition on the note, not inside a path")
+            copy[key], test = _condition(cond, (_KIND,), where, depth)
+        elif key.startswith("$"):
             copy[key], test = _logical(key, cond, where, field, depth, prefix)
         else:
             path = prefix + _path(key, where)

@@ -163,6 +163,8 @@ def record_bytes(record: MemoryRecord) -> bytes:
         "embedding_id": record.embedding_id,
         "namespace": record.namespace,  # a tuple: written as a JSON array
     }
+    if note.kind is not None:  # a note with a kind takes the contract's path when read
+        data["note"]["kind"] = note.kind
     if record.expires_at is not None:
         data["expires_at"] = record.expires_at
     if record.blob is not None:

@@ -505,6 +505,7 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
             text,
             note.timestamp if op.timestamp is None else op.timestamp,
             metadata,
+            note.kind,
         ),
         None if vector is None else vector.copy(),
         live.embedding_id,

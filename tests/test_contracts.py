@@ -539,19 +539,23 @@ _stored_rows = st.lists(
 )
 
 
+_KINDS = (None, "message", "my kind")
+
+
 @given(_stored_rows, st.lists(st.text(min_size=1, max_size=4), max_size=2).map(tuple))
 def test_trusted_rows_build_what_validation_builds(rows: list[tuple[Any, ...]], namespace: tuple[str, ...]) -> None:
     """MemoryRecord.trusted_rows gives, row by row, what the validating constructors build from every
     field: the same type, fields and fields set (record and note), ==, to_dict, model_dump, hash (or
     its error) and frozenness, with the row's own vector (no copy)."""
     stored = [
-        (rid, ts, (f"text {rid}", md, None if vec is None else "emb-1", vec, blob), version, expires)
+        (rid, ts, (f"text {rid}", md, None if vec is None else "emb-1", vec, blob, _KINDS[version % 3]), version,
+         expires)
         for rid, ts, md, vec, blob, version, expires in rows
     ]
     built = MemoryRecord.trusted_rows(stored, namespace)
     assert len(built) == len(stored)
-    for got, (rid, ts, (text, md, emb, vec, blob), version, expires) in zip(built, stored, strict=True):
-        note = Note(id=rid, text=text, timestamp=ts, metadata=md)
+    for got, (rid, ts, (text, md, emb, vec, blob, kind), version, expires) in zip(built, stored, strict=True):
+        note = Note(id=rid, text=text, timestamp=ts, metadata=md, kind=kind)
         want = MemoryRecord(
             note=note, vector=vec, embedding_id=emb, namespace=namespace, expires_at=expires, blob=blob,
             version=version,

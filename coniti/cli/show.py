@@ -1,7 +1,8 @@
 """How records and events look on the command line, for people and as JSON.
 
 Record JSON leaves out the vector and the blob (``dump`` writes them); it carries ``dim`` and
-``dtype`` (None without a vector) and ``blob_bytes`` (None without a blob) instead.
+``dtype`` (None without a vector) and ``blob_bytes`` (None without a blob) instead, and the note's
+``kind`` (None for a plain note).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def record_json(record: MemoryRecord) -> dict[str, Any]:
         "time": iso_time(note.timestamp),
         "text": note.text,
         "metadata": note.metadata,
+        "kind": note.kind,
         "embedding_id": record.embedding_id,
         "dim": None if record.vector is None else int(record.vector.shape[0]),
         "dtype": None if record.vector is None else record.vector.dtype.name,
@@ -46,9 +48,11 @@ def show_record(out: Output, record: MemoryRecord) -> None:
     vector = record.vector
     expiry = [] if record.expires_at is None else [("expires", format_time(record.expires_at) + " UTC")]
     blob = [] if record.blob is None else [("blob", f"{len(record.blob):,} bytes")]
+    kind = [] if note.kind is None else [("kind", note.kind)]
     out.fields(
         [
             ("id", note.id),
+            *kind,
             ("namespace", format_namespace(record.namespace)),
             ("time", format_time(note.timestamp) + " UTC"),
             ("text", note.text),
@@ -66,15 +70,20 @@ def show_records(
     out: Output, records: Iterable[MemoryRecord], *, versions: bool = False, namespaces: bool = False
 ) -> None:
     """Records as a table: time, (with ``namespaces``) namespace, id, (with ``versions``) version,
-    text."""
+    text (after ``[kind]`` for a note with a kind)."""
     columns = ["time (UTC)", *(["namespace"] if namespaces else []), "id",
                *(["version"] if versions else []), "text"]  # fmt: skip
 
     def row(r: MemoryRecord) -> list[Any]:
         return [format_time(r.note.timestamp), *([format_namespace(r.namespace)] if namespaces else []),
-                r.note.id, *([r.version] if versions else []), r.note.text]  # fmt: skip
+                r.note.id, *([r.version] if versions else []), _text(r)]  # fmt: skip
 
     out.table(columns, (row(r) for r in records), wrap=["text"])
+
+
+def _text(record: MemoryRecord) -> str:
+    kind = record.note.kind
+    return record.note.text if kind is None else f"[{kind}] {record.note.text}"
 
 
 def event_json(event: Event) -> dict[str, Any]:

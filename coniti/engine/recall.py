@@ -39,7 +39,8 @@ from coniti.actor import Query
 from coniti.engine.index import NamespaceIndex
 from coniti.engine.indexes import Indexes
 from coniti.engine.results import pool_size
-from coniti.filters import Predicate, compile_filter
+from coniti.filters import RecordPredicate as Predicate
+from coniti.filters import compile_record_filter as compile_filter
 from coniti.fusion import Fusion, mmr
 from coniti.hybrid import Fused, Key, Ranked, candidates, depth, fuse_keys
 from coniti.keyword import Corpus
@@ -156,7 +157,7 @@ class Candidates:
         while len(kept) < want and (hit := stream.get(i)) is not None:
             if self._floor is not None and hit.score < self._floor:
                 break  # the ranking is by score: nothing after it reaches the floor
-            if self._match is None or self._match(records[hit.id].note.metadata):
+            if self._match is None or self._match(records[hit.id].note.metadata, records[hit.id].note.kind):
                 kept.append(hit)
             i += 1
         return kept
@@ -280,7 +281,7 @@ class _Asks:
             union = {**lex, **sem}
             deeper = len(sem) == wide or len(lex) == wide
             if deeper and match is not None:
-                matching = sum(match(scope.records[key[0]].note.metadata) for key, (scope, _) in union.items())
+                matching = sum(match(scope.records[key[0]].note.metadata, scope.records[key[0]].note.kind) for key, (scope, _) in union.items())
                 if matching < want:  # too few match among the candidates: no fusion can pass want
                     wide *= 4
                     continue
@@ -293,7 +294,7 @@ class _Asks:
             for f in fused:
                 scope, _ = sem.get(f.key) or lex[f.key]
                 passes = query.min_score is None or f.score >= query.min_score
-                if passes and (match is None or match(scope.records[f.key[0]].note.metadata)):
+                if passes and (match is None or match(scope.records[f.key[0]].note.metadata, scope.records[f.key[0]].note.kind)):
                     kept.append(f)
                     if len(kept) == want:
                         break

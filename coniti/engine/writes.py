@@ -115,7 +115,11 @@ class Writes:
                 f"strategy {strategy.name!r} returned {len(decisions)} decisions for {len(batch)} notes"
             )
         chosen = [i for i, d in enumerate(decisions) if d.admitted]
-        if op_id is None:
+        kinded = not isinstance(batch, NoteBatch) and any(batch[i].kind is not None for i in chosen)
+        if kinded and op_id is None:  # a batch's columns carry no kind: the records keep it
+            eid = self.recipe.spec_id
+            self._put(ns, index, [MemoryRecord.trusted(batch[i], vectors[i].copy(), eid, ns) for i in chosen])
+        elif op_id is None:
             every = len(chosen) == len(batch)
             rows = RecordBatch.trusted(
                 columns if every else columns.take(chosen),

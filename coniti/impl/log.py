@@ -49,7 +49,8 @@ from coniti.errors import (
     namespace_text,
 )
 from coniti.events import Diff, EraseResult, Event
-from coniti.filters import Predicate, compile_filter
+from coniti.filters import RecordPredicate as Predicate
+from coniti.filters import compile_record_filter as compile_filter
 from coniti.impl import log_audit as _audit
 from coniti.impl.log_audit import Subscription
 from coniti.jsonl import MAX_STAMP_CHARS
@@ -161,9 +162,9 @@ def _check_reason(reason: str) -> None:
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
     """The record of a row the store wrote (once per record a read returns); its version is the
     seq of the put that wrote it."""
-    text, metadata, embedding_id, vector, blob = row[2]
+    text, metadata, embedding_id, vector, blob, kind = row[2]
     return _memory_record(
-        _note(row[0], text, row[1], metadata), vector, embedding_id, namespace, row[3], row[4], blob
+        _note(row[0], text, row[1], metadata, kind), vector, embedding_id, namespace, row[3], row[4], blob
     )
 
 
@@ -183,7 +184,7 @@ def _put_item(r: MemoryRecord) -> PutItem:
     note = r.note
     return PutItem(
         r.namespace, note.id, note.text, note.timestamp, note.metadata, r.embedding_id, r.vector,
-        r.expires_at, r.blob,
+        r.expires_at, r.blob, note.kind,
     )
 
 
@@ -289,7 +290,7 @@ def _try_page(
     while True:
         need = limit - len(rows)
         chunk, nxt = read(pos, size)
-        hits = [i for i, row in enumerate(chunk) if match(row.data[1])]
+        hits = [i for i, row in enumerate(chunk) if match(row.data[1], row.data[5])]
         seen, found = seen + len(chunk), found + len(hits)
         if len(hits) < need or hits[need - 1] == len(chunk) - 1:  # every match of the chunk fits
             rows.extend(chunk[i] for i in hits)
@@ -314,7 +315,7 @@ def _more(read: _Read, pos: Position, size: int, match: Predicate) -> bool:
     """Whether a row matching ``match`` follows position ``pos``."""
     while True:
         chunk, nxt = read(pos, size)
-        if any(match(row.data[1]) for row in chunk):
+        if any(match(row.data[1], row.data[5]) for row in chunk):
             return True
         if nxt is None:
             return False
@@ -368,7 +369,7 @@ class _Reads:
             rows, position = self._log.scan(ns, start, end, after, limit, self._as_of)
         elif limit is None:
             match = compile_filter(request.filter)
-            rows = [r for r in self._log.scan(ns, start, end, after, None, self._as_of)[0] if match(r.data[1])]
+            rows = [r for r in self._log.scan(ns, start, end, after, None, self._as_of)[0] if match(r.data[1], r.data[5])]
             position = None
         else:
             match = compile_filter(request.filter)
@@ -386,7 +387,7 @@ class _Reads:
         else:
             match = compile_filter(request.filter)
             rows = self._log.scan(request.namespace, start, end, None, None, self._as_of)[0]
-            n = sum(1 for r in rows if match(r.data[1]))
+            n = sum(1 for r in rows if match(r.data[1], r.data[5]))
         return _count_result({"count": n})
 
     def namespaces(self, prefix: Sequence[str] = (), max_depth: int | None = None) -> list[Namespace]:

@@ -42,7 +42,8 @@ from coniti.batch import RecordBatch, check_batch_ids
 from coniti.contracts import check_json_value
 from coniti.cursor import CursorCodec
 from coniti.errors import ContractError, DuplicateRecord, RecordNotFound, namespace_text
-from coniti.filters import MetadataFilter, Predicate, compile_filter
+from coniti.filters import MetadataFilter, compile_record_filter
+from coniti.filters import RecordPredicate as Predicate
 from coniti.memory import (
     ClearRequest,
     ClearResult,
@@ -81,13 +82,14 @@ _put_result = PutResult.constructor()
 
 Key = tuple[float, int]
 
-Row = tuple[str, float, str, str | None, np.ndarray | None, bytes | None, int, float | None]
+Row = tuple[str, float, str, str | None, np.ndarray | None, bytes | None, int, float | None, str | None]
 """A held record but its metadata: ``(id, timestamp, text, embedding_id, vector, blob, version,
-expires_at)``. Plain values only, so the collector untracks it; the metadata (a dict, which would
+expires_at, kind)``. Plain values only, so the collector untracks it; the metadata (a dict, which would
 keep the tuple holding it tracked) is held beside it, by the same key."""
 
 _ID: Final = 0
 _EXPIRES: Final = 7
+_KIND: Final = 8
 
 
 @dataclass
@@ -115,7 +117,7 @@ class _Stored:
         copied = None if vector is None else vector.copy()
         self.by_key[key] = (
             note.id, note.timestamp, note.text, record.embedding_id, copied, record.blob, key[1],
-            record.expires_at,
+            record.expires_at, note.kind,
         )  # fmt: skip
         self.metadata[key] = check_json_value(note.metadata, "metadata")
         self.by_id[note.id] = key
@@ -154,12 +156,14 @@ class _Stored:
         note, record = Note.trusted, MemoryRecord.trusted
         out = []
         for key in keys:
-            rid, ts, text, eid, vector, blob, version, expires_at = by_key[key]
+            rid, ts, text, eid, vector, blob, version, expires_at, kind = by_key[key]
             metadata = held_metadata[key]
             if copy:
                 metadata = _copy_metadata(metadata)
                 vector = None if vector is None else vector.copy()
-            out.append(record(note(rid, text, ts, metadata), vector, eid, namespace, version, expires_at, blob))
+            out.append(
+                record(note(rid, text, ts, metadata, kind), vector, eid, namespace, version, expires_at, blob)
+            )
         return out
 
     def bounds(self, time_range: TimeRange | None) -> tuple[int, int]:
@@ -370,7 +374,7 @@ class InMemoryBackend(MemoryBackend):
                 matrix.flags.writeable = False
                 rows = list(matrix)
             held: list[Row] = [
-                (record_id, ts, text, eid, row, None, order, None)
+                (record_id, ts, text, eid, row, None, order, None, None)
                 for record_id, text, ts, row, order in zip(
                     notes.ids, notes.texts, stamps, rows, orders, strict=True
                 )
@@ -482,15 +486,15 @@ class InMemoryBackend(MemoryBackend):
     def _shown(self, space: _Stored, filter: MetadataFilter | None) -> Callable[[Key], bool]:
         """Which keys' records a read shows: unexpired (when any held record has an expiry) and
         matching ``filter``."""
-        match: Predicate | None = None if filter is None else compile_filter(filter)
+        match: Predicate | None = None if filter is None else compile_record_filter(filter)
         by_key, metadata = space.by_key, space.metadata
         if not space.expiring:
             assert match is not None
-            return lambda key: match(metadata[key])
+            return lambda key: match(metadata[key], by_key[key][_KIND])
         now = self._clock()
         if match is None:
             return lambda key: self._visible(by_key[key], now)
-        return lambda key: self._visible(by_key[key], now) and match(metadata[key])
+        return lambda key: self._visible(by_key[key], now) and match(metadata[key], by_key[key][_KIND])
 
     def namespaces(
         self, prefix: Sequence[str] = (), max_depth: int | None = None

@@ -48,6 +48,7 @@ class PutItem(NamedTuple):
     vector: np.ndarray | None
     expires_at: float | None = None
     blob: bytes | None = None
+    kind: str | None = None
 
 
 class Puts(NamedTuple):
@@ -88,7 +89,9 @@ def prepare(items: Sequence[PutItem]) -> Puts:
         namespaces.append(ns)
         ids.append(item.id)
         stamps.append(float(item.timestamp))
-        payloads.append(encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob))
+        payloads.append(encode_put_payload(
+            item.text, item.metadata, item.embedding_id, item.vector, item.blob, item.kind
+        ))
         expiries.append(item.expires_at)
     return Puts(
         canon, namespaces, ids, name_keys(ids), stamps, [ts_key(ts) for ts in stamps], payloads,
@@ -147,7 +150,9 @@ class Appends:
         """A put of ``item``: of a record that is not live, or (``replaces``) replacing the live
         version put at that seq."""
         ts = float(item.timestamp)
-        payload = encode_put_payload(item.text, item.metadata, item.embedding_id, item.vector, item.blob)
+        payload = encode_put_payload(
+            item.text, item.metadata, item.embedding_id, item.vector, item.blob, item.kind
+        )
         seq = self._event(
             PUT, namespace, payload, id=item.id, timestamp=ts, replaces=replaces, expires_at=item.expires_at
         )

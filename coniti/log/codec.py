@@ -156,13 +156,14 @@ _pack = packb
 
 class RecordData(NamedTuple):
     """The content of a put event (absent once erased): ``vector`` None for a record without one,
-    ``blob`` the binary payload or None."""
+    ``blob`` the binary payload or None, ``kind`` the note's kind (payload field ``kd``) or None."""
 
     text: str
     metadata: dict[str, Any]
     embedding_id: str | None
     vector: np.ndarray | None
     blob: bytes | None = None
+    kind: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,6 +495,7 @@ def _vector(payload: dict[str, Any]) -> np.ndarray:
 _PUT_KEYS = frozenset({"tx", "md", "e"})
 _VECTOR_KEYS = frozenset({"vd", "vs", "vb"})
 _BLOB = "bl"
+_KIND = "kd"
 
 
 def _stored_record(payload: Any) -> RecordData:
@@ -515,13 +517,16 @@ def _stored_record(payload: Any) -> RecordData:
         if not n or payload["vs"] != [n]:
             raise ValueError("vector shape and bytes disagree")
         if size == 6:
-            return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, None))
+            return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, None, None))
     blob = payload.get(_BLOB)
     if blob is not None and type(blob) is not bytes:
         raise ValueError("field bl (blob) is not binary")
-    if size != 3 + 3 * (vector is not None) + (blob is not None):
+    kind = payload.get(_KIND)
+    if kind is not None and type(kind) is not str:
+        raise ValueError("field kd (kind) is not a string")
+    if size != 3 + 3 * (vector is not None) + (blob is not None) + (kind is not None):
         raise ValueError("put payload has unknown or missing fields")
-    return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob))
+    return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob, kind))
 
 
 def _record(payload: Any, strict: bool) -> RecordData:
@@ -530,7 +535,7 @@ def _record(payload: Any, strict: bool) -> RecordData:
     if not isinstance(payload, dict):
         raise ValueError("put payload is not a map")
     keys = payload.keys()
-    unknown = sorted(map(str, keys - _PUT_KEYS - _VECTOR_KEYS - {_BLOB}))
+    unknown = sorted(map(str, keys - _PUT_KEYS - _VECTOR_KEYS - {_BLOB, _KIND}))
     if unknown:
         raise ValueError(f"put payload has unknown field {unknown[0]}")
     text, metadata, emb = payload["tx"], payload["md"], payload["e"]
@@ -557,7 +562,10 @@ def _record(payload: Any, strict: bool) -> RecordData:
             raise ValueError("field bl (blob) is not binary")
         if len(blob) > MAX_BLOB_BYTES:
             raise ValueError(f"field bl (blob) is {len(blob)} bytes, more than {MAX_BLOB_BYTES}")
-    return RecordData(text, metadata, emb, vector, blob)
+    kind = payload.get(_KIND)
+    if _KIND in payload and (type(kind) is not str or not kind):
+        raise ValueError("field kd (kind) is not a non-empty string")
+    return RecordData(text, metadata, emb, vector, blob, kind)
 
 
 _OPTIONAL_STR = ("i", "mk", "a", "r")

@@ -276,6 +276,7 @@ def _same_content(frame_a: bytes, frame_b: bytes) -> bool:
         and a.embedding_id == b.embedding_id
         and _same_vector(a.vector, b.vector)
         and a.blob == b.blob
+        and a.kind == b.kind
         and _strict_equal(a.metadata, b.metadata)
     )
 
