@@ -232,9 +232,9 @@ class ContinuityEngine:
 
     # -- ingest ----------------------------------------------------------------------------------
 
-    def ingest(self, note: Note | str, *, namespace: Sequence[str] = ()) -> IngestResult:
+    def ingest(self, note: Note | str, *, namespace: Sequence[str] = (), dedup: bool = False) -> IngestResult:
         """Ingest one note (a plain string becomes ``Note.create(text)``); see :meth:`ingest_many`."""
-        return self.ingest_many([note], namespace=namespace)[0]
+        return self.ingest_many([note], namespace=namespace, dedup=dedup)[0]
 
     def ingest_many(
         self,
@@ -242,6 +242,7 @@ class ContinuityEngine:
         *,
         namespace: Sequence[str] = (),
         op_id: str | None = None,
+        dedup: bool = False,
     ) -> list[IngestResult]:
         """Ingest a batch atomically: one embedding call, one strategy call, one memory ``put``.
 
@@ -257,7 +258,16 @@ class ContinuityEngine:
         admissions (the notes it wrote are embedded again and sent with the op id, so memory
         compares them with the first request); another batch under that op id raises
         :class:`~coniti.errors.IdempotencyConflict`.
+
+        ``dedup=True``: besides the strategy's rules, a note whose
+        :meth:`~coniti.actor.Note.content_id` (namespace, kind, normalised text: not the id,
+        timestamp or metadata) equals that of a live note of the namespace, or of a note admitted
+        earlier in the batch, is refused, whatever its timestamp, with the reason ``"duplicate
+        content c1:... of stored note 'id'"`` (or ``"... of note 'id' earlier in this batch"``).
+        It reads the live notes of the namespace of the batch's kinds (linear in their number).
         """
+        if not isinstance(dedup, bool):
+            raise ContractError(f"dedup must be true or false, got {type(dedup).__name__}")
         columns: NoteBatch | None = None
         batch: Sequence[Note]
         if isinstance(notes, NoteBatch):
@@ -266,7 +276,7 @@ class ContinuityEngine:
             batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
         with self._writing() as writes:
-            return writes.ingest(ns, batch, columns, op_id)
+            return writes.ingest(ns, batch, columns, op_id, dedup)
 
     # -- ask ---------------------------------------------------------------------------------------
 

@@ -68,6 +68,7 @@ from coniti.memory import (
     WriteRequest,
     WriteResult,
 )
+from coniti.strategy import Admission
 
 __all__ = ["Writes", "expiry"]
 
@@ -88,7 +89,12 @@ class Writes:
     # -- ingest and restore: a put of new records -------------------------------------------------
 
     def ingest(
-        self, ns: tuple[str, ...], batch: Sequence[Note], columns: NoteBatch | None, op_id: str | None
+        self,
+        ns: tuple[str, ...],
+        batch: Sequence[Note],
+        columns: NoteBatch | None,
+        op_id: str | None,
+        dedup: bool = False,
     ) -> list[IngestResult]:
         """Embed, admit, write (see :meth:`ContinuityEngine.ingest_many
         <coniti.engine.ContinuityEngine.ingest_many>`)."""
@@ -114,6 +120,8 @@ class Writes:
             raise ContractError(
                 f"strategy {strategy.name!r} returned {len(decisions)} decisions for {len(batch)} notes"
             )
+        if dedup:
+            decisions = self._dedup(ns, batch, decisions)
         chosen = [i for i, d in enumerate(decisions) if d.admitted]
         kinded = not isinstance(batch, NoteBatch) and any(batch[i].kind is not None for i in chosen)
         if kinded and op_id is None:  # a batch's columns carry no kind: the records keep it
@@ -138,6 +146,33 @@ class Writes:
             ]
             self._apply(ns, index, _ingest_request(records, ns, op_id))
         return ingest_results(columns.ids, decisions)
+
+    def _dedup(self, ns: tuple[str, ...], batch: Sequence[Note], decisions: Sequence[Admission]) -> list[Admission]:
+        """``decisions`` with each admitted note whose :meth:`~coniti.actor.Note.content_id` is
+        that of a live note of ``ns``, or of a note admitted earlier in the batch, refused with the
+        reason naming the content id and that note. Reads the live notes of ``ns`` of the kinds in
+        the batch (a scan filtered by kind: linear in their number)."""
+        wanted = {batch[i].kind for i, d in enumerate(decisions) if d.admitted}
+        seen: dict[str, str] = {}
+        for kind in wanted:
+            where = {"$kind": kind} if kind is not None else {"$kind": {"$exists": False}}
+            for record in self.memory.iter_all(namespace=ns, filter=where):
+                seen.setdefault(record.note.content_id(ns), record.id)
+        out: list[Admission] = []
+        earlier: dict[str, str] = {}
+        for i, decision in enumerate(decisions):
+            if decision.admitted:
+                note = batch[i]
+                cid = note.content_id(ns)
+                if cid in seen:
+                    decision = Admission(False, f"duplicate content {cid} of stored note {seen[cid]!r}")
+                elif cid in earlier:
+                    why = f"duplicate content {cid} of note {earlier[cid]!r} earlier in this batch"
+                    decision = Admission(False, why)
+                else:
+                    earlier[cid] = note.id
+            out.append(decision)
+        return out
 
     def restore(self, ns: tuple[str, ...], records: list[MemoryRecord]) -> None:
         """Put ``records`` (checked by the caller) into ``ns``; raises
