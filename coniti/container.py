@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar, cast, overload
 
@@ -59,6 +59,7 @@ from coniti.strategy import STRATEGIES, Strategy
 from coniti.structure import STRUCTURES, Structure
 
 if TYPE_CHECKING:
+    from coniti.conversation import Conversation
     from coniti.impl.log import LogBackend
 
 __all__ = [
@@ -316,6 +317,14 @@ class Container(Generic[M]):
             return dict(self.strategy.options)
         given = {**self._defaults["memory"], **self._given["memory"]}
         return {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in sorted(given.items())}
+
+    def conversation(self, name: str, *, namespace: Sequence[str] = ()) -> Conversation:
+        """The conversation ``name`` under ``namespace`` of this container's engine
+        (:class:`~coniti.conversation.Conversation`; its turns live in the namespace
+        ``(*namespace, "conversations", name)``). Nothing is written until a turn is appended."""
+        from coniti.conversation import Conversation
+
+        return Conversation(self.engine, name, namespace=namespace)
 
     def close(self) -> None:
         """Drop the engine's derived state and close the memory if this container created it."""

@@ -4,6 +4,7 @@
 
     ConitiError
     ├── ContractError (ValueError)        a request, contract or value is malformed; names the field
+    │   ├── FoldError                      a conversation state's fold raised (names the turn)
     │   └── ModelFileError                 an embedding model's file is missing (could not be fetched), malformed or not the pinned one
     │       └── SafetensorsError           a safetensors weights file is malformed
     ├── ProofError (ValueError)           a Merkle proof does not verify, or asks for what the tree lacks
@@ -54,6 +55,11 @@ class ConitiError(Exception):
 
 class ContractError(ConitiError, ValueError):
     """A request, contract or value is malformed. The message names the offending field."""
+
+
+class FoldError(ContractError):
+    """The fold of :meth:`Conversation.state <coniti.conversation.Conversation.state>` raised on a
+    turn (named in the message; the fold's exception is the ``__cause__``). Nothing was written."""
 
 
 class ModelFileError(ContractError):
