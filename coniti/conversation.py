@@ -526,12 +526,30 @@ def conversation_namespace(name: str, namespace: Sequence[str] = ()) -> tuple[st
 class Conversation:
     """One conversation of an engine's memory (see the module docstring)."""
 
-    def __init__(self, engine: ContinuityEngine, name: str, *, namespace: Sequence[str] = ()) -> None:
-        self.engine = engine
-        self.memory: MemoryBackend = engine.memory
-        self.name = name
+    def __init__(
+        self, source: ContinuityEngine | MemoryBackend, name: str, *, namespace: Sequence[str] = ()
+    ) -> None:
+        """``source``: the engine (every method), or a memory backend alone (the reads: turns,
+        window, context and state; append and recall then raise
+        :class:`~coniti.errors.NotSupported`)."""
         self.namespace: tuple[str, ...] = conversation_namespace(name, namespace)
         """The namespace holding the turns."""
+        if isinstance(source, MemoryBackend):
+            self._engine: ContinuityEngine | None = None
+            self.memory: MemoryBackend = source
+        else:
+            memory = getattr(source, "memory", None)
+            if not isinstance(memory, MemoryBackend):
+                raise ContractError(f"source must be an engine or a memory backend, got {type(source).__name__}")
+            self._engine, self.memory = source, memory
+        self.name = name
+
+    @property
+    def engine(self) -> ContinuityEngine:
+        """The engine (:class:`~coniti.errors.NotSupported` for a conversation over memory alone)."""
+        if self._engine is None:
+            raise NotSupported(f"conversation {self.name!r} was opened over memory alone: append and recall need an engine")
+        return self._engine
 
     def __repr__(self) -> str:
         return f"Conversation({self.name!r}, namespace={self.namespace!r})"
