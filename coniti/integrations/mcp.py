@@ -19,7 +19,12 @@ is one call of the engine or the store, with typed (pydantic) arguments and a st
 ``diff``       note ids added, removed and changed between two points, per namespace (every
                namespace served, a prefix, or one namespace)
 ``verify``     check the hash chain and the projections
+``append_turns``  append turns to a conversation in one atomic write (:mod:`coniti.conversation`)
+``window``     a conversation's turns in time order: filters, ``until``, the last N, a token budget
 =============  ===================================================================================
+
+``recall`` with ``conversation`` answers from that conversation's turns (under ``namespace``, default
+the served prefix), each hit naming its turn's speaker, role and session.
 
 Resources: ``coniti://head`` (the last event's ``seq`` and ``hash``) and
 ``coniti://notes{/namespace*}/{id}`` (one live note, e.g. ``coniti://notes/alice/work/n1``; a note
@@ -88,6 +93,7 @@ from coniti.memory import MemoryRecord, as_namespace
 from coniti.times import in_horizon, iso_time, parse_iso_time
 
 __all__ = [
+    "Appended",
     "Changes",
     "DiffResult",
     "Erased",
@@ -101,8 +107,12 @@ __all__ = [
     "Notes",
     "Recalled",
     "Remembered",
+    "TurnArg",
+    "TurnFields",
+    "TurnInfo",
     "Updated",
     "Verified",
+    "Window",
     "create_server",
 ]
 
@@ -147,12 +157,68 @@ class NoteInfo(Contract):
     metadata: dict[str, Any]
     version: int | None
     expires_at: float | None = None
+    kind: str | None = None
+
+
+class TurnFields(Contract):
+    """Who said a recalled turn: speaker, role and session (None when not set)."""
+
+    speaker: str
+    role: str | None = None
+    session: str | None = None
 
 
 class HitInfo(NoteInfo):
-    """A recalled note and its score (higher is closer)."""
+    """A recalled note and its score (higher is closer); ``turn`` for a turn of a conversation."""
 
     score: float
+    turn: TurnFields | None = None
+
+
+class TurnArg(Contract):
+    """A turn to append: ``speaker`` and ``text`` (non-blank), optional ``id`` (default: a random
+    one), ``timestamp`` (default: now), ``role`` (user, assistant, system or tool), ``session`` and
+    ``metadata``."""
+
+    speaker: str
+    text: str
+    id: Annotated[str | None, pydantic.Field(min_length=1)] = None
+    timestamp: TimeArg | None = None
+    role: Literal["user", "assistant", "system", "tool"] | None = None
+    session: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class TurnInfo(Contract):
+    """A turn as a tool returns it, with its version (the sequence number that wrote it)."""
+
+    id: str
+    speaker: str
+    role: str | None
+    session: str | None
+    text: str
+    timestamp: float
+    time: str | None
+    metadata: dict[str, Any]
+    version: int | None
+
+
+class Appended(Contract):
+    """The outcome of ``append_turns``: the conversation's namespace, each turn's id and version."""
+
+    conversation: str
+    namespace: list[str]
+    ids: list[str]
+    versions: list[int]
+
+
+class Window(Contract):
+    """The turns of ``window``, oldest first, and the point read (``seq``: the head)."""
+
+    conversation: str
+    namespace: list[str]
+    seq: int
+    turns: list[TurnInfo]
 
 
 class Remembered(Contract):
@@ -341,6 +407,8 @@ def create_server(
     server.add_checked_tool(tools.changes, annotations=_READ)
     server.add_checked_tool(tools.diff, annotations=_READ)
     server.add_checked_tool(tools.verify, annotations=_READ)
+    server.add_checked_tool(tools.append_turns, annotations=_WRITE)
+    server.add_checked_tool(tools.window, annotations=_READ)
     server.resource("coniti://head", name="head", mime_type="application/json",
                     description="The last event: its sequence number and hash.")(tools.head)
     server.resource(
@@ -495,6 +563,36 @@ class _Tools:
             version=found[0].version if found else None,
         )  # fmt: skip
 
+    def append_turns(
+        self,
+        conversation: Annotated[str, pydantic.Field(min_length=1, description="The conversation's name.")],
+        turns: Annotated[list[TurnArg], pydantic.Field(min_length=1, max_length=1000, description="The turns, in order.")],
+        ctx: Context[Any, Any],
+        reason: Reason = None,
+        namespace: NamespaceArg = None,
+    ) -> Appended:  # fmt: skip
+        """Append turns to a conversation, all or none (one atomic write), each a note of kind
+        message; ids already stored are refused and nothing is written."""
+        from coniti.conversation import Conversation, Turn
+
+        ns = self._conversation(conversation, namespace)
+        now = time.time()
+        made = []
+        for i, arg in enumerate(turns):
+            try:
+                made.append(Turn(
+                    id=uuid.uuid4().hex if arg.id is None else arg.id, speaker=arg.speaker, text=arg.text,
+                    timestamp=now if arg.timestamp is None else _seconds(arg.timestamp, f"turns.{i}.timestamp"),
+                    role=arg.role, session=arg.session, metadata=arg.metadata or {},
+                ))  # fmt: skip
+            except ContractError as exc:
+                raise ToolError(f"turns.{i}: {_contract_message(exc, 'Turn')}") from None
+        self._engine.refresh()
+        conv = Conversation(self._engine, conversation, namespace=ns[:-2])
+        with self._writing("append_turns", ctx, reason):
+            versions = conv.append(made)
+        return Appended(conversation=conversation, namespace=list(ns), ids=[t.id for t in made], versions=versions)
+
     def update(
         self,
         id: Annotated[str, pydantic.Field(min_length=1, description="The note to change.")],
@@ -591,15 +689,25 @@ class _Tools:
             description="How to rank: auto (hybrid for a query, recent for a time window), semantic "
             "(by meaning), keyword (BM25 on the words: codes, names, rare words), hybrid (both "
             "fused by reciprocal rank), recent (newest first).")] = "auto",
+        conversation: Annotated[str | None, pydantic.Field(
+            min_length=1, description="Answer from the turns of this conversation (under namespace, "
+            "default the namespace this server serves); each hit names its speaker and session.",
+        )] = None,
     ) -> Recalled:  # fmt: skip
         """Recall the notes that best answer a query, best first: from one namespace, or from
-        every namespace under a prefix. Give a query, or start/end for the notes of a time window
-        (most recent first); as_of answers from the memory as it was at an earlier point."""
+        every namespace under a prefix, or from one conversation's turns. Give a query, or
+        start/end for the notes of a time window (most recent first); as_of answers from the
+        memory as it was at an earlier point."""
         window = _window(start, end)
         if query is None and window is None:
             raise ToolError("query: give a query, or start/end for the notes of a time window")
         if namespace is not None and prefix is not None:
             raise ToolError("namespace, prefix: give one of them, not both")
+        if conversation is not None:
+            if prefix is not None:
+                raise ToolError("conversation, prefix: a conversation lives under one namespace: give namespace")
+            namespace = list(self._conversation(conversation, namespace))
+            filter = {"$kind": "message"} if filter is None else {"$and": [filter, {"$kind": "message"}]}
         ns = () if namespace is None else self._inside(namespace, "namespace")
         scope = None if namespace is not None else (
             self._prefix if prefix is None else self._inside(prefix, "prefix"))  # fmt: skip
@@ -617,10 +725,45 @@ class _Tools:
         finally:
             if engine is not self._engine:
                 engine.close()
-        hits = [HitInfo(**_note_fields(h.note, h.namespace, h.version), score=h.score) for h in answer.hits]
+        hits = [
+            HitInfo(**_note_fields(h.note, h.namespace, h.version), score=h.score, turn=_turn_fields(h.note))
+            for h in answer.hits
+        ]
         return Recalled(
             seq=seq, namespace=None if scope is not None else list(ns),
             prefix=None if scope is None else list(scope), hits=hits,
+        )  # fmt: skip
+
+    def window(
+        self,
+        conversation: Annotated[str, pydantic.Field(min_length=1, description="The conversation's name.")],
+        namespace: NamespaceArg = None,
+        last: Annotated[int | None, pydantic.Field(ge=0, strict=True, description="The last N matching turns.")] = None,
+        token_budget: Annotated[int | None, pydantic.Field(
+            ge=1, strict=True, description="Keep the newest turns that fit this many tokens (about four bytes "
+            "a token; the newest always).")] = None,
+        roles: Annotated[list[Literal["user", "assistant", "system", "tool"]] | None, pydantic.Field(
+            min_length=1, description="Only turns of these roles.")] = None,
+        speakers: Annotated[list[Part] | None, pydantic.Field(min_length=1, description="Only turns of these speakers.")] = None,
+        sessions: Annotated[list[Part] | None, pydantic.Field(min_length=1, description="Only turns of these sessions.")] = None,
+        until: Annotated[str | int | None, pydantic.Field(
+            description="End before this turn id (a string), or read as of this sequence number (an integer).")] = None,
+    ) -> Window:  # fmt: skip
+        """A conversation's turns, oldest first, for a prompt: filters (roles, speakers, sessions)
+        first, then until, then the last N, then the token budget."""
+        from coniti.conversation import Conversation
+
+        ns = self._conversation(conversation, namespace)
+        conv = Conversation(self._store, conversation, namespace=ns[:-2])
+        try:
+            turns = conv.window(
+                last=last, token_budget=token_budget, roles=roles, speakers=speakers, sessions=sessions, until=until
+            )
+        except ContractError as exc:
+            raise ToolError(str(exc)) from None
+        return Window(
+            conversation=conversation, namespace=list(ns), seq=self._store.head,
+            turns=[_turn_info(t) for t in turns],
         )  # fmt: skip
 
     def get(
@@ -753,6 +896,16 @@ class _Tools:
             return None
         return next((e.timestamp for e in self._store.history(id, ns) if e.seq == version), None)
 
+    def _conversation(self, name: str, namespace: list[str] | None) -> tuple[str, ...]:
+        """The namespace of conversation ``name`` under ``namespace`` (default: the prefix)."""
+        from coniti.conversation import conversation_namespace
+
+        under = self._namespace(namespace)
+        try:
+            return conversation_namespace(name, under)
+        except ContractError as exc:
+            raise ToolError(str(exc)) from None
+
     def _namespace(self, value: list[str] | None) -> tuple[str, ...]:
         return self._prefix if value is None else self._inside(value, "namespace")
 
@@ -834,8 +987,23 @@ def _iso(seconds: float) -> str | None:
 def _note_fields(note: Note, namespace: Sequence[str], version: int | None) -> dict[str, Any]:
     return {
         "id": note.id, "namespace": list(namespace), "text": note.text, "timestamp": note.timestamp,
-        "time": _iso(note.timestamp), "metadata": note.metadata, "version": version,
+        "time": _iso(note.timestamp), "metadata": note.metadata, "version": version, "kind": note.kind,
     }  # fmt: skip
+
+
+def _turn_fields(note: Note) -> TurnFields | None:
+    """The speaker, role and session of a turn's note (None for another note)."""
+    fields = note.metadata.get("turn") if note.kind == "message" else None
+    if not isinstance(fields, dict) or not isinstance(fields.get("speaker"), str):
+        return None
+    return TurnFields(speaker=fields["speaker"], role=fields.get("role"), session=fields.get("session"))
+
+
+def _turn_info(turn: Any) -> TurnInfo:
+    return TurnInfo(
+        id=turn.id, speaker=turn.speaker, role=turn.role, session=turn.session, text=turn.text,
+        timestamp=turn.timestamp, time=_iso(turn.timestamp), metadata=turn.metadata, version=turn.version,
+    )  # fmt: skip
 
 
 def _note_info(record: MemoryRecord) -> NoteInfo:

@@ -27,8 +27,8 @@ from coniti.integrations.mcp import create_server
 
 pytestmark = pytest.mark.anyio
 
-WRITE_TOOLS = ["remember", "update", "forget"]
-READ_TOOLS = ["recall", "get", "history", "changes", "diff", "verify"]
+WRITE_TOOLS = ["remember", "update", "forget", "append_turns"]
+READ_TOOLS = ["recall", "get", "history", "changes", "diff", "verify", "window"]
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ async def remember(client: Client, id: str, text: str, **more: Any) -> dict[str,
 
 
 async def test_tools_are_listed_with_schemas_and_erase_is_not(store: Path) -> None:
-    """Without allow_erase the server lists the nine tools, each with an input and an output schema."""
+    """Without allow_erase the server lists the eleven tools, each with an input and an output schema."""
     async with connect(store) as client:
         tools = (await client.list_tools()).tools
     assert sorted(t.name for t in tools) == sorted(WRITE_TOOLS + READ_TOOLS)
