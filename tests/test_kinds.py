@@ -155,3 +155,15 @@ def test_engine_ingest_keeps_the_kind_and_ask_filters_by_it() -> None:
         assert _kinds(c.memory, ["f", "m", "p"]) == ["fact", "message", None]
         hits = c.engine.ask(Query(text="green tea", filter={"$kind": "message"})).hits
         assert [h.note.id for h in hits] == ["m"]
+
+
+def test_cli_add_takes_a_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """coniti add --kind stores the kind; ls --filter '{"$kind": ...}' lists by it; a blank kind fails."""
+    monkeypatch.setenv("CONITI_EMBEDDING", "local_hash")
+    cli = Cli(tmp_path / "store", capsys, monkeypatch)
+    cli.ok("add", "Alice likes tea", "--id", "a", "--kind", "fact")
+    cli.ok("add", "hello", "--id", "b")
+    assert cli.ok("get", "a", "--json").json()["kind"] == "fact"
+    assert [r["id"] for r in cli.ok("ls", "--filter", '{"$kind": "fact"}', "--json").lines()] == ["a"]
+    result = cli("add", "x", "--kind", " ")
+    assert result.code == 1 and "kind" in result.err

@@ -35,6 +35,8 @@ __all__ = ["add", "ask"]
 @click.option("--time", "when", type=TIME, default=None, help="When it happened (default: now).")
 @click.option("--meta", "meta", type=META, multiple=True, help="Metadata KEY=VALUE (repeatable).")
 @click.option("--id", "note_id", default=None, help="The note's id (default: a random one).")
+@click.option("--kind", "kind", default=None,
+              help="What the note is: message, fact, summary, preference, event or your own word.")
 @click.option("--embedding", "embedding", default=None, metavar="NAME",
               help="Embedder of a new store (default: $CONITI_EMBEDDING, else minilm); a store "
                    "holds one embedder: another is refused.")  # fmt: skip
@@ -45,6 +47,7 @@ def add(
     when: float | None,
     meta: tuple[tuple[str, Any], ...],
     note_id: str | None,
+    kind: str | None,
     embedding: str | None,
 ) -> None:
     """Remember TEXT (use - to read it from stdin): embed it and store it through the engine."""
@@ -58,6 +61,7 @@ def add(
         text=text,
         timestamp=time.time() if when is None else when,
         metadata=dict(meta),
+        kind=kind,
     )
     s.check_new_store_model(embedding)
     with s.open_store("create") as store, s.open_engine(store, embedding) as engine, s.stamp(store):

@@ -537,11 +537,14 @@ class _Tools:
         timestamp: Annotated[TimeArg | None, pydantic.Field(
             description=f"When it happened: {_TIME}. Default: now.")] = None,
         metadata: Annotated[dict[str, Any] | None, pydantic.Field(
-            description="JSON metadata, e.g. {\"kind\": \"fact\"}; recall can filter on it.")] = None,
+            description="JSON metadata, e.g. {\"topic\": \"travel\"}; recall can filter on it.")] = None,
         op_id: Annotated[str | None, pydantic.Field(
             min_length=1, description="Idempotency key: a retry with the same key and text writes "
             "nothing (its id and timestamp default to the first call's).",
         )] = None,
+        kind: Annotated[str | None, pydantic.Field(
+            min_length=1, description="What the note is: message, fact, summary, preference, event or "
+            "your own word; recall filters on it with {\"$kind\": ...}.")] = None,
     ) -> Remembered:  # fmt: skip
         """Remember one note: embed it and store it. The memory's strategy may refuse it (blank
         text, an id already used, an exact duplicate): the result says so and why."""
@@ -553,7 +556,7 @@ class _Tools:
         else:
             first = None if op_id is None else self._first_timestamp(op_id, ns, id)
             when = time.time() if first is None else first
-        note = _note(id, text, when, metadata)
+        note = _note(id, text, when, metadata, kind)
         self._engine.refresh()  # the strategy's duplicate check sees other processes' notes
         with self._writing("remember", ctx, reason):
             result = self._engine.ingest_many([note], namespace=ns, op_id=op_id)[0]
@@ -969,9 +972,9 @@ def _window(start: float | str | None, end: float | str | None) -> TimeRange | N
     return TimeRange(start=low, end=high)
 
 
-def _note(id: str, text: str, when: float, metadata: dict[str, Any] | None) -> Note:
+def _note(id: str, text: str, when: float, metadata: dict[str, Any] | None, kind: str | None = None) -> Note:
     try:
-        return Note(id=id, text=text, timestamp=when, metadata={} if metadata is None else metadata)
+        return Note(id=id, text=text, timestamp=when, metadata={} if metadata is None else metadata, kind=kind)
     except ContractError as exc:
         raise ToolError(_contract_message(exc, "Note")) from None
 

@@ -101,3 +101,12 @@ async def test_recall_with_a_conversation_names_speaker_and_session(store: Path)
     by_id = {h["id"]: h for h in got["hits"]}
     assert by_id["t1"]["turn"] == {"speaker": "alice", "role": "user", "session": "s1"}
     assert by_id["t1"]["kind"] == "message"
+
+
+async def test_remember_takes_a_kind_and_recall_filters_on_it(store: Path) -> None:
+    """remember with kind stores it; recall with filter {"$kind": ...} answers with that kind only."""
+    async with connect(store) as client:
+        await ok(client, "remember", {"id": "f", "text": "Alice likes tea", "kind": "fact", "reason": "r"})
+        await ok(client, "remember", {"id": "p", "text": "Alice likes tea a lot", "reason": "r"})
+        got = await ok(client, "recall", {"query": "Alice tea", "filter": {"$kind": "fact"}})
+    assert [(h["id"], h["kind"]) for h in got["hits"]] == [("f", "fact")]
