@@ -43,7 +43,7 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -677,7 +677,8 @@ class Conversation:
         chronological order, the newest kept first (:func:`~coniti.recall.to_context_block`'s
         rules, the omitted line ``[... N earlier turns omitted ...]`` at the top). The block's
         hits are the rendered turns' notes (score 0.0, with their versions); its ``seq`` is the
-        store's head when the backend has one."""
+        point read (``until`` when it is a seq, else the store's head when the backend has one;
+        None for ``until`` a turn id)."""
         _count(token_budget, "token_budget", 1)
         turns = self.window(
             policy, last=last, roles=roles, speakers=speakers, sessions=sessions, until=until
@@ -689,10 +690,10 @@ class Conversation:
             Hit(note=t.to_note(), score=0.0, namespace=self.namespace, version=t.version) for t in kept
         ]
         head = getattr(self.memory, "head", None)
+        point = until if isinstance(until, int) else head if until is None else None
         return ContextBlock(
-            text=text, hits=hits, omitted=omitted, tokens=count(text),
-            seq=head if isinstance(head, int) and isinstance(until, type(None)) else None,
-        )  # fmt: skip
+            text=text, hits=hits, omitted=omitted, tokens=count(text), seq=point if isinstance(point, int) else None
+        )
 
     def recall(
         self,
@@ -731,7 +732,7 @@ class Conversation:
             raise ContractError(f"fold must be a function (state, turn) -> state, got {type(fold).__name__}")
         bound = Full() if bound is None else bound
         written = sorted(self.turns(), key=lambda t: t.version or 0)
-        head = written[-1].version or 0 if written else 0
+        head = (written[-1].version or 0) if written else 0
         store = store_identity(self.memory)
         value, turns, start, stop = init, 0, 1, head + 1
         if isinstance(bound, Full):
@@ -815,8 +816,4 @@ def _chain(
         steps.append(policy)
     return Chain(*steps)
 
-
-def iter_turns(records: Iterable[MemoryRecord]) -> Iterator[Turn]:
-    """The turns of ``records`` (each must be a turn's note)."""
-    return (Turn.from_record(r) for r in records)
 

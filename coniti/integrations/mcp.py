@@ -89,6 +89,15 @@ from coniti.engine import ContinuityEngine
 from coniti.errors import ConitiError, ContractError
 from coniti.events import Event
 from coniti.impl.log import LogBackend, LogView
+from coniti.integrations.mcp_turns import (
+    Appended,
+    TurnArg,
+    TurnFields,
+    TurnInfo,
+    Window,
+    turn_fields,
+    turn_info,
+)
 from coniti.memory import MemoryRecord, as_namespace
 from coniti.times import in_horizon, iso_time, parse_iso_time
 
@@ -160,65 +169,11 @@ class NoteInfo(Contract):
     kind: str | None = None
 
 
-class TurnFields(Contract):
-    """Who said a recalled turn: speaker, role and session (None when not set)."""
-
-    speaker: str
-    role: str | None = None
-    session: str | None = None
-
-
 class HitInfo(NoteInfo):
     """A recalled note and its score (higher is closer); ``turn`` for a turn of a conversation."""
 
     score: float
     turn: TurnFields | None = None
-
-
-class TurnArg(Contract):
-    """A turn to append: ``speaker`` and ``text`` (non-blank), optional ``id`` (default: a random
-    one), ``timestamp`` (default: now), ``role`` (user, assistant, system or tool), ``session`` and
-    ``metadata``."""
-
-    speaker: str
-    text: str
-    id: Annotated[str | None, pydantic.Field(min_length=1)] = None
-    timestamp: TimeArg | None = None
-    role: Literal["user", "assistant", "system", "tool"] | None = None
-    session: str | None = None
-    metadata: dict[str, Any] | None = None
-
-
-class TurnInfo(Contract):
-    """A turn as a tool returns it, with its version (the sequence number that wrote it)."""
-
-    id: str
-    speaker: str
-    role: str | None
-    session: str | None
-    text: str
-    timestamp: float
-    time: str | None
-    metadata: dict[str, Any]
-    version: int | None
-
-
-class Appended(Contract):
-    """The outcome of ``append_turns``: the conversation's namespace, each turn's id and version."""
-
-    conversation: str
-    namespace: list[str]
-    ids: list[str]
-    versions: list[int]
-
-
-class Window(Contract):
-    """The turns of ``window``, oldest first, and the point read (``seq``: the head)."""
-
-    conversation: str
-    namespace: list[str]
-    seq: int
-    turns: list[TurnInfo]
 
 
 class Remembered(Contract):
@@ -729,7 +684,7 @@ class _Tools:
             if engine is not self._engine:
                 engine.close()
         hits = [
-            HitInfo(**_note_fields(h.note, h.namespace, h.version), score=h.score, turn=_turn_fields(h.note))
+            HitInfo(**_note_fields(h.note, h.namespace, h.version), score=h.score, turn=turn_fields(h.note))
             for h in answer.hits
         ]
         return Recalled(
@@ -766,7 +721,7 @@ class _Tools:
             raise ToolError(str(exc)) from None
         return Window(
             conversation=conversation, namespace=list(ns), seq=self._store.head,
-            turns=[_turn_info(t) for t in turns],
+            turns=[turn_info(t) for t in turns],
         )  # fmt: skip
 
     def get(
@@ -992,21 +947,6 @@ def _note_fields(note: Note, namespace: Sequence[str], version: int | None) -> d
         "id": note.id, "namespace": list(namespace), "text": note.text, "timestamp": note.timestamp,
         "time": _iso(note.timestamp), "metadata": note.metadata, "version": version, "kind": note.kind,
     }  # fmt: skip
-
-
-def _turn_fields(note: Note) -> TurnFields | None:
-    """The speaker, role and session of a turn's note (None for another note)."""
-    fields = note.metadata.get("turn") if note.kind == "message" else None
-    if not isinstance(fields, dict) or not isinstance(fields.get("speaker"), str):
-        return None
-    return TurnFields(speaker=fields["speaker"], role=fields.get("role"), session=fields.get("session"))
-
-
-def _turn_info(turn: Any) -> TurnInfo:
-    return TurnInfo(
-        id=turn.id, speaker=turn.speaker, role=turn.role, session=turn.session, text=turn.text,
-        timestamp=turn.timestamp, time=_iso(turn.timestamp), metadata=turn.metadata, version=turn.version,
-    )  # fmt: skip
 
 
 def _note_info(record: MemoryRecord) -> NoteInfo:
