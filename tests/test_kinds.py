@@ -167,3 +167,28 @@ def test_cli_add_takes_a_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert [r["id"] for r in cli.ok("ls", "--filter", '{"$kind": "fact"}', "--json").lines()] == ["a"]
     result = cli("add", "x", "--kind", " ")
     assert result.code == 1 and "kind" in result.err
+
+
+@pytest.mark.parametrize("case", ["v2/basic", "v3/payloads"])
+def test_golden_logs_written_before_kinds_read_as_plain_notes(case: str, tmp_path: Path) -> None:
+    """A committed golden log from before kinds imports and every note reads back with kind None."""
+    source = Path(__file__).resolve().parent.parent / "log" / "golden" / case / "events.jsonl"
+    with LogBackend.import_log(source, tmp_path / "s") as backend:
+        records = [r for ns in backend.namespaces() for r in backend.iter_all(namespace=ns)]
+    assert records and all(r.note.kind is None for r in records)
+
+
+def test_codec_reads_kd_and_refuses_a_kd_that_is_not_a_string() -> None:
+    """A put payload's kd is the record's kind; a kd that is not a non-empty string is corruption."""
+    from coniti.errors import StoreCorrupted
+    from coniti.log.codec import GENESIS, PUT, decode_event, encode_event
+    from coniti.log.payloads import encode_put_payload, packb
+
+    good, _ = encode_event(1, 1.0, PUT, [], GENESIS, encode_put_payload("t", {}, None, None, None, "fact"), id="a",
+                           timestamp=1.0)
+    event = decode_event(good, 1)
+    assert event.record is not None and event.record.kind == "fact"
+    bad, _ = encode_event(1, 1.0, PUT, [], GENESIS, packb({"tx": "t", "md": {}, "e": None, "kd": 3}), id="a",
+                          timestamp=1.0)
+    with pytest.raises(StoreCorrupted, match="kd"):
+        decode_event(bad, 1)
