@@ -59,6 +59,7 @@ from coniti.memory import (
     MemoryBackend,
     MemoryRecord,
     Namespace,
+    ScanRequest,
     as_namespace,
     time_travel,
 )
@@ -614,7 +615,7 @@ class Conversation:
 
     def _records(self, memory: MemoryBackend | None = None) -> list[MemoryRecord]:
         source = self.memory if memory is None else memory
-        return list(source.iter_all(namespace=self.namespace, filter={"$kind": MESSAGE}))
+        return source.scan(ScanRequest(namespace=self.namespace, filter={"$kind": MESSAGE})).records
 
     def turns(self) -> list[Turn]:
         """Every turn, in chronological order (timestamp, then write order), each with its version."""

@@ -84,7 +84,7 @@ def say(
 @click.option("--speaker", "speakers", multiple=True, help="Only turns of this speaker (repeatable).")
 @click.option("--session", "sessions", multiple=True, help="Only turns of this session (repeatable).")
 @click.option("--until", default=None, metavar="TURN|SEQ",
-              help="End before this turn id, or read the conversation as of this sequence number.")
+              help="End before this turn id; a number is a sequence number: the conversation as of it.")
 @click.option("--context", "as_context", is_flag=True, help="Print the window as a prompt-ready block.")
 @ns_option("Namespace the conversation lives under, e.g. alice ('/' is the root).")
 @common_options
