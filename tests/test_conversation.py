@@ -436,3 +436,39 @@ def test_checkpoint_of_a_non_json_state_is_refused(conv: Conversation) -> None:
     state = conv.state(set(), lambda s, t: s | {t.id})
     with pytest.raises(ContractError, match="state"):
         state.checkpoint()
+
+
+@pytest.mark.parametrize(("make", "named"), [(lambda: Last(-1), r"bound\.n"), (lambda: FromSeq(0), r"bound\.seq")])
+def test_bad_bound_values_are_refused(make: Any, named: str) -> None:
+    """Last(-1) and FromSeq(0) are refused naming the bound's field."""
+    with pytest.raises(ContractError, match=named):
+        make()
+
+
+def test_checkpoint_past_the_head_is_refused(conv: Conversation) -> None:
+    """A checkpoint whose next_seq lies past the conversation's head is refused naming bound.checkpoint."""
+    cp = conv.state([], _collect).checkpoint()
+    ahead = Checkpoint(conversation=cp.conversation, store=cp.store, next_seq=cp.next_seq + 5, state=[])
+    with pytest.raises(ContractError, match=r"bound\.checkpoint\.next_seq"):
+        conv.state([], _collect, bound=FromCheckpoint(ahead))
+
+
+def test_a_bound_that_is_not_one_is_refused(conv: Conversation) -> None:
+    """A bound of another type is refused naming bound."""
+    with pytest.raises(ContractError, match="bound"):
+        conv.state([], _collect, bound=3)  # type: ignore[arg-type]
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=8), st.integers(0, 8))
+def test_property_fold_from_checkpoint_equals_full_fold_on_a_log_store(words: list[int], cut: int) -> None:
+    """The same property on a LogBackend, the checkpoint carried through its dict form."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d, Container(memory="log", path=Path(d) / "s") as c:
+        conv = c.conversation("p")
+        turns = [Turn(id=f"t{i}", speaker="s", text=f"w{w}", timestamp=float(i)) for i, w in enumerate(words)]
+        conv.append(turns[: min(cut, len(turns))])
+        cp = Checkpoint.from_dict(conv.state([], _collect).checkpoint().to_dict())
+        conv.append(turns[min(cut, len(turns)) :])
+        assert conv.state(None, _collect, bound=FromCheckpoint(cp)).value == conv.state([], _collect).value
