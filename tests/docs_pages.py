@@ -93,13 +93,28 @@ def blocks(text: str) -> list[Block]:
 
 
 def section(text: str, title: str, level: int = 2) -> str:
-    """The text under the heading ``title`` of the given level, up to the next heading of that
-    level or higher."""
-    hashes = "#" * level
-    match = re.search(rf"^{hashes} {re.escape(title)}\n(.*?)(?=^#{{1,{level}}} |\Z)", text, re.S | re.M)
-    if match is None:
-        raise AssertionError(f"no section {hashes} {title}")
-    return match.group(1)
+    """The text under the heading ``title`` of the given level (``##`` for 2), up to the next
+    heading of that level or higher; lines inside fenced blocks (a ``# comment`` of code) are not
+    headings."""
+    lines = text.split("\n")
+    fenced = False
+    start: int | None = None
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        heading = re.match(r"^(#{1,6}) (.*)$", line)
+        if heading is None:
+            continue
+        if start is not None and len(heading.group(1)) <= level:
+            return "\n".join(lines[start:i]) + "\n"
+        if start is None and heading.group(1) == "#" * level and heading.group(2) == title:
+            start = i + 1
+    if start is None:
+        raise AssertionError(f"no section {'#' * level} {title}")
+    return "\n".join(lines[start:]) + "\n"
 
 
 def expected_prints(code: str) -> list[str]:

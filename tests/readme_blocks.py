@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import docs_pages
 from docs_pages import README, pages
 
 
@@ -11,10 +12,10 @@ def section(title: str) -> str:
     """The text of the first ``## title`` section of README.md or a docs/ page (up to the next
     ``#`` or ``##`` heading)."""
     for page in pages():
-        text = page.read_text(encoding="utf-8")
-        match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^##? |\Z)", text, re.S | re.M)
-        if match is not None:
-            return match.group(1)
+        try:
+            return docs_pages.section(page.read_text(encoding="utf-8"), title)
+        except AssertionError:
+            continue
     raise AssertionError(f"neither {README.name} nor docs/ has a section {title!r}")
 
 

@@ -128,3 +128,9 @@ def test_engine_page_names_every_strategy() -> None:
 
     body = section((DOCS / "engine.md").read_text(encoding="utf-8"), "Strategies")
     assert all(f"| `{name}`" in body for name in STRATEGY_NAMES)
+
+
+def test_a_comment_in_code_is_not_a_heading() -> None:
+    """A section runs to the next heading outside code: a '# comment' line of a block is not one."""
+    text = "## A\n\n```python\n# not a heading\nx = 1\n```\n\nmore\n\n## B\n\nb\n"
+    assert section(text, "A") == "\n```python\n# not a heading\nx = 1\n```\n\nmore\n\n"
