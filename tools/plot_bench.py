@@ -7,8 +7,8 @@ The input is a JSON file of results, either a list of rows or an object holding 
      "results": [{"phase": "get 1 id", "system": "coniti LogBackend", "value": 26.3, "unit": "us/call"},
                  ...]}
 
-Each row is one figure: ``phase`` (what was measured), ``system`` (who), ``value`` (a positive
-number) and ``unit``; ``better`` ("higher" or "lower") may say which way is better, else it follows
+Each row is one figure: ``phase`` (what was measured), ``system`` (who), ``value`` (a number, > 0
+when lower is better) and ``unit``; ``better`` ("higher" or "lower") may say which way is better, else it follows
 from the unit: times and sizes (``s``, ``ms``, ``us``, ``µs``, ``ns``, ``B``, ``KB``, ``MB``, ``GB``,
 alone or per something, such as ``us/call`` or ``B/rec``) are better lower, everything else
 (``rec/s``, ``recall@5``, ...) higher. A phase without the baseline's figure is left out, and
@@ -20,7 +20,10 @@ turned so that a longer bar is always better (``value / baseline`` when higher i
 that ratio and, for lower-is-better units, the plain ratio of the figures ("3.44x the time").
 
 ``--from-bench BENCH_JSON`` first turns the output of ``tools/bench.py --json`` into this form
-(medians, with the bench's labels) and writes it to ``--results``.
+(medians, with the bench's labels), ``--from-recall RECALL_JSON`` that of ``tools/bench_recall.py
+--json`` (recall@5 of each strategy of ``--embedder``, relative to ``keyword``), and writes it to
+``--results``. A value may be 0 when higher is better (a zero bar); a baseline of 0 leaves its phase
+out.
 
 Run::
 
@@ -87,10 +90,12 @@ def read_results(data: Any) -> tuple[list[Row], dict[str, Any]]:
         if missing:
             raise ResultsError(f"results[{i}]: missing {', '.join(sorted(missing))}")
         value = item["value"]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-            raise ResultsError(f"results[{i}].value: {value!r} is not a positive number")
-        rows.append(Row(str(item["phase"]), str(item["system"]), float(value), str(item["unit"]),
-                        higher_is_better(str(item["unit"]), item.get("better"))))
+        higher = higher_is_better(str(item["unit"]), item.get("better"))
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise ResultsError(f"results[{i}].value: {value!r} is not a number >= 0")
+        if value == 0 and not higher:
+            raise ResultsError(f"results[{i}].value: 0 {item['unit']} (lower is better) has no ratio")
+        rows.append(Row(str(item["phase"]), str(item["system"]), float(value), str(item["unit"]), higher))
     return rows, meta
 
 
@@ -116,18 +121,51 @@ def from_bench(bench: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def from_recall(report: dict[str, Any], embedder: str, baseline: str = "keyword") -> dict[str, Any]:
+    """``tools/bench_recall.py --json`` output as a results document: recall@5 of each strategy of
+    ``embedder``, per mode (scoped, unscoped) and question kind, against the ``baseline`` strategy."""
+    try:
+        strategies = report["results"][embedder]["strategies"]
+    except KeyError:
+        raise ResultsError(f"--embedder: {embedder!r} is not in the report "
+                           f"(it has: {', '.join(report.get('results', {})) or 'none'})") from None
+    results = [
+        {"phase": f"{mode}, {kind} (n={figures['n']})", "system": strategy,
+         "value": figures["recall@5"], "unit": "recall@5", "better": "higher"}
+        for strategy, by_mode in strategies.items()
+        for mode in ("scoped", "unscoped")
+        for kind, figures in by_mode.get(mode, {}).items()
+    ]
+    return {
+        "title": f"recall@5 of each strategy relative to {baseline}, {embedder} embedder",
+        "baseline": baseline,
+        "source": " ".join(_without_output_options(str(report.get("command", "")).split())),
+        "results": results,
+    }
+
+
 def _without_output_options(command: Sequence[str]) -> list[str]:
-    """The bench command without where it wrote its figures (--json PATH) and -q: what was measured."""
+    """The bench command without where it wrote its files (--json PATH, --dir PATH) and -q: what
+    was measured."""
     out: list[str] = []
     skip = False
     for word in command:
         if skip:
             skip = False
-        elif word == "--json":
+        elif word in ("--json", "--dir"):
             skip = True
-        elif word not in ("-q", "--quiet") and not word.startswith("--json="):
+        elif word not in ("-q", "--quiet") and not word.startswith(("--json=", "--dir=")):
             out.append(word)
     return out
+
+
+def _number(value: float) -> str:
+    """A figure as a person reads it: 36,512 / 26.3 / 0.955."""
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if value >= 1 else f"{value:.3f}"
 
 
 def _noun(unit: str) -> str:
@@ -147,20 +185,21 @@ def chart(rows: Sequence[Row], baseline: str, title: str, source: str = "") -> s
     systems = [s for s in dict.fromkeys(r.system for r in rows) if s != baseline]
     if not systems:
         raise ResultsError(f"baseline: no system other than {baseline!r} to compare")
-    base = {r.phase: r for r in rows if r.system == baseline}
+    base = {r.phase: r for r in rows if r.system == baseline and r.value > 0}
     if not base:
         raise ResultsError(f"baseline: {baseline!r} has no figure (systems: "
                            f"{', '.join(dict.fromkeys(r.system for r in rows))})")
     shown = [p for p in phases if p in base]
-    skipped = [p for p in phases if p not in base]
+    skipped = [p for p in phases if p not in base]  # no figure of the baseline, or 0
     ratios: dict[tuple[str, str], tuple[float, float]] = {}
+    r_value = {(r.phase, r.system): r.value for r in rows}
     for r in rows:
         if r.system != baseline and r.phase in base:
             plain = r.value / base[r.phase].value
             ratios[(r.phase, r.system)] = (plain if r.higher else 1 / plain, plain)
     top = max([1.0, *(better for better, _ in ratios.values())]) * 1.18
-    width, label_w, left, bar_h, gap = 760, 250, 24, 16, 4
-    area = width - left - label_w - 150
+    width, label_w, left, bar_h, gap = 820, 250, 24, 16, 4
+    area = width - left - label_w - 230
     x0 = left + label_w
 
     def x(ratio: float) -> float:
@@ -182,7 +221,9 @@ def chart(rows: Sequence[Row], baseline: str, title: str, source: str = "") -> s
             colour = PALETTE[k % len(PALETTE)]
             body.append(f'<rect x="{x0:g}" y="{y:g}" width="{x(better) - x0:.1f}" height="{bar_h}" '
                         f'fill="{colour}"/>')
-            label = f"{better:.2f}x" if base[phase].higher else f"{better:.2f}x ({plain:.2f}x the {_noun(unit)})"
+            figure = f"{_number(r_value[(phase, system)])} {unit}"
+            label = (f"{better:.2f}x ({figure})" if base[phase].higher
+                     else f"{better:.2f}x ({plain:.2f}x the {_noun(unit)}: {figure})")
             body.append(_text(x(better) + 5, y + 12, label, 11))
             y += bar_h + gap
         y += 14
@@ -196,7 +237,8 @@ def chart(rows: Sequence[Row], baseline: str, title: str, source: str = "") -> s
         body.append(_text(left + 170 * k + 18, y, system, 11))
     y += 22
     if skipped:
-        body.append(_text(left, y, f"Not shown (no {baseline} figure): {', '.join(skipped)}", 10, fill="#52606d"))
+        body.append(_text(left, y, f"Not shown (no {baseline} figure, or 0): {', '.join(skipped)}", 10,
+                          fill="#52606d"))
         y += 16
     if source:
         body.append(_text(left, y, f"Measured by: {source}", 10, fill="#52606d"))
@@ -212,21 +254,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, nargs="?", help="the results JSON file")
     parser.add_argument("--from-bench", type=Path, help="a tools/bench.py --json file to convert first")
+    parser.add_argument("--from-recall", type=Path, help="a tools/bench_recall.py --json file to convert first")
+    parser.add_argument("--embedder", default="minilm", help="with --from-recall: whose figures (default minilm)")
     parser.add_argument("--results", dest="results_out", type=Path,
-                        help="with --from-bench: where the converted results go")
+                        help="with --from-bench or --from-recall: where the converted results go")
     parser.add_argument("--out", type=Path, required=True, help="the SVG file to write")
     parser.add_argument("--baseline", help="the system the others are compared with (default: the file's)")
     parser.add_argument("--title", help="the chart's title (default: the file's)")
     args = parser.parse_args(argv)
     try:
-        if args.from_bench is not None:
-            document = from_bench(json.loads(args.from_bench.read_text(encoding="utf-8")))
+        if args.from_bench is not None or args.from_recall is not None:
+            if args.from_bench is not None:
+                document = from_bench(json.loads(args.from_bench.read_text(encoding="utf-8")))
+            else:
+                document = from_recall(json.loads(args.from_recall.read_text(encoding="utf-8")), args.embedder)
             if args.results_out is not None:
                 args.results_out.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
         elif args.results is not None:
             document = json.loads(args.results.read_text(encoding="utf-8"))
         else:
-            parser.error("give a results file or --from-bench")
+            parser.error("give a results file, --from-bench or --from-recall")
         rows, meta = read_results(document)
         baseline = args.baseline or meta.get("baseline")
         if not baseline:
