@@ -134,3 +134,16 @@ def test_a_comment_in_code_is_not_a_heading() -> None:
     """A section runs to the next heading outside code: a '# comment' line of a block is not one."""
     text = "## A\n\n```python\n# not a heading\nx = 1\n```\n\nmore\n\n## B\n\nb\n"
     assert section(text, "A") == "\n```python\n# not a heading\nx = 1\n```\n\nmore\n\n"
+
+
+def test_the_versions_the_docs_name_are_the_code_s() -> None:
+    """docs/log.md names the store layout and event version this coniti writes."""
+    from coniti.log.codec import EVENT_VERSION
+    from coniti.log.store import LAYOUT_VERSION
+
+    text = (DOCS / "log.md").read_text(encoding="utf-8")
+    assert f"store layout {LAYOUT_VERSION}," in text
+    assert f"event version {EVENT_VERSION}," in text
+    for page in (DOCS / "log.md", DOCS / "engine.md", DOCS / "reliability.md"):
+        for named in re.findall(r"store layout (\d+)", page.read_text(encoding="utf-8")):
+            assert int(named) <= LAYOUT_VERSION, f"{page.name} names store layout {named}"
