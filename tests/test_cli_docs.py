@@ -86,3 +86,16 @@ def test_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     assert proc.wait(timeout=60) == 0
     assert "Traceback" not in err
     assert no_traceback(run_script("--version"))
+
+
+def test_docs_tour_names_demo_lines_the_demo_no_longer_prints() -> None:
+    """tools/docs_tour.py keeps the demo excerpt as written but names each of its lines (not '...',
+    recorded times and sizes aside) missing from the demo's output."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from docs_tour import stale_demo_lines
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    block = "$ coniti demo\n1. Ingest\n...\n    0.03  old score\n store size 1,000 bytes\n"
+    printed = "1. Ingest\nmore\n    0.61  new score\n store size 2,048 bytes"
+    assert stale_demo_lines(block, printed) == ["    0.03  old score"]
