@@ -30,7 +30,8 @@ container created is closed by :meth:`Container.close` (or ``with Container(...)
 passed as an instance belongs to the caller and is left open.
 
 ``reranker`` (keyword only): a registered name in :data:`~coniti.rerank.RERANKERS` (built without
-options; entry-point group ``coniti.rerankers``) or a :class:`~coniti.rerank.Reranker` instance,
+options; entry-point group ``coniti.rerankers``), a :class:`~coniti.rerank.Reranker` instance, or a
+plain or async function ``(query, hits) -> hits`` (:func:`~coniti.rerank.as_reranker`),
 applied by the engine to every ask but ``recent`` ones. ``keyword``: a
 :class:`~coniti.keyword.KeywordIndex` prototype whose ``k1`` and ``b`` every namespace's keyword index
 takes (default ``KeywordIndex()``).
@@ -54,7 +55,7 @@ from coniti.impl.memory import InMemoryBackend
 from coniti.keyword import KeywordIndex
 from coniti.memory import MemoryBackend
 from coniti.registry import Registry, spec_id
-from coniti.rerank import RERANKERS, Reranker
+from coniti.rerank import RERANKERS, Reranker, RerankerLike, as_reranker
 from coniti.strategy import STRATEGIES, Strategy
 from coniti.structure import STRUCTURES, Structure
 
@@ -219,16 +220,14 @@ class Container(Generic[M]):
         structure: str | Structure = "flat",
         strategy: str | Strategy = "default",
         *,
-        reranker: str | Reranker | None = None,
+        reranker: str | RerankerLike | None = None,
         keyword: KeywordIndex | None = None,
         **options: Any,
     ) -> None:
         if isinstance(reranker, str):
             reranker = RERANKERS.create(reranker)
-        if reranker is not None and not isinstance(reranker, Reranker):
-            raise ContractError(
-                f"reranker must be a registered name or have rerank(query, hits), got {type(reranker).__name__}"
-            )
+        if reranker is not None:
+            reranker = as_reranker(reranker)
         self.reranker: Reranker | None = reranker
         chosen: dict[str, Any] = {
             "memory": "in_memory" if memory is None else memory,

@@ -111,7 +111,7 @@ from coniti.memory import (
     to_thread,
 )
 from coniti.recall import ContextBlock, Hit, HitLike, to_context_block
-from coniti.rerank import Reranker
+from coniti.rerank import Reranker, RerankerLike, as_reranker
 from coniti.strategy import Strategy
 from coniti.structure import Structure
 
@@ -125,7 +125,8 @@ class ContinuityEngine:
     ``structures``: one structure or a sequence of them; each is a prototype, ``spawn()``-ed once per
     namespace. ``read_only``: refuse writes (always so over a read-only backend such as a time-travel
     view). ``keyword``: the keyword index prototype (its ``k1`` and ``b``), spawned per namespace.
-    ``reranker``: a :class:`~coniti.rerank.Reranker` applied to every ask but ``recent`` ones.
+    ``reranker``: a :class:`~coniti.rerank.Reranker`, or a plain or async function ``(query, hits) ->
+    hits`` (:func:`~coniti.rerank.as_reranker`), applied to every ask but ``recent`` ones.
     ``max_query_chars``: the longest query text an ask takes (:data:`MAX_QUERY_CHARS` by
     default; the attribute of that name may be changed); a longer one is refused before any work.
     Raises :class:`EmbeddingMismatch` if the root namespace holds another embedding's vectors.
@@ -146,7 +147,7 @@ class ContinuityEngine:
         *,
         read_only: bool = False,
         keyword: KeywordIndex | None = None,
-        reranker: Reranker | None = None,
+        reranker: RerankerLike | None = None,
         max_query_chars: int = MAX_QUERY_CHARS,
     ) -> None:
         if not isinstance(memory, MemoryBackend):
@@ -160,8 +161,8 @@ class ContinuityEngine:
             raise ContractError(f"strategy must be a Strategy, got {type(strategy).__name__}")
         if keyword is not None and not isinstance(keyword, KeywordIndex):
             raise ContractError(f"keyword must be a KeywordIndex, got {type(keyword).__name__}")
-        if reranker is not None and not isinstance(reranker, Reranker):
-            raise ContractError(f"reranker must have rerank(query, hits), got {type(reranker).__name__}")
+        if reranker is not None:
+            reranker = as_reranker(reranker)
         if type(max_query_chars) is not int or max_query_chars < 1:
             raise ContractError(f"max_query_chars must be a positive int, got {max_query_chars!r}")
         recipe = Recipe(
