@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar, cast, overload
 
@@ -61,6 +61,8 @@ from coniti.structure import STRUCTURES, Structure
 
 if TYPE_CHECKING:
     from coniti.impl.log import LogBackend
+    from coniti.scope import Scope
+    from coniti.scoped import ScopedEngine
 
 __all__ = [
     "MEMORIES",
@@ -292,6 +294,11 @@ class Container(Generic[M]):
             if self._owns_memory and isinstance(created, MemoryBackend):
                 created.close()
             raise
+
+    def scoped(self, scope: Scope | Mapping[str, str] | str) -> ScopedEngine:
+        """:meth:`ContinuityEngine.scoped <coniti.engine.ContinuityEngine.scoped>` of this
+        container's engine: a handle confined to ``scope`` (:mod:`coniti.scoped`)."""
+        return self.engine.scoped(scope)
 
     def resolved(self) -> dict[str, ResolvedPiece]:
         """Per piece, in :data:`PIECES` order: a :class:`ResolvedPiece` with ``name``, ``options``

@@ -14,6 +14,9 @@ call to the part that does it. Data flows down; no part calls back up into the e
   resolved to notes with memory ``get`` -> optional MMR and reranker stages -> :class:`Answer`.
 * **remove**: delete from memory, then end the deleted rows.
 
+Every write path refuses a namespace of a scope (:mod:`coniti.scope`) unless it runs for a scoped
+handle (:meth:`ContinuityEngine.scoped`) whose scope holds it.
+
 The engine keeps no copy of notes or vectors it cannot rebuild. Per namespace it holds derived data
 only (:class:`~coniti.engine.index.NamespaceIndex`): the structures, the keyword index
 (:mod:`coniti.keyword`) and, when the strategy asks for one, a content index (content key -> ids).
@@ -57,11 +60,11 @@ An engine is thread-safe: every public method holds one re-entrant lock (an engi
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import EllipsisType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from coniti import derived
 from coniti.actor import Note, Query
@@ -112,8 +115,12 @@ from coniti.memory import (
 )
 from coniti.recall import ContextBlock, Hit, HitLike, to_context_block
 from coniti.rerank import Reranker, RerankerLike, as_reranker
+from coniti.scope import Scope, check_write
 from coniti.strategy import Strategy
 from coniti.structure import Structure
+
+if TYPE_CHECKING:
+    from coniti.scoped import ScopedEngine
 
 __all__ = ["Answer", "ContinuityEngine", "DerivedReport", "Hit", "IngestResult", "Snapshot"]
 # Hit lives in coniti.recall (what recall returns); it is re-exported here, where answers are made.
@@ -266,6 +273,7 @@ class ContinuityEngine:
         else:
             batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
+        check_write(ns, "ingest")
         with self._writing() as writes:
             return writes.ingest(ns, batch, columns, op_id)
 
@@ -358,6 +366,7 @@ class ContinuityEngine:
         for a weight that is not a finite number, and :class:`NotSupported` on a backend without
         :attr:`~coniti.memory.MemoryBackend.supports_feedback`."""
         request = FeedbackRequest(id=id, weight=weight, namespace=as_namespace(namespace), reason=reason)
+        check_write(request.namespace, "improve")
         with self._writing() as writes:
             return writes.improve(request)
 
@@ -381,6 +390,7 @@ class ContinuityEngine:
             if not isinstance(id_, str):
                 raise ContractError(f"ids[{i}] must be a string, got {type(id_).__name__}")
         ns = as_namespace(namespace)
+        check_write(ns, "remove")
         with self._writing() as writes:
             return writes.remove(ns, id_list)
 
@@ -411,6 +421,7 @@ class ContinuityEngine:
         note = _as_note(note, 0)
         ns = as_namespace(namespace)
         when = None if expires_at is None else expiry(expires_at)
+        check_write(ns, "upsert")
         with self._writing() as writes:
             return writes.upsert(ns, note, when, expected_version, op_id)
 
@@ -435,8 +446,18 @@ class ContinuityEngine:
         """
         ns = as_namespace(namespace)
         changes = {"text": text, "timestamp": timestamp, "metadata": metadata, "metadata_patch": metadata_patch}
+        check_write(ns, "update")
         with self._writing() as writes:
             return writes.update(ns, id, changes, expected_version, op_id)
+
+    def scoped(self, scope: Scope | Mapping[str, str] | str) -> ScopedEngine:
+        """A handle that adds the trusted ``scope`` to every call and refuses calls outside it:
+        :class:`~coniti.scoped.ScopedEngine` (how scopes are stored and the trust model:
+        :mod:`coniti.scope`). ``scope``: a :class:`~coniti.scope.Scope`, a mapping of its fields or
+        ``"user=alice,agent=bot"``."""
+        from coniti.scoped import ScopedEngine
+
+        return ScopedEngine(self, scope)
 
     @contextmanager
     def _writing(self) -> Iterator[Writes]:
@@ -470,6 +491,7 @@ class ContinuityEngine:
         if not isinstance(snapshot, Snapshot):
             raise ContractError(f"expected a Snapshot, got {type(snapshot).__name__}")
         ns = snapshot.namespace if namespace is None else as_namespace(namespace)
+        check_write(ns, "restore")
         spec_id = self.spec_id
         if snapshot.embedding_id is not None:
             self._recipe.refuse_mismatch(snapshot.embedding_id, ns, what="the snapshot")
