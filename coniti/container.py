@@ -96,11 +96,18 @@ def _log_backend(
     actor: str | None = None,
     read_only: bool = False,
     map_size: int | None = None,
+    retention: Any = ...,
+    kind_retention: Any = ...,
 ) -> MemoryBackend:
-    """A :class:`~coniti.impl.log.LogBackend` on directory ``path``."""
+    """A :class:`~coniti.impl.log.LogBackend` on directory ``path`` (``retention`` and
+    ``kind_retention``: :mod:`coniti.retention`; not given: what the store holds)."""
     from coniti.impl.log import LogBackend
 
     extra: dict[str, Any] = {} if map_size is None else {"map_size": map_size}
+    if retention is not ...:
+        extra["retention"] = retention
+    if kind_retention is not ...:
+        extra["kind_retention"] = kind_retention
     return LogBackend(path, durability=durability, actor=actor, read_only=read_only, **extra)
 
 

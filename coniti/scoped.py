@@ -146,9 +146,9 @@ class ScopedEngine:
 
     # -- writes ----------------------------------------------------------------------------------
 
-    def ingest(self, note: Note | str, *, namespace: Sequence[str] = ()) -> IngestResult:
+    def ingest(self, note: Note | str, *, namespace: Sequence[str] = (), no_expiry: bool = False) -> IngestResult:
         """:meth:`ContinuityEngine.ingest <coniti.engine.ContinuityEngine.ingest>` into the scope."""
-        return self.ingest_many([note], namespace=namespace)[0]
+        return self.ingest_many([note], namespace=namespace, no_expiry=no_expiry)[0]
 
     def ingest_many(
         self,
@@ -156,6 +156,7 @@ class ScopedEngine:
         *,
         namespace: Sequence[str] = (),
         op_id: str | None = None,
+        no_expiry: bool = False,
     ) -> list[IngestResult]:
         """:meth:`ContinuityEngine.ingest_many <coniti.engine.ContinuityEngine.ingest_many>` into
         the scope; a note whose metadata holds ``"scope"`` refuses the whole batch."""
@@ -165,7 +166,7 @@ class ScopedEngine:
                 check_metadata(note.metadata, f"notes[{i}].metadata")
         ns = self.namespace(namespace)
         with writing_as(self._scope):
-            return self._engine.ingest_many(batch, namespace=ns, op_id=op_id)
+            return self._engine.ingest_many(batch, namespace=ns, op_id=op_id, no_expiry=no_expiry)
 
     def upsert(
         self,
@@ -175,6 +176,7 @@ class ScopedEngine:
         expected_version: int | None | EllipsisType = ...,
         op_id: str | None = None,
         expires_at: float | datetime | None = None,
+        no_expiry: bool = False,
     ) -> WriteResult:
         """:meth:`ContinuityEngine.upsert <coniti.engine.ContinuityEngine.upsert>` in the scope
         (``expires_at``: the scoped way to expire a note)."""
@@ -184,7 +186,8 @@ class ScopedEngine:
         ns = self.namespace(namespace, what=what)
         with writing_as(self._scope):
             return self._engine.upsert(
-                note, namespace=ns, expected_version=expected_version, op_id=op_id, expires_at=expires_at
+                note, namespace=ns, expected_version=expected_version, op_id=op_id, expires_at=expires_at,
+                no_expiry=no_expiry,
             )
 
     def update(

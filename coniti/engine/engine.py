@@ -115,6 +115,7 @@ from coniti.memory import (
 )
 from coniti.recall import ContextBlock, Hit, HitLike, to_context_block
 from coniti.rerank import Reranker, RerankerLike, as_reranker
+from coniti.retention import retained
 from coniti.scope import Scope, check_write
 from coniti.strategy import Strategy
 from coniti.structure import Structure
@@ -240,9 +241,9 @@ class ContinuityEngine:
 
     # -- ingest ----------------------------------------------------------------------------------
 
-    def ingest(self, note: Note | str, *, namespace: Sequence[str] = ()) -> IngestResult:
+    def ingest(self, note: Note | str, *, namespace: Sequence[str] = (), no_expiry: bool = False) -> IngestResult:
         """Ingest one note (a plain string becomes ``Note.create(text)``); see :meth:`ingest_many`."""
-        return self.ingest_many([note], namespace=namespace)[0]
+        return self.ingest_many([note], namespace=namespace, no_expiry=no_expiry)[0]
 
     def ingest_many(
         self,
@@ -250,6 +251,7 @@ class ContinuityEngine:
         *,
         namespace: Sequence[str] = (),
         op_id: str | None = None,
+        no_expiry: bool = False,
     ) -> list[IngestResult]:
         """Ingest a batch atomically: one embedding call, one strategy call, one memory ``put``.
 
@@ -265,6 +267,8 @@ class ContinuityEngine:
         admissions (the notes it wrote are embedded again and sent with the op id, so memory
         compares them with the first request); another batch under that op id raises
         :class:`~coniti.errors.IdempotencyConflict`.
+
+        ``no_expiry``: the notes get no expiry from the store's retention (:mod:`coniti.retention`).
         """
         columns: NoteBatch | None = None
         batch: Sequence[Note]
@@ -274,7 +278,7 @@ class ContinuityEngine:
             batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
         check_write(ns, "ingest")
-        with self._writing() as writes:
+        with self._writing() as writes, retained(not no_expiry):
             return writes.ingest(ns, batch, columns, op_id)
 
     # -- ask ---------------------------------------------------------------------------------------
@@ -408,6 +412,7 @@ class ContinuityEngine:
         expected_version: int | None | EllipsisType = ...,
         op_id: str | None = None,
         expires_at: float | datetime | None = None,
+        no_expiry: bool = False,
     ) -> WriteResult:
         """Create ``note`` or replace the live note of its id whole (one new version).
 
@@ -415,14 +420,17 @@ class ContinuityEngine:
         (its vector is kept). ``expected_version``: the live version the write requires (``None``:
         the id must not exist; ``...``, the default: no expectation); a mismatch raises
         :class:`~coniti.errors.VersionConflict`. ``op_id`` makes the call idempotent; ``expires_at``
-        hides the note from reads from then on. The strategy's admission is not consulted: an upsert
+        hides the note from reads from then on; without it the store's retention gives the expiry,
+        unless ``no_expiry`` (:mod:`coniti.retention`). The strategy's admission is not consulted: an upsert
         is an explicit correction. Needs a backend with ``supports_write``.
         """
         note = _as_note(note, 0)
         ns = as_namespace(namespace)
         when = None if expires_at is None else expiry(expires_at)
         check_write(ns, "upsert")
-        with self._writing() as writes:
+        if no_expiry and when is not None:
+            raise ContractError("give expires_at or no_expiry, not both")
+        with self._writing() as writes, retained(not no_expiry):
             return writes.upsert(ns, note, when, expected_version, op_id)
 
     def update(
@@ -625,15 +633,18 @@ class ContinuityEngine:
 
     # -- async twins: the sync call on a worker thread (the engine's lock serialises them) ---------
 
-    async def aingest(self, note: Note | str, *, namespace: Sequence[str] = ()) -> IngestResult:
+    async def aingest(
+        self, note: Note | str, *, namespace: Sequence[str] = (), no_expiry: bool = False
+    ) -> IngestResult:
         """:meth:`ingest` on a worker thread."""
-        return await to_thread(self.ingest, note, namespace=namespace)
+        return await to_thread(self.ingest, note, namespace=namespace, no_expiry=no_expiry)
 
     async def aingest_many(
-        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None
-    ) -> list[IngestResult]:
+        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None,
+        no_expiry: bool = False,
+    ) -> list[IngestResult]:  # fmt: skip
         """:meth:`ingest_many` on a worker thread (``notes`` is read there)."""
-        return await to_thread(self.ingest_many, notes, namespace=namespace, op_id=op_id)
+        return await to_thread(self.ingest_many, notes, namespace=namespace, op_id=op_id, no_expiry=no_expiry)
 
     async def aask(
         self,
@@ -688,11 +699,12 @@ class ContinuityEngine:
         expected_version: int | None | EllipsisType = ...,
         op_id: str | None = None,
         expires_at: float | datetime | None = None,
+        no_expiry: bool = False,
     ) -> WriteResult:
         """:meth:`upsert` on a worker thread."""
         return await to_thread(
             self.upsert, note, namespace=namespace, expected_version=expected_version, op_id=op_id,
-            expires_at=expires_at,
+            expires_at=expires_at, no_expiry=no_expiry,
         )
 
     async def aupdate(
