@@ -22,8 +22,9 @@ time on, :meth:`~coniti.impl.log.LogBackend.sweep` deletes it with an audited ``
   ``meta`` event of the audit trail like any other (stamped with the opener's actor and reason
   ``retention``), so a reopen, every other handle and process, an export and an import keep it.
   Opening with ``retention=`` or ``kind_retention=`` records the new policy when it differs (on a
-  read-only store that is refused); opening without them keeps what the store holds. Every write
-  reads the policy the store holds at that moment.
+  read-only store that is refused); opening without them keeps what the store holds. A handle
+  reads the policy when it opens and applies it to its writes: a policy another handle or process
+  records later applies to this one once it is reopened.
 
 Bad input (a duration that is not a positive :class:`~datetime.timedelta`, a kind that is not a
 non-empty string): :class:`~coniti.errors.ContractError` naming the argument; the store is not

@@ -58,6 +58,7 @@ from coniti.impl.log_retention import (
     policy_now,
     retained_items,
     retained_write,
+    stored_policy,
 )
 from coniti.jsonl import MAX_STAMP_CHARS
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
@@ -99,7 +100,7 @@ from coniti.memory import (
     require,
     unique_ids,
 )
-from coniti.retention import RETENTION_KEY, Retention
+from coniti.retention import Retention
 from coniti.text import check_text
 
 __all__ = ["LogBackend", "LogView", "VerifyReport"]
@@ -461,18 +462,19 @@ class LogBackend(_Reads, MemoryBackend):
         self._as_of = None
         self.actor = actor
         self.read_only = read_only
+        self._retention = stored_policy(self._log)
         if retention is not ... or kind_retention is not ...:
             try:
-                configure_retention(self, retention, kind_retention)
+                self._retention = configure_retention(self, retention, kind_retention)
             except BaseException:
                 self.close()
                 raise
 
     @property
     def retention(self) -> Retention:
-        """The retention the store holds now (:mod:`coniti.retention`): ``.default`` and ``.kinds``
-        in seconds, ``.timedelta(kind)`` for one kind."""
-        return Retention.from_meta(self._log.get_meta((), RETENTION_KEY, None))
+        """The retention this handle's writes apply (:mod:`coniti.retention`; read from the store
+        when it opened): ``.default`` and ``.kinds`` in seconds, ``.timedelta(kind)`` for one kind."""
+        return self._retention
 
     def __repr__(self) -> str:
         return f"LogBackend({self.path!r}, durability={self.durability!r})"
@@ -559,7 +561,7 @@ class LogBackend(_Reads, MemoryBackend):
         records = request.records
         check_put_ids(records)
         actor, reason = self._stamp()
-        items = retained_items(_put_items(records), records, policy_now(self._log))
+        items = retained_items(_put_items(records), records, policy_now(self._retention))
         seqs = self._log.put(items, actor=actor, reason=reason)
         return _put_written(seqs, 0)
 
@@ -572,7 +574,7 @@ class LogBackend(_Reads, MemoryBackend):
         rebuild and compaction keep them."""
         request = require(request, WriteRequest)
         digest = None if request.op_id is None else request.digest()  # of the request as given
-        request = retained_write(request, policy_now(self._log))
+        request = retained_write(request, policy_now(self._retention))
         actor, reason = self._stamp()
         return self._log.transact(
             request.namespace, _decide(request, digest), actor=actor, reason=reason
@@ -600,7 +602,7 @@ class LogBackend(_Reads, MemoryBackend):
         check_put_ids(records)
         actor, reason = self._stamp()
         seqs = self._log.put(
-            retained_items(_put_items(records), records, policy_now(self._log)), actor=actor, reason=reason,
+            retained_items(_put_items(records), records, policy_now(self._retention)), actor=actor, reason=reason,
             meta=(meta.namespace, meta.key, meta.value),
         )
         return _put_written(seqs, 1)
@@ -614,7 +616,7 @@ class LogBackend(_Reads, MemoryBackend):
             meta = require(meta, MetaSetRequest)
         notes = batch.notes
         check_batch_ids(batch)
-        policy = policy_now(self._log)
+        policy = policy_now(self._retention)
         if policy is not None:  # records with expiries: the put path (the columns carry none)
             vectors = batch.vectors
             records = [
@@ -640,7 +642,7 @@ class LogBackend(_Reads, MemoryBackend):
         if meta is not None:
             meta = require(meta, MetaSetRequest)
         actor, reason = self._stamp()
-        items = _Items(batches, policy_now(self._log))
+        items = _Items(batches, policy_now(self._retention))
         return self._log.put_batches(
             items, actor=actor, reason=reason,
             meta=None if meta is None else (meta.namespace, meta.key, meta.value),

@@ -16,16 +16,20 @@ from coniti.retention import RETENTION_KEY, Retention, suppressed
 if TYPE_CHECKING:
     from coniti.impl.log import LogBackend
 
-__all__ = ["configure_retention", "policy_now", "retained_items", "retained_write"]
+__all__ = ["configure_retention", "policy_now", "retained_items", "retained_write", "stored_policy"]
 
 
-def policy_now(log: EventLog) -> Retention | None:
-    """The retention a write applies now (:mod:`coniti.retention`): the store's, None when it has
-    none or inside :func:`~coniti.retention.no_expiry`."""
-    if suppressed():
+def stored_policy(log: EventLog) -> Retention:
+    """The retention the store holds (its root metadata key :data:`~coniti.retention.RETENTION_KEY`)."""
+    return Retention.from_meta(log.get_meta((), RETENTION_KEY, None))
+
+
+def policy_now(policy: Retention) -> Retention | None:
+    """The retention a write applies now: ``policy`` (the handle's), None when it has none or
+    inside :func:`~coniti.retention.no_expiry`."""
+    if suppressed() or not policy.active:
         return None
-    policy = Retention.from_meta(log.get_meta((), RETENTION_KEY, None))
-    return policy if policy.active else None
+    return policy
 
 
 def retained_items(items: list[PutItem], records: Sequence[MemoryRecord], policy: Retention | None) -> list[PutItem]:
@@ -59,16 +63,17 @@ def retained_write(request: WriteRequest, policy: Retention | None) -> WriteRequ
     return request.model_copy(update={"ops": ops})
 
 
-def configure_retention(backend: LogBackend, retention: Any, kind_retention: Any) -> None:
-    """Record the retention an open asks for when it differs from the store's (module
-    :mod:`coniti.retention`); refused on a read-only store."""
+def configure_retention(backend: LogBackend, retention: Any, kind_retention: Any) -> Retention:
+    """The retention an open asks for, recorded in the store when it differs from the store's
+    (module :mod:`coniti.retention`); refused on a read-only store."""
     stored = backend.retention
     wanted = Retention.make(retention, kind_retention, stored)
     if wanted == stored:
-        return
+        return stored
     if backend.read_only:
         raise ContractError(
             f"retention: this store is opened read-only; it keeps {stored!r} (open it for writing to change it)"
         )
     with backend.audit(backend.actor, "retention"):
         backend.set_meta(MetaSetRequest(key=RETENTION_KEY, value=wanted.to_meta(), namespace=()))
+    return wanted
