@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coniti import (
     Container,
@@ -371,3 +373,35 @@ def test_scopes_work_in_memory_too() -> None:
         c.scoped(BOB).ingest(Note(id="n1", text="bob coffee", timestamp=1.0))
         assert texts(c.scoped(ALICE).get(["n1"]).records) == {"alice tea"}
         assert [h.note.text for h in c.scoped(BOB).ask("tea coffee", prefix=()).hits] == ["bob coffee"]
+
+
+# -- a property: whatever the handles write, each reads exactly its own --------------------------
+
+SCOPES = [Scope(user="alice"), Scope(user="bob"), Scope(user="alice", conversation="c1"), Scope(app="x", user="alice")]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["n1", "n2", "n3"]), st.booleans()), max_size=12))
+def test_every_handle_reads_exactly_what_its_scope_holds(ops: list[tuple[int, str, bool]]) -> None:
+    """Random upserts and removes through four handles (two nested): each handle's get, scan,
+    count and ask(prefix=()) equal a model of the records under its scope."""
+    model: dict[tuple[tuple[str, ...], str], str] = {}
+    with Container() as c:
+        handles = [c.scoped(s) for s in SCOPES]
+        for n, (who, id_, put) in enumerate(ops):
+            h = handles[who]
+            if put:
+                text = f"note {n} by {SCOPES[who]}"
+                h.upsert(Note(id=id_, text=text, timestamp=float(n)))
+                model[(h.home, id_)] = text
+            else:
+                h.remove([id_])
+                model.pop((h.home, id_), None)
+        for scope, h in zip(SCOPES, handles, strict=True):
+            own = {i: t for (home, i), t in model.items() if home == scope.home}
+            seen = {t for (home, _), t in model.items() if scope.holds(home)}
+            assert {r.note.id: r.note.text for r in h.get(["n1", "n2", "n3"]).records} == own
+            assert {r.note.text for r in h.scan().records} == set(own.values()) and h.count() == len(own)
+            hits = h.ask(Query(text="note", k=50), prefix=()).hits
+            assert {x.note.text for x in hits} <= seen
+            assert {x.note.text for x in h.ask(Query(time_range=TimeRange(start=-1.0), k=50), prefix=()).hits} == seen

@@ -94,6 +94,17 @@ async def test_recall_get_and_changes_see_only_the_scope(store: Path) -> None:
     assert history and {tuple(e["namespace"]) for e in history} == {ALICE.home}
 
 
+async def test_recall_as_of_a_past_point_stays_in_the_scope(store: Path) -> None:
+    """recall with as_of answers through a past handle of the same scope."""
+    point = head(store)
+    async with connect(store, scope=ALICE) as client:
+        await ok(client, "update", {"id": "n1", "text": "alice drinks mate now", "reason": "r"})
+        past = (await ok(client, "recall", {"query": "drinks tea", "as_of": point}))["hits"]
+        now = (await ok(client, "recall", {"query": "drinks", "k": 10}))["hits"]
+    assert [h["text"] for h in past] == ["alice drinks green tea"]
+    assert [h["text"] for h in now] == ["alice drinks mate now"]
+
+
 @pytest.mark.parametrize(
     ("tool", "arguments"),
     [
