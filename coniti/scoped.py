@@ -19,6 +19,9 @@ naming the field or record; nothing written, nothing read):
   ``metadata_patch``, a snapshot's records; a filter path ``"scope"`` (``query.filter``, ``scan``,
   ``count``).
 
+Async twins (``aingest``, ``aingest_many``, ``aupsert``, ``aupdate``, ``aremove``, ``aget``,
+``aask``, ``acontext``) run the sync call on a worker thread, with the same checks.
+
 Reads (``get``, ``ask``, ``context``, ``scan``, ``count``, ``namespaces``, ``history``, ``events``,
 ``follow``, ``diff``, ``feedback``, ``snapshot``, ``dump``, and a handle of the past from
 :meth:`ScopedEngine.at`) see only namespaces under the scope's root. ``ask(prefix=())`` answers from
@@ -49,6 +52,7 @@ from coniti.memory import (
     ScanResult,
     WriteResult,
     as_namespace,
+    to_thread,
 )
 from coniti.recall import ContextBlock, HitLike
 from coniti.scope import (
@@ -392,6 +396,40 @@ class ScopedEngine:
         engine's owner closes the engine)."""
         if self._engine.memory.as_of is not None:
             self._engine.close()
+
+    # -- async twins: the sync call on a worker thread -------------------------------------------
+
+    async def aingest(self, note: Note | str, **options: Any) -> IngestResult:
+        """:meth:`ingest` on a worker thread."""
+        return await to_thread(self.ingest, note, **options)
+
+    async def aingest_many(self, notes: Iterable[Note | str] | NoteBatch, **options: Any) -> list[IngestResult]:
+        """:meth:`ingest_many` on a worker thread."""
+        return await to_thread(self.ingest_many, notes, **options)
+
+    async def aupsert(self, note: Note | str, **options: Any) -> WriteResult:
+        """:meth:`upsert` on a worker thread."""
+        return await to_thread(self.upsert, note, **options)
+
+    async def aupdate(self, id: str, **options: Any) -> WriteResult:
+        """:meth:`update` on a worker thread."""
+        return await to_thread(self.update, id, **options)
+
+    async def aremove(self, ids: Iterable[str], **options: Any) -> DeleteResult:
+        """:meth:`remove` on a worker thread."""
+        return await to_thread(self.remove, ids, **options)
+
+    async def aget(self, ids: Iterable[str], **options: Any) -> GetResult:
+        """:meth:`get` on a worker thread."""
+        return await to_thread(self.get, ids, **options)
+
+    async def aask(self, query: Query | str, **options: Any) -> Answer:
+        """:meth:`ask` on a worker thread."""
+        return await to_thread(self.ask, query, **options)
+
+    async def acontext(self, query: Query | str, **options: Any) -> ContextBlock:
+        """:meth:`context` on a worker thread."""
+        return await to_thread(self.context, query, **options)
 
     # -- helpers ---------------------------------------------------------------------------------
 

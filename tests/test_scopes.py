@@ -405,3 +405,22 @@ def test_every_handle_reads_exactly_what_its_scope_holds(ops: list[tuple[int, st
             hits = h.ask(Query(text="note", k=50), prefix=()).hits
             assert {x.note.text for x in hits} <= seen
             assert {x.note.text for x in h.ask(Query(time_range=TimeRange(start=-1.0), k=50), prefix=()).hits} == seen
+
+
+def test_the_async_twins_keep_the_scope(box: Container[LogBackend]) -> None:
+    """aingest, aask and aget of a handle write and read its scope only; a forged namespace is
+    refused the same way."""
+    import asyncio
+
+    async def run() -> tuple[set[str], set[str]]:
+        a = box.scoped(ALICE)
+        await a.aingest(Note(id="n7", text="alice async tea", timestamp=7.0))
+        got = await a.aget(["n7", "n1"])
+        hits = (await a.aask(Query(text="tea", k=10), prefix=())).hits
+        with pytest.raises(ScopeError):
+            await a.aingest("x", namespace=BOB.home)
+        return texts(got.records), {h.note.text for h in hits}
+
+    got, hits = asyncio.run(run())
+    assert got == {"alice async tea", "alice likes green tea"} and all(t.startswith("alice") for t in hits)
+    assert box.scoped(BOB).get(["n7"]).missing == ["n7"]
