@@ -119,7 +119,7 @@ class ScopedEngine:
             raise ContractError(f"{field}: {exc}") from None
         if ns and ns[0] == SCOPE_ROOT:
             if scope_of(ns) is None or not self._scope.holds(ns):
-                raise self._outside(ns, field, what)
+                raise _outside(self._scope, ns, field, what)
             return ns
         return (*self._scope.home, *ns)
 
@@ -134,19 +134,9 @@ class ScopedEngine:
             return self._scope.root
         if ns[0] == SCOPE_ROOT:
             if not self._scope.holds(ns):
-                raise self._outside(ns, field, "")
+                raise _outside(self._scope, ns, field, "")
             return ns
         return (*self._scope.home, *ns)
-
-    def _outside(self, ns: tuple[str, ...], field: str, what: str) -> ScopeError:
-        at = f" ({what})" if what else ""
-        return ScopeError(
-            f"{field} {namespace_text(ns)}{at} is outside this handle's scope {self._scope}; "
-            "nothing was read or written"
-        )
-
-    def _holds(self, namespace: Sequence[str]) -> bool:
-        return self._scope.holds(namespace)
 
     # -- writes ----------------------------------------------------------------------------------
 
@@ -254,7 +244,7 @@ class ScopedEngine:
             from coniti.errors import ReadOnlyError
 
             raise ReadOnlyError("this handle is read-only")
-        result: EraseResult = self._store("erase").erase(id_list, namespace=ns, reason=reason)
+        result: EraseResult = _store(self._engine, "erase").erase(id_list, namespace=ns, reason=reason)
         self._engine.refresh()
         return result
 
@@ -349,7 +339,7 @@ class ScopedEngine:
     def history(self, id: str, namespace: Sequence[str] = ()) -> list[Event]:
         """Every event that touched note ``id`` of the scope's ``namespace``, oldest first."""
         ns = self.namespace(namespace, what=f"record {id!r}")
-        events: list[Event] = self._store("history").history(id, ns)
+        events: list[Event] = _store(self._engine, "history").history(id, ns)
         return events
 
     def events(
@@ -358,15 +348,15 @@ class ScopedEngine:
     ) -> Iterator[Event]:  # fmt: skip
         """The audit trail of the scope: events with ``after < seq <= until`` of namespaces under
         the scope's root (of ``namespace`` only, when given), at most ``limit``, in order."""
-        store = self._store("events")
+        store = _store(self._engine, "events")
         if namespace is not None:
             return iter(store.events(after, until=until, namespace=self.namespace(namespace), limit=limit))
-        return _first(self._mine(store.events(after, until=until)), limit)
+        return _first(_mine(self._scope, store.events(after, until=until)), limit)
 
     def follow(self, after: int | None = None, *, timeout: float | None = None) -> Iterator[Event]:
         """:meth:`LogBackend.follow <coniti.impl.log.LogBackend.follow>`: a live tail of the
         scope's events only."""
-        return self._mine(self._store("follow").follow(after, timeout=timeout))
+        return _mine(self._scope, _store(self._engine, "follow").follow(after, timeout=timeout))
 
     def diff(
         self, a: int, b: int, *, namespace: Sequence[str] | None = None, prefix: Sequence[str] | None = None
@@ -374,7 +364,7 @@ class ScopedEngine:
         """Record ids added, removed and changed between points ``a`` and ``b``: of ``namespace``
         (one :class:`~coniti.events.Diff`), else of every namespace under ``prefix`` (default: the
         whole scope), one per namespace with a change."""
-        store = self._store("diff")
+        store = _store(self._engine, "diff")
         if namespace is not None:
             if prefix is not None:
                 raise ContractError("give namespace or prefix, not both")
@@ -431,18 +421,28 @@ class ScopedEngine:
         """:meth:`context` on a worker thread."""
         return await to_thread(self.context, query, **options)
 
-    # -- helpers ---------------------------------------------------------------------------------
 
-    def _store(self, call: str) -> Any:
-        store = self._engine.memory
-        if not callable(getattr(store, call, None)):
-            raise NotSupported(f"{call} needs a memory backend with an audit trail (e.g. LogBackend); {store.kind!r} has none")
-        return store
+def _outside(scope: Scope, ns: tuple[str, ...], field: str, what: str) -> ScopeError:
+    at = f" ({what})" if what else ""
+    return ScopeError(
+        f"{field} {namespace_text(ns)}{at} is outside this handle's scope {scope}; "
+        "nothing was read or written"
+    )
 
-    def _mine(self, events: Iterable[Event]) -> Iterator[Event]:
-        root = self._scope.root
-        n = len(root)
-        return (e for e in events if tuple(e.namespace[:n]) == root)
+
+def _store(engine: ContinuityEngine, call: str) -> Any:
+    """The engine's memory when it has the audit-trail call ``call``, else :class:`NotSupported`."""
+    store = engine.memory
+    if not callable(getattr(store, call, None)):
+        raise NotSupported(f"{call} needs a memory backend with an audit trail (e.g. LogBackend); {store.kind!r} has none")
+    return store
+
+
+def _mine(scope: Scope, events: Iterable[Event]) -> Iterator[Event]:
+    """The events of namespaces under ``scope``'s root."""
+    root = scope.root
+    n = len(root)
+    return (e for e in events if tuple(e.namespace[:n]) == root)
 
 
 def _first(events: Iterator[Event], limit: int | None) -> Iterator[Event]:
