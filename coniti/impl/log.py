@@ -623,8 +623,12 @@ class LogBackend(_Reads, MemoryBackend):
                 MemoryRecord.trusted(note, None if vectors is None else vectors[i], batch.embedding_id, batch.namespace)
                 for i, note in enumerate(notes)
             ]
-            request = PutRequest.model_construct(records=records)
-            return self.put(request) if meta is None else self.put_with_meta(request, meta)
+            actor, reason = self._stamp()
+            seqs = self._log.put(
+                retained_items(_put_items(records), records, policy), actor=actor, reason=reason,
+                meta=None if meta is None else (meta.namespace, meta.key, meta.value),
+            )
+            return _put_written(seqs, meta is not None)
         actor, reason = self._stamp()
         seqs = self._log.put_columns(
             batch.namespace, notes.ids, notes.texts, notes.timestamps, notes.metadata,
