@@ -56,6 +56,7 @@ from coniti.impl.log_audit import Subscription
 from coniti.impl.log_retention import (
     configure_retention,
     policy_now,
+    retained_columns,
     retained_items,
     retained_write,
     stored_policy,
@@ -616,24 +617,12 @@ class LogBackend(_Reads, MemoryBackend):
             meta = require(meta, MetaSetRequest)
         notes = batch.notes
         check_batch_ids(batch)
-        policy = policy_now(self._retention)
-        if policy is not None:  # records with expiries: the put path (the columns carry none)
-            vectors = batch.vectors
-            records = [
-                MemoryRecord.trusted(note, None if vectors is None else vectors[i], batch.embedding_id, batch.namespace)
-                for i, note in enumerate(notes)
-            ]
-            actor, reason = self._stamp()
-            seqs = self._log.put(
-                retained_items(_put_items(records), records, policy), actor=actor, reason=reason,
-                meta=None if meta is None else (meta.namespace, meta.key, meta.value),
-            )
-            return _put_written(seqs, meta is not None)
+        expiries = retained_columns(notes, policy_now(self._retention))
         actor, reason = self._stamp()
         seqs = self._log.put_columns(
             batch.namespace, notes.ids, notes.texts, notes.timestamps, notes.metadata,
             batch.embedding_id, batch.vectors, actor=actor, reason=reason,
-            meta=None if meta is None else (meta.namespace, meta.key, meta.value),
+            meta=None if meta is None else (meta.namespace, meta.key, meta.value), expiries=expiries,
         )  # fmt: skip
         return _put_written(seqs, meta is not None)
 

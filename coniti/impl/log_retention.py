@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from coniti.actor import Note
 from coniti.errors import ContractError
 from coniti.log import EventLog, PutItem
 from coniti.memory import MemoryRecord, MetaSetRequest, UpsertOp, WriteRequest
@@ -16,7 +17,14 @@ from coniti.retention import RETENTION_KEY, Retention, suppressed
 if TYPE_CHECKING:
     from coniti.impl.log import LogBackend
 
-__all__ = ["configure_retention", "policy_now", "retained_items", "retained_write", "stored_policy"]
+__all__ = [
+    "configure_retention",
+    "policy_now",
+    "retained_columns",
+    "retained_items",
+    "retained_write",
+    "stored_policy",
+]
 
 
 def stored_policy(log: EventLog) -> Retention:
@@ -45,6 +53,23 @@ def retained_items(items: list[PutItem], records: Sequence[MemoryRecord], policy
                 item = item._replace(expires_at=now + ttl)
         out.append(item)
     return out
+
+
+def retained_columns(notes: Sequence[Note], policy: Retention | None) -> list[float | None] | None:
+    """The expiry column of a batch of ``notes`` (none of which has one) under ``policy``: None
+    when no record expires; without per-kind retention one value for every row (the notes are not
+    read), else per note by its kind."""
+    if policy is None or not notes:
+        return None
+    now = time.time()
+    if not policy.kinds:
+        assert policy.default is not None  # an active policy without kinds has a default
+        return [now + policy.default] * len(notes)
+    out: list[float | None] = []
+    for note in notes:
+        ttl = policy.seconds(getattr(note, "kind", None))
+        out.append(None if ttl is None else now + ttl)
+    return out if any(x is not None for x in out) else None
 
 
 def retained_write(request: WriteRequest, policy: Retention | None) -> WriteRequest:
