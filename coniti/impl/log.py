@@ -35,8 +35,9 @@ import contextlib
 import contextvars
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from types import EllipsisType
 from typing import IO, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
@@ -51,6 +52,14 @@ from coniti.errors import (
 from coniti.events import EraseResult
 from coniti.filters import Predicate, compile_filter
 from coniti.impl.log_audit import AuditTrail
+from coniti.impl.log_retention import (
+    configure_retention,
+    policy_now,
+    retained_columns,
+    retained_items,
+    retained_write,
+    stored_policy,
+)
 from coniti.jsonl import MAX_STAMP_CHARS
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
@@ -91,6 +100,7 @@ from coniti.memory import (
     require,
     unique_ids,
 )
+from coniti.retention import Retention
 from coniti.text import check_text
 
 __all__ = ["LogBackend", "LogView", "VerifyReport"]
@@ -331,13 +341,14 @@ def _span(need: int, seen: int, found: int) -> int:
 class _Items:
     """Batches of records as batches of put items, re-iterable when the batches are."""
 
-    def __init__(self, batches: Iterable[Sequence[MemoryRecord]]) -> None:
+    def __init__(self, batches: Iterable[Sequence[MemoryRecord]], policy: Retention | None = None) -> None:
         self._batches = batches
+        self._policy = policy
 
     def __iter__(self) -> Iterator[list[PutItem]]:
         for batch in self._batches:
             check_put_ids(batch)
-            yield _put_items(batch)
+            yield retained_items(_put_items(batch), batch, self._policy)
 
 
 class _Reads:
@@ -414,7 +425,10 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
     an existing store for reading only; writes raise :class:`ReadOnlyError`. ``group_commit``
     (default True): writes that threads or async tasks make concurrently on this handle share one
     transaction and one flush, each still all or nothing and acknowledged only once flushed (see
-    :mod:`coniti.log.group`); False commits every call on its own.
+    :mod:`coniti.log.group`); False commits every call on its own. ``retention`` (a positive
+    :class:`~datetime.timedelta`, or None: none) and ``kind_retention`` (kind -> timedelta or None):
+    the expiry of records written without one, recorded in the store (:mod:`coniti.retention`);
+    not given: the store keeps what it holds.
     """
 
     kind: ClassVar[str] = "log"
@@ -435,8 +449,11 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
         map_size: int = DEFAULT_MAP_SIZE,
         read_only: bool = False,
         group_commit: bool = True,
+        retention: timedelta | None | EllipsisType = ...,
+        kind_retention: Mapping[str, timedelta | None] | None | EllipsisType = ...,
     ) -> None:
         _check_stamp(actor, "actor")
+        Retention.make(retention, kind_retention, Retention(None, {}))  # bad input: nothing opened
         self._log = EventLog(
             path, durability=durability, map_size=map_size, read_only=read_only,
             group_commit=group_commit,
@@ -445,6 +462,19 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
         self._as_of = None
         self.actor = actor
         self.read_only = read_only
+        self._retention = stored_policy(self._log)
+        if retention is not ... or kind_retention is not ...:
+            try:
+                self._retention = configure_retention(self, retention, kind_retention)
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def retention(self) -> Retention:
+        """The retention this handle's writes apply (:mod:`coniti.retention`; read from the store
+        when it opened): ``.default`` and ``.kinds`` in seconds, ``.timedelta(kind)`` for one kind."""
+        return self._retention
 
     def __repr__(self) -> str:
         return f"LogBackend({self.path!r}, durability={self.durability!r})"
@@ -531,7 +561,8 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
         records = request.records
         check_put_ids(records)
         actor, reason = self._stamp()
-        seqs = self._log.put(_put_items(records), actor=actor, reason=reason)
+        items = retained_items(_put_items(records), records, policy_now(self._retention))
+        seqs = self._log.put(items, actor=actor, reason=reason)
         return _put_written(seqs, 0)
 
     def write(self, request: WriteRequest) -> WriteResult:
@@ -542,7 +573,8 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
         event carries the call's audit stamp. Op ids are kept as long as the log: export, import,
         rebuild and compaction keep them."""
         request = require(request, WriteRequest)
-        digest = None if request.op_id is None else request.digest()
+        digest = None if request.op_id is None else request.digest()  # of the request as given
+        request = retained_write(request, policy_now(self._retention))
         actor, reason = self._stamp()
         return self._log.transact(
             request.namespace, _decide(request, digest), actor=actor, reason=reason
@@ -570,7 +602,7 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
         check_put_ids(records)
         actor, reason = self._stamp()
         seqs = self._log.put(
-            _put_items(records), actor=actor, reason=reason,
+            retained_items(_put_items(records), records, policy_now(self._retention)), actor=actor, reason=reason,
             meta=(meta.namespace, meta.key, meta.value),
         )
         return _put_written(seqs, 1)
@@ -584,11 +616,12 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
             meta = require(meta, MetaSetRequest)
         notes = batch.notes
         check_batch_ids(batch)
+        expiries = retained_columns(notes, policy_now(self._retention))
         actor, reason = self._stamp()
         seqs = self._log.put_columns(
             batch.namespace, notes.ids, notes.texts, notes.timestamps, notes.metadata,
             batch.embedding_id, batch.vectors, actor=actor, reason=reason,
-            meta=None if meta is None else (meta.namespace, meta.key, meta.value),
+            meta=None if meta is None else (meta.namespace, meta.key, meta.value), expiries=expiries,
         )  # fmt: skip
         return _put_written(seqs, meta is not None)
 
@@ -601,7 +634,7 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
         if meta is not None:
             meta = require(meta, MetaSetRequest)
         actor, reason = self._stamp()
-        items = _Items(batches)
+        items = _Items(batches, policy_now(self._retention))
         return self._log.put_batches(
             items, actor=actor, reason=reason,
             meta=None if meta is None else (meta.namespace, meta.key, meta.value),
