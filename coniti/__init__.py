@@ -87,6 +87,8 @@ if TYPE_CHECKING:
         WriteResult,
     )
     from coniti.recall import ContextBlock, Hit, to_context_block
+    from coniti.scope import Scope, ScopeError
+    from coniti.scoped import ScopedEngine
     from coniti.state import StateStore
 
 __all__ = [
@@ -150,6 +152,9 @@ __all__ = [
     "RoleFilter",
     "ScanRequest",
     "ScanResult",
+    "Scope",
+    "ScopeError",
+    "ScopedEngine",
     "Snapshot",
     "StateStore",
     "StoreBusy",
@@ -236,6 +241,9 @@ _EXPORTS: dict[str, str] = {
     "RoleFilter": "coniti.conversation",
     "ScanRequest": "coniti.memory",
     "ScanResult": "coniti.memory",
+    "Scope": "coniti.scope",
+    "ScopeError": "coniti.scope",
+    "ScopedEngine": "coniti.scoped",
     "Snapshot": "coniti.engine",
     "StateStore": "coniti.state",
     "StoreBusy": "coniti.errors",

@@ -1,23 +1,12 @@
-"""docs/conversations.md: its Python blocks run top to bottom in a fresh directory."""
+"""docs/conversations.md states the content id test vector that Note.content_id gives (tests/test_docs.py
+runs the page)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-import pytest
-
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "conversations.md"
-
-
-def test_the_page_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every ```python block of the page runs, in order, in one namespace, in an empty directory."""
-    blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
-    assert len(blocks) >= 2
-    monkeypatch.chdir(tmp_path)
-    scope: dict[str, object] = {"__name__": "__docs__"}
-    for i, block in enumerate(blocks):
-        exec(compile(block, f"{PAGE.name} block {i}", "exec"), scope)
 
 
 def test_the_test_vector_on_the_page_is_the_content_id() -> None:

@@ -43,6 +43,12 @@ argument, else ``reason``. A write with no reason at all is refused.
 Namespaces stay absolute (as stored); one outside the prefix is refused. A tool's default namespace
 is the prefix itself; ``recall``, ``changes`` and ``diff`` default to the whole subtree.
 
+``scope`` (a :class:`~coniti.scope.Scope`; ``coniti mcp --scope user=alice``) serves through the
+scoped handle ``engine.scoped(scope)`` (:mod:`coniti.scoped`): the prefix is the scope's root, the
+default namespace its home (``["@scope", "user=alice", "@"]``), the engine's calls (remember, recall,
+get, update, forget) go through the handle, which refuses the reserved metadata key ``scope`` in
+``remember``/``update`` and in a ``recall`` filter. Give ``prefix`` or ``scope``, not both.
+
 **Refusals.** ``read_only`` refuses every write tool with a tool error that says so. Bad input is a
 tool error (``is_error``) naming the argument, and changes nothing: a value of the wrong type or
 range, an argument the tool does not take (a misspelt ``namespace`` must not write elsewhere), a bad
@@ -99,6 +105,8 @@ from coniti.integrations.mcp_turns import (
     turn_info,
 )
 from coniti.memory import MemoryRecord, as_namespace
+from coniti.scope import Scope, check_metadata
+from coniti.scoped import ScopedEngine
 from coniti.times import in_horizon, iso_time, parse_iso_time
 
 __all__ = [
@@ -327,6 +335,7 @@ def create_server(
     engine: ContinuityEngine,
     *,
     prefix: Sequence[str] = (),
+    scope: Scope | str | None = None,
     read_only: bool = False,
     allow_erase: bool = False,
     actor: str | None = None,
@@ -335,12 +344,13 @@ def create_server(
 ) -> MCPServer[Any]:
     """An MCP server over ``engine``, whose memory must be a :class:`LogBackend` (see the module
     docstring for the tools, resources and rules). ``prefix``: the namespace subtree it serves.
+    ``scope``: serve through ``engine.scoped(scope)`` instead (a Scope or ``"user=alice,..."``).
     ``read_only``: refuse every write. ``allow_erase``: offer the ``erase`` tool (not listed
     otherwise; refused with ``read_only``). ``actor``: stamped on every write instead of the
     client's name. ``reason``: the reason of a write whose call gives none.
 
-    Raises :class:`ContractError` for memory that is not a LogBackend, a bad ``prefix``, or
-    ``allow_erase`` with ``read_only``. The engine and its store stay the caller's to close.
+    Raises :class:`ContractError` for memory that is not a LogBackend, a bad ``prefix`` or
+    ``scope``, both of them, or ``allow_erase`` with ``read_only``. The engine and its store stay the caller's to close.
     """
     memory = engine.memory
     if not isinstance(memory, LogBackend):
@@ -349,7 +359,14 @@ def create_server(
         )
     if allow_erase and read_only:
         raise ContractError("allow_erase and read_only contradict each other: give one of them")
-    tools = _Tools(engine, memory, as_namespace(prefix), read_only, actor, reason)
+    served = as_namespace(prefix)
+    if scope is None:
+        tools = _Tools(engine, memory, served, served, read_only, actor, reason)
+    else:
+        if served:
+            raise ContractError("prefix and scope: give one of them, not both")
+        handle = engine.scoped(scope)
+        tools = _Tools(handle, memory, handle.scope.root, handle.home, read_only, actor, reason, engine)
     server = _Server(name=name, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
     server.add_checked_tool(tools.remember, annotations=_WRITE)
     server.add_checked_tool(tools.recall, annotations=_READ)
@@ -465,16 +482,22 @@ class _Tools:
 
     def __init__(
         self,
-        engine: ContinuityEngine,
+        engine: ContinuityEngine | ScopedEngine,
         store: LogBackend,
         prefix: tuple[str, ...],
+        home: tuple[str, ...],
         read_only: bool,
         actor: str | None,
         reason: str | None,
+        base: ContinuityEngine | None = None,
     ) -> None:
         self._engine = engine
+        self._base = engine if isinstance(engine, ContinuityEngine) else base
+        """The engine under a scoped handle (the conversation tools write through it, into
+        namespaces checked to lie under the served prefix, the scope's root)."""
         self._store = store
         self._prefix = prefix
+        self._home = home
         self._read_only = read_only
         self._actor = actor
         self._reason = reason
@@ -538,6 +561,8 @@ class _Tools:
         made = []
         for i, arg in enumerate(turns):
             try:
+                if not isinstance(self._engine, ContinuityEngine):
+                    check_metadata(arg.metadata, "metadata")
                 made.append(Turn(
                     id=uuid.uuid4().hex if arg.id is None else arg.id, speaker=arg.speaker, text=arg.text,
                     timestamp=now if arg.timestamp is None else _seconds(arg.timestamp, f"turns.{i}.timestamp"),
@@ -545,8 +570,9 @@ class _Tools:
                 ))  # fmt: skip
             except ContractError as exc:
                 raise ToolError(f"turns.{i}: {_contract_message(exc, 'Turn')}") from None
-        self._engine.refresh()
-        conv = Conversation(self._engine, conversation, namespace=ns[:-2])
+        assert self._base is not None
+        self._base.refresh()
+        conv = Conversation(self._base, conversation, namespace=ns[:-2])
         with self._writing("append_turns", ctx, reason):
             versions = conv.append(made)
         return Appended(conversation=conversation, namespace=list(ns), ids=[t.id for t in made], versions=versions)
@@ -865,7 +891,7 @@ class _Tools:
             raise ToolError(str(exc)) from None
 
     def _namespace(self, value: list[str] | None) -> tuple[str, ...]:
-        return self._prefix if value is None else self._inside(value, "namespace")
+        return self._home if value is None else self._inside(value, "namespace")
 
     def _inside(self, value: Sequence[str], field: str) -> tuple[str, ...]:
         try:
