@@ -177,3 +177,14 @@ class StoreForked(StoreError):
 
 class StoreBusy(StoreError):
     """The call needs the store alone (``compact``) but another process or handle has it open."""
+
+
+class ClusterError(StoreError):
+    """Cluster mode: this node's store does not match the cluster's stream (another stream, a
+    chain that diverges from it, events the stream never held), or the stream refused a write."""
+
+
+class ClusterUnavailable(ClusterError):
+    """Cluster mode: the stream could not be reached or could not commit (no server answers, no
+    quorum of its replicas); nothing was written on this node. A write may still have reached the
+    stream (an answer lost in flight): retry it with the same ``op_id`` to have it exactly once."""

@@ -37,7 +37,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import IO, Any, ClassVar, NoReturn
+from typing import IO, TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
 from coniti.batch import RecordBatch, check_batch_ids
@@ -93,6 +93,9 @@ from coniti.memory import (
     unique_ids,
 )
 from coniti.text import check_text
+
+if TYPE_CHECKING:
+    from coniti.cluster import Cluster
 
 __all__ = ["LogBackend", "LogView", "VerifyReport"]
 
@@ -416,6 +419,17 @@ class LogBackend(_Reads, MemoryBackend):
     (default True): writes that threads or async tasks make concurrently on this handle share one
     transaction and one flush, each still all or nothing and acknowledged only once flushed (see
     :mod:`coniti.log.group`); False commits every call on its own.
+
+    ``cluster`` (a :class:`~coniti.cluster.Cluster`): cluster mode (``docs/cluster.md``). The
+    cluster's stream is the log of record and the store at ``path`` this node's complete copy of it,
+    folded from the stream in order (an empty directory folds the whole stream at open). A write is
+    decided against the node's copy, published to the stream expecting its last sequence, decided
+    again after a catch-up when another node's write came first, and answered only once the stream
+    has stored it on a quorum of replicas and this node has folded it. Reads are local; call
+    :meth:`refresh` (or pass ``fresh=True`` to :meth:`get`, :meth:`scan`, :meth:`count`) to see
+    other nodes' writes first. Raises :class:`~coniti.errors.ClusterError` when the store is not the
+    stream's copy, :class:`~coniti.errors.ClusterUnavailable` when the stream cannot be reached.
+    ``erase``, ``compact`` and ``import_log`` are refused in cluster mode.
     """
 
     kind: ClassVar[str] = "log"
@@ -436,8 +450,11 @@ class LogBackend(_Reads, MemoryBackend):
         map_size: int = DEFAULT_MAP_SIZE,
         read_only: bool = False,
         group_commit: bool = True,
+        cluster: Cluster | None = None,
     ) -> None:
         _check_stamp(actor, "actor")
+        if cluster is not None and read_only:
+            raise ContractError("cluster mode folds the stream into the store: it cannot be read_only")
         self._log = EventLog(
             path, durability=durability, map_size=map_size, read_only=read_only,
             group_commit=group_commit,
@@ -446,6 +463,56 @@ class LogBackend(_Reads, MemoryBackend):
         self._as_of = None
         self.actor = actor
         self.read_only = read_only
+        self.cluster = cluster
+        """The cluster this store is a node of (None: a single store)."""
+        self._transport: Any = None
+        if cluster is not None:
+            try:
+                self._join(cluster)
+            except BaseException:
+                self.close()
+                raise
+
+    def _join(self, cluster: Cluster) -> None:
+        from coniti.log.replica import Replica
+
+        self._transport = cluster.connect()
+        Replica(self._transport, self._log.dbs).attach(self._log.store)
+        self.refresh()
+
+    def refresh(self) -> int:
+        """Cluster mode: fold every message the stream holds beyond this node's copy (the stream's
+        last sequence as of the call); how many events were folded. A single store: 0."""
+        if self.cluster is None:
+            return 0
+        before = self._log.head().seq
+        self._log.store.catch_up()
+        self._log.forget_namespaces()
+        return self._log.head().seq - before
+
+    def get(self, request: GetRequest, *, fresh: bool = False) -> GetResult:
+        """See :meth:`MemoryBackend.get`; ``fresh``: :meth:`refresh` first (cluster mode)."""
+        if fresh:
+            self.refresh()
+        return super().get(request)
+
+    def scan(self, request: ScanRequest, *, fresh: bool = False) -> ScanResult:
+        """See :meth:`MemoryBackend.scan`; ``fresh``: :meth:`refresh` first (cluster mode)."""
+        if fresh:
+            self.refresh()
+        return super().scan(request)
+
+    def count(self, request: CountRequest, *, fresh: bool = False) -> CountResult:
+        """See :meth:`MemoryBackend.count`; ``fresh``: :meth:`refresh` first (cluster mode)."""
+        if fresh:
+            self.refresh()
+        return super().count(request)
+
+    def _refuse_in_cluster(self, what: str) -> None:
+        if self.cluster is not None:
+            raise ContractError(
+                f"{what} is not available in cluster mode: the stream keeps every event (docs/cluster.md)"
+            )
 
     def __repr__(self) -> str:
         return f"LogBackend({self.path!r}, durability={self.durability!r})"
@@ -495,7 +562,12 @@ class LogBackend(_Reads, MemoryBackend):
         raise ContractError(f"seq must be between 0 and the head ({self.head}), got {seq}")
 
     def close(self) -> None:
-        """Release this handle (the environment closes with the last handle). Idempotent."""
+        """Release this handle (the environment closes with the last handle) and, in cluster mode,
+        its connection to the cluster. Idempotent."""
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            self._log.store.replicate(None)
+            transport.close()
         self._log.close()
 
     def sync(self) -> None:
@@ -758,6 +830,7 @@ class LogBackend(_Reads, MemoryBackend):
 
         The freed bytes can stay in the data file until :meth:`compact`.
         """
+        self._refuse_in_cluster("erase")
         _check_names(ids, "ids", "record ids")
         _check_reason(reason)
         ns = as_namespace(namespace)
@@ -777,6 +850,7 @@ class LogBackend(_Reads, MemoryBackend):
         namespace never held are reported in ``missing_keys`` and get no event. A key set again
         afterwards holds its new value. The freed bytes can stay in the data file until
         :meth:`compact`."""
+        self._refuse_in_cluster("erase_meta")
         _check_names(keys, "keys", "metadata keys")
         _check_reason(reason)
         ns = as_namespace(namespace)
@@ -793,6 +867,7 @@ class LogBackend(_Reads, MemoryBackend):
         needs: ids, keys, the namespace's name, timestamps, who and when, and the op ids of write
         requests with their results (ids and versions, no content). Ids and keys already fully
         erased get no second receipt; a namespace never used appends nothing."""
+        self._refuse_in_cluster("erase_namespace")
         _check_reason(reason)
         ns = as_namespace(namespace)
         actor, _ = self._stamp()
@@ -809,6 +884,7 @@ class LogBackend(_Reads, MemoryBackend):
         The derived state in :attr:`derived_path` (which may still hold erased versions' vectors) is
         removed too; engines rebuild it at their next open.
         """
+        self._refuse_in_cluster("compact")
         sizes = self._log.compact()
         shutil.rmtree(self.derived_path, ignore_errors=True)
         return sizes

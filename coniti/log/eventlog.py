@@ -269,6 +269,11 @@ class EventLog:
     def path(self) -> str:
         return self.store.path
 
+    @property
+    def dbs(self) -> Dbs:
+        """The store's sub-databases (for :mod:`coniti.log.replica`)."""
+        return self._dbs
+
     def close(self) -> None:
         self.store.close()
 

@@ -56,7 +56,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 import lmdb
 import msgpack
@@ -84,7 +84,10 @@ __all__ = [
     "LAYOUT_VERSION",
     "RESEALED_LAYOUT",
     "SYS_DB",
+    "SYS_STREAM",
+    "Replan",
     "Store",
+    "WriteHook",
     "lmdb_errors",
     "translate",
 ]
@@ -125,6 +128,10 @@ SYS_ID = b"id"
 SYS_SECRET = b"secret"
 SYS_LAYOUT = b"format"
 SYS_HEAD = b"head"
+SYS_STREAM = b"stream"
+"""Cluster mode: the stream this store is a copy of and how far it has folded it (its value is
+encoded by :mod:`coniti.log.replica`). A store holding it takes writes only through its replica
+hook (:meth:`Store.replicate`)."""
 _U32 = struct.Struct(">I")
 
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
@@ -252,6 +259,26 @@ class _Gate:
                 self._cond.notify_all()
 
 
+class Replan(Exception):
+    """Raised by :meth:`WriteHook.before_commit`: the write was planned on a state the log of
+    record has moved past; the store folds what it lacks (:meth:`WriteHook.catch_up`) and runs
+    the write again."""
+
+
+class WriteHook(Protocol):
+    """What a store in cluster mode runs around each write transaction (see
+    :mod:`coniti.log.replica`)."""
+
+    def before_commit(self, txn: Any) -> None:
+        """Called with each write transaction once its work is done, before it commits: publish
+        what it appended (raise :class:`Replan` to have it rerun after a catch-up; anything else
+        raised aborts it)."""
+
+    def catch_up(self, txn: Any) -> bool:
+        """Fold, in ``txn``, the next part of what the log of record holds beyond the store;
+        whether more remains."""
+
+
 class _Shared:
     """One open LMDB environment and what every handle on it shares."""
 
@@ -283,6 +310,8 @@ class _Shared:
         self.stand_in = ""
         """The temporary directory of the empty environment standing in for a store whose creation
         never committed (read-only opens only), else empty."""
+        self.hook: WriteHook | None = None
+        """Cluster mode: what replicates each write (:meth:`Store.replicate`); None: none."""
         self.metas: guard.MetaTxnids | None = None
         """The data file's meta pages, which :func:`_begin_read` checks each read against (None for
         a stand-in)."""
@@ -771,35 +800,74 @@ class Store:
         shared = self._live()
         if self.read_only:
             raise ReadOnlyError(f"store {self.path} was opened read-only")
-        gate = shared.gate
         with shared.write_lock, lmdb_errors(self.path):
-            growths = 0
+            hook = shared.hook
             while True:
-                txn = gate.begin(_begin_write, shared)
                 try:
-                    try:
+                    return self._commit(shared, fn, hook)
+                except Replan:
+                    assert hook is not None
+                    while self._commit(shared, hook.catch_up, None):
+                        pass
+
+    def catch_up(self) -> None:
+        """Cluster mode: fold everything the log of record holds beyond this store, in as many
+        transactions as the hook takes (each one commits: a catch-up cut short resumes)."""
+        shared = self._live()
+        hook = shared.hook
+        if hook is None:
+            return
+        with shared.write_lock, lmdb_errors(self.path):
+            while self._commit(shared, hook.catch_up, None):
+                pass
+
+    def replicate(self, hook: WriteHook | None) -> None:
+        """Run every later write of every handle on this store (in this process) through ``hook``:
+        its work, then :meth:`WriteHook.before_commit`, then the commit (None: stop)."""
+        self._live().hook = hook
+
+    def _commit(self, shared: _Shared, fn: Callable[[Any], T], hook: WriteHook | None) -> T:
+        """One write of ``fn`` (growing a full map and running it again), ``hook`` called before
+        its commit; the caller holds the write lock."""
+        gate = shared.gate
+        growths = 0
+        while True:
+            txn = gate.begin(_begin_write, shared)
+            try:
+                try:
+                    if hook is not None:
                         result = fn(txn)
-                        head = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
-                        txn.commit()
-                    except BaseException:
-                        txn.abort()
-                        raise
-                except lmdb.MapFullError:
-                    gate.leave()
-                    growths += 1
-                    if growths > MAX_GROWTHS:
-                        raise
-                    _grow(shared)
-                    continue
+                        hook.before_commit(txn)
+                    elif shared.hook is None:
+                        if txn.get(SYS_STREAM, db=shared.dbs[SYS_DB]) is not None:
+                            raise ReadOnlyError(
+                                f"store {self.path} is a cluster node's copy of a stream: open it "
+                                "with its cluster to write"
+                            )
+                        result = fn(txn)
+                    else:
+                        result = fn(txn)  # the hook's own fold
+                    head = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
+                    txn.commit()
                 except BaseException:
-                    gate.leave()
+                    txn.abort()
                     raise
+            except lmdb.MapFullError:
                 gate.leave()
-                if shared.durability == "sync":
-                    self._witness(shared, head)
-                with shared.committed:
-                    shared.committed.notify_all()
-                return result
+                growths += 1
+                if growths > MAX_GROWTHS:
+                    raise
+                _grow(shared)
+                continue
+            except BaseException:
+                gate.leave()
+                raise
+            gate.leave()
+            if shared.durability == "sync":
+                self._witness(shared, head)
+            with shared.committed:
+                shared.committed.notify_all()
+            return result
 
     def _witness(self, shared: _Shared, head: bytes | None) -> None:
         """Name the durable head ``head`` (a ``sys/head`` value) in the witness file, if it moved.
