@@ -16,6 +16,8 @@ from coniti.cli.app import cli
 from coniti.impl.log import LogBackend
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+GUIDES = "\n".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md")))
+"""The guides of docs/ (one page per topic), where a command may be shown instead of the README."""
 
 
 def _commands() -> list[tuple[str, click.Command]]:
@@ -44,9 +46,9 @@ def test_command_has_help(name: str, command: click.Command) -> None:
 
 @pytest.mark.parametrize(("name", "command"), COMMANDS, ids=[n for n, _ in COMMANDS])
 def test_command_is_in_the_readme(name: str, command: click.Command) -> None:
-    """Each command appears in the README as it is typed: `coniti NAME`."""
-    assert re.search(rf"\bconiti (--\S+ )*{re.escape(name)}\b", README), (
-        f"README does not show 'coniti {name}'"
+    """Each command appears in the README or a guide of docs/ as it is typed: `coniti NAME`."""
+    assert re.search(rf"\bconiti (--\S+ )*{re.escape(name)}\b", README + GUIDES), (
+        f"neither the README nor docs/ shows 'coniti {name}'"
     )
 
 

@@ -38,6 +38,7 @@ class _Module:
 if TYPE_CHECKING:
     from coniti.cli import (
         care_cmds,
+        cluster_cmds,
         demo_cmd,
         engine_cmds,
         feedback_cmds,
@@ -51,6 +52,7 @@ else:
     care_cmds, demo_cmd, engine_cmds = _Module("care_cmds"), _Module("demo_cmd"), _Module("engine_cmds")
     feedback_cmds, file_cmds, log_cmds = _Module("feedback_cmds"), _Module("file_cmds"), _Module("log_cmds")
     mcp_cmd, memory_cmds, write_cmds = _Module("mcp_cmd"), _Module("memory_cmds"), _Module("write_cmds")
+    cluster_cmds = _Module("cluster_cmds")
 
 COMMANDS: dict[str, Callable[[], click.Command]] = {
     "add": lambda: engine_cmds.add,
@@ -79,6 +81,7 @@ COMMANDS: dict[str, Callable[[], click.Command]] = {
     "update": lambda: write_cmds.update,
     "sweep": lambda: write_cmds.sweep,
     "improve": lambda: feedback_cmds.improve,
+    "cluster": lambda: cluster_cmds.cluster,
 }
 """Command name -> the click command of that name, read (and its module imported) on first use."""
 

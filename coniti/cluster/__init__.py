@@ -31,13 +31,14 @@ class Cluster:
     """The stream ``stream`` (letters, digits, ``_`` and ``-``) on the NATS servers ``servers``
     (``nats://host:port`` URLs; a client reaches the others from any one), kept with ``replicas``
     replicas (3: any one server may fail; an existing stream must have this count). ``timeout``:
-    seconds a request to the cluster may take before the call fails with
+    seconds a call keeps trying while the stream has no quorum or no leader (an election after a
+    server failure takes a few seconds) before it fails with
     :class:`~coniti.errors.ClusterUnavailable`."""
 
     servers: Sequence[str]
     stream: str = DEFAULT_STREAM
     replicas: int = 3
-    timeout: float = 5.0
+    timeout: float = 10.0
 
     def __post_init__(self) -> None:
         servers = [self.servers] if isinstance(self.servers, str) else list(self.servers)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from coniti.errors import ClusterError, ClusterUnavailable, ContractError
@@ -31,8 +32,16 @@ T = TypeVar("T")
 _log = logging.getLogger("coniti.cluster")
 
 _WRONG_LAST_SEQUENCE = 10071
-_STREAM_NOT_FOUND = 10059
+_STREAM_NAME_IN_USE = 10058
+
+
+class _Transient(Exception):
+    """A failure worth another attempt (see :meth:`JetStreamTransport._retry`)."""
+
 _FETCH_WINDOW = 256
+_RECONNECTS = 25
+"""Attempts per server to (re)connect, 0.2 s apart; once they are spent the connection closes and
+the next call opens a new one."""
 
 
 def _import_nats() -> Any:
@@ -52,14 +61,17 @@ class JetStreamTransport:
     def __init__(self, servers: Sequence[str], stream: str, replicas: int, timeout: float) -> None:
         self._nats = _import_nats()
         self._stream = stream
+        self._servers = list(servers)
         self.subject = f"coniti.{stream}"
         self.timeout = timeout
+        self._attempt = min(timeout, 2.0)
+        """Seconds one request may take before it is tried again (see :meth:`_retry`)."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="coniti-nats", daemon=True)
         self._thread.start()
         try:
-            self._nc = self._run(self._connect(list(servers)))
-            self._js = self._nc.jetstream(timeout=timeout)
+            self._nc = self._run(self._connect(self._servers))
+            self._js = self._nc.jetstream(timeout=self._attempt)
             self._run(self._ensure_stream(replicas))
         except BaseException:
             self._stop_loop()
@@ -70,9 +82,17 @@ class JetStreamTransport:
         return self._stream
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        nc = getattr(self, "_nc", None)
+        if nc is not None and nc.is_closed:  # the client gave up reconnecting: connect again
+            try:
+                self._nc = self._run(self._connect(self._servers))
+            except BaseException:
+                coro.close()
+                raise
+            self._js = self._nc.jetstream(timeout=self._attempt)
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         try:
-            return future.result(timeout=(timeout or self.timeout) * 4 + 5)
+            return future.result(timeout=(timeout or self.timeout) + 10)
         except TimeoutError as exc:
             future.cancel()
             raise ClusterUnavailable(f"stream {self._stream!r}: no answer from the cluster") from exc
@@ -86,7 +106,7 @@ class JetStreamTransport:
         try:
             return await nats.connect(
                 servers=servers, connect_timeout=min(self.timeout, 2.0), allow_reconnect=True,
-                max_reconnect_attempts=-1, reconnect_time_wait=0.1, name="coniti",
+                max_reconnect_attempts=_RECONNECTS, reconnect_time_wait=0.2, name="coniti",
                 error_cb=quiet,
             )
         except Exception as exc:
@@ -94,80 +114,99 @@ class JetStreamTransport:
 
     async def _ensure_stream(self, replicas: int) -> None:
         errors = self._nats.js.errors
-        try:
-            info = await self._js.stream_info(self._stream)
-        except errors.NotFoundError:
-            info = None
-        except Exception as exc:
-            raise ClusterUnavailable(f"stream {self._stream!r}: {exc}") from exc
-        if info is None:
+
+        async def info() -> Any:
             try:
-                await self._js.add_stream(
-                    name=self._stream, subjects=[self.subject], num_replicas=replicas,
-                    duplicate_window=120.0, allow_direct=False,
-                )
-            except errors.BadRequestError:  # created concurrently by another node
-                info = await self._js.stream_info(self._stream)
-            except Exception as exc:
-                raise ClusterUnavailable(f"cannot create stream {self._stream!r}: {exc}") from exc
-        if info is not None and info.config.num_replicas != replicas:
+                return await self._js.stream_info(self._stream)
+            except errors.NotFoundError:
+                return None
+
+        found = await self._retry("reading the stream", info)
+        if found is None:
+
+            async def create() -> Any:
+                try:
+                    return await self._js.add_stream(
+                        name=self._stream, subjects=[self.subject], num_replicas=replicas,
+                        duplicate_window=120.0, allow_direct=False,
+                    )
+                except errors.APIError as exc:
+                    if exc.err_code == _STREAM_NAME_IN_USE:  # created meanwhile by another node
+                        return await self._js.stream_info(self._stream)
+                    # A cluster just started may not place a stream yet: try again.
+                    raise _Transient(str(exc)) from exc
+
+            found = await self._retry("creating the stream", create)
+        if found.config.num_replicas != replicas:
             raise ClusterError(
-                f"stream {self._stream!r} has {info.config.num_replicas} replicas, not {replicas}"
+                f"stream {self._stream!r} has {found.config.num_replicas} replicas, not {replicas}"
             )
 
     # -- Transport ---------------------------------------------------------------------------------
 
-    def last_seq(self) -> int:
-        async def last() -> int:
-            try:
-                info = await self._js.stream_info(self._stream)
-            except Exception as exc:
-                raise ClusterUnavailable(f"stream {self._stream!r}: {exc or type(exc).__name__}") from exc
-            return int(info.state.last_seq)
-
-        return self._run(last())
-
-    def publish(self, payload: bytes, *, expected_last: int, msg_id: str) -> int:
+    async def _retry(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()`` again, 0.1 s apart, while it fails for want of a server or a leader (no
+        answer, no responders, 503; a leader election takes a few seconds), until :attr:`timeout`
+        seconds have passed: then :class:`ClusterUnavailable`. An API answer that is a refusal
+        (wrong last sequence: :class:`Conflict`; any other 4xx but 408) is raised at once."""
         errors = self._nats.js.errors
-        headers = {"Nats-Expected-Last-Sequence": str(expected_last), "Nats-Msg-Id": msg_id}
-
-        async def publish() -> int:
+        deadline = self._loop.time() + self.timeout
+        while True:
             try:
-                ack = await self._js.publish(self.subject, payload, headers=headers, stream=self._stream)
+                return await attempt()
             except errors.APIError as exc:
                 if exc.err_code == _WRONG_LAST_SEQUENCE:
                     raise Conflict(str(exc)) from None
-                if exc.code in (503, 408) or exc.err_code is None:
-                    raise ClusterUnavailable(
-                        f"stream {self._stream!r} cannot commit the write now ({exc}): nothing was "
-                        "written on this node"
-                    ) from exc
-                raise ClusterError(f"stream {self._stream!r} refused the write: {exc}") from exc
+                if exc.code not in (None, 408, 503):
+                    raise ClusterError(f"stream {self._stream!r}: {what}: {exc}") from exc
+                failure: Exception = exc
+            except (Conflict, ClusterError):
+                raise
             except Exception as exc:
+                failure = exc
+            if self._loop.time() + 0.1 > deadline:
                 raise ClusterUnavailable(
-                    f"stream {self._stream!r} did not acknowledge the write "
-                    f"({exc or type(exc).__name__}): nothing was written on this node; retry with "
-                    "the same op_id to have it exactly once"
-                ) from exc
+                    f"stream {self._stream!r}: {what}: no quorum answered within {self.timeout:g}s "
+                    f"({failure or type(failure).__name__})"
+                ) from failure
+            await asyncio.sleep(0.1)
+
+    def last_seq(self) -> int:
+        async def last() -> int:
+            info = await self._js.stream_info(self._stream)
+            return int(info.state.last_seq)
+
+        return self._run(self._retry("reading the last sequence", last))
+
+    def publish(self, payload: bytes, *, expected_last: int, msg_id: str) -> int:
+        headers = {"Nats-Expected-Last-Sequence": str(expected_last), "Nats-Msg-Id": msg_id}
+
+        async def publish() -> int:
+            # A retry after a lost answer is the same message: the stream stores it once (the
+            # msg id is in its duplicate window) and answers with the sequence it got.
+            ack = await self._js.publish(
+                self.subject, payload, headers=dict(headers), stream=self._stream, timeout=self._attempt
+            )
             return int(ack.seq)
 
-        return self._run(publish())
+        try:
+            return self._run(self._retry("publishing a write", publish))
+        except ClusterUnavailable as exc:
+            raise ClusterUnavailable(
+                f"{exc}: nothing was written on this node; retry with the same op_id to have the "
+                "write exactly once"
+            ) from exc
 
     def fetch(self, first: int, last: int) -> list[bytes]:
+        async def window(lo: int, hi: int) -> list[bytes]:
+            msgs = await asyncio.gather(*(self._js.get_msg(self._stream, seq=s) for s in range(lo, hi + 1)))
+            return [bytes(m.data or b"") for m in msgs]
+
         async def fetch() -> list[bytes]:
             out: list[bytes] = []
             for lo in range(first, last + 1, _FETCH_WINDOW):
                 hi = min(last, lo + _FETCH_WINDOW - 1)
-                try:
-                    msgs = await asyncio.gather(
-                        *(self._js.get_msg(self._stream, seq=s) for s in range(lo, hi + 1))
-                    )
-                except Exception as exc:
-                    raise ClusterUnavailable(
-                        f"stream {self._stream!r}: cannot read messages {lo}..{hi}: "
-                        f"{exc or type(exc).__name__}"
-                    ) from exc
-                out += [bytes(m.data or b"") for m in msgs]
+                out += await self._retry(f"reading messages {lo}..{hi}", functools.partial(window, lo, hi))
             return out
 
         return self._run(fetch(), timeout=self.timeout * (1 + (last - first) // _FETCH_WINDOW))
@@ -175,6 +214,14 @@ class JetStreamTransport:
     # -- lifetime ----------------------------------------------------------------------------------
 
     def _stop_loop(self) -> None:
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout=5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         with contextlib.suppress(RuntimeError):

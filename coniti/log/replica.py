@@ -183,9 +183,12 @@ class Replica:
                         f"{head.seq}) is not the stream's event at message {pos.stream_seq}"
                     )
 
-        store.replicate(None)
-        store.write(bind)
         store.replicate(self)
+        try:
+            store.write(bind)
+        except BaseException:
+            store.replicate(None)
+            raise
 
     # -- WriteHook ---------------------------------------------------------------------------------
 
