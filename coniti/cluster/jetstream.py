@@ -38,7 +38,9 @@ _STREAM_NAME_IN_USE = 10058
 class _Transient(Exception):
     """A failure worth another attempt (see :meth:`JetStreamTransport._retry`)."""
 
-_FETCH_WINDOW = 256
+_FETCH_WINDOW = 64
+"""Ranges shorter than this are read by pipelined gets; longer ones through a consumer."""
+_CONSUME_BATCH = 512
 _RECONNECTS = 25
 """Attempts per server to (re)connect, 0.2 s apart; once they are spent the connection closes and
 the next call opens a new one."""
@@ -202,7 +204,34 @@ class JetStreamTransport:
             msgs = await asyncio.gather(*(self._js.get_msg(self._stream, seq=s) for s in range(lo, hi + 1)))
             return [bytes(m.data or b"") for m in msgs]
 
+        async def consume() -> list[bytes]:
+            api = self._nats.js.api
+            config = api.ConsumerConfig(
+                deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first,
+                ack_policy=api.AckPolicy.NONE, inactive_threshold=30.0, mem_storage=True,
+                num_replicas=1,
+            )
+            sub = await self._js.pull_subscribe(self.subject, stream=self._stream, config=config)
+            out: list[bytes] = []
+            want = last - first + 1
+            try:
+                while len(out) < want:
+                    for m in await sub.fetch(batch=min(_CONSUME_BATCH, want - len(out)), timeout=self._attempt):
+                        seq = first + len(out)
+                        if m.metadata.sequence.stream != seq:
+                            raise _Transient(f"message {m.metadata.sequence.stream} came for {seq}")
+                        out.append(bytes(m.data or b""))
+                        if len(out) == want:
+                            break
+            finally:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+                    await self._js.delete_consumer(self._stream, sub._consumer)
+            return out
+
         async def fetch() -> list[bytes]:
+            if last - first >= _FETCH_WINDOW:  # a long range: one consumer pushes it in order
+                return await self._retry(f"reading messages {first}..{last}", consume)
             out: list[bytes] = []
             for lo in range(first, last + 1, _FETCH_WINDOW):
                 hi = min(last, lo + _FETCH_WINDOW - 1)

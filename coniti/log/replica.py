@@ -53,7 +53,7 @@ __all__ = [
     "encode_message",
 ]
 
-FOLD_CHUNK = 512
+FOLD_CHUNK = 2048
 """The most stream messages one fold transaction takes (a fold cut short resumes from there)."""
 _LEN = struct.Struct(">I")
 _POS = struct.Struct(">QQ")
