@@ -158,6 +158,51 @@ def test_write_on_one_node_is_read_on_another_after_refresh(shared_cluster: Loca
         assert a.head_hash == b.head_hash
 
 
+def test_follow_on_a_node_yields_writes_of_another(shared_cluster: LocalCluster, tmp_path: Path) -> None:
+    """``follow()`` on node B folds the stream as it waits: a put made on node A afterwards comes
+    out of B's follow as B's next event."""
+    cl = Cluster(shared_cluster.urls, stream="follow")
+    with LogBackend(tmp_path / "a", cluster=cl) as a, LogBackend(tmp_path / "b", cluster=cl) as b:
+        a.put(PutRequest(records=[rec("first")]))
+        b.refresh()
+        tail = b.follow(after=b.head, timeout=10)
+        timer = threading.Timer(0.3, lambda: a.put(PutRequest(records=[rec("later")])))
+        timer.start()
+        try:
+            event = next(tail)
+        finally:
+            timer.join()
+        assert (event.seq, event.kind, event.id) == (2, "put", "later")
+
+
+def test_cli_cluster_up_and_down(tmp_path: Path) -> None:
+    """``coniti cluster up --dir D`` prints the servers' URLs (the --cluster value); a store opened
+    with ``--cluster`` takes a write another node reads; ``coniti cluster down --dir D`` stops the
+    servers."""
+    def coniti(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "coniti", *args], capture_output=True, text=True, timeout=120,
+            env={**ENV, **env},
+        )
+
+    up = coniti("cluster", "up", "--nodes", "3", "--dir", str(tmp_path / "nats"))
+    try:
+        assert up.returncode == 0, up.stderr
+        urls = up.stdout.strip()
+        assert urls.count("nats://127.0.0.1:") == 3
+        wrote = coniti("--store", str(tmp_path / "a"), "set", "x", "hello", "--embedding", "local_hash",
+                       CONITI_CLUSTER=urls)
+        assert wrote.returncode == 0, wrote.stderr
+        read = coniti("--store", str(tmp_path / "b"), "--cluster", urls, "--json", "get", "x")
+        assert read.returncode == 0, read.stderr
+        assert '"hello"' in read.stdout
+    finally:
+        down = coniti("cluster", "down", "--dir", str(tmp_path / "nats"))
+    assert down.returncode == 0 and "stopped 3 servers" in down.stdout
+    for server in LocalCluster(tmp_path / "nats").servers:
+        assert server.pid is None
+
+
 def test_nodes_writing_in_turn_interleave_without_loss(shared_cluster: LocalCluster, tmp_path: Path) -> None:
     """Two nodes writing alternately (each write planned on a stale copy, refused by the stream,
     replanned): every write lands once, both nodes end with one head hash and verify clean."""

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(_row("cluster node, R=3 loopback, sync", n, seconds, lat))
                 seconds = _threaded(node, n, args.threads, "t")
                 rows.append(_row(f"cluster node, R=3, {args.threads} threads", n, seconds, None))
-                events, messages = node.head, node.refresh() or 0
+                events = node.head
             start = time.perf_counter()
             with LogBackend(root / "joiner", durability="nosync", cluster=cluster) as joiner:
                 fold = time.perf_counter() - start

@@ -227,6 +227,7 @@ class LocalCluster:
             os.kill(pid, sig)
         except ProcessLookupError:
             server.pid = None
+            self._save()
             return
         deadline = time.monotonic() + grace
         while _alive(pid):

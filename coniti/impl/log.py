@@ -46,6 +46,7 @@ from coniti.errors import (
     ContractError,
     ReadOnlyError,
     RecordNotFound,
+    StoreError,
     namespace_text,
 )
 from coniti.events import Diff, EraseResult, Event
@@ -466,6 +467,7 @@ class LogBackend(_Reads, MemoryBackend):
         self.cluster = cluster
         """The cluster this store is a node of (None: a single store)."""
         self._transport: Any = None
+        self._replica: Any = None
         if cluster is not None:
             try:
                 self._join(cluster)
@@ -477,7 +479,8 @@ class LogBackend(_Reads, MemoryBackend):
         from coniti.log.replica import Replica
 
         self._transport = cluster.connect()
-        Replica(self._transport, self._log.dbs).attach(self._log.store)
+        self._replica = Replica(self._transport, self._log.dbs)
+        self._replica.attach(self._log.store)
         self.refresh()
 
     def refresh(self) -> int:
@@ -566,7 +569,8 @@ class LogBackend(_Reads, MemoryBackend):
         its connection to the cluster. Idempotent."""
         transport, self._transport = self._transport, None
         if transport is not None:
-            self._log.store.replicate(None)
+            with contextlib.suppress(StoreError):  # a store already closed or forked
+                self._log.store.replicate(None, replacing=self._replica)
             transport.close()
         self._log.close()
 

@@ -821,10 +821,18 @@ class Store:
             while self._commit(shared, hook.catch_up, None):
                 pass
 
-    def replicate(self, hook: WriteHook | None) -> None:
+    @property
+    def replicating(self) -> bool:
+        """Whether writes on this store run through a replica hook (cluster mode)."""
+        return self._live().hook is not None
+
+    def replicate(self, hook: WriteHook | None, *, replacing: WriteHook | None = None) -> None:
         """Run every later write of every handle on this store (in this process) through ``hook``:
-        its work, then :meth:`WriteHook.before_commit`, then the commit (None: stop)."""
-        self._live().hook = hook
+        its work, then :meth:`WriteHook.before_commit`, then the commit (None: stop). With
+        ``replacing``, only if that is the current hook."""
+        shared = self._live()
+        if replacing is None or shared.hook is replacing:
+            shared.hook = hook
 
     def _commit(self, shared: _Shared, fn: Callable[[Any], T], hook: WriteHook | None) -> T:
         """One write of ``fn`` (growing a full map and running it again), ``hook`` called before
