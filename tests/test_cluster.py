@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import signal
 import subprocess
@@ -281,8 +282,8 @@ def test_node_killed_mid_fold_resumes(shared_cluster: LocalCluster, tmp_path: Pa
     it folds the rest: the head hash equals the writer's and verify is clean."""
     cl = Cluster(shared_cluster.urls, stream="resume")
     with LogBackend(tmp_path / "a", cluster=cl, durability="nosync") as a:
-        for i in range(2500):
-            a.put(PutRequest(records=[rec(f"r{i}")]))
+        for i in range(200):  # 10,000 events: about ten fold transactions (FOLD_EVENTS each)
+            a.put(PutRequest(records=[rec(f"r{i}-{j}") for j in range(50)]))
         target = a.head
         target_hash = a.head_hash
     code = (
@@ -351,15 +352,56 @@ def test_node_copy_refuses_writes_without_its_cluster(shared_cluster: LocalClust
         assert plain.head == 1
 
 
-def test_cluster_mode_refuses_erase_and_compact(shared_cluster: LocalCluster, tmp_path: Path) -> None:
-    """``erase`` and ``compact`` are refused in cluster mode with a ContractError naming them."""
-    with LogBackend(tmp_path / "n", cluster=Cluster(shared_cluster.urls, stream="noerase")) as n:
-        n.put(PutRequest(records=[rec("a")]))
-        with pytest.raises(ContractError, match="erase is not available in cluster mode"):
-            n.erase(["a"], reason="gdpr")
-        with pytest.raises(ContractError, match="compact is not available"):
-            n.compact()
-        assert n.head == 1
+def _stream_bytes(urls: list[str], stream: str) -> list[bytes]:
+    """Every message a client can read from ``stream`` (what a server would hand out)."""
+    import nats
+    import nats.js.errors
+
+    async def read() -> list[bytes]:
+        nc = await nats.connect(servers=urls)
+        try:
+            js = nc.jetstream()
+            info = await js.stream_info(stream)
+            out = []
+            for seq in range(info.state.first_seq, info.state.last_seq + 1):
+                with contextlib.suppress(nats.js.errors.NotFoundError):  # deleted
+                    out.append(bytes((await js.get_msg(stream, seq=seq)).data or b""))
+            return out
+        finally:
+            await nc.close()
+
+    return asyncio.run(read())
+
+
+def test_erase_on_one_node_erases_on_every_node_and_in_the_stream(shared_cluster: LocalCluster, tmp_path: Path) -> None:
+    """``erase`` and ``erase_meta`` on node A: node B (folding the receipts) and a node joining
+    afterwards no longer read the content, all three have one head hash and verify clean, and no
+    message of the stream or of its content bucket holds the content any more."""
+    from coniti.memory import MetaGetRequest, MetaSetRequest
+
+    cl = Cluster(shared_cluster.urls, stream="erasure")
+    secret = "the vault code is 4417-hunter2"
+    with LogBackend(tmp_path / "a", cluster=cl) as a, LogBackend(tmp_path / "b", cluster=cl) as b:
+        a.put(PutRequest(records=[rec("s", secret), rec("keep", "nothing to hide")]))
+        a.write(WriteRequest(ops=[UpsertOp(record=rec("s", secret + " (v2)"))]))
+        a.set_meta(MetaSetRequest(key="code", value=secret))
+        assert b.get(GetRequest(ids=["s"]), fresh=True).records[0].note.text == secret + " (v2)"
+        assert any(secret.encode() in m for m in _stream_bytes(shared_cluster.urls, "erasure-content"))
+        assert not any(secret.encode() in m for m in _stream_bytes(shared_cluster.urls, "erasure"))
+
+        a.erase(["s"], reason="request 7")
+        a.erase_meta(["code"], reason="request 7")
+        b.refresh()
+        with LogBackend(tmp_path / "c", cluster=cl) as c:
+            for node in (a, b, c):
+                assert node.get(GetRequest(ids=["s"])).missing == ["s"]
+                assert node.get_meta(MetaGetRequest(key="code")).value is None
+                assert node.get(GetRequest(ids=["keep"])).records[0].note.text == "nothing to hide"
+                assert all(e.record is None for e in node.history("s") if e.kind == "put")
+                assert node.verify().problems == ()
+            assert a.head_hash == b.head_hash == c.head_hash
+    for stream in ("erasure", "erasure-content"):
+        assert not any(secret.encode() in m for m in _stream_bytes(shared_cluster.urls, stream)), stream
 
 
 def test_bad_cluster_options_are_refused() -> None:

@@ -10,7 +10,12 @@ existing one must have the replica count asked for.
   stream's acknowledgement, which JetStream gives once a quorum of the replicas stored it. The
   stream's "wrong last sequence" answer is :class:`~coniti.log.replica.Conflict`; no server, no
   quorum or no answer within the timeout is :class:`~coniti.errors.ClusterUnavailable`.
-* ``fetch`` reads messages by sequence number from the stream leader, pipelined.
+* ``fetch`` reads messages by sequence number from the stream leader: pipelined gets for short
+  ranges, an ephemeral pull consumer for long ones.
+* The content bucket is the stream ``<stream>-content`` (one message per subject
+  ``coniti-content.<stream>.<event hash>``): ``put_contents`` publishes (deduplicated by key),
+  ``get_contents`` reads from its leader, ``purge_contents`` and ``discard_contents`` delete with
+  JetStream's secure delete (the server overwrites the message in its files).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class _Transient(Exception):
 _FETCH_WINDOW = 64
 """Ranges shorter than this are read by pipelined gets; longer ones through a consumer."""
 _CONSUME_BATCH = 512
+_CONTENT_WINDOW = 256
 _RECONNECTS = 25
 """Attempts per server to (re)connect, 0.2 s apart; once they are spent the connection closes and
 the next call opens a new one."""
@@ -65,6 +71,10 @@ class JetStreamTransport:
         self._stream = stream
         self._servers = list(servers)
         self.subject = f"coniti.{stream}"
+        self.content_stream = f"{stream}-content"
+        """The content bucket: a stream keeping the last message of each subject, one subject per
+        event (``content_subject``.hex hash of the event)."""
+        self.content_subject = f"coniti-content.{stream}"
         self.timeout = timeout
         self._attempt = min(timeout, 2.0)
         """Seconds one request may take before it is tried again (see :meth:`_retry`)."""
@@ -139,6 +149,23 @@ class JetStreamTransport:
                     raise _Transient(str(exc)) from exc
 
             found = await self._retry("creating the stream", create)
+        async def content() -> Any:
+            try:
+                return await self._js.stream_info(self.content_stream)
+            except errors.NotFoundError:
+                pass
+            try:
+                return await self._js.add_stream(
+                    name=self.content_stream, subjects=[f"{self.content_subject}.>"],
+                    num_replicas=replicas, max_msgs_per_subject=1, duplicate_window=120.0,
+                    allow_direct=False,
+                )
+            except errors.APIError as exc:
+                if exc.err_code == _STREAM_NAME_IN_USE:
+                    return await self._js.stream_info(self.content_stream)
+                raise _Transient(str(exc)) from exc
+
+        await self._retry("creating the content bucket", content)
         if found.config.num_replicas != replicas:
             raise ClusterError(
                 f"stream {self._stream!r} has {found.config.num_replicas} replicas, not {replicas}"
@@ -239,6 +266,68 @@ class JetStreamTransport:
             return out
 
         return self._run(fetch(), timeout=self.timeout * (1 + (last - first) // _FETCH_WINDOW))
+
+    async def _gather(self, what: str, make: Callable[[str], Awaitable[T]], keys: Sequence[str]) -> list[T]:
+        """``make(key)`` for every key, pipelined in windows, each window retried as a whole."""
+        out: list[T] = []
+        for lo in range(0, len(keys), _CONTENT_WINDOW):
+            window = keys[lo : lo + _CONTENT_WINDOW]
+
+            async def run(window: Sequence[str] = window) -> list[T]:
+                return list(await asyncio.gather(*(make(k) for k in window)))
+
+            out += await self._retry(what, run)
+        return out
+
+    def put_contents(self, contents: dict[str, bytes]) -> list[int]:
+        async def put(key: str) -> int:
+            ack = await self._js.publish(
+                f"{self.content_subject}.{key}", contents[key], headers={"Nats-Msg-Id": key},
+                stream=self.content_stream, timeout=self._attempt,
+            )
+            return int(ack.seq)
+
+        return self._run(
+            self._gather("storing content", put, list(contents)), timeout=self._span(len(contents))
+        )
+
+    def discard_contents(self, numbers: Sequence[int]) -> None:
+        errors = self._nats.js.errors
+
+        async def discard(number: str) -> None:
+            with contextlib.suppress(errors.NotFoundError):
+                await self._js.delete_msg(self.content_stream, int(number))
+
+        self._run(
+            self._gather("discarding content", discard, [str(n) for n in numbers]),
+            timeout=self._span(len(numbers)),
+        )
+
+    async def _content_msg(self, key: str) -> Any:
+        errors = self._nats.js.errors
+        try:
+            return await self._js.get_msg(self.content_stream, subject=f"{self.content_subject}.{key}")
+        except errors.NotFoundError:
+            return None
+
+    def get_contents(self, keys: Sequence[str]) -> dict[str, bytes]:
+        msgs = self._run(self._gather("reading content", self._content_msg, list(keys)), timeout=self._span(len(keys)))
+        return {k: bytes(m.data) for k, m in zip(keys, msgs, strict=True) if m is not None and m.data}
+
+    def purge_contents(self, keys: Sequence[str]) -> None:
+        errors = self._nats.js.errors
+
+        async def purge(key: str) -> None:
+            msg = await self._content_msg(key)
+            if msg is not None:
+                with contextlib.suppress(errors.NotFoundError):  # deleted meanwhile
+                    # Secure erase: the server overwrites the message's bytes in its files.
+                    await self._js.delete_msg(self.content_stream, msg.seq)
+
+        self._run(self._gather("purging content", purge, list(keys)), timeout=self._span(len(keys)))
+
+    def _span(self, n: int) -> float:
+        return self.timeout * (1 + n // _CONTENT_WINDOW)
 
     # -- lifetime ----------------------------------------------------------------------------------
 

@@ -430,7 +430,9 @@ class LogBackend(_Reads, MemoryBackend):
     :meth:`refresh` (or pass ``fresh=True`` to :meth:`get`, :meth:`scan`, :meth:`count`) to see
     other nodes' writes first. Raises :class:`~coniti.errors.ClusterError` when the store is not the
     stream's copy, :class:`~coniti.errors.ClusterUnavailable` when the stream cannot be reached.
-    ``erase``, ``compact`` and ``import_log`` are refused in cluster mode.
+    ``erase``, ``erase_meta`` and ``erase_namespace`` erase across the cluster: the content leaves
+    the stream's content bucket and every node's copy as it folds the receipt (``log/FORMAT.md``
+    §17.4).
     """
 
     kind: ClassVar[str] = "log"
@@ -479,7 +481,8 @@ class LogBackend(_Reads, MemoryBackend):
         from coniti.log.replica import Replica
 
         self._transport = cluster.connect()
-        self._replica = Replica(self._transport, self._log.dbs)
+        log = self._log
+        self._replica = Replica(self._transport, lambda: log.dbs)
         self._replica.attach(self._log.store)
         self.refresh()
 
@@ -511,11 +514,6 @@ class LogBackend(_Reads, MemoryBackend):
             self.refresh()
         return super().count(request)
 
-    def _refuse_in_cluster(self, what: str) -> None:
-        if self.cluster is not None:
-            raise ContractError(
-                f"{what} is not available in cluster mode: the stream keeps every event (docs/cluster.md)"
-            )
 
     def __repr__(self) -> str:
         return f"LogBackend({self.path!r}, durability={self.durability!r})"
@@ -834,7 +832,6 @@ class LogBackend(_Reads, MemoryBackend):
 
         The freed bytes can stay in the data file until :meth:`compact`.
         """
-        self._refuse_in_cluster("erase")
         _check_names(ids, "ids", "record ids")
         _check_reason(reason)
         ns = as_namespace(namespace)
@@ -854,7 +851,6 @@ class LogBackend(_Reads, MemoryBackend):
         namespace never held are reported in ``missing_keys`` and get no event. A key set again
         afterwards holds its new value. The freed bytes can stay in the data file until
         :meth:`compact`."""
-        self._refuse_in_cluster("erase_meta")
         _check_names(keys, "keys", "metadata keys")
         _check_reason(reason)
         ns = as_namespace(namespace)
@@ -871,7 +867,6 @@ class LogBackend(_Reads, MemoryBackend):
         needs: ids, keys, the namespace's name, timestamps, who and when, and the op ids of write
         requests with their results (ids and versions, no content). Ids and keys already fully
         erased get no second receipt; a namespace never used appends nothing."""
-        self._refuse_in_cluster("erase_namespace")
         _check_reason(reason)
         ns = as_namespace(namespace)
         actor, _ = self._stamp()
@@ -888,7 +883,6 @@ class LogBackend(_Reads, MemoryBackend):
         The derived state in :attr:`derived_path` (which may still hold erased versions' vectors) is
         removed too; engines rebuild it at their next open.
         """
-        self._refuse_in_cluster("compact")
         sizes = self._log.compact()
         shutil.rmtree(self.derived_path, ignore_errors=True)
         return sizes

@@ -2,7 +2,8 @@
 
 The stream (a NATS JetStream stream in :mod:`coniti.cluster`; here any :class:`Transport`) is the
 log of record. Each stream message is one write transaction of some node: the frames of the events
-it appended, exactly as the log stores them (``log/FORMAT.md`` §9 gives the message layout). A
+it appended, without the payloads of content events, which go to a content bucket keyed by event
+hash so that erasure can remove them (``log/FORMAT.md`` §17 gives the layout and the erasure). A
 node's store is a complete copy: its log, hash chain and projections are the fold of the stream's
 messages in order, through the one append routine
 (:meth:`Appends.stored <coniti.log.append.Appends.stored>`), so every node holds the same bytes
@@ -33,18 +34,31 @@ the folding node's clock.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from coniti.errors import ClusterError
 from coniti.log.append import Appends
 from coniti.log.chain import Chain
-from coniti.log.codec import decode_event
+from coniti.log.codec import (
+    ERASE,
+    FEEDBACK,
+    META,
+    PUT,
+    LogEvent,
+    decode_envelope,
+    decode_event,
+    erase_payload,
+    split_frame,
+)
+from coniti.log.eventlog import erase_for_receipt
+from coniti.log.keys import name_key, ns_bytes
 from coniti.log.projections import Projections
 from coniti.log.store import SYS_STREAM, Replan, Store
 
 __all__ = [
     "FOLD_CHUNK",
+    "FOLD_EVENTS",
     "Conflict",
     "Position",
     "Replica",
@@ -55,7 +69,12 @@ __all__ = [
 
 FOLD_CHUNK = 2048
 """The most stream messages one fold transaction takes (a fold cut short resumes from there)."""
+FOLD_EVENTS = 1024
+"""A fold transaction takes no more messages once it holds this many events."""
+_FETCH = 256
 _LEN = struct.Struct(">I")
+_CONTENT_KINDS = (PUT, META, FEEDBACK)
+"""The kinds of event whose payload is content (erasable): kept in the content bucket, not the stream."""
 _POS = struct.Struct(">QQ")
 
 
@@ -81,6 +100,20 @@ class Transport(Protocol):
 
     def fetch(self, first: int, last: int) -> list[bytes]:
         """The payloads of messages ``first`` to ``last`` (inclusive), in order."""
+
+    def put_contents(self, contents: dict[str, bytes]) -> list[int]:
+        """Store each value of ``contents`` under its key in the content bucket (all stored, on a
+        quorum, before it returns); the bucket's numbers for them (for :meth:`discard_contents`)."""
+
+    def discard_contents(self, numbers: Sequence[int]) -> None:
+        """Remove the values :meth:`put_contents` stored as ``numbers`` from the content bucket."""
+
+    def get_contents(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The content bucket's values of ``keys`` (as the bucket's leader has them); a key that
+        is absent or purged is left out."""
+
+    def purge_contents(self, keys: Sequence[str]) -> None:
+        """Remove ``keys`` and every earlier value of them from the content bucket."""
 
 
 class Position(NamedTuple):
@@ -127,13 +160,17 @@ def decode_message(payload: bytes, stream_seq: int) -> list[bytes]:
 
 class Replica:
     """The write hook of a store that is a copy of ``transport``'s stream (see the module
-    docstring); ``dbs`` are the store's sub-databases."""
+    docstring); ``dbs()`` gives the store's sub-databases (new ones after a compaction)."""
 
-    def __init__(self, transport: Transport, dbs: Any) -> None:
+    def __init__(self, transport: Transport, dbs: Callable[[], Any]) -> None:
         self.transport = transport
-        self.dbs = dbs
+        self._dbs = dbs
         self.target = 0
         """The stream sequence the current catch-up folds up to (0: ask the stream)."""
+
+    @property
+    def dbs(self) -> Any:
+        return self._dbs()
 
     def position(self, txn: Any) -> Position | None:
         """The store's position in its stream (None: the store is not bound to one)."""
@@ -195,7 +232,10 @@ class Replica:
     def before_commit(self, txn: Any) -> None:
         """Publish the events ``txn`` appended beyond the position as one message expecting the
         stream's last sequence to be the position; :class:`~coniti.log.store.Replan` when the stream
-        has moved on. Nothing appended: nothing published."""
+        has moved on. Nothing appended: nothing published. The content of each event goes to the
+        content bucket first, and the message carries the frames without it (``log/FORMAT.md``
+        §17.2); once the stream has the message, the content its ``erase`` receipts erase is purged
+        from the bucket."""
         pos = self.position(txn)
         if pos is None:
             raise ClusterError("the store lost its stream binding during a write")
@@ -203,45 +243,110 @@ class Replica:
         head = p.head()
         if head.seq == pos.event_seq:
             return
-        frames = [p.frame(seq) for seq in range(pos.event_seq + 1, head.seq + 1)]
+        frames: list[bytes] = []
+        contents: dict[str, bytes] = {}
+        receipts: list[LogEvent] = []
+        for seq in range(pos.event_seq + 1, head.seq + 1):
+            frame = p.frame(seq)
+            event = decode_event(frame, seq, strict=False)
+            if event.kind in _CONTENT_KINDS and not event.erased:
+                contents[event.hash.hex()] = split_frame(frame)[2]
+                frame = erase_payload(frame)
+            elif event.kind == ERASE:
+                receipts.append(event)
+            frames.append(frame)
+        stored = self.transport.put_contents(contents) if contents else []
         try:
             seq = self.transport.publish(
                 encode_message(frames), expected_last=pos.stream_seq, msg_id=head.hash.hex()
             )
         except Conflict:
             self.target = 0
+            if stored:  # these events will never exist: their content must not stay behind
+                self.transport.discard_contents(stored)
             raise Replan() from None
         if seq != pos.stream_seq + 1:
             raise ClusterError(
                 f"stream {pos.stream!r} stored the write at message {seq}, expected {pos.stream_seq + 1}"
             )
         self._set_position(txn, Position(seq, head.seq, pos.stream))
+        if receipts:
+            self._purge(p, [s for r in receipts for s in _erased_by(p, r)])
+
+    def _purge(self, p: Projections, seqs: list[int]) -> None:
+        """Purge from the content bucket the content of events ``seqs`` (erased) that it holds."""
+        keys = sorted({decode_event(p.frame(s), s, strict=False).hash.hex() for s in seqs})
+        if keys:
+            held = self.transport.get_contents(keys)
+            if held:
+                self.transport.purge_contents(sorted(held))
 
     def catch_up(self, txn: Any) -> bool:
         """Fold the next messages after the position (at most :data:`FOLD_CHUNK`) up to the
-        stream's last sequence, as it was when this catch-up began; whether more remain."""
+        stream's last sequence, as it was when this catch-up began; whether more remain. Each
+        frame gets its content back from the content bucket (none: it folds as erased); an
+        ``erase`` receipt first erases what it covers in this copy (as the erasing node did) and
+        purges that content from the bucket if it is still there."""
         pos = self.position(txn)
         if pos is None:
             raise ClusterError("the store is not bound to a stream")
         if self.target <= pos.stream_seq:
             self.target = self.transport.last_seq()
-        last = min(self.target, pos.stream_seq + FOLD_CHUNK)
-        if last <= pos.stream_seq:
+        end = min(self.target, pos.stream_seq + FOLD_CHUNK)
+        if end <= pos.stream_seq:
             self.target = 0
             return False
-        payloads = self.transport.fetch(pos.stream_seq + 1, last)
+        frames: list[bytes] = []
+        last = pos.stream_seq
+        window = 16  # messages; then as many as the events per message seen so far allow
+        while last < end and len(frames) < FOLD_EVENTS:
+            upto = min(end, last + window)
+            for stream_seq, payload in enumerate(self.transport.fetch(last + 1, upto), last + 1):
+                frames += decode_message(payload, stream_seq)
+            last = upto
+            per_message = len(frames) / (last - pos.stream_seq)
+            window = max(1, min(_FETCH, int((FOLD_EVENTS - len(frames)) / per_message)))
+        wanted: dict[int, str] = {}
+        for i, frame in enumerate(frames):
+            event = decode_event(frame, strict=False)
+            if event.kind in _CONTENT_KINDS and event.erased:
+                wanted[i] = event.hash.hex()
+        found = self.transport.get_contents(list(wanted.values())) if wanted else {}
         p = Projections(txn, self.dbs)
         appends = Appends(p, None, None)
         head = p.head()
         chain = Chain(head.seq, head.hash, head.at if head.seq else None)
-        for stream_seq, payload in enumerate(payloads, pos.stream_seq + 1):
-            for frame in decode_message(payload, stream_seq):
-                prev_at = chain.at
-                event = chain.read(frame)
-                appends.stored(frame, event, prev_at)
+        erased: list[int] = []
+        for i, frame in enumerate(frames):
+            content = found.get(wanted[i]) if i in wanted else None
+            if content:
+                frame = frame + content
+            prev_at = chain.at
+            event = chain.read(frame)
+            if event.kind == ERASE:
+                erased += erase_for_receipt(p, event)
+            appends.stored(frame, event, prev_at)
         appends.commit()
         self._set_position(txn, Position(last, appends.seq, pos.stream))
+        if erased:
+            self._purge(p, erased)
         more = last < self.target
         if not more:
             self.target = 0
         return more
+
+
+def _erased_by(p: Projections, receipt: LogEvent) -> list[int]:
+    """The events whose content the ``erase`` receipt ``receipt`` (in the log) covers: the
+    versions of its record and the feedback on them, or the values of its key."""
+    nsid = p.nsid(ns_bytes(receipt.namespace))
+    if nsid is None:
+        return []
+    if receipt.key is not None:
+        candidates = [s for s in p.meta_events(nsid, name_key(receipt.key)) if s < receipt.seq]
+        return [s for s in candidates if decode_envelope(p.frame(s), s).key == receipt.key]
+    assert receipt.id is not None
+    idk = name_key(receipt.id)
+    candidates = [put_seq for put_seq, _ in p.versions(nsid, idk) if put_seq < receipt.seq]
+    candidates += [s for s in p.feedback_seqs(nsid, idk) if s < receipt.seq]
+    return [s for s in candidates if decode_envelope(p.frame(s), s).id == receipt.id]
