@@ -220,6 +220,28 @@ def test_nodes_writing_in_turn_interleave_without_loss(shared_cluster: LocalClus
         assert a.verify().problems == () and b.verify().problems == ()
 
 
+def test_threads_on_two_nodes_group_commit_without_loss(shared_cluster: LocalCluster, tmp_path: Path) -> None:
+    """Four threads on each of two nodes putting concurrently (group commits on each node, refused
+    and replanned whole when the other node's message came first): every put is in the log once,
+    both nodes have one head hash."""
+    cl = Cluster(shared_cluster.urls, stream="groups")
+    with LogBackend(tmp_path / "a", cluster=cl) as a, LogBackend(tmp_path / "b", cluster=cl) as b:
+        def work(node: LogBackend, name: str) -> None:
+            for i in range(25):
+                node.put(PutRequest(records=[rec(f"{name}-{i}")]))
+
+        threads = [threading.Thread(target=work, args=(node, f"{n}{t}")) for n, node in (("a", a), ("b", b)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        a.refresh()
+        b.refresh()
+        expected = {f"{n}{t}-{i}": 1 for n in "ab" for t in range(4) for i in range(25)}
+        assert put_ids(a) == put_ids(b) == expected
+        assert a.head_hash == b.head_hash and a.verify().problems == ()
+
+
 def test_compare_and_set_race_has_one_winner(shared_cluster: LocalCluster, tmp_path: Path) -> None:
     """Two nodes racing a create-only write (``expect={id: None}``) of the same id, 8 times: each
     time exactly one wins and the other gets VersionConflict; the winner's text is what both read."""

@@ -56,7 +56,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import lmdb
 import msgpack
@@ -74,6 +74,7 @@ from coniti.errors import (
 )
 from coniti.log import guard
 from coniti.log.codec import event_hash
+from coniti.log.writehook import Replan, WriteHook
 
 __all__ = [
     "DEFAULT_MAP_SIZE",
@@ -257,26 +258,6 @@ class _Gate:
             with self._lock:
                 self._exclusive = False
                 self._cond.notify_all()
-
-
-class Replan(Exception):
-    """Raised by :meth:`WriteHook.before_commit`: the write was planned on a state the log of
-    record has moved past; the store folds what it lacks (:meth:`WriteHook.catch_up`) and runs
-    the write again."""
-
-
-class WriteHook(Protocol):
-    """What a store in cluster mode runs around each write transaction (see
-    :mod:`coniti.log.replica`)."""
-
-    def before_commit(self, txn: Any) -> None:
-        """Called with each write transaction once its work is done, before it commits: publish
-        what it appended (raise :class:`Replan` to have it rerun after a catch-up; anything else
-        raised aborts it)."""
-
-    def catch_up(self, txn: Any) -> bool:
-        """Fold, in ``txn``, the next part of what the log of record holds beyond the store;
-        whether more remains."""
 
 
 class _Shared:
