@@ -480,8 +480,11 @@ def _crash_run(cluster: LocalCluster, tmp_path: Path, seed: int, count: int) -> 
     # Create the stream before the nodes race to.
     LogBackend(tmp_path / "seed-node", cluster=Cluster(urls, stream)).close()
     stores = [tmp_path / f"node{i}" for i in range(3)]
-    nodes = [Acks(start_node(stores[i], urls, stream, f"w{i}", count, pause=0.002)) for i in range(3)]
-    wait_until(lambda: all(len(n.acked) >= count // 5 for n in nodes), what="writes to start")
+    nodes = [Acks(start_node(stores[i], urls, stream, f"w{i}", count, pause=0.01)) for i in range(3)]
+    wait_until(
+        lambda: all(n.acked for n in nodes) and any(len(n.acked) >= count // 5 for n in nodes),
+        what="writes to start",
+    )
     leader = _leader_index(cluster, stream)
     cluster.kill(leader)
     assert not any(n.done for n in nodes), "the leader was killed after the writes"
