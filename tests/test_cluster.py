@@ -453,9 +453,10 @@ def _delete_stream(urls: list[str], stream: str) -> None:
 
 
 def _check_converged(stores: list[Path], urls: list[str], stream: str, expected: set[str]) -> None:
-    """Every store, caught up, holds each expected id exactly once (no other), one head hash, and
-    verifies clean."""
+    """Every store, caught up, holds each expected id exactly once (no other), one head hash (and
+    one Merkle root, on a coniti whose LogBackend has ``root()``), and verifies clean."""
     hashes = set()
+    roots = set()
     for path in stores:
         with LogBackend(path, cluster=Cluster(urls, stream)) as node:
             ids = put_ids(node)
@@ -463,7 +464,10 @@ def _check_converged(stores: list[Path], urls: list[str], stream: str, expected:
             assert set(ids.values()) == {1}, f"{path}: duplicated {[k for k, v in ids.items() if v > 1][:5]}"
             assert node.verify().problems == ()
             hashes.add(node.head_hash)
+            if hasattr(node, "root"):  # the Merkle tree (issue 31), built by the same fold
+                roots.add(node.root())
     assert len(hashes) == 1
+    assert len(roots) <= 1
 
 
 def _leader_index(cluster: LocalCluster, stream: str) -> int:
