@@ -35,8 +35,9 @@ import contextlib
 import contextvars
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from types import EllipsisType
 from typing import IO, TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
@@ -46,13 +47,21 @@ from coniti.errors import (
     ContractError,
     ReadOnlyError,
     RecordNotFound,
-    StoreError,
     namespace_text,
 )
 from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
 from coniti.impl import log_audit as _audit
 from coniti.impl.log_audit import Subscription
+from coniti.impl.log_cluster import ClusterNode
+from coniti.impl.log_retention import (
+    configure_retention,
+    policy_now,
+    retained_columns,
+    retained_items,
+    retained_write,
+    stored_policy,
+)
 from coniti.jsonl import MAX_STAMP_CHARS
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
@@ -93,6 +102,7 @@ from coniti.memory import (
     require,
     unique_ids,
 )
+from coniti.retention import Retention
 from coniti.text import check_text
 
 if TYPE_CHECKING:
@@ -336,13 +346,14 @@ def _span(need: int, seen: int, found: int) -> int:
 class _Items:
     """Batches of records as batches of put items, re-iterable when the batches are."""
 
-    def __init__(self, batches: Iterable[Sequence[MemoryRecord]]) -> None:
+    def __init__(self, batches: Iterable[Sequence[MemoryRecord]], policy: Retention | None = None) -> None:
         self._batches = batches
+        self._policy = policy
 
     def __iter__(self) -> Iterator[list[PutItem]]:
         for batch in self._batches:
             check_put_ids(batch)
-            yield _put_items(batch)
+            yield retained_items(_put_items(batch), batch, self._policy)
 
 
 class _Reads:
@@ -410,7 +421,7 @@ class _Reads:
         return self._log.feedback_weights(as_namespace(namespace), self._as_of)
 
 
-class LogBackend(_Reads, MemoryBackend):
+class LogBackend(ClusterNode, _Reads, MemoryBackend):
     """A :class:`MemoryBackend` on the event log in directory ``path`` (created 0700 if missing).
 
     ``durability``: ``"sync"`` (default) or ``"nosync"``, see the module docstring; handles on one
@@ -419,20 +430,13 @@ class LogBackend(_Reads, MemoryBackend):
     an existing store for reading only; writes raise :class:`ReadOnlyError`. ``group_commit``
     (default True): writes that threads or async tasks make concurrently on this handle share one
     transaction and one flush, each still all or nothing and acknowledged only once flushed (see
-    :mod:`coniti.log.group`); False commits every call on its own.
+    :mod:`coniti.log.group`); False commits every call on its own. ``retention`` (a positive
+    :class:`~datetime.timedelta`, or None: none) and ``kind_retention`` (kind -> timedelta or None):
+    the expiry of records written without one, recorded in the store (:mod:`coniti.retention`);
+    not given: the store keeps what it holds.
 
-    ``cluster`` (a :class:`~coniti.cluster.Cluster`): cluster mode (``docs/cluster.md``). The
-    cluster's stream is the log of record and the store at ``path`` this node's complete copy of it,
-    folded from the stream in order (an empty directory folds the whole stream at open). A write is
-    decided against the node's copy, published to the stream expecting its last sequence, decided
-    again after a catch-up when another node's write came first, and answered only once the stream
-    has stored it on a quorum of replicas and this node has folded it. Reads are local; call
-    :meth:`refresh` (or pass ``fresh=True`` to :meth:`get`, :meth:`scan`, :meth:`count`) to see
-    other nodes' writes first. Raises :class:`~coniti.errors.ClusterError` when the store is not the
-    stream's copy, :class:`~coniti.errors.ClusterUnavailable` when the stream cannot be reached.
-    ``erase``, ``erase_meta`` and ``erase_namespace`` erase across the cluster: the content leaves
-    the stream's content bucket and every node's copy as it folds the receipt (``log/FORMAT.md``
-    §17.4).
+    ``cluster`` (a :class:`~coniti.cluster.Cluster`): cluster mode, this store a node's copy of the
+    cluster's stream (:class:`~coniti.impl.log_cluster.ClusterNode`, ``docs/cluster.md``).
     """
 
     kind: ClassVar[str] = "log"
@@ -453,9 +457,12 @@ class LogBackend(_Reads, MemoryBackend):
         map_size: int = DEFAULT_MAP_SIZE,
         read_only: bool = False,
         group_commit: bool = True,
+        retention: timedelta | None | EllipsisType = ...,
+        kind_retention: Mapping[str, timedelta | None] | None | EllipsisType = ...,
         cluster: Cluster | None = None,
     ) -> None:
         _check_stamp(actor, "actor")
+        Retention.make(retention, kind_retention, Retention(None, {}))  # bad input: nothing opened
         if cluster is not None and read_only:
             raise ContractError("cluster mode folds the stream into the store: it cannot be read_only")
         self._log = EventLog(
@@ -470,50 +477,21 @@ class LogBackend(_Reads, MemoryBackend):
         """The cluster this store is a node of (None: a single store)."""
         self._transport: Any = None
         self._replica: Any = None
-        if cluster is not None:
-            try:
-                self._join(cluster)
-            except BaseException:
-                self.close()
-                raise
+        try:
+            if cluster is not None:
+                self._join(cluster)  # first: the policy is read from (written to) the stream's copy
+            self._retention = stored_policy(self._log)
+            if retention is not ... or kind_retention is not ...:
+                self._retention = configure_retention(self, retention, kind_retention)
+        except BaseException:
+            self.close()
+            raise
 
-    def _join(self, cluster: Cluster) -> None:
-        from coniti.log.replica import Replica
-
-        self._transport = cluster.connect()
-        log = self._log
-        self._replica = Replica(self._transport, lambda: log.dbs)
-        self._replica.attach(self._log.store)
-        self.refresh()
-
-    def refresh(self) -> int:
-        """Cluster mode: fold every message the stream holds beyond this node's copy (the stream's
-        last sequence as of the call); how many events were folded. A single store: 0."""
-        if self.cluster is None:
-            return 0
-        before = self._log.head().seq
-        self._log.store.catch_up()
-        self._log.forget_namespaces()
-        return self._log.head().seq - before
-
-    def get(self, request: GetRequest, *, fresh: bool = False) -> GetResult:
-        """See :meth:`MemoryBackend.get`; ``fresh``: :meth:`refresh` first (cluster mode)."""
-        if fresh:
-            self.refresh()
-        return super().get(request)
-
-    def scan(self, request: ScanRequest, *, fresh: bool = False) -> ScanResult:
-        """See :meth:`MemoryBackend.scan`; ``fresh``: :meth:`refresh` first (cluster mode)."""
-        if fresh:
-            self.refresh()
-        return super().scan(request)
-
-    def count(self, request: CountRequest, *, fresh: bool = False) -> CountResult:
-        """See :meth:`MemoryBackend.count`; ``fresh``: :meth:`refresh` first (cluster mode)."""
-        if fresh:
-            self.refresh()
-        return super().count(request)
-
+    @property
+    def retention(self) -> Retention:
+        """The retention this handle's writes apply (:mod:`coniti.retention`; read from the store
+        when it opened): ``.default`` and ``.kinds`` in seconds, ``.timedelta(kind)`` for one kind."""
+        return self._retention
 
     def __repr__(self) -> str:
         return f"LogBackend({self.path!r}, durability={self.durability!r})"
@@ -565,11 +543,7 @@ class LogBackend(_Reads, MemoryBackend):
     def close(self) -> None:
         """Release this handle (the environment closes with the last handle) and, in cluster mode,
         its connection to the cluster. Idempotent."""
-        transport, self._transport = self._transport, None
-        if transport is not None:
-            with contextlib.suppress(StoreError):  # a store already closed or forked
-                self._log.store.replicate(None, replacing=self._replica)
-            transport.close()
+        self._leave()
         self._log.close()
 
     def sync(self) -> None:
@@ -606,7 +580,8 @@ class LogBackend(_Reads, MemoryBackend):
         records = request.records
         check_put_ids(records)
         actor, reason = self._stamp()
-        seqs = self._log.put(_put_items(records), actor=actor, reason=reason)
+        items = retained_items(_put_items(records), records, policy_now(self._retention))
+        seqs = self._log.put(items, actor=actor, reason=reason)
         return _put_written(seqs, 0)
 
     def write(self, request: WriteRequest) -> WriteResult:
@@ -617,7 +592,8 @@ class LogBackend(_Reads, MemoryBackend):
         event carries the call's audit stamp. Op ids are kept as long as the log: export, import,
         rebuild and compaction keep them."""
         request = require(request, WriteRequest)
-        digest = None if request.op_id is None else request.digest()
+        digest = None if request.op_id is None else request.digest()  # of the request as given
+        request = retained_write(request, policy_now(self._retention))
         actor, reason = self._stamp()
         return self._log.transact(
             request.namespace, _decide(request, digest), actor=actor, reason=reason
@@ -645,7 +621,7 @@ class LogBackend(_Reads, MemoryBackend):
         check_put_ids(records)
         actor, reason = self._stamp()
         seqs = self._log.put(
-            _put_items(records), actor=actor, reason=reason,
+            retained_items(_put_items(records), records, policy_now(self._retention)), actor=actor, reason=reason,
             meta=(meta.namespace, meta.key, meta.value),
         )
         return _put_written(seqs, 1)
@@ -659,11 +635,12 @@ class LogBackend(_Reads, MemoryBackend):
             meta = require(meta, MetaSetRequest)
         notes = batch.notes
         check_batch_ids(batch)
+        expiries = retained_columns(notes, policy_now(self._retention))
         actor, reason = self._stamp()
         seqs = self._log.put_columns(
             batch.namespace, notes.ids, notes.texts, notes.timestamps, notes.metadata,
             batch.embedding_id, batch.vectors, actor=actor, reason=reason,
-            meta=None if meta is None else (meta.namespace, meta.key, meta.value),
+            meta=None if meta is None else (meta.namespace, meta.key, meta.value), expiries=expiries,
         )  # fmt: skip
         return _put_written(seqs, meta is not None)
 
@@ -676,7 +653,7 @@ class LogBackend(_Reads, MemoryBackend):
         if meta is not None:
             meta = require(meta, MetaSetRequest)
         actor, reason = self._stamp()
-        items = _Items(batches)
+        items = _Items(batches, policy_now(self._retention))
         return self._log.put_batches(
             items, actor=actor, reason=reason,
             meta=None if meta is None else (meta.namespace, meta.key, meta.value),

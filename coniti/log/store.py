@@ -130,9 +130,8 @@ SYS_SECRET = b"secret"
 SYS_LAYOUT = b"format"
 SYS_HEAD = b"head"
 SYS_STREAM = b"stream"
-"""Cluster mode: the stream this store is a copy of and how far it has folded it (its value is
-encoded by :mod:`coniti.log.replica`). A store holding it takes writes only through its replica
-hook (:meth:`Store.replicate`)."""
+"""Cluster mode: the stream this store copies and how far it folded it (value: :mod:`coniti.log.replica`);
+a store holding it takes writes only through its hook (:meth:`Store.replicate`)."""
 _U32 = struct.Struct(">I")
 
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
@@ -824,18 +823,12 @@ class Store:
             txn = gate.begin(_begin_write, shared)
             try:
                 try:
-                    if hook is not None:
-                        result = fn(txn)
+                    if shared.hook is None and txn.get(SYS_STREAM, db=shared.dbs[SYS_DB]) is not None:
+                        raise ReadOnlyError(f"store {self.path} is a cluster node's copy of a stream: "
+                                            "open it with its cluster to write")  # fmt: skip
+                    result = fn(txn)
+                    if hook is not None:  # None with shared.hook set: the hook's own fold
                         hook.before_commit(txn)
-                    elif shared.hook is None:
-                        if txn.get(SYS_STREAM, db=shared.dbs[SYS_DB]) is not None:
-                            raise ReadOnlyError(
-                                f"store {self.path} is a cluster node's copy of a stream: open it "
-                                "with its cluster to write"
-                            )
-                        result = fn(txn)
-                    else:
-                        result = fn(txn)  # the hook's own fold
                     head = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
                     txn.commit()
                 except BaseException:
