@@ -426,6 +426,19 @@ def test_erase_on_one_node_erases_on_every_node_and_in_the_stream(shared_cluster
         assert not any(secret.encode() in m for m in _stream_bytes(shared_cluster.urls, stream)), stream
 
 
+def test_write_over_the_message_limit_is_refused_at_once(shared_cluster: LocalCluster, tmp_path: Path) -> None:
+    """A put whose content would exceed the servers' max_payload raises ContractError naming the
+    limit, without waiting on the cluster, and writes nothing on the node or in the stream."""
+    with LogBackend(tmp_path / "n", cluster=Cluster(shared_cluster.urls, stream="big")) as n:
+        note = Note(id="r", text="x" * 5_000_000, timestamp=1.0)
+        big = [MemoryRecord(note=note, vector=np.ones(1_000_000, np.float32))]  # 9 MB > 8 MiB
+        started = time.monotonic()
+        with pytest.raises(ContractError, match="max_payload"):
+            n.put(PutRequest(records=big))
+        assert time.monotonic() - started < 5
+        assert n.head == 0 and n.refresh() == 0
+
+
 def test_bad_cluster_options_are_refused() -> None:
     """Cluster options are checked before anything connects: bad stream names, replica counts,
     empty server lists and non-nats URLs raise ContractError naming the option."""

@@ -207,7 +207,16 @@ class JetStreamTransport:
 
         return self._run(self._retry("reading the last sequence", last))
 
+    def _check_size(self, size: int, what: str) -> None:
+        limit = int(self._nc.max_payload)
+        if size + 1024 > limit:  # headers included
+            raise ContractError(
+                f"{what} is {size:,} bytes, over the cluster's message limit ({limit:,} bytes, the "
+                "servers' max_payload): split the write; nothing was written"
+            )
+
     def publish(self, payload: bytes, *, expected_last: int, msg_id: str) -> int:
+        self._check_size(len(payload), "the write's message")
         headers = {"Nats-Expected-Last-Sequence": str(expected_last), "Nats-Msg-Id": msg_id}
 
         async def publish() -> int:
@@ -280,6 +289,8 @@ class JetStreamTransport:
         return out
 
     def put_contents(self, contents: dict[str, bytes]) -> list[int]:
+        for value in contents.values():
+            self._check_size(len(value), "the content of one event")
         async def put(key: str) -> int:
             ack = await self._js.publish(
                 f"{self.content_subject}.{key}", contents[key], headers={"Nats-Msg-Id": key},
