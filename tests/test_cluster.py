@@ -204,6 +204,24 @@ def test_cli_cluster_up_and_down(tmp_path: Path) -> None:
         assert server.pid is None
 
 
+def test_engine_refresh_on_a_node_sees_another_nodes_note(shared_cluster: LocalCluster, tmp_path: Path) -> None:
+    """An engine on node B (as an MCP server keeps one) answers with a note added through an engine
+    on node A once it refreshes: ``ContinuityEngine.refresh`` folds the stream first."""
+    from coniti.container import Container
+
+    cl = Cluster(shared_cluster.urls, stream="engines")
+    with (
+        LogBackend(tmp_path / "a", cluster=cl) as a,
+        LogBackend(tmp_path / "b", cluster=cl) as b,
+        Container(memory=a, embedding="local_hash") as ca,
+        Container(memory=b, embedding="local_hash") as cb,
+    ):
+        ca.engine.ingest("the deploy moved to Thursday")
+        cb.engine.refresh()
+        hits = cb.engine.ask("when is the deploy?")
+        assert [h.note.text for h in hits.hits][:1] == ["the deploy moved to Thursday"]
+
+
 def test_nodes_writing_in_turn_interleave_without_loss(shared_cluster: LocalCluster, tmp_path: Path) -> None:
     """Two nodes writing alternately (each write planned on a stale copy, refused by the stream,
     replanned): every write lands once, both nodes end with one head hash and verify clean."""
