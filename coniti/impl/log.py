@@ -35,7 +35,7 @@ import contextlib
 import contextvars
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import EllipsisType
 from typing import IO, TYPE_CHECKING, Any, ClassVar, NoReturn
@@ -49,10 +49,9 @@ from coniti.errors import (
     RecordNotFound,
     namespace_text,
 )
-from coniti.events import Diff, EraseResult, Event
+from coniti.events import EraseResult
 from coniti.filters import Predicate, compile_filter
-from coniti.impl import log_audit as _audit
-from coniti.impl.log_audit import Subscription
+from coniti.impl.log_audit import AuditTrail
 from coniti.impl.log_cluster import ClusterNode
 from coniti.impl.log_retention import (
     configure_retention,
@@ -421,7 +420,7 @@ class _Reads:
         return self._log.feedback_weights(as_namespace(namespace), self._as_of)
 
 
-class LogBackend(ClusterNode, _Reads, MemoryBackend):
+class LogBackend(ClusterNode, _Reads, AuditTrail, MemoryBackend):
     """A :class:`MemoryBackend` on the event log in directory ``path`` (created 0700 if missing).
 
     ``durability``: ``"sync"`` (default) or ``"nosync"``, see the module docstring; handles on one
@@ -732,67 +731,6 @@ class LogBackend(ClusterNode, _Reads, MemoryBackend):
         hash chain) and that the projections equal a fresh fold of the log. Returns a report; never
         raises on a problem it can describe. Holds writers off while the file structure is read."""
         return _verify(self._log.store, structure=structure)
-
-    # -- audit trail, history, diff, change feed (coniti/impl/log_audit.py) ---------------------
-
-    def events(
-        self,
-        after: int = 0,
-        *,
-        until: int | None = None,
-        namespace: Sequence[str] | None = None,
-        limit: int | None = None,
-    ) -> Iterator[Event]:
-        """The audit trail: events with ``after < seq <= until`` (``until`` None: to the head), of
-        ``namespace`` only when given (``()`` is the root namespace), at most ``limit``, in sequence
-        order. Lazy; reads in batches, holding no transaction between them."""
-        return _audit.events(self._log, after, until, namespace, limit)
-
-    def history(self, id: str, namespace: Sequence[str] = ()) -> list[Event]:
-        """Every event that touched record ``id`` of ``namespace``, oldest first: each put of it and
-        the delete, clear or erase that ended each version. Empty if it never existed."""
-        return _audit.history(self._log, id, namespace)
-
-    def diff(self, a: int, b: int, *, namespace: Sequence[str] = ()) -> Diff:
-        """Record ids added, removed and changed in ``namespace`` between the memory right after event
-        ``a`` and right after event ``b`` (each ``0..head``)."""
-        return _audit.diff(self._log, a, b, namespace)
-
-    def diff_all(self, a: int, b: int, *, prefix: Sequence[str] = ()) -> list[Diff]:
-        """:meth:`diff` of every namespace under ``prefix`` (``()``: the whole store), from one
-        walk of the events between the two points: one :class:`Diff` per namespace with a change,
-        sorted by namespace (none when nothing changed)."""
-        return _audit.diff_all(self._log, a, b, prefix)
-
-    def follow(
-        self,
-        after: int | None = None,
-        *,
-        timeout: float | None = None,
-        namespace: Sequence[str] | None = None,
-    ) -> Iterator[Event]:
-        """A live tail: the events after ``after`` (None: the current head) as they commit, from any
-        handle or process; stops once ``timeout`` seconds pass without a new event (None: never)."""
-        return _audit.follow(self._log, after, timeout, namespace)
-
-    def afollow(
-        self,
-        after: int | None = None,
-        *,
-        timeout: float | None = None,
-        namespace: Sequence[str] | None = None,
-    ) -> AsyncIterator[Event]:
-        """The async :meth:`follow`: reads on worker threads, waits with ``asyncio.sleep``."""
-        return _audit.afollow(self._log, after, timeout, namespace)
-
-    def subscription(self, name: str, *, start: int = 0) -> Subscription:
-        """The durable subscription ``name`` (created at position ``start`` if new; an existing one
-        keeps its position). See :class:`~coniti.impl.log_audit.Subscription`."""
-        return _audit.subscription(self._log, name, start)
-
-    def subscriptions(self) -> dict[str, int]:
-        """Every subscription of the store and its position."""
-        return _audit.subscriptions(self._log)
 
     # -- erasure and compaction ------------------------------------------------------------------
 
