@@ -22,7 +22,9 @@
     │       ├── StoreFull                  could not grow (map limit, disk full, file-size limit)
     │       ├── StoreClosed                the store or view was closed
     │       ├── StoreForked                a handle opened before fork() used in the child
-    │       └── StoreBusy                  the store is open elsewhere and the call needs it alone
+    │       ├── StoreBusy                  the store is open elsewhere and the call needs it alone
+    │       └── ClusterError               cluster mode: the store is not the stream's copy, or the stream refused
+    │           └── ClusterUnavailable     cluster mode: no quorum answered in time; nothing written on this node
     └── EngineError (RuntimeError)         the engine or one of its pieces refused or failed
         ├── EmbeddingMismatch              memory holds another embedding spec's vectors
         ├── UnknownPiece (LookupError)     no piece registered under that name
