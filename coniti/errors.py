@@ -23,7 +23,9 @@
     │       ├── StoreFull                  could not grow (map limit, disk full, file-size limit)
     │       ├── StoreClosed                the store or view was closed
     │       ├── StoreForked                a handle opened before fork() used in the child
-    │       └── StoreBusy                  the store is open elsewhere and the call needs it alone
+    │       ├── StoreBusy                  the store is open elsewhere and the call needs it alone
+    │       └── ClusterError               cluster mode: the store is not the stream's copy, or the stream refused
+    │           └── ClusterUnavailable     cluster mode: no quorum answered in time; nothing written on this node
     └── EngineError (RuntimeError)         the engine or one of its pieces refused or failed
         ├── EmbeddingMismatch              memory holds another embedding spec's vectors
         ├── UnknownPiece (LookupError)     no piece registered under that name
@@ -183,3 +185,14 @@ class StoreForked(StoreError):
 
 class StoreBusy(StoreError):
     """The call needs the store alone (``compact``) but another process or handle has it open."""
+
+
+class ClusterError(StoreError):
+    """Cluster mode: this node's store does not match the cluster's stream (another stream, a
+    chain that diverges from it, events the stream never held), or the stream refused a write."""
+
+
+class ClusterUnavailable(ClusterError):
+    """Cluster mode: the stream could not be reached or could not commit (no server answers, no
+    quorum of its replicas); nothing was written on this node. A write may still have reached the
+    stream (an answer lost in flight): retry it with the same ``op_id`` to have it exactly once."""

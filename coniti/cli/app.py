@@ -38,6 +38,7 @@ class _Module:
 if TYPE_CHECKING:
     from coniti.cli import (
         care_cmds,
+        cluster_cmds,
         conversation_cmds,
         demo_cmd,
         engine_cmds,
@@ -53,6 +54,7 @@ else:
     feedback_cmds, file_cmds, log_cmds = _Module("feedback_cmds"), _Module("file_cmds"), _Module("log_cmds")
     mcp_cmd, memory_cmds, write_cmds = _Module("mcp_cmd"), _Module("memory_cmds"), _Module("write_cmds")
     conversation_cmds = _Module("conversation_cmds")
+    cluster_cmds = _Module("cluster_cmds")
 
 COMMANDS: dict[str, Callable[[], click.Command]] = {
     "add": lambda: engine_cmds.add,
@@ -84,6 +86,7 @@ COMMANDS: dict[str, Callable[[], click.Command]] = {
     "say": lambda: conversation_cmds.say,
     "window": lambda: conversation_cmds.window,
     "state": lambda: conversation_cmds.state,
+    "cluster": lambda: cluster_cmds.cluster,
 }
 """Command name -> the click command of that name, read (and its module imported) on first use."""
 

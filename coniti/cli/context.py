@@ -72,6 +72,7 @@ class Settings:
     actor: str | None = None
     reason: str | None = None
     debug: bool = False
+    cluster: str | None = None
     namespace: tuple[str, ...] | None = None
     """``--ns`` given before the command: the default of the command's own ``--ns``."""
     _output: Output | None = None
@@ -99,6 +100,13 @@ class Settings:
         from coniti.impl.log import LogBackend
 
         path = self.store_path
+        cluster_urls = self.cluster or self.environ.get("CONITI_CLUSTER") or None
+        if cluster_urls is not None:  # a node's copy: opened writable, caught up with the stream
+            from coniti.cluster import Cluster
+
+            return LogBackend(
+                path, actor=self.actor_name, cluster=Cluster.parse(cluster_urls, self.environ)
+            )
         if mode != "create" and not (path.is_dir() and any(path.iterdir())):
             raise CliError(
                 f"no store at {path} (choose one with --store or CONITI_STORE; "
@@ -338,6 +346,10 @@ def _add_common_options(func: F, *, store_help: str) -> F:
         _shared("--reason", setting="reason", metavar="TEXT", type=TEXT,
                 help="Why; stamped on the events written."),
         _shared("--debug", setting="debug", is_flag=True, help="Show the full traceback on errors."),
+        _shared("--cluster", setting="cluster", metavar="URLS",
+                help="Cluster mode: the store is this node's copy of a NATS JetStream stream on these "
+                     "servers (nats://h1:4222,nats://h2:4222; default: $CONITI_CLUSTER; stream "
+                     "$CONITI_CLUSTER_STREAM, default coniti). See docs/cluster.md."),
     ]
     for option in reversed(options):
         func = option(func)

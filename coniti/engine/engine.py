@@ -550,9 +550,13 @@ class ContinuityEngine:
         With an event feed, reads only events after the last sequence number seen, per loaded
         namespace (a ``clear`` rescans its namespace where rows keep no versions). Without one,
         rescans every loaded namespace and returns 0. An engine from :meth:`at` never changes: 0.
+        On a cluster node (a ``LogBackend`` with ``cluster=``) the store first folds what the
+        cluster's stream holds beyond it (``LogBackend.refresh``), so other nodes' writes count.
         Raises :class:`EmbeddingMismatch` if another writer set a different embedding id.
         """
         with self._lock:
+            if getattr(self.memory, "cluster", None) is not None:  # a view (at) has none
+                self.memory.refresh()  # type: ignore[attr-defined]
             return self._indexes.refresh()
 
     def at(self, seq: int | None = None, *, time: float | datetime | None = None) -> ContinuityEngine:

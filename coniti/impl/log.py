@@ -38,7 +38,7 @@ import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import EllipsisType
-from typing import IO, Any, ClassVar, NoReturn
+from typing import IO, TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
 from coniti.batch import RecordBatch, check_batch_ids
@@ -53,6 +53,7 @@ from coniti.events import EraseResult
 from coniti.filters import RecordPredicate as Predicate
 from coniti.filters import compile_record_filter as compile_filter
 from coniti.impl.log_audit import AuditTrail
+from coniti.impl.log_cluster import ClusterNode
 from coniti.impl.log_retention import (
     configure_retention,
     policy_now,
@@ -103,6 +104,9 @@ from coniti.memory import (
 )
 from coniti.retention import Retention
 from coniti.text import check_text
+
+if TYPE_CHECKING:
+    from coniti.cluster import Cluster
 
 __all__ = ["LogBackend", "LogView", "VerifyReport"]
 
@@ -417,7 +421,7 @@ class _Reads:
         return self._log.feedback_weights(as_namespace(namespace), self._as_of)
 
 
-class LogBackend(_Reads, AuditTrail, MemoryBackend):
+class LogBackend(ClusterNode, _Reads, AuditTrail, MemoryBackend):
     """A :class:`MemoryBackend` on the event log in directory ``path`` (created 0700 if missing).
 
     ``durability``: ``"sync"`` (default) or ``"nosync"``, see the module docstring; handles on one
@@ -430,6 +434,9 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
     :class:`~datetime.timedelta`, or None: none) and ``kind_retention`` (kind -> timedelta or None):
     the expiry of records written without one, recorded in the store (:mod:`coniti.retention`);
     not given: the store keeps what it holds.
+
+    ``cluster`` (a :class:`~coniti.cluster.Cluster`): cluster mode, this store a node's copy of the
+    cluster's stream (:class:`~coniti.impl.log_cluster.ClusterNode`, ``docs/cluster.md``).
     """
 
     kind: ClassVar[str] = "log"
@@ -452,9 +459,12 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
         group_commit: bool = True,
         retention: timedelta | None | EllipsisType = ...,
         kind_retention: Mapping[str, timedelta | None] | None | EllipsisType = ...,
+        cluster: Cluster | None = None,
     ) -> None:
         _check_stamp(actor, "actor")
         Retention.make(retention, kind_retention, Retention(None, {}))  # bad input: nothing opened
+        if cluster is not None and read_only:
+            raise ContractError("cluster mode folds the stream into the store: it cannot be read_only")
         self._log = EventLog(
             path, durability=durability, map_size=map_size, read_only=read_only,
             group_commit=group_commit,
@@ -463,13 +473,19 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
         self._as_of = None
         self.actor = actor
         self.read_only = read_only
-        self._retention = stored_policy(self._log)
-        if retention is not ... or kind_retention is not ...:
-            try:
+        self.cluster = cluster
+        """The cluster this store is a node of (None: a single store)."""
+        self._transport: Any = None
+        self._replica: Any = None
+        try:
+            if cluster is not None:
+                self._join(cluster)  # first: the policy is read from (written to) the stream's copy
+            self._retention = stored_policy(self._log)
+            if retention is not ... or kind_retention is not ...:
                 self._retention = configure_retention(self, retention, kind_retention)
-            except BaseException:
-                self.close()
-                raise
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def retention(self) -> Retention:
@@ -525,7 +541,9 @@ class LogBackend(_Reads, AuditTrail, MemoryBackend):
         raise ContractError(f"seq must be between 0 and the head ({self.head}), got {seq}")
 
     def close(self) -> None:
-        """Release this handle (the environment closes with the last handle). Idempotent."""
+        """Release this handle (the environment closes with the last handle) and, in cluster mode,
+        its connection to the cluster. Idempotent."""
+        self._leave()
         self._log.close()
 
     def sync(self) -> None:

@@ -203,6 +203,8 @@ async def _afollow(
         deadline = None if timeout is None else last_new + timeout
         delay = 0.001
         while True:
+            if store.replicating:  # cluster mode: fold the stream first (wait_for_head does too)
+                await to_thread(store.catch_up)
             head = await to_thread(feed.head_seq, store)
             if head > pos:
                 break

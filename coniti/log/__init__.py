@@ -9,8 +9,9 @@ lookups and the fold), :mod:`~coniti.log.reads` (the checked get/scan/count read
 :mod:`~coniti.log.append` (the one append routine), :mod:`~coniti.log.eventlog` (operations,
 erasure, compaction), :mod:`~coniti.log.checks` (rebuild, reseal and verify), :mod:`~coniti.log.feed`
 (event ranges, history, diff, waiting for commits, subscription positions),
-:mod:`~coniti.log.logfile` (the ``coniti-log`` export and its importer). The format is specified
-in ``log/FORMAT.md``.
+:mod:`~coniti.log.logfile` (the ``coniti-log`` export and its importer), :mod:`~coniti.log.replica`
+(cluster mode: the log replicated through a stream, folded by every node; its store hook is
+:mod:`~coniti.log.writehook`). The format is specified in ``log/FORMAT.md``.
 """
 
 from coniti.log.chain import FoldError

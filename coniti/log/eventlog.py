@@ -44,7 +44,7 @@ from coniti.log.projections import Dbs, Head, IndexView, Projections, Row, paylo
 from coniti.log.reads import RecordReads
 from coniti.log.store import DEFAULT_MAP_SIZE, Store
 
-__all__ = ["Change", "EventLog", "PutItem", "Row", "WriteView"]
+__all__ = ["Change", "EventLog", "PutItem", "Row", "WriteView", "erase_for_receipt"]
 
 
 T = TypeVar("T")
@@ -232,6 +232,29 @@ def _erase_values(p: Projections, seqs: list[int]) -> None:
             p.replace_frame(seq, erase_payload(frame))
 
 
+def erase_for_receipt(p: Projections, event: LogEvent) -> list[int]:
+    """What an ``erase`` receipt ``event`` stands for, done to the log before the receipt is folded
+    (cluster mode: a node folding another node's erasure erases its own copy the same way): every
+    version of the record ``event.id`` (:func:`_erase_versions`), or every value of the key
+    ``event.key`` (:func:`_erase_values`), of the receipt's namespace. Returns the sequence numbers
+    of the events whose content it covers (erased now or before)."""
+    nsid = p.nsid(ns_bytes(event.namespace))
+    if nsid is None:
+        return []
+    if event.key is not None:
+        found_keys = _held_keys(p, nsid, [event.key])[0]
+        seqs = [s for _, _, entries in found_keys for s in entries if s < event.seq]
+        _erase_values(p, seqs)
+        return seqs
+    assert event.id is not None
+    covered: list[int] = []
+    for record_id, idk, versions in _held_records(p, nsid, [event.id])[0]:
+        _erase_versions(p, nsid, record_id, idk, versions)
+        covered += [put_seq for put_seq, _, _ in versions]
+        covered += [s for s in p.feedback_seqs(nsid, idk) if is_erased(p.frame(s))]
+    return covered
+
+
 class EventLog:
     """The event log and its projections in one store directory. Thread-safe.
 
@@ -268,6 +291,11 @@ class EventLog:
     @property
     def path(self) -> str:
         return self.store.path
+
+    @property
+    def dbs(self) -> Dbs:
+        """The store's sub-databases (for :mod:`coniti.log.replica`)."""
+        return self._dbs
 
     def close(self) -> None:
         self.store.close()

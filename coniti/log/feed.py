@@ -377,9 +377,15 @@ def wait_for_head(store: Store, after: int, deadline: float | None) -> int:
     """Wait until the head passes ``after`` (returns the head), ``deadline`` (a ``time.monotonic``
     value; returns the head, possibly ``<= after``). A commit of this process
     wakes the wait at once; other processes' commits are seen by polling, every 1 ms at first,
-    backing off to 50 ms (each poll is one read transaction)."""
+    backing off to 50 ms (each poll is one read transaction). A store in cluster mode
+    (:attr:`Store.replicating <coniti.log.store.Store.replicating>`) first folds what its stream
+    holds beyond it, at most every 50 ms (:meth:`Store.catch_up <coniti.log.store.Store.catch_up>`)."""
     delay = _POLL_MIN
+    caught_up = 0.0
     while True:
+        if store.replicating and time.monotonic() - caught_up >= _POLL_MAX:
+            store.catch_up()
+            caught_up = time.monotonic()
         head = head_seq(store)
         if head > after:
             return head

@@ -74,6 +74,7 @@ from coniti.errors import (
 )
 from coniti.log import guard
 from coniti.log.codec import event_hash
+from coniti.log.writehook import Replan, WriteHook
 
 __all__ = [
     "DEFAULT_MAP_SIZE",
@@ -84,7 +85,10 @@ __all__ = [
     "LAYOUT_VERSION",
     "RESEALED_LAYOUT",
     "SYS_DB",
+    "SYS_STREAM",
+    "Replan",
     "Store",
+    "WriteHook",
     "lmdb_errors",
     "translate",
 ]
@@ -125,6 +129,9 @@ SYS_ID = b"id"
 SYS_SECRET = b"secret"
 SYS_LAYOUT = b"format"
 SYS_HEAD = b"head"
+SYS_STREAM = b"stream"
+"""Cluster mode: the stream this store copies and how far it folded it (value: :mod:`coniti.log.replica`);
+a store holding it takes writes only through its hook (:meth:`Store.replicate`)."""
 _U32 = struct.Struct(">I")
 
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
@@ -283,6 +290,8 @@ class _Shared:
         self.stand_in = ""
         """The temporary directory of the empty environment standing in for a store whose creation
         never committed (read-only opens only), else empty."""
+        self.hook: WriteHook | None = None
+        """Cluster mode: what replicates each write (:meth:`Store.replicate`); None: none."""
         self.metas: guard.MetaTxnids | None = None
         """The data file's meta pages, which :func:`_begin_read` checks each read against (None for
         a stand-in)."""
@@ -771,35 +780,76 @@ class Store:
         shared = self._live()
         if self.read_only:
             raise ReadOnlyError(f"store {self.path} was opened read-only")
-        gate = shared.gate
         with shared.write_lock, lmdb_errors(self.path):
-            growths = 0
+            hook = shared.hook
             while True:
-                txn = gate.begin(_begin_write, shared)
                 try:
-                    try:
-                        result = fn(txn)
-                        head = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
-                        txn.commit()
-                    except BaseException:
-                        txn.abort()
-                        raise
-                except lmdb.MapFullError:
-                    gate.leave()
-                    growths += 1
-                    if growths > MAX_GROWTHS:
-                        raise
-                    _grow(shared)
-                    continue
+                    return self._commit(shared, fn, hook)
+                except Replan:
+                    assert hook is not None
+                    while self._commit(shared, hook.catch_up, None):
+                        pass
+
+    def catch_up(self) -> None:
+        """Cluster mode: fold everything the log of record holds beyond this store, in as many
+        transactions as the hook takes (each one commits: a catch-up cut short resumes)."""
+        shared = self._live()
+        hook = shared.hook
+        if hook is None:
+            return
+        with shared.write_lock, lmdb_errors(self.path):
+            while self._commit(shared, hook.catch_up, None):
+                pass
+
+    @property
+    def replicating(self) -> bool:
+        """Whether writes on this store run through a replica hook (cluster mode)."""
+        return self._live().hook is not None
+
+    def replicate(self, hook: WriteHook | None, *, replacing: WriteHook | None = None) -> None:
+        """Run every later write of every handle on this store (in this process) through ``hook``:
+        its work, then :meth:`WriteHook.before_commit`, then the commit (None: stop). With
+        ``replacing``, only if that is the current hook."""
+        shared = self._live()
+        if replacing is None or shared.hook is replacing:
+            shared.hook = hook
+
+    def _commit(self, shared: _Shared, fn: Callable[[Any], T], hook: WriteHook | None) -> T:
+        """One write of ``fn`` (growing a full map and running it again), ``hook`` called before
+        its commit; the caller holds the write lock."""
+        gate = shared.gate
+        growths = 0
+        while True:
+            txn = gate.begin(_begin_write, shared)
+            try:
+                try:
+                    if shared.hook is None and txn.get(SYS_STREAM, db=shared.dbs[SYS_DB]) is not None:
+                        raise ReadOnlyError(f"store {self.path} is a cluster node's copy of a stream: "
+                                            "open it with its cluster to write")  # fmt: skip
+                    result = fn(txn)
+                    if hook is not None:  # None with shared.hook set: the hook's own fold
+                        hook.before_commit(txn)
+                    head = txn.get(SYS_HEAD, db=shared.dbs[SYS_DB])
+                    txn.commit()
                 except BaseException:
-                    gate.leave()
+                    txn.abort()
                     raise
+            except lmdb.MapFullError:
                 gate.leave()
-                if shared.durability == "sync":
-                    self._witness(shared, head)
-                with shared.committed:
-                    shared.committed.notify_all()
-                return result
+                growths += 1
+                if growths > MAX_GROWTHS:
+                    raise
+                _grow(shared)
+                continue
+            except BaseException:
+                gate.leave()
+                raise
+            gate.leave()
+            if shared.durability == "sync":
+                self._witness(shared, head)
+            with shared.committed:
+                shared.committed.notify_all()
+            return result
 
     def _witness(self, shared: _Shared, head: bytes | None) -> None:
         """Name the durable head ``head`` (a ``sys/head`` value) in the witness file, if it moved.
