@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -70,6 +71,7 @@ from coniti import derived
 from coniti.actor import Note, Query, to_timestamp
 from coniti.batch import NoteBatch, RecordBatch
 from coniti.contracts import Contract
+from coniti.dates import read_question
 from coniti.embedding import Embedder
 from coniti.embedding import tokenize as word_tokens
 from coniti.errors import (
@@ -84,7 +86,7 @@ from coniti.events import Event
 from coniti.filters import Predicate, compile_filter
 from coniti.fusion import Fusion, mmr
 from coniti.hybrid import Ranked, candidates, depth, fuse_hits
-from coniti.keyword import Corpus, KeywordIndex, tokens_of
+from coniti.keyword import Corpus, KeywordIndex, question_text, thread_of, tokens_of
 from coniti.memory import (
     DeleteRequest,
     DeleteResult,
@@ -135,7 +137,7 @@ rewrite its whole snapshot, and the next open folds those few events instead."""
 _CONTENT_FIELDS = ("id_bytes", "id_ends", "key_bytes", "key_ends")
 """The arrays of a snapshot's ``content`` part (the content index as packed pairs)."""
 
-_KEY_FORMAT = 1
+_KEY_FORMAT = 2
 """The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
 
 
@@ -402,7 +404,7 @@ class ContinuityEngine:
             np.array([n.timestamp for n in notes], dtype=np.float64),
             [n.text for n in notes], self.strategy.content_keys(notes), len(records), put,
             positions=[i for i, r in enumerate(records) if r.vector is not None],
-            expires=[r.expires_at for r in indexed],
+            expires=[r.expires_at for r in indexed], threads=[thread_of(n.metadata) for n in notes],
         )  # fmt: skip
 
     def _write_batch(
@@ -421,6 +423,7 @@ class ContinuityEngine:
             ns, space, list(batch.ids), batch.vectors, batch.notes.timestamps, batch.notes.texts,
             keys, len(batch), lambda claim: self.memory.put_batch(batch, claim),
             positions=list(range(len(batch))) if batch.vectors is not None else [], tokens=tokens,
+            threads=[thread_of(m) for m in batch.notes.metadata],
         )  # fmt: skip
 
     def _store(
@@ -438,13 +441,14 @@ class ContinuityEngine:
         positions: list[int],
         expires: list[float | None] | None = None,
         tokens: Sequence[Sequence[str]] | None = None,
+        threads: Sequence[str | None] | None = None,
     ) -> None:
         """Structures first (the rows ``ids``/``matrix``/``times``; None: no row), memory last by
         ``put(claim)`` (``claim``: the metadata to set in the same step, or None); undo the
         structures if memory refuses. ``texts``, ``keys`` and ``tokens`` (None: made from the
         texts): each row's text, content key and keyword tokens; ``count``: the records written;
         ``positions``: each row's place among them (its event follows the claim's in that order);
-        ``expires``: each row's expiry, for the keyword index."""
+        ``expires``: each row's expiry, and ``threads`` each row's thread, for the keyword index."""
         before = self._caught_up(ns, space)
         claim = self._claim(ns, space)
         born = None
@@ -470,7 +474,7 @@ class ContinuityEngine:
         if matrix is not None:
             space.keyword.add(
                 ids, texts, times, born if born is not None else (self._head() or 0),
-                expires=expires, tokens=tokens,
+                expires=expires, tokens=tokens, threads=threads,
             )  # fmt: skip
         self._settle(ns, space, before, count + (claim is not None), ids)
 
@@ -534,30 +538,98 @@ class ContinuityEngine:
         """
         query = _as_query(query)
         ns, scope = self._scope(namespace, prefix)
+        self._check_query(query, scope)
+        with self._lock:
+            vector = self._vectors([query])[0]
+            return self._ask_healing(query, ns, scope, vector)
+
+    def ask_many(
+        self,
+        queries: Iterable[Query | str],
+        *,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+    ) -> list[Answer]:
+        """:meth:`ask` for each of ``queries`` (plain strings become ``Query(text=...)``), in
+        order, from the same ``namespace`` or ``prefix``: the question texts that need a vector
+        are embedded in one embedder call (a batch costs about a third per text of single calls),
+        then each is answered as :meth:`ask` answers it. Every query is checked before any is
+        answered; the first bad one raises :class:`ContractError` naming ``queries[i]``."""
+        items = list(queries)
+        if isinstance(queries, str | bytes):
+            raise ContractError("queries must be a sequence of queries, not one string")
+        asked: list[Query] = []
+        for i, item in enumerate(items):
+            try:
+                asked.append(_as_query(item))
+            except ContractError as exc:
+                raise ContractError(f"queries[{i}]: {exc}") from None
+        ns, scope = self._scope(namespace, prefix)
+        for i, query in enumerate(asked):
+            try:
+                self._check_query(query, scope)
+            except ContractError as exc:
+                raise ContractError(f"queries[{i}]: {exc}") from None
+        with self._lock:
+            vectors = self._vectors(asked)
+            return [self._ask_healing(q, ns, scope, v) for q, v in zip(asked, vectors, strict=True)]
+
+    def _check_query(self, query: Query, scope: tuple[str, ...] | None) -> None:
+        """Refuse ``near`` with a prefix and a ``vector`` of another dimension than the embedder's."""
         if scope is not None and query.near is not None:
             raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
-        embeds = query.text is not None and query.resolved_strategy in ("semantic", "hybrid")
-        with self._lock:
-            vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
-            try:
-                return self._ask(query, ns, scope, vector)
-            except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
-                if not self._heal():
-                    raise
-                return self._ask(query, ns, scope, vector)
+        if query.vector is not None and len(query.vector) != self.embedder.dim:
+            raise ContractError(
+                f"Query.vector has {len(query.vector)} numbers; this memory's embedder "
+                f"({self._spec_id}) makes vectors of {self.embedder.dim}"
+            )
+
+    def _vectors(self, queries: Sequence[Query]) -> list[np.ndarray | None]:
+        """The question vector of each query: its ``vector``, or its text embedded (all such texts
+        in one call) when its strategy reads vectors; None when it needs none."""
+        out: list[np.ndarray | None] = [None] * len(queries)
+        texts: dict[str, list[int]] = {}
+        for i, query in enumerate(queries):
+            if query.resolved_strategy not in ("semantic", "hybrid"):
+                continue
+            if query.vector is not None:
+                out[i] = np.asarray(query.vector, dtype=np.float32)
+            elif query.text is not None:
+                texts.setdefault(query.text, []).append(i)
+        if texts:
+            embedded = self.embedder.embed(list(texts))
+            for row, places in zip(embedded, texts.values(), strict=True):
+                for i in places:
+                    out[i] = row
+        return out
+
+    def _ask_healing(
+        self, query: Query, ns: tuple[str, ...], scope: tuple[str, ...] | None, vector: np.ndarray | None
+    ) -> Answer:
+        """:meth:`_ask`, once more after healing a snapshot block that failed its check."""
+        try:
+            return self._ask(query, ns, scope, vector)
+        except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
+            if not self._heal():
+                raise
+            return self._ask(query, ns, scope, vector)
 
     def _ask(
         self, query: Query, ns: tuple[str, ...], scope: tuple[str, ...] | None,
         vector: np.ndarray | None,
     ) -> Answer:
-        """The body of :meth:`ask`, under the lock, the question embedded."""
+        """The body of :meth:`ask`, under the lock, the question embedded. The keyword side reads
+        the question without its function words (:func:`coniti.keyword.question_text`)."""
         pool = self._pool(query)
         spaces = [ns] if scope is None else self.memory.namespaces(scope)
-        corpus = self._corpus(spaces, query.text)
+        asked = query
+        if query.text is not None and query.resolved_strategy in ("keyword", "hybrid"):
+            asked = query.model_copy(update={"text": question_text(query.text)})
+        corpus = self._corpus(spaces, asked.text)
         if query.resolved_strategy == "hybrid":
-            found = self._hybrid(spaces, query, vector, pool, corpus)
+            found = self._hybrid(spaces, asked, vector, pool, corpus, query.text)
         else:
-            found = [h for n in spaces for h in self._answer(n, query, vector, pool, corpus)]
+            found = [h for n in spaces for h in self._answer(n, asked, vector, pool, corpus)]
             if scope is not None:
                 found.sort(key=lambda item: _merge_key(item[0]))
                 del found[pool:]
@@ -579,12 +651,17 @@ class ContinuityEngine:
         vector: np.ndarray | None,
         want: int,
         corpus: Corpus | None,
+        question: str | None,
     ) -> list[tuple[Hit, np.ndarray]]:
         """:func:`coniti.hybrid.fuse_hits` of :func:`~coniti.hybrid.depth` semantic and keyword
         hits over ``spaces``, then the query's filter: the fused ranking with the non-matching
         notes removed (the sides are asked 4x deeper, then 4x again, until ``want`` pass or the
-        sides run out). ``min_score`` applies to the fused score."""
+        sides run out). ``min_score`` applies to the fused score. ``question``: the question as
+        asked, whose dates (:func:`coniti.dates.read_question`) give the ``date`` signal."""
         match: Predicate | None = None if query.filter is None else compile_filter(query.filter)
+        times = None
+        if question is not None:
+            times = read_question(question, now=time.time() if query.asked_at is None else query.asked_at)
         floor = (query.fusion or Fusion()).keyword_floor
         wide = depth(want)
         while True:
@@ -610,7 +687,7 @@ class ContinuityEngine:
             if len(spaces) > 1:
                 semantic.sort(key=lambda item: _merge_key(item[0]))
                 lexical.sort(key=lambda item: _merge_key(item[0]))
-            fused = fuse_hits(query, semantic[:wide], lexical[:wide], self.feedback)
+            fused = fuse_hits(query, semantic[:wide], lexical[:wide], self.feedback, question=times)
             kept = fused if match is None else [item for item in fused if match(item[0].note.metadata)]
             if len(kept) >= want or not deeper or match is None:
                 return kept[:want]
@@ -1576,6 +1653,7 @@ class ContinuityEngine:
             born.tolist() if born is not None
             else [r.version if r.version is not None else (head or 0) for r in records],
             expires=[r.expires_at for r in records],
+            threads=[thread_of(r.note.metadata) for r in records],
         )
 
     def _check_meta(self, ns: tuple[str, ...]) -> None:
@@ -1729,6 +1807,16 @@ class ContinuityEngine:
         """:meth:`ask` on a worker thread."""
         return await to_thread(self.ask, query, namespace=namespace, prefix=prefix)
 
+    async def aask_many(
+        self,
+        queries: Iterable[Query | str],
+        *,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+    ) -> list[Answer]:
+        """:meth:`ask_many` on a worker thread."""
+        return await to_thread(self.ask_many, queries, namespace=namespace, prefix=prefix)
+
     async def acontext(
         self,
         query: Query | str,
@@ -1879,7 +1967,8 @@ class _Folder:
         for structure in self.space.structures:
             structure.add(self.ids, matrix, times, born=born)
         self.space.keyword.add(
-            self.ids, [n.text for n in self.notes], self.times, self.born, expires=self.expires
+            self.ids, [n.text for n in self.notes], self.times, self.born, expires=self.expires,
+            threads=[thread_of(n.metadata) for n in self.notes],
         )
         self.engine._index_notes(self.space, self.notes)
         self._reset()

@@ -1,5 +1,20 @@
-"""Rank fusion and diversity: reciprocal-rank fusion (:func:`fuse`) and maximal marginal relevance
-(:func:`mmr`), pure functions over ids, ranks and vectors.
+"""Fusion and diversity: score fusion (:func:`fuse_scores`, hybrid recall's default),
+reciprocal-rank fusion (:func:`fuse`) and maximal marginal relevance (:func:`mmr`), pure functions
+over ids, scores, ranks and vectors.
+
+**Score fusion.** Each candidate brings its signals: ``semantic`` (the cosine of question and note,
+missing: 0), ``keyword`` (its BM25 score), ``date`` (1 when the note falls in a time the question
+names, :mod:`coniti.dates`), ``feedback`` (its summed feedback weight) and its timestamp. Its fused
+score is::
+
+    (semantic_w * cosine + keyword_w * bm25 / max_bm25 + date_w * date
+     + recency_w * recency + feedback_w * feedback) / (semantic_w + keyword_w)
+
+where ``max_bm25`` is the best BM25 score among the candidates (so the best keyword match counts 1
+and a note holding no query word 0) and ``recency`` is 1 for the newest candidate down to 0 for the
+oldest, linear in rank. The weights are :class:`Fusion`'s; dividing by ``semantic_w + keyword_w``
+keeps a fused score on the cosine's scale whatever the two weights are. A feedback weight of 1 thus
+counts like a perfect match on one more side of weight ``feedback_w``.
 
 **Reciprocal-rank fusion.** Each ranking (a list of ids, best first) gives the id at 1-based rank
 ``r`` the share ``weight / (k + r)``; an id's fused score is the sum of its shares over the rankings
@@ -25,14 +40,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import pydantic
 
 from coniti.contracts import Contract
 
-__all__ = ["RANKINGS", "Fusion", "fuse", "mmr", "order_key"]
+__all__ = ["RANKINGS", "SIGNALS", "Fusion", "fuse", "fuse_scores", "mmr", "order_key"]
 
 K = TypeVar("K", str, tuple[str, tuple[str, ...]])
 """What fusion ranks: note ids, or (id, namespace) pairs across namespaces (ordered by id, then
@@ -41,26 +56,37 @@ namespace, for the tie rule)."""
 RANKINGS = ("semantic", "keyword", "recency")
 """The rankings hybrid recall fuses, in the order their shares are summed."""
 
+SIGNALS = ("semantic", "keyword", "date", "recency", "feedback")
+"""The signals score fusion adds up, in this order."""
+
 
 class Fusion(Contract):
-    """How hybrid recall fuses: the RRF constant ``k``, a weight per ranking (``semantic``,
-    ``keyword``, ``recency``: by timestamp, newest first; 0 leaves a ranking out), the weight of
-    feedback (0: feedback does not move hybrid results) and ``keyword_floor``: a note joins the
-    keyword ranking only when its BM25 score is at least this fraction of the query's BM25 ceiling
+    """How hybrid recall fuses: ``method`` ``"score"`` (the default: :func:`fuse_scores`) or
+    ``"rank"`` (reciprocal-rank fusion, :func:`fuse`, with the constant ``k``); a weight per
+    signal: ``semantic``, ``keyword``, ``recency`` (by timestamp, newest first), ``date`` (score
+    fusion only: the note falls in a time the question names), ``feedback`` (0: feedback does not
+    move hybrid results); 0 leaves a signal out. ``keyword_floor``: a note joins the keyword
+    candidates only when its BM25 score is at least this fraction of the query's BM25 ceiling
     (:meth:`coniti.keyword.KeywordIndex.ceiling`), so that matches on words most notes share do
-    not outvote the semantic ranking (0: every match joins). The default 0.15 was chosen on the
-    labelled recall set (``tools/bench_recall.py``; README, Strategies)."""
+    not outvote the semantic side (0: every match joins).
+
+    The defaults of ``semantic``, ``keyword`` and ``date`` were chosen for score fusion by
+    leave-one-conversation-out cross-validation on the LoCoMo development split
+    (``tools/bench_locomo.py --cv``; README, Recall); ``keyword_floor`` on the labelled recall set
+    (``tools/bench_recall.py``)."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
+    method: Literal["score", "rank"] = "score"
     k: int = pydantic.Field(default=60, ge=1, le=1_000_000, strict=True)
     semantic: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
     keyword: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
     recency: float = pydantic.Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    date: float = pydantic.Field(default=0.2, ge=0.0, allow_inf_nan=False)
     feedback: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
     keyword_floor: float = pydantic.Field(default=0.15, ge=0.0, le=1.0, allow_inf_nan=False)
 
-    @pydantic.field_validator("semantic", "keyword", "recency", "feedback", "keyword_floor", mode="before")
+    @pydantic.field_validator("semantic", "keyword", "recency", "date", "feedback", "keyword_floor", mode="before")
     @classmethod
     def _number(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -112,6 +138,38 @@ def fuse(
         if feedback is not None and params.feedback:
             parts = [*parts, params.feedback * float(feedback.get(id_, 0.0)) / (params.k + 1)]
         out.append((id_, math.fsum(parts), held))
+    out.sort(key=lambda item: order_key(item[1], times[item[0]], item[0]))
+    return out
+
+
+def fuse_scores(
+    signals: Mapping[K, Mapping[str, float]],
+    times: Mapping[K, float],
+    *,
+    fusion: Fusion | None = None,
+) -> list[tuple[K, float]]:
+    """Score fusion (module docstring) of the candidates ``signals`` holds: ``signals[id]`` maps
+    names of :data:`SIGNALS` but ``recency`` to values (a missing one is 0); ``times[id]`` is the
+    timestamp. Returns ``(id, fused score)`` for every candidate in the module's total order."""
+    params = fusion or Fusion()
+    total = params.semantic + params.keyword
+    scale = 1.0 / total if total > 0 else 1.0
+    best = max((float(s.get("keyword", 0.0)) for s in signals.values()), default=0.0)
+    recency: dict[K, float] = {}
+    if params.recency and signals:
+        newest = sorted(signals, key=lambda id_: (-times[id_], id_))
+        span = max(len(newest) - 1, 1)
+        recency = {id_: 1.0 - r / span for r, id_ in enumerate(newest)}
+    out: list[tuple[K, float]] = []
+    for id_, held in signals.items():
+        parts = [
+            params.semantic * float(held.get("semantic", 0.0)),
+            params.keyword * (float(held.get("keyword", 0.0)) / best if best > 0 else 0.0),
+            params.date * float(held.get("date", 0.0)),
+            params.recency * recency.get(id_, 0.0),
+            params.feedback * float(held.get("feedback", 0.0)),
+        ]
+        out.append((id_, math.fsum(parts) * scale))
     out.sort(key=lambda item: order_key(item[1], times[item[0]], item[0]))
     return out
 

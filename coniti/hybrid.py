@@ -12,10 +12,11 @@ their signals (:class:`~coniti.recall.Signals` fields), before notes are read.
 ``hybrid``
     :func:`fuse_hits`: the semantic and keyword hits, :func:`depth` of each over every namespace
     asked (filters applied; keyword hits below :attr:`Fusion.keyword_floor
-    <coniti.fusion.Fusion.keyword_floor>` of the query's BM25 ceiling left out), fused by :func:`coniti.fusion.fuse` with the query's
-    :class:`~coniti.fusion.Fusion` (a ``recency`` weight adds the candidates ranked by timestamp)
-    and the feedback weights of their namespaces; the score is the fused score. Fusing once over
-    all namespaces of a prefix keeps the fused scores comparable.
+    <coniti.fusion.Fusion.keyword_floor>` of the query's BM25 ceiling left out), fused with the
+    query's :class:`~coniti.fusion.Fusion` (by score, :func:`coniti.fusion.fuse_scores`, or by
+    rank, :func:`coniti.fusion.fuse`), the feedback weights of their namespaces and the times the
+    question names; the score is the fused score. Fusing once over all namespaces of a prefix
+    keeps the fused scores comparable.
 
 Candidates come in the total order of :mod:`coniti.fusion` (score, newer, id).
 """
@@ -29,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from coniti.actor import Query
-from coniti.fusion import Fusion, fuse
+from coniti.dates import QuestionTime
+from coniti.fusion import Fusion, fuse, fuse_scores
 from coniti.keyword import Corpus, KeywordIndex
 from coniti.recall import Hit, trusted_signals
 from coniti.strategy import Strategy, StrategyContext
@@ -103,13 +105,16 @@ def fuse_hits(
     semantic: Sequence[tuple[Hit, np.ndarray]],
     lexical: Sequence[tuple[Hit, np.ndarray]],
     feedback: Callable[[tuple[str, ...]], Mapping[str, float]],
+    *,
+    question: QuestionTime | None = None,
 ) -> list[tuple[Hit, np.ndarray]]:
     """Hybrid recall: the semantic and keyword hits (each list in its total order, over every
-    namespace asked, filters applied) fused by :func:`coniti.fusion.fuse` with the query's
-    :class:`~coniti.fusion.Fusion` and each namespace's feedback weights (``feedback(ns)``), as
-    hits scored by the fused score, with their signals merged, in the fusion's total order (an
-    exact tie in score and time: the smaller id, then the smaller namespace). ``query.min_score``
-    applies to the fused score."""
+    namespace asked, filters applied, their semantic and keyword signals filled in) fused with the
+    query's :class:`~coniti.fusion.Fusion` and each namespace's feedback weights (``feedback(ns)``):
+    by score (:func:`coniti.fusion.fuse_scores`; ``question``: the times the question names, for
+    the ``date`` signal) or by rank (:func:`coniti.fusion.fuse`). Returns hits scored by the fused
+    score, with their signals merged, in the fusion's total order (an exact tie in score and time:
+    the smaller id, then the smaller namespace). ``query.min_score`` applies to the fused score."""
     fusion = query.fusion or Fusion()
     found: dict[Key, tuple[Hit, np.ndarray]] = {}
     for hit, vector in (*semantic, *lexical):
@@ -127,22 +132,45 @@ def fuse_hits(
             for id_, w in feedback(ns).items():
                 if (id_, ns) in found:
                     weights[(id_, ns)] = w
-    fused = fuse(rankings, times, fusion=fusion, feedback=weights)
+    dated: dict[Key, float] = {}
+    if question is not None and question.mentions and fusion.date and found:
+        keys = list(found)
+        hits = question.matches(np.array([times[key] for key in keys], dtype=np.float64))
+        dated = {key: 1.0 for key, hit in zip(keys, hits.tolist(), strict=True) if hit}
+    ranks: dict[Key, dict[str, int]] = {}
+    for name, keys_ in rankings.items():
+        for r, key in enumerate(keys_, start=1):
+            ranks.setdefault(key, {})[name] = r
+    if fusion.method == "rank":
+        fused = [(key, score) for key, score, _ in fuse(rankings, times, fusion=fusion, feedback=weights)]
+    else:
+        signals: dict[Key, dict[str, float]] = {}
+        for key, (hit, _) in found.items():
+            base = hit.signals
+            signals[key] = {
+                "semantic": 0.0 if base is None or base.semantic is None else base.semantic,
+                "keyword": 0.0 if base is None or base.keyword is None else base.keyword,
+                "date": dated.get(key, 0.0),
+                "feedback": float(weights.get(key, 0.0)),
+            }
+        fused = fuse_scores(signals, times, fusion=fusion)
     newest = max(times.values(), default=0.0)
     out = []
-    for key, score, ranks in fused:
+    for key, score in fused:
         if query.min_score is not None and score < query.min_score:
             continue
         hit, vector = found[key]
         base = hit.signals
-        signals = trusted_signals({
+        values = {
             "strategy": "hybrid",
             "semantic": None if base is None else base.semantic,
             "keyword": None if base is None else base.keyword,
             "recency": newest - hit.note.timestamp,
             "feedback": float(weights.get(key, 0.0)),
-            "ranks": ranks,
+            "ranks": ranks.get(key, {}),
             "fused": score,
-        })
-        out.append((_hit({**hit.__dict__, "score": score, "signals": signals}), vector))
+        }
+        if fusion.method == "score":
+            values["date"] = dated.get(key, 0.0)
+        out.append((_hit({**hit.__dict__, "score": score, "signals": trusted_signals(values)}), vector))
     return out

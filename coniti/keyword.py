@@ -31,6 +31,21 @@ over those rows only, so a past search scores as a fresh index of that moment wo
 every row of an id from every point (erasure); :meth:`KeywordIndex.compact` drops rows that ended at
 or before a horizon.
 
+**Conversation windows.** A row may belong to a *thread* (:func:`thread_of`: the ``session`` value of
+a note's metadata; a conversation turn carries it). With ``context_weight > 0`` a threaded row is
+scored as its *window*: its own tokens plus ``context_weight`` times the tokens of the
+``context_before`` rows before it and the ``context_after`` rows after it in its thread (threads
+ordered by timestamp, then row; only rows visible to the search count), so a reply is found by the
+words of the question it answers. Everything BM25 reads is then the window's: ``tf`` (fractional),
+the length, ``avgdl`` and ``df`` (windows holding the term). A row without a thread is its own
+window, so an index of plain notes scores exactly as without windows. The neighbours are worked
+out at the first search after a change (a sort of the threaded rows: O(t log t) for t threaded
+rows) and kept until the next change; every term then costs O(t) more.
+
+**Questions.** :func:`question_text` takes a question's function words out (:data:`QUESTION_WORDS`:
+interrogatives, auxiliaries, articles, pronouns, common prepositions) before it is searched, unless
+nothing else is left.
+
 **Several indexes as one corpus.** A search over several namespaces (one index each) scores every
 note with the statistics of their union: :meth:`KeywordIndex.corpus` gives one index's ``N``, total
 length and ``df`` of the query terms, :meth:`Corpus.merge` adds them up, and ``search(...,
@@ -64,7 +79,18 @@ from coniti.errors import ContractError
 from coniti.packed import KEY_SCHEME, LOOKUP_BUDGET, IdColumn, PackedStrings
 from coniti.structure import StructureHit
 
-__all__ = ["ALIVE", "NO_SPACE", "Corpus", "KeywordIndex", "tokenize", "tokens_of"]
+__all__ = [
+    "ALIVE",
+    "NO_SPACE",
+    "QUESTION_WORDS",
+    "THREAD_KEY",
+    "Corpus",
+    "KeywordIndex",
+    "question_text",
+    "thread_of",
+    "tokenize",
+    "tokens_of",
+]
 
 ALIVE = 2**63 - 1
 """The ``died`` value of a live row."""
@@ -89,6 +115,37 @@ _STATE_VERSION = 1
 _PENDING_LIMIT = 1 << 20
 """Pending posting entries (term, row) beyond which an add moves them into the postings (at most
 about 24 MiB of pending arrays)."""
+
+
+QUESTION_WORDS = frozenset(
+    """
+    what which who whom whose when where why how did do does is are was were has have had the a an
+    of to in on at for with by from and or as be been being that this these those it its s his her
+    their they them he she him i you your my me we our kind type name
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+"""Words :func:`question_text` leaves out of a question (lower case)."""
+
+THREAD_KEY = "session"
+"""The metadata key whose value names a note's thread (:func:`thread_of`)."""
+
+_WORD_RUN = re.compile(r"\w+")
+
+
+def question_text(text: str) -> str:
+    """``text`` with the words of :data:`QUESTION_WORDS` taken out (compared case-folded), the
+    remaining word runs joined by spaces; ``text`` itself when no other word is left."""
+    kept = [w for w in _WORD_RUN.findall(text) if w.casefold() not in QUESTION_WORDS]
+    return " ".join(kept) if kept else text
+
+
+def thread_of(metadata: dict[str, Any]) -> str | None:
+    """The thread of a note with ``metadata``: its :data:`THREAD_KEY` value when that is a string
+    or an integer (not a bool), as a string; None otherwise (a plain note)."""
+    value = metadata.get(THREAD_KEY)
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    return None
 
 
 def tokenize(text: str) -> list[str]:
@@ -125,13 +182,14 @@ class Corpus:
     all, ``df[term]`` notes holding the term."""
 
     n: int
-    length: int
+    length: float
     df: dict[str, int]
 
     @staticmethod
     def merge(parts: Iterable[Corpus]) -> Corpus:
         """The statistics of the union of disjoint note sets."""
-        n = length = 0
+        n = 0
+        length = 0.0
         df: dict[str, int] = {}
         for part in parts:
             n += part.n
@@ -139,6 +197,23 @@ class Corpus:
             for term, count in part.df.items():
                 df[term] = df.get(term, 0) + count
         return Corpus(n, length, df)
+
+
+@dataclass(frozen=True, slots=True)
+class _Windows:
+    """The conversation windows of the visible rows: ``pairs`` holds, per context offset, the rows
+    ``j`` and the row ``r`` at that offset in ``j``'s thread (``r`` is in ``j``'s window);
+    ``length`` is every row's window length; ``total`` the visible rows' sum of it."""
+
+    pairs: list[tuple[np.ndarray, np.ndarray]]
+    length: np.ndarray
+    total: float
+
+
+def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 16:
+        raise ContractError(f"{name} must be an integer in [0, 16], got {value!r}")
+    return value
 
 
 def _check_param(name: str, value: Any, low: float, high: float | None) -> float:
@@ -156,9 +231,20 @@ class KeywordIndex:
     Not thread-safe: the engine serialises access, as it does for structures.
     """
 
-    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(
+        self,
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        context_before: int = 2,
+        context_after: int = 1,
+        context_weight: float = 0.5,
+    ) -> None:
         self.k1 = _check_param("k1", k1, 0.0, None)
         self.b = _check_param("b", b, 0.0, 1.0)
+        self.context_before = _check_count("context_before", context_before)
+        self.context_after = _check_count("context_after", context_after)
+        self.context_weight = _check_param("context_weight", context_weight, 0.0, 1.0)
         self.seq = 0
         """The sequence number this index reflects (the caller advances it; see :meth:`state`)."""
         self._ids = IdColumn()
@@ -198,15 +284,26 @@ class KeywordIndex:
         seq when it or the row count changed)."""
         self._seen: tuple[tuple[int | None, int, int], np.ndarray, int, int] | None = None
         """The last :meth:`_visible` answer, ``(key, mask, rows, total length)``."""
+        self._thread = array("q")
+        """Each row's thread number (-1: none); :attr:`_thread_names` by number."""
+        self._thread_names: list[str] = []
+        self._thread_number: dict[str, int] = {}
+        self._threaded = 0
+        """Rows with a thread: windows are worked out only when some row has one."""
+        self._windows: tuple[tuple[int | None, int, int], _Windows | None] | None = None
+        """The last :meth:`_context` answer, keyed like :attr:`_seen`."""
 
     @property
-    def options(self) -> dict[str, float]:
+    def options(self) -> dict[str, float | int]:
         """The constructor options (``KeywordIndex(**index.options)`` is an empty twin)."""
-        return {"k1": self.k1, "b": self.b}
+        return {
+            "k1": self.k1, "b": self.b, "context_before": self.context_before,
+            "context_after": self.context_after, "context_weight": self.context_weight,
+        }  # fmt: skip
 
     def spawn(self) -> KeywordIndex:
         """A new, empty index with the same options."""
-        return KeywordIndex(**self.options)
+        return KeywordIndex(**self.options)  # type: ignore[arg-type]
 
     def __len__(self) -> int:
         """The live rows."""
@@ -325,13 +422,15 @@ class KeywordIndex:
         expires: Sequence[float | None] | None = None,
         *,
         tokens: Sequence[Sequence[str]] | None = None,
+        threads: Sequence[str | None] | None = None,
     ) -> None:
         """Add live rows: ``ids[i]`` with ``texts[i]`` at ``timestamps[i]``, written by sequence
         number ``born[i]`` (one int: the same for all). All or nothing: raises
         :class:`ContractError` for an id already live here or repeated, or mismatched lengths.
 
         ``tokens``: ``tokenize(texts[i])`` for each text, when the caller has them (see
-        :func:`tokens_of`); they are not checked against the texts."""
+        :func:`tokens_of`); they are not checked against the texts. ``threads``: each row's thread
+        (:func:`thread_of` of its note's metadata; None: none), for conversation windows."""
         n = len(ids)
         births = array("q", [born]) * n if isinstance(born, int) else _column("q", born)
         ends = array("d", [math.inf]) * n
@@ -341,9 +440,13 @@ class KeywordIndex:
             expiring = sum(end != math.inf for end in ends)
         times = _column("d", timestamps)
         per_text = [tokenize(text) for text in texts] if tokens is None else list(tokens)
-        if len(texts) != n or len(times) != n or len(births) != n or len(ends) != n or len(per_text) != n:
+        thread_of_row = [None] * n if threads is None else list(threads)
+        if (
+            len(texts) != n or len(times) != n or len(births) != n or len(ends) != n
+            or len(per_text) != n or len(thread_of_row) != n
+        ):
             raise ContractError(
-                f"ids, texts, timestamps and born must have one entry per note ({n} ids)"
+                f"ids, texts, timestamps, born and threads must have one entry per note ({n} ids)"
             )
         searched = self._searchable(n)  # packed ids: a few are searched, many unpack them first
         row_of = self._row_of
@@ -362,10 +465,22 @@ class KeywordIndex:
         self._time.extend(times)
         self._expires.extend(ends)
         self._expiring += expiring
+        self._thread.extend(array("q", map(self._thread_code, thread_of_row)))
+        self._threaded += sum(t is not None for t in thread_of_row)
         if row_of is not None:
             row_of.update(zip(ids, range(first, first + n), strict=True))
         self._post(first, per_text)
         self._live += n
+
+    def _thread_code(self, thread: str | None) -> int:
+        """The number of ``thread`` (a new one for a thread not seen yet), -1 for None."""
+        if thread is None:
+            return -1
+        code = self._thread_number.get(thread)
+        if code is None:
+            code = self._thread_number[thread] = len(self._thread_names)
+            self._thread_names.append(thread)
+        return code
 
     def _post(self, first: int, per_text: Sequence[Sequence[str]]) -> None:
         """Add rows ``first, first + 1, ...`` (their tokens ``per_text``) to the pending postings
@@ -491,7 +606,10 @@ class KeywordIndex:
         self._time = array("d", (self._time[r] for r in keep))
         self._expires = array("d", (self._expires[r] for r in keep))
         self._expiring = sum(end != math.inf for end in self._expires)
+        self._thread = array("q", (self._thread[r] for r in keep))
+        self._threaded = sum(t >= 0 for t in self._thread)
         self._seen = None
+        self._windows = None
         self._row_of = {self._ids[r]: r for r in range(len(self._ids)) if self._died[r] == ALIVE}
         postings: dict[str, tuple[array[int], array[int]]] = {}
         for term, (rows, tfs) in self._postings.items():
@@ -509,7 +627,7 @@ class KeywordIndex:
     def clear(self) -> None:
         """Drop every row (``seq`` is kept)."""
         seq = self.seq
-        self.__init__(k1=self.k1, b=self.b)  # type: ignore[misc]
+        self.__init__(**self.options)  # type: ignore[misc]
         self.seq = seq
 
     # -- search --------------------------------------------------------------------------------
@@ -546,15 +664,64 @@ class KeywordIndex:
         self._seen = (key, visible, own, total)
         return visible, own, total
 
+    def _context(self, as_of: int | None) -> _Windows | None:
+        """The conversation windows of the rows visible now (or as of ``as_of``), None when no
+        row has a window (module docstring); kept until a row is added or ended."""
+        visible, _, _ = self._visible(as_of)
+        assert self._seen is not None  # set by _visible
+        key = self._seen[0]
+        if self._windows is not None and self._windows[0] == key and not self._expiring:
+            return self._windows[1]
+        windows = None
+        offsets = [*range(-self.context_before, 0), *range(1, self.context_after + 1)]
+        if self.context_weight and self._threaded and offsets:
+            threads = np.frombuffer(self._thread, dtype=np.int64)
+            rows = np.flatnonzero(visible & (threads >= 0))
+            if len(rows) > 1:
+                times = np.frombuffer(self._time, dtype=np.float64)
+                order = rows[np.lexsort((rows, times[rows], threads[rows]))]
+                thread = threads[order]
+                lengths = np.frombuffer(self._length, dtype=np.int_).astype(np.float64)
+                window = lengths.copy()
+                pairs = []
+                for shift in offsets:  # the row ``shift`` places from each row in its thread
+                    if shift < 0:
+                        j, r, same = order[-shift:], order[:shift], thread[-shift:] == thread[:shift]
+                    else:
+                        j, r, same = order[:-shift], order[shift:], thread[:-shift] == thread[shift:]
+                    j, r = j[same], r[same]
+                    window[j] += self.context_weight * lengths[r]  # j: distinct within a shift
+                    pairs.append((j, r))
+                windows = _Windows(pairs, window, float(window[visible].sum()))
+        self._windows = (key, windows)
+        return windows
+
+    def _window_tf(self, held: np.ndarray, tfs: np.ndarray, keep: np.ndarray, windows: _Windows) -> np.ndarray:
+        """The window term frequency of every row for a term held by the visible rows
+        ``held[keep]`` with frequencies ``tfs[keep]``."""
+        own = np.zeros(len(self._ids), dtype=np.float64)
+        own[held[keep]] = tfs[keep]
+        out = own.copy()
+        for j, r in windows.pairs:
+            out[j] += self.context_weight * own[r]
+        return out
+
     def corpus(self, text: str, *, as_of: int | None = None) -> Corpus:
-        """This index's statistics for the terms of ``text`` (rows visible now, or as of ``as_of``)."""
+        """This index's statistics for the terms of ``text`` (rows visible now, or as of
+        ``as_of``; with conversation windows, the windows' lengths and document frequencies)."""
         visible, own, total = self._visible(as_of)
+        windows = self._context(as_of)
         df = {}
         for term in dict.fromkeys(tokenize(text)):
             posting = self._posting(term)
             if posting is not None:
-                df[term] = int(np.count_nonzero(visible[posting[0]]))
-        return Corpus(own, total, df)
+                if windows is None:
+                    df[term] = int(np.count_nonzero(visible[posting[0]]))
+                else:
+                    held, tfs = posting
+                    wtf = self._window_tf(held, tfs, visible[held], windows)
+                    df[term] = int(np.count_nonzero((wtf > 0) & visible))
+        return Corpus(own, total if windows is None else windows.total, df)
 
     def ceiling(self, text: str, *, as_of: int | None = None, corpus: Corpus | None = None) -> float:
         """The BM25 ceiling of ``text``: ``sum_t idf(t) * (k1 + 1)`` over its distinct terms, the
@@ -587,6 +754,9 @@ class KeywordIndex:
         visible, own, total = self._visible(as_of)
         if not own or not terms or not size:
             return scores, matched
+        windows = self._context(as_of)
+        if windows is not None:
+            return self._window_scores(terms, visible, own, windows, only, corpus, rows)
         lengths = np.frombuffer(self._length, dtype=np.int_)
         if corpus is None:
             n_visible, avgdl = own, float(total) / own
@@ -616,6 +786,50 @@ class KeywordIndex:
                 at = rows[target]
                 tfs = held_tfs[place[target]].astype(np.float64)
             norm = k1 * (1.0 - b + b * lengths[at] / avgdl) if avgdl > 0 else k1 * (1.0 - b)
+            scores[target] += idf * tfs * (k1 + 1.0) / (tfs + norm)
+            matched[target] = True
+        return scores, matched
+
+    def _window_scores(
+        self,
+        terms: list[str],
+        visible: np.ndarray,
+        own: int,
+        windows: _Windows,
+        only: np.ndarray | None,
+        corpus: Corpus | None,
+        rows: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_scores` over conversation windows: the same BM25 of each row's window."""
+        size = len(self._ids) if rows is None else len(rows)
+        scores = np.zeros(size, dtype=np.float64)
+        matched = np.zeros(size, dtype=bool)
+        if corpus is None:
+            n_visible, avgdl = own, windows.total / own
+        else:
+            n_visible, avgdl = corpus.n, corpus.length / corpus.n if corpus.n else 0.0
+        k1, b = self.k1, self.b
+        for term in terms:
+            posting = self._posting(term)
+            if posting is None:
+                continue
+            held, held_tfs = posting
+            keep = visible[held]
+            if not keep.any():
+                continue
+            wtf = self._window_tf(held, held_tfs, keep, windows)
+            has = (wtf > 0) & visible
+            df = int(np.count_nonzero(has))
+            if corpus is not None:
+                df = corpus.df.get(term, df)
+            idf = math.log(1.0 + (n_visible - df + 0.5) / (df + 0.5))
+            if rows is None:
+                target = at = np.flatnonzero(has if only is None else has & only)
+            else:
+                target = np.flatnonzero(has[rows])
+                at = rows[target]
+            tfs = wtf[at]
+            norm = k1 * (1.0 - b + b * windows.length[at] / avgdl) if avgdl > 0 else k1 * (1.0 - b)
             scores[target] += idf * tfs * (k1 + 1.0) / (tfs + norm)
             matched[target] = True
         return scores, matched
@@ -698,6 +912,8 @@ class KeywordIndex:
         rows = [np.frombuffer(self._postings[t][0], dtype=np.int_) for t in terms]
         tfs = [np.frombuffer(self._postings[t][1], dtype=np.int_) for t in terms]
         id_bytes, id_ends, id_order, id_keys = self._ids.pack_indexed()
+        thread_encoded = [t.encode("utf-8") for t in self._thread_names]
+        thread_bytes = b"".join(thread_encoded)
         return {
             "version": _STATE_VERSION,
             "seq": self.seq,
@@ -713,6 +929,12 @@ class KeywordIndex:
             "length": np.frombuffer(self._length, dtype=np.int_).astype(np.int64),
             "time": np.frombuffer(self._time, dtype=np.float64).copy(),
             "expires": np.frombuffer(self._expires, dtype=np.float64).copy(),
+            "context": np.array(
+                [self.context_before, self.context_after, self.context_weight], dtype=np.float64
+            ),
+            "threads": np.frombuffer(self._thread, dtype=np.int64).copy(),
+            "thread_names": np.frombuffer(thread_bytes, dtype=np.uint8).copy(),
+            "thread_offsets": np.cumsum([0, *(len(t) for t in thread_encoded)], dtype=np.int64),
             "terms": np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(),
             "term_offsets": offsets,
             "posting_offsets": np.cumsum([0, *(len(r) for r in rows)], dtype=np.int64),
@@ -728,7 +950,14 @@ class KeywordIndex:
             version = int(np.asarray(state["version"]))
             if version != _STATE_VERSION:
                 raise ContractError(f"keyword index state version {version} is not {_STATE_VERSION}")
-            index = cls(k1=float(np.asarray(state["k1"])), b=float(np.asarray(state["b"])))
+            context = np.asarray(state.get("context", [0, 0, 0.0]), dtype=np.float64)
+            if context.shape != (3,):
+                raise ContractError("keyword index state: context is not (before, after, weight)")
+            index = cls(
+                k1=float(np.asarray(state["k1"])), b=float(np.asarray(state["b"])),
+                context_before=int(context[0]), context_after=int(context[1]),
+                context_weight=float(context[2]),
+            )  # fmt: skip
             index.seq = int(np.asarray(state["seq"]))
             id_bytes = np.asarray(state["ids"], dtype=np.uint8)
             id_off = np.asarray(state["id_offsets"], dtype=np.int64)
@@ -776,6 +1005,22 @@ class KeywordIndex:
             raise ContractError("keyword index state: expires and ids disagree")
         index._expires = array("d", expires.tobytes())
         index._expiring = int(np.isfinite(expires).sum())
+        threads = np.asarray(state.get("threads", np.full(n, -1)), dtype=np.int64)
+        name_bytes = np.asarray(state.get("thread_names", np.empty(0)), dtype=np.uint8).tobytes()
+        name_stops = np.asarray(state.get("thread_offsets", [0]), dtype=np.int64).tolist()
+        try:
+            names = [name_bytes[a:z].decode("utf-8") for a, z in zip(name_stops, name_stops[1:], strict=False)]
+        except UnicodeDecodeError:
+            raise ContractError("keyword index state: thread names are not UTF-8") from None
+        if (
+            len(threads) != n or (n and (threads.min() < -1 or threads.max() >= len(names)))
+            or name_stops[-1] != len(name_bytes) or len(set(names)) != len(names)
+        ):
+            raise ContractError("keyword index state: threads and ids disagree")
+        index._thread = array("q", threads.tobytes())
+        index._thread_names = names
+        index._thread_number = {name: i for i, name in enumerate(names)}
+        index._threaded = int(np.count_nonzero(threads >= 0))
         index._row_of = None  # the ids stay packed until a write touches many (see _live_row)
         index._live = int(np.count_nonzero(died == ALIVE))
         stops = term_off.tolist()
@@ -817,6 +1062,7 @@ class _AsOf(KeywordIndex):
         self._ended: tuple[tuple[int, int], dict[str, int]] | None = None
         self._count: int | None = None
         self._seen = None  # its masks are as of seq, not the base's
+        self._windows = None
 
     def _clock(self) -> float:
         return time.time() if self._at is None else self._at

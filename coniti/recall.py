@@ -58,8 +58,10 @@ class Signals(Contract):
     ``semantic`` score (cosine of the query text's vector and the note's; None without text), the
     ``keyword`` score (BM25; None without text), ``recency`` (seconds the note is older than the
     newest candidate; set for ``recent`` and ``hybrid``), the ``feedback`` weight of the note (the
-    sum of its ``improve`` weights; set for ``hybrid``), ``ranks``: the 1-based rank in each ranking
-    that was fused (``semantic``, ``keyword``, ``recency``), and ``fused``, the fused score."""
+    sum of its ``improve`` weights; set for ``hybrid``), ``date`` (1.0 when the note falls in a time
+    the question names, else 0.0; set for ``hybrid`` by score), ``ranks``: the 1-based rank in each
+    ranking that was fused (``semantic``, ``keyword``, ``recency``), and ``fused``, the fused
+    score."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -68,6 +70,7 @@ class Signals(Contract):
     keyword: float | None = None
     recency: float | None = None
     feedback: float | None = None
+    date: float | None = None
     ranks: dict[str, int] = pydantic.Field(default_factory=dict)
     fused: float | None = None
 
@@ -79,7 +82,7 @@ def trusted_signals(values: dict[str, Any]) -> Signals:
     """:class:`Signals` from values the engine computed (unvalidated; missing fields take their
     defaults)."""
     return _signals({
-        "semantic": None, "keyword": None, "recency": None, "feedback": None, "fused": None,
+        "semantic": None, "keyword": None, "recency": None, "feedback": None, "date": None, "fused": None,
         **values, "ranks": dict(values.get("ranks", {})),
     })
 

@@ -79,8 +79,10 @@ def test_hybrid_finds_what_keyword_finds_when_semantic_misses(engine: Continuity
 
 
 def test_hybrid_signals_name_the_fused_ranks(engine: ContinuityEngine) -> None:
-    """A hybrid hit carries its semantic and keyword scores, its ranks in both and the fused score."""
-    hit = engine.ask(Query(text="cat warm mat", strategy="hybrid")).hits[0]
+    """A hybrid hit fused by rank carries its semantic and keyword scores, its ranks in both and
+    the fused score (the sum of its reciprocal ranks)."""
+    query = Query(text="cat warm mat", strategy="hybrid", fusion=Fusion(method="rank"))
+    hit = engine.ask(query).hits[0]
     sig = hit.signals
     assert sig is not None
     assert sig.ranks.keys() == {"semantic", "keyword"}
@@ -88,6 +90,17 @@ def test_hybrid_signals_name_the_fused_ranks(engine: ContinuityEngine) -> None:
     assert sig.fused == hit.score == pytest.approx(
         1 / (60 + sig.ranks["semantic"]) + 1 / (60 + sig.ranks["keyword"])
     )
+
+
+def test_hybrid_score_fusion_adds_cosine_and_relative_bm25(engine: ContinuityEngine) -> None:
+    """By default hybrid fuses by score: (cosine + BM25 / best BM25 of the candidates) / 2 for
+    equal weights, with no date named and no feedback."""
+    hits = engine.ask(Query(text="cat warm mat", strategy="hybrid", k=5)).hits
+    best = max(h.signals.keyword or 0.0 for h in hits if h.signals)
+    for hit in hits:
+        sig = hit.signals
+        assert sig is not None and sig.semantic is not None and sig.keyword is not None
+        assert hit.score == sig.fused == pytest.approx((sig.semantic + sig.keyword / best) / 2)
 
 
 def test_semantic_strategy_scores_are_cosines(engine: ContinuityEngine) -> None:
