@@ -16,6 +16,13 @@ oldest, linear in rank. The weights are :class:`Fusion`'s; dividing by ``semanti
 keeps a fused score on the cosine's scale whatever the two weights are. A feedback weight of 1 thus
 counts like a perfect match on one more side of weight ``feedback_w``.
 
+**Superseded notes.** For a question about the present (:func:`coniti.dates.asks_present`, no time
+named), :func:`supersede` prefers the newer of two notes that answer it: among the first
+:data:`SUPERSEDE_DEPTH` candidates, an older note whose vector has a cosine of at least
+``supersede_similarity`` with a newer one's (the two say much the same thing) and whose fused score
+exceeds the newer one's by at most ``supersede`` is moved just below it. Chosen on the labelled
+pairs of ``tools/data/superseded/`` (``tools/bench_superseded.py``).
+
 **Reciprocal-rank fusion.** Each ranking (a list of ids, best first) gives the id at 1-based rank
 ``r`` the share ``weight / (k + r)``; an id's fused score is the sum of its shares over the rankings
 that hold it, plus ``feedback_weight * feedback(id) / (k + 1)`` when feedback is given: a feedback
@@ -47,7 +54,7 @@ import pydantic
 
 from coniti.contracts import Contract
 
-__all__ = ["RANKINGS", "SIGNALS", "Fusion", "fuse", "fuse_scores", "mmr", "order_key"]
+__all__ = ["RANKINGS", "SIGNALS", "SUPERSEDE_DEPTH", "Fusion", "fuse", "fuse_scores", "mmr", "order_key", "supersede"]
 
 K = TypeVar("K", str, tuple[str, tuple[str, ...]])
 """What fusion ranks: note ids, or (id, namespace) pairs across namespaces (ordered by id, then
@@ -59,13 +66,18 @@ RANKINGS = ("semantic", "keyword", "recency")
 SIGNALS = ("semantic", "keyword", "date", "recency", "feedback")
 """The signals score fusion adds up, in this order."""
 
+SUPERSEDE_DEPTH = 10
+"""How many of the first candidates :func:`supersede` compares."""
+
 
 class Fusion(Contract):
     """How hybrid recall fuses: ``method`` ``"score"`` (the default: :func:`fuse_scores`) or
     ``"rank"`` (reciprocal-rank fusion, :func:`fuse`, with the constant ``k``); a weight per
     signal: ``semantic``, ``keyword``, ``recency`` (by timestamp, newest first), ``date`` (score
     fusion only: the note falls in a time the question names), ``feedback`` (0: feedback does not
-    move hybrid results); 0 leaves a signal out. ``keyword_floor``: a note joins the keyword
+    move hybrid results); 0 leaves a signal out. ``supersede`` and ``supersede_similarity``: the
+    score margin and the cosine by which a newer note displaces an older one for a question about
+    the present (:func:`supersede`; ``supersede=0`` turns it off). ``keyword_floor``: a note joins the keyword
     candidates only when its BM25 score is at least this fraction of the query's BM25 ceiling
     (:meth:`coniti.keyword.KeywordIndex.ceiling`), so that matches on words most notes share do
     not outvote the semantic side (0: every match joins).
@@ -85,8 +97,13 @@ class Fusion(Contract):
     date: float = pydantic.Field(default=0.2, ge=0.0, allow_inf_nan=False)
     feedback: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
     keyword_floor: float = pydantic.Field(default=0.15, ge=0.0, le=1.0, allow_inf_nan=False)
+    supersede: float = pydantic.Field(default=0.3, ge=0.0, allow_inf_nan=False)
+    supersede_similarity: float = pydantic.Field(default=0.7, ge=-1.0, le=1.0, allow_inf_nan=False)
 
-    @pydantic.field_validator("semantic", "keyword", "recency", "date", "feedback", "keyword_floor", mode="before")
+    @pydantic.field_validator(
+        "semantic", "keyword", "recency", "date", "feedback", "keyword_floor", "supersede",
+        "supersede_similarity", mode="before",
+    )  # fmt: skip
     @classmethod
     def _number(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -172,6 +189,37 @@ def fuse_scores(
         out.append((id_, math.fsum(parts) * scale))
     out.sort(key=lambda item: order_key(item[1], times[item[0]], item[0]))
     return out
+
+
+def supersede(
+    ranked: Sequence[tuple[K, float]],
+    times: Mapping[K, float],
+    unit: Mapping[K, np.ndarray],
+    *,
+    fusion: Fusion | None = None,
+) -> tuple[list[tuple[K, float]], dict[K, K]]:
+    """``ranked`` (``(id, score)`` in the total order) with older notes displaced by newer ones
+    that say the same (module docstring), again in the total order, and ``{older: newer}`` for
+    each note moved. ``unit[id]``: the note's unit vector. A moved note takes the largest float
+    below its newer note's score; newer notes are taken newest first, so a chain of versions ends
+    newest first."""
+    params = fusion or Fusion()
+    if not params.supersede or len(ranked) < 2:
+        return list(ranked), {}
+    scores = dict(ranked)
+    head = [id_ for id_, _ in ranked[:SUPERSEDE_DEPTH]]
+    moved: dict[K, K] = {}
+    for newer in sorted(head, key=lambda id_: (-times[id_], id_)):
+        for older in head:
+            if (
+                times[older] < times[newer]
+                and scores[newer] <= scores[older] <= scores[newer] + params.supersede
+                and float(unit[older] @ unit[newer]) >= params.supersede_similarity
+            ):
+                scores[older] = math.nextafter(scores[newer], -math.inf)
+                moved[older] = newer
+    out = sorted(scores.items(), key=lambda item: order_key(item[1], times[item[0]], item[0]))
+    return out, moved
 
 
 def mmr(relevance: Sequence[float], vectors: np.ndarray, lam: float, k: int) -> list[int]:

@@ -31,10 +31,11 @@ import numpy as np
 
 from coniti.actor import Query
 from coniti.dates import QuestionTime
-from coniti.fusion import Fusion, fuse, fuse_scores
+from coniti.fusion import SUPERSEDE_DEPTH, Fusion, fuse, fuse_scores, supersede
 from coniti.keyword import Corpus, KeywordIndex
 from coniti.recall import Hit, trusted_signals
 from coniti.strategy import Strategy, StrategyContext
+from coniti.structure import unit_rows
 
 __all__ = ["Ranked", "candidates", "depth", "fuse_hits"]
 
@@ -112,7 +113,8 @@ def fuse_hits(
     namespace asked, filters applied, their semantic and keyword signals filled in) fused with the
     query's :class:`~coniti.fusion.Fusion` and each namespace's feedback weights (``feedback(ns)``):
     by score (:func:`coniti.fusion.fuse_scores`; ``question``: the times the question names, for
-    the ``date`` signal) or by rank (:func:`coniti.fusion.fuse`). Returns hits scored by the fused
+    the ``date`` signal, and whether it asks about the present, for :func:`coniti.fusion.supersede`)
+    or by rank (:func:`coniti.fusion.fuse`). Returns hits scored by the fused
     score, with their signals merged, in the fusion's total order (an exact tie in score and time:
     the smaller id, then the smaller namespace). ``query.min_score`` applies to the fused score."""
     fusion = query.fusion or Fusion()
@@ -141,6 +143,7 @@ def fuse_hits(
     for name, keys_ in rankings.items():
         for r, key in enumerate(keys_, start=1):
             ranks.setdefault(key, {})[name] = r
+    moved: dict[Key, Key] = {}
     if fusion.method == "rank":
         fused = [(key, score) for key, score, _ in fuse(rankings, times, fusion=fusion, feedback=weights)]
     else:
@@ -154,6 +157,10 @@ def fuse_hits(
                 "feedback": float(weights.get(key, 0.0)),
             }
         fused = fuse_scores(signals, times, fusion=fusion)
+        if question is not None and question.present and not question.mentions:
+            head = [key for key, _ in fused[:SUPERSEDE_DEPTH]]
+            unit = dict(zip(head, unit_rows(np.stack([found[key][1] for key in head])), strict=True)) if head else {}
+            fused, moved = supersede(fused, times, unit, fusion=fusion)
     newest = max(times.values(), default=0.0)
     out = []
     for key, score in fused:
@@ -172,5 +179,7 @@ def fuse_hits(
         }
         if fusion.method == "score":
             values["date"] = dated.get(key, 0.0)
+            if key in moved:
+                values["superseded_by"] = moved[key][0]
         out.append((_hit({**hit.__dict__, "score": score, "signals": trusted_signals(values)}), vector))
     return out

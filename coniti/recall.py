@@ -67,7 +67,9 @@ class Signals(Contract):
     ``keyword`` score (BM25; None without text), ``recency`` (seconds the note is older than the
     newest candidate; set for ``recent`` and ``hybrid``), the ``feedback`` weight of the note (the
     sum of its ``improve`` weights; set for ``hybrid``), ``date`` (1.0 when the note falls in a time
-    the question names, else 0.0; set for ``hybrid`` by score), ``ranks``: the 1-based rank in each
+    the question names, else 0.0; set for ``hybrid`` by score), ``superseded_by`` (the id of a newer
+    note that says the same, which this one was moved below for a question about the present:
+    :func:`coniti.fusion.supersede`), ``ranks``: the 1-based rank in each
     ranking that was fused (``semantic``, ``keyword``, ``recency``), and ``fused``, the fused
     score."""
 
@@ -79,6 +81,7 @@ class Signals(Contract):
     recency: float | None = None
     feedback: float | None = None
     date: float | None = None
+    superseded_by: str | None = None
     ranks: dict[str, int] = pydantic.Field(default_factory=dict)
     fused: float | None = None
 
@@ -90,7 +93,8 @@ def trusted_signals(values: dict[str, Any]) -> Signals:
     """:class:`Signals` from values the engine computed (unvalidated; missing fields take their
     defaults)."""
     return _signals({
-        "semantic": None, "keyword": None, "recency": None, "feedback": None, "date": None, "fused": None,
+        "semantic": None, "keyword": None, "recency": None, "feedback": None, "date": None,
+        "superseded_by": None, "fused": None,
         **values, "ranks": dict(values.get("ranks", {})),
     })
 

@@ -242,3 +242,44 @@ def test_group_hits_keeps_a_note_without_the_key_alone() -> None:
     assert [g.hits[0].note.id for g in group_hits(hits)] == ["a", "b"]
     with pytest.raises(ContractError, match="per_group"):
         group_hits(hits, per_group=0)
+
+
+# -- superseded notes ------------------------------------------------------------------------------------
+
+UPDATES = [
+    Note(id="old", text="The team stand-up is at 9:30 every weekday in room B.", timestamp=1_000.0),
+    Note(id="new", text="The team stand-up is at 10:00 every weekday in room B.", timestamp=2_000.0),
+    Note(id="other", text="Lunch is served at noon in the canteen.", timestamp=3_000.0),
+]
+
+
+def test_a_question_about_now_prefers_the_newer_of_two_notes_saying_the_same() -> None:
+    """'When is the stand-up?' puts the newer note first; the older one names it as superseded_by."""
+    with Container() as c:
+        c.engine.ingest_many(UPDATES)
+        off = c.engine.ask(Query(text="When is the team stand-up every weekday?", fusion=Fusion(supersede=0.0))).hits
+        hits = c.engine.ask(Query(text="When is the team stand-up every weekday?")).hits
+        assert ids(off)[:2] == ["old", "new"]
+        assert ids(hits)[:2] == ["new", "old"]
+        assert hits[1].signals is not None and hits[1].signals.superseded_by == "new"
+        assert hits[1].score < hits[0].score
+
+
+def test_a_question_about_the_past_keeps_the_order() -> None:
+    """'When was the stand-up ...?' is not about now: nothing is moved."""
+    with Container() as c:
+        c.engine.ingest_many(UPDATES)
+        text = "When was the team stand-up every weekday?"
+        assert ids(c.engine.ask(Query(text=text)).hits) == ids(c.engine.ask(Query(text=text, fusion=Fusion(supersede=0.0))).hits)
+
+
+def test_supersede_moves_nothing_below_the_similarity() -> None:
+    """With supersede_similarity 1.0 no two different notes are close enough."""
+    from coniti.fusion import supersede
+
+    ranked = [("a", 0.9), ("b", 0.8)]
+    unit = {"a": np.array([1.0, 0.0]), "b": np.array([0.6, 0.8])}
+    times = {"a": 1.0, "b": 2.0}
+    assert supersede(ranked, times, unit, fusion=Fusion(supersede_similarity=1.0)) == (ranked, {})
+    moved, by = supersede(ranked, times, unit, fusion=Fusion(supersede_similarity=0.5))
+    assert [i for i, _ in moved] == ["b", "a"] and by == {"a": "b"}
