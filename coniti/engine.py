@@ -112,6 +112,7 @@ from coniti.memory import (
     to_thread,
 )
 from coniti.packed import LOOKUP_BUDGET, PackedStrings
+from coniti.passages import PASSAGE_MARK, passage_rows, purge_rows, remove_rows, with_passages
 from coniti.recall import ContextBlock, Hit, HitLike, to_context_block, trusted_signals
 from coniti.rerank import Reranker, apply_reranker
 from coniti.strategy import Strategy, StrategyContext
@@ -340,6 +341,7 @@ class ContinuityEngine:
         else:
             batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
+        self._refuse_marked(columns.ids if columns is not None else [n.id for n in batch])
         with self._lock:
             self._refuse_writes()
             space = self._writable(ns)
@@ -385,6 +387,18 @@ class ContinuityEngine:
                 ]
                 self._apply(ns, space, _ingest_request(records, ns, op_id))
             return _ingest_results(columns.ids, decisions)
+
+    def _refuse_marked(self, ids: Iterable[str]) -> None:
+        """Refuse a note id holding the passage mark when the embedder has passages
+        (:mod:`coniti.passages`): it could name another note's passage row."""
+        if self.embedder.passage_chars is None:
+            return
+        for id_ in ids:
+            if PASSAGE_MARK in id_:
+                raise ContractError(
+                    f"note id {id_!r} holds the character U+001F, which names passage rows here "
+                    f"(the {self.embedder.spec.name} embedder splits long notes into passages)"
+                )
 
     def _write(self, ns: tuple[str, ...], space: _Derived, records: list[MemoryRecord]) -> None:
         """:meth:`_store` of ``records`` (those without a vector stay out of the structures)."""
@@ -456,8 +470,10 @@ class ContinuityEngine:
             born = before + (claim is not None) + 1 + np.asarray(positions, dtype=np.int64)
         try:
             if matrix is not None:
+                extra = passage_rows(self.embedder, ids, texts, times, born)
+                rows = with_passages(ids, matrix, times, born, extra)
                 for structure in space.structures:
-                    structure.add(ids, matrix, times, born=born)
+                    structure.add(rows[0], rows[1], rows[2], born=rows[3])
         except BaseException:
             self._recover(ns)
             raise
@@ -481,7 +497,7 @@ class ContinuityEngine:
     def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
             for structure in space.structures:
-                structure.remove(ids)
+                remove_rows(structure, ids)
         except BaseException:
             self._recover(ns)
 
@@ -884,7 +900,7 @@ class ContinuityEngine:
         try:
             for offset, id_ in enumerate(deleted, before + 1):
                 for structure in space.structures:
-                    structure.remove([id_], seq=offset)
+                    remove_rows(structure, [id_], seq=offset)
                 space.keyword.remove([id_], died=offset)
         except BaseException:
             self._recover(ns)
@@ -896,7 +912,7 @@ class ContinuityEngine:
     def _forget(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
             for structure in space.structures:
-                structure.remove(ids)
+                remove_rows(structure, ids)
         except BaseException:
             self._recover(ns)
             raise
@@ -934,6 +950,7 @@ class ContinuityEngine:
         is an explicit correction. Needs a backend with ``supports_write``.
         """
         note = _as_note(note, 0)
+        self._refuse_marked([note.id])
         ns = as_namespace(namespace)
         when = None if expires_at is None else _expiry(expires_at)
         with self._lock:
@@ -1198,7 +1215,7 @@ class ContinuityEngine:
         try:
             found = self.memory.get(GetRequest(ids=ids, namespace=ns)).records
             for structure in space.structures:
-                structure.remove(ids)
+                remove_rows(structure, ids)
             self._unindex(space, ids)
             space.keyword.remove(ids, died=self._head() or space.keyword.seq)
             records = [r for r in found if r.embedding_id in (None, self._spec_id)]
@@ -1209,8 +1226,11 @@ class ContinuityEngine:
             if records:
                 matrix = np.stack(vectors)
                 times = np.array([r.note.timestamp for r in records], dtype=np.float64)
+                ids_ = [r.id for r in records]
+                extra = passage_rows(self.embedder, ids_, [r.note.text for r in records], times, None)
+                rows = with_passages(ids_, matrix, times, None, extra)
                 for structure in space.structures:
-                    structure.add([r.id for r in records], matrix, times)
+                    structure.add(rows[0], rows[1], rows[2], born=rows[3])
                 self._index_notes(space, [r.note for r in records])
                 self._keyword_add(space, records, None)
         except BaseException:
@@ -1329,8 +1349,10 @@ class ContinuityEngine:
             self._check_dim(ns, matrix)
             times = np.array([r.note.timestamp for r in chunk], dtype=np.float64)
             born = np.array([r.version or 0 for r in chunk], dtype=np.int64)
+            extra = passage_rows(self.embedder, ids, [r.note.text for r in chunk], times, born)
+            rows = with_passages(ids, matrix, times, born, extra)
             for structure in space.structures:
-                structure.add(ids, matrix, times, born=born)
+                structure.add(rows[0], rows[1], rows[2], born=rows[3])
             self._index_notes(space, [r.note for r in chunk])
             self._keyword_add(space, chunk, None)
         space.keyword.seq = space.seq or 0
@@ -1400,7 +1422,7 @@ class ContinuityEngine:
             return
         try:  # drop only the rows just added (purge would drop the ids' earlier versions too)
             for structure in space.structures:
-                structure.remove(ids)
+                remove_rows(structure, ids)
             space.keyword.retract(ids)
             self._unindex(space, ids)
             self._fold_namespace(ns, space)
@@ -1933,13 +1955,13 @@ class _Folder:
             self.flush()
         if kind == "erase":
             for structure in space.structures:
-                structure.purge([id_])
+                purge_rows(structure, [id_])
             space.keyword.purge([id_])
             engine._unindex(space, [id_])
             return
         if id_ in space.structures[0]:  # a delete, or a put that replaces the live version
             for structure in space.structures:
-                structure.remove([id_], seq=event.seq)
+                remove_rows(structure, [id_], seq=event.seq)
             space.keyword.remove([id_], died=event.seq)
             engine._unindex(space, [id_])
         record = event.record
@@ -1964,8 +1986,10 @@ class _Folder:
         self.engine._check_dim(self.ns, matrix)
         times = np.array(self.times, dtype=np.float64)
         born = np.array(self.born, dtype=np.int64)
+        extra = passage_rows(self.engine.embedder, self.ids, [n.text for n in self.notes], times, born)
+        rows = with_passages(self.ids, matrix, times, born, extra)
         for structure in self.space.structures:
-            structure.add(self.ids, matrix, times, born=born)
+            structure.add(rows[0], rows[1], rows[2], born=rows[3])
         self.space.keyword.add(
             self.ids, [n.text for n in self.notes], self.times, self.born, expires=self.expires,
             threads=[thread_of(n.metadata) for n in self.notes],

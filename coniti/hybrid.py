@@ -33,9 +33,10 @@ from coniti.actor import Query
 from coniti.dates import QuestionTime
 from coniti.fusion import SUPERSEDE_DEPTH, Fusion, fuse, fuse_scores, supersede
 from coniti.keyword import Corpus, KeywordIndex
+from coniti.passages import note_hits
 from coniti.recall import Hit, trusted_signals
 from coniti.strategy import Strategy, StrategyContext
-from coniti.structure import unit_rows
+from coniti.structure import StructureHit, unit_rows
 
 __all__ = ["Ranked", "candidates", "depth", "fuse_hits"]
 
@@ -70,7 +71,7 @@ def candidates(
     docstring; ``hybrid`` is :func:`fuse_hits` over the first two)."""
     name = query.resolved_strategy
     if name == "semantic":
-        hits = strategy.answer(query, vector, context)
+        hits = _note_rows(query, lambda asked: strategy.answer(asked, vector, context), context)
         key = "semantic" if vector is not None else None
         return [
             Ranked(h.id, h.score, {"strategy": name, **({key: h.score} if key else {}), "ranks": {"semantic": r}})
@@ -86,7 +87,8 @@ def candidates(
     if name == "recent":
         if not context.structures:
             return []
-        hits = context.structures[0].search(None, k=query.k, time_range=query.time_range)
+        first = context.structures[0]
+        hits = _note_rows(query, lambda asked: first.search(None, k=asked.k, time_range=asked.time_range), context)
         newest = keyword.timestamp(hits[0].id) if hits else 0.0
         return [
             Ranked(h.id, h.score, {
@@ -95,6 +97,24 @@ def candidates(
             for r, h in enumerate(hits, start=1)
         ]
     raise ValueError(f"candidates() answers semantic, keyword or recent, not {name!r}")
+
+
+def _note_rows(
+    query: Query, search: Callable[[Query], list[StructureHit]], context: StrategyContext
+) -> list[StructureHit]:
+    """``search(query)`` with passage rows mapped to their notes (each note at its best row, the
+    ``near`` anchor left out: :func:`coniti.passages.note_hits`), asked deeper until ``query.k``
+    notes are found or the structure holds no more rows."""
+    asked = query
+    while True:
+        rows = search(asked)
+        hits = note_hits(rows, exclude=query.near)
+        if len(hits) >= query.k or len(rows) < asked.k:
+            return hits[: query.k]
+        size = len(context.structures[0]) if context.structures else 0  # O(rows) for a past view
+        if asked.k >= size:
+            return hits[: query.k]
+        asked = asked.model_copy(update={"k": min(asked.k * 2, size)})
 
 
 Key = tuple[str, tuple[str, ...]]
