@@ -634,12 +634,13 @@ class ContinuityEngine:
         self, query: Query, ns: tuple[str, ...], scope: tuple[str, ...] | None,
         vector: np.ndarray | None,
     ) -> Answer:
-        """The body of :meth:`ask`, under the lock, the question embedded. The keyword side reads
-        the question without its function words (:func:`coniti.keyword.question_text`)."""
+        """The body of :meth:`ask`, under the lock, the question embedded. Hybrid's keyword side
+        reads the question without its function words (:func:`coniti.keyword.question_text`); the
+        keyword strategy searches the text as written."""
         pool = self._pool(query)
         spaces = [ns] if scope is None else self.memory.namespaces(scope)
         asked = query
-        if query.text is not None and query.resolved_strategy in ("keyword", "hybrid"):
+        if query.text is not None and query.resolved_strategy == "hybrid":
             asked = query.model_copy(update={"text": question_text(query.text)})
         corpus = self._corpus(spaces, asked.text)
         if query.resolved_strategy == "hybrid":
@@ -679,6 +680,9 @@ class ContinuityEngine:
         if question is not None:
             times = read_question(question, now=time.time() if query.asked_at is None else query.asked_at)
         floor = (query.fusion or Fusion()).keyword_floor
+        ceiling = 0.0
+        if query.text is not None and spaces:
+            ceiling = self._space(spaces[0]).keyword.ceiling(query.text, corpus=corpus)
         wide = depth(want)
         while True:
             side = {"k": wide, "min_score": None, "filter": None}
@@ -698,12 +702,14 @@ class ContinuityEngine:
                     deeper = deeper or len(part) == wide
                     lexical.extend(part)
                 if floor and lexical:
-                    bar = floor * self._space(spaces[0]).keyword.ceiling(query.text, corpus=corpus)
+                    bar = floor * ceiling
                     lexical = [item for item in lexical if item[0].score >= bar]
             if len(spaces) > 1:
                 semantic.sort(key=lambda item: _merge_key(item[0]))
                 lexical.sort(key=lambda item: _merge_key(item[0]))
-            fused = fuse_hits(query, semantic[:wide], lexical[:wide], self.feedback, question=times)
+            fused = fuse_hits(
+                query, semantic[:wide], lexical[:wide], self.feedback, question=times, ceiling=ceiling
+            )
             kept = fused if match is None else [item for item in fused if match(item[0].note.metadata)]
             if len(kept) >= want or not deeper or match is None:
                 return kept[:want]

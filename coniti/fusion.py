@@ -7,11 +7,13 @@ missing: 0), ``keyword`` (its BM25 score), ``date`` (1 when the note falls in a 
 names, :mod:`coniti.dates`), ``feedback`` (its summed feedback weight) and its timestamp. Its fused
 score is::
 
-    (semantic_w * cosine + keyword_w * bm25 / max_bm25 + date_w * date
+    (semantic_w * cosine + keyword_w * bm25 / scale + date_w * date
      + recency_w * recency + feedback_w * feedback) / (semantic_w + keyword_w)
 
-where ``max_bm25`` is the best BM25 score among the candidates (so the best keyword match counts 1
-and a note holding no query word 0) and ``recency`` is 1 for the newest candidate down to 0 for the
+where ``scale`` is the larger of the best BM25 score among the candidates and ``keyword_scale``
+times the question's BM25 ceiling (:meth:`coniti.keyword.KeywordIndex.ceiling`): the best keyword
+match counts 1 unless it matches only a small part of the question (one common word of five), a
+note holding no query word 0; ``recency`` is 1 for the newest candidate down to 0 for the
 oldest, linear in rank. The weights are :class:`Fusion`'s; dividing by ``semantic_w + keyword_w``
 keeps a fused score on the cosine's scale whatever the two weights are. A feedback weight of 1 thus
 counts like a perfect match on one more side of weight ``feedback_w``.
@@ -75,7 +77,8 @@ class Fusion(Contract):
     ``"rank"`` (reciprocal-rank fusion, :func:`fuse`, with the constant ``k``); a weight per
     signal: ``semantic``, ``keyword``, ``recency`` (by timestamp, newest first), ``date`` (score
     fusion only: the note falls in a time the question names), ``feedback`` (0: feedback does not
-    move hybrid results); 0 leaves a signal out. ``supersede`` and ``supersede_similarity``: the
+    move hybrid results); 0 leaves a signal out. ``keyword_scale``: the least share of the
+    question's BM25 ceiling that counts as a full keyword match (:func:`fuse_scores`). ``supersede`` and ``supersede_similarity``: the
     score margin and the cosine by which a newer note displaces an older one for a question about
     the present (:func:`supersede`; ``supersede=0`` turns it off). ``keyword_floor``: a note joins the keyword
     candidates only when its BM25 score is at least this fraction of the query's BM25 ceiling
@@ -84,8 +87,8 @@ class Fusion(Contract):
 
     The defaults of ``semantic``, ``keyword`` and ``date`` were chosen for score fusion by
     leave-one-conversation-out cross-validation on the LoCoMo development split
-    (``tools/bench_locomo.py --cv``; README, Recall); ``keyword_floor`` on the labelled recall set
-    (``tools/bench_recall.py``)."""
+    (``tools/bench_locomo.py --cv``; README, Recall quality); ``keyword_floor`` and
+    ``keyword_scale`` on the labelled recall set (``tools/bench_recall.py``)."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -97,12 +100,13 @@ class Fusion(Contract):
     date: float = pydantic.Field(default=0.2, ge=0.0, allow_inf_nan=False)
     feedback: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
     keyword_floor: float = pydantic.Field(default=0.15, ge=0.0, le=1.0, allow_inf_nan=False)
+    keyword_scale: float = pydantic.Field(default=0.2, ge=0.0, le=1.0, allow_inf_nan=False)
     supersede: float = pydantic.Field(default=0.3, ge=0.0, allow_inf_nan=False)
     supersede_similarity: float = pydantic.Field(default=0.7, ge=-1.0, le=1.0, allow_inf_nan=False)
 
     @pydantic.field_validator(
-        "semantic", "keyword", "recency", "date", "feedback", "keyword_floor", "supersede",
-        "supersede_similarity", mode="before",
+        "semantic", "keyword", "recency", "date", "feedback", "keyword_floor", "keyword_scale",
+        "supersede", "supersede_similarity", mode="before",
     )  # fmt: skip
     @classmethod
     def _number(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
@@ -164,14 +168,18 @@ def fuse_scores(
     times: Mapping[K, float],
     *,
     fusion: Fusion | None = None,
+    ceiling: float = 0.0,
 ) -> list[tuple[K, float]]:
     """Score fusion (module docstring) of the candidates ``signals`` holds: ``signals[id]`` maps
     names of :data:`SIGNALS` but ``recency`` to values (a missing one is 0); ``times[id]`` is the
-    timestamp. Returns ``(id, fused score)`` for every candidate in the module's total order."""
+    timestamp; ``ceiling`` the question's BM25 ceiling. Returns ``(id, fused score)`` for every
+    candidate in the module's total order."""
     params = fusion or Fusion()
     total = params.semantic + params.keyword
     scale = 1.0 / total if total > 0 else 1.0
     best = max((float(s.get("keyword", 0.0)) for s in signals.values()), default=0.0)
+    if best > 0:
+        best = max(best, params.keyword_scale * ceiling)
     recency: dict[K, float] = {}
     if params.recency and signals:
         newest = sorted(signals, key=lambda id_: (-times[id_], id_))

@@ -128,13 +128,14 @@ def fuse_hits(
     feedback: Callable[[tuple[str, ...]], Mapping[str, float]],
     *,
     question: QuestionTime | None = None,
+    ceiling: float = 0.0,
 ) -> list[tuple[Hit, np.ndarray]]:
     """Hybrid recall: the semantic and keyword hits (each list in its total order, over every
     namespace asked, filters applied, their semantic and keyword signals filled in) fused with the
     query's :class:`~coniti.fusion.Fusion` and each namespace's feedback weights (``feedback(ns)``):
     by score (:func:`coniti.fusion.fuse_scores`; ``question``: the times the question names, for
-    the ``date`` signal, and whether it asks about the present, for :func:`coniti.fusion.supersede`)
-    or by rank (:func:`coniti.fusion.fuse`). Returns hits scored by the fused
+    the ``date`` signal, and whether it asks about the present, for :func:`coniti.fusion.supersede`;
+    ``ceiling``: the question's BM25 ceiling) or by rank (:func:`coniti.fusion.fuse`). Returns hits scored by the fused
     score, with their signals merged, in the fusion's total order (an exact tie in score and time:
     the smaller id, then the smaller namespace). ``query.min_score`` applies to the fused score."""
     fusion = query.fusion or Fusion()
@@ -176,7 +177,7 @@ def fuse_hits(
                 "date": dated.get(key, 0.0),
                 "feedback": float(weights.get(key, 0.0)),
             }
-        fused = fuse_scores(signals, times, fusion=fusion)
+        fused = fuse_scores(signals, times, fusion=fusion, ceiling=ceiling)
         if question is not None and question.present and not question.mentions:
             head = [key for key, _ in fused[:SUPERSEDE_DEPTH]]
             unit = dict(zip(head, unit_rows(np.stack([found[key][1] for key in head])), strict=True)) if head else {}

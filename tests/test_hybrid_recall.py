@@ -12,7 +12,7 @@ from coniti.actor import TimeRange
 from coniti.engine import ContinuityEngine
 from coniti.errors import ContractError, UnknownPiece
 from coniti.fusion import Fusion
-from coniti.keyword import KeywordIndex
+from coniti.keyword import KeywordIndex, question_text
 from coniti.recall import Hit
 from coniti.rerank import RERANKERS, RerankerError
 
@@ -93,10 +93,12 @@ def test_hybrid_signals_name_the_fused_ranks(engine: ContinuityEngine) -> None:
 
 
 def test_hybrid_score_fusion_adds_cosine_and_relative_bm25(engine: ContinuityEngine) -> None:
-    """By default hybrid fuses by score: (cosine + BM25 / best BM25 of the candidates) / 2 for
-    equal weights, with no date named and no feedback."""
+    """By default hybrid fuses by score: (cosine + BM25 / scale) / 2 for equal weights, with no
+    date named and no feedback, where scale is the larger of the best BM25 of the candidates and
+    0.2 of the question's BM25 ceiling."""
     hits = engine.ask(Query(text="cat warm mat", strategy="hybrid", k=5)).hits
-    best = max(h.signals.keyword or 0.0 for h in hits if h.signals)
+    ceiling = engine.keyword_index().ceiling(question_text("cat warm mat"))
+    best = max(max(h.signals.keyword or 0.0 for h in hits if h.signals), 0.2 * ceiling)
     for hit in hits:
         sig = hit.signals
         assert sig is not None and sig.semantic is not None and sig.keyword is not None

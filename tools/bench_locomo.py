@@ -79,7 +79,7 @@ from coniti import Container, Note, Query  # noqa: E402
 from coniti.embedding import EMBEDDERS, Embedder, EmbeddingSpec  # noqa: E402
 from coniti.fusion import Fusion, fuse_scores  # noqa: E402
 from coniti.hybrid import depth  # noqa: E402
-from coniti.keyword import KeywordIndex  # noqa: E402
+from coniti.keyword import KeywordIndex, question_text  # noqa: E402
 
 DEPTH = 50
 """Hits asked for per question (``Query.k``) and ranked by the baselines."""
@@ -444,11 +444,11 @@ def _names(text: str, allowed: Sequence[str], option: str) -> list[str]:
 
 # -- cross-validation ------------------------------------------------------------------------------
 
-CV_WINDOWS = ((0, 0, 0.0), (1, 0, 1.0), (1, 1, 0.5), (2, 0, 0.5), (2, 1, 0.5), (2, 1, 0.3), (3, 1, 0.5), (2, 2, 0.5))
+CV_WINDOWS = ((2, 1, 0.5), (2, 2, 0.5), (3, 2, 0.5), (2, 2, 0.3), (2, 2, 0.7), (3, 3, 0.5))
 """(context_before, context_after, context_weight) of the keyword index tried by ``--cv``."""
-CV_SEMANTIC = (0.6, 0.8, 1.0, 1.25, 1.5)
+CV_SEMANTIC = (0.6, 0.8, 1.0, 1.25)
 """Fusion semantic weights tried (the keyword weight is 1)."""
-CV_DATE = (0.0, 0.1, 0.2, 0.4)
+CV_DATE = (0.0, 0.2, 0.4, 0.6, 0.8)
 """Fusion date weights tried."""
 
 
@@ -518,10 +518,12 @@ def cross_validate(
                 for q, v in zip(conv.questions, vectors, strict=True):
                     query = Query(text=q.text, vector=v, k=len(notes), strategy="hybrid")
                     found = _candidates(engine.ask(query, namespace=ns).hits, DEPTH)
+                    ceiling = engine.keyword_index(ns).ceiling(question_text(q.text))
                     for semantic in CV_SEMANTIC:
                         for date in CV_DATE:
                             fusion = Fusion(semantic=semantic, keyword=1.0, date=date)
-                            ranking = [i for i, _ in fuse_scores(found, times, fusion=fusion)][:DEPTH]
+                            fused = fuse_scores(found, times, fusion=fusion, ceiling=ceiling)
+                            ranking = [i for i, _ in fused][:DEPTH]
                             scored[(window, semantic, date)].setdefault(conv.id, Scores()).add(
                                 ranking, q.evidence, session_of
                             )
