@@ -2,7 +2,9 @@
 
 Timestamps are seconds since the Unix epoch as finite floats. A timezone-aware ``datetime`` is accepted
 and converted; naive datetimes (their meaning depends on the machine's timezone), booleans, NaN and
-infinity are refused with :class:`~coniti.errors.ContractError`.
+infinity are refused with :class:`~coniti.errors.ContractError`. A time that is stored (a note's
+timestamp, an expiry) must also lie within the horizon, years 1 to 9999 UTC
+(:data:`coniti.times.MIN_TIME` <= t < :data:`coniti.times.MAX_TIME`), so that it can be printed.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import pydantic
 from coniti.contracts import Contract, check_json_value
 from coniti.filters import MetadataFilter
 from coniti.fusion import Fusion
+from coniti.times import in_horizon, outside_horizon
 
-__all__ = ["STRATEGY_NAMES", "Note", "Query", "TimeRange", "to_timestamp"]
+__all__ = ["STRATEGY_NAMES", "Note", "Query", "TimeRange", "to_stored_time", "to_timestamp"]
 
 STRATEGY_NAMES = ("auto", "semantic", "keyword", "hybrid", "recent")
 """The recall strategies a :class:`Query` may name (see :attr:`Query.strategy`)."""
@@ -44,8 +47,18 @@ def to_timestamp(value: Any, field: str = "timestamp") -> float:
     raise ValueError(f"{field} must be a number or an aware datetime, got {type(value).__name__}")
 
 
+def to_stored_time(value: Any, field: str = "timestamp") -> float:
+    """:func:`to_timestamp` of a time that is stored (a note's timestamp, an expiry): also
+    ValueError naming ``field`` outside the horizon, years 1 to 9999 UTC (:mod:`coniti.times`)."""
+    out = to_timestamp(value, field)
+    if not in_horizon(out):
+        raise ValueError(outside_horizon(field, value))
+    return out
+
+
 class Note(Contract):
-    """One thing remembered. Frozen; ``metadata`` is deep-copied in and must be JSON-able and finite."""
+    """One thing remembered. Frozen; ``metadata`` is deep-copied in and must be JSON-able and finite;
+    ``timestamp`` lies within the horizon (:func:`to_stored_time`)."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -57,7 +70,7 @@ class Note(Contract):
     @pydantic.field_validator("timestamp", mode="before")
     @classmethod
     def _timestamp(cls, value: Any) -> float:
-        return to_timestamp(value)
+        return to_stored_time(value)
 
     @pydantic.field_validator("metadata", mode="before")
     @classmethod

@@ -35,10 +35,11 @@ from typing import Any, overload
 
 import numpy as np
 
-from coniti.actor import Note, to_timestamp
+from coniti.actor import Note, to_stored_time
 from coniti.contracts import check_json_value
 from coniti.errors import ContractError, DuplicateRecord, namespace_text
-from coniti.memory import VECTOR_DTYPES, MemoryRecord, as_namespace
+from coniti.records import VECTOR_DTYPES, MemoryRecord, as_namespace
+from coniti.times import MAX_TIME, MIN_TIME
 
 __all__ = ["NoteBatch", "RecordBatch", "check_batch_ids"]
 
@@ -104,18 +105,18 @@ class NoteBatch(Sequence[Note]):
         else:
             converted: list[float] = []
             for i, t in enumerate(stamps):
-                if type(t) is float:  # the usual case; finiteness is checked on the column below
+                if type(t) is float:  # the usual case; the horizon is checked on the column below
                     converted.append(t)
                     continue
                 try:
-                    converted.append(to_timestamp(t))
+                    converted.append(to_stored_time(t))
                 except ValueError:
                     bad = min(bad, i)
                     break
             times = np.array(converted, dtype=np.float64)
-        infinite = np.flatnonzero(~np.isfinite(times))
-        if infinite.size:
-            bad = min(bad, int(infinite[0]))
+        outside = np.flatnonzero(~((times >= MIN_TIME) & (times < MAX_TIME)))  # NaN and inf too
+        if outside.size:
+            bad = min(bad, int(outside[0]))
         copies: list[dict[str, Any]] = []
         for i, value in enumerate(md[:bad]):
             if value is _EMPTY:

@@ -25,7 +25,7 @@ any check is not used, and the engine rebuilds it from memory. What it holds and
 * **Reading** (:meth:`DerivedDir.load`) refuses, with :class:`StaleSnapshot` naming the reason, a
   manifest that is missing, unreadable or of another format, another store's id, another key, a
   ``seq`` beyond the head or whose event hash differs (a store rebuilt, swapped or rolled back), and
-  any file missing, of another size, dtype or shape. Arrays are memory mapped read-only
+  any file missing, of another size, dtype or shape, or a symbolic link. Arrays are memory mapped read-only
   (``np.load(mmap_mode="r")``) and their checksum blocks checked at load, except the arrays the
   caller names in ``defer`` that span several blocks: those come with a :class:`BlockCheck`, and
   their owner checks each block on first touch, before any of its bytes is read (a full-range
@@ -33,6 +33,13 @@ any check is not used, and the engine rebuilds it from memory. What it holds and
   block that fails raises :class:`StaleSnapshot` then, and at every later touch. CRC-32C (the
   ``crc32c`` package, SSE 4.2 instructions) costs about 0.07 s of CPU per GB here, zlib's CRC-32
   of older snapshots about 0.7 s (it was the largest part of an open at 1M rows).
+
+Symbolic links are never followed: a directory of snapshots that is a symbolic link (``derived/`` of
+a store pointing elsewhere) is refused with :class:`~coniti.errors.StoreError` when a
+:class:`DerivedDir` is made and at every save, load and drop, as the store refuses symlinked store
+files; a link under it is refused too (a manifest, data directory or array file that is one is not
+read: :class:`StaleSnapshot`; a lock file that is one is not opened: ``StoreError``), and a save
+replaces a linked manifest by renaming over it, never writing through it.
 
 Thread-safety: a :class:`DerivedDir` holds no state beyond its path; concurrent saves of one name
 from several processes are serialised by the lock, and a reader racing a save sees the old or the
@@ -44,12 +51,14 @@ serialises the calls (the engine's lock); only the CRCs run on other threads.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import secrets
 import shutil
+import stat
 import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -60,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from coniti.atomicfile import atomic_writer, fsync_dir
-from coniti.errors import EngineError
+from coniti.errors import EngineError, StoreError
 from coniti.packed import PackedStrings
 
 __all__ = [
@@ -76,8 +85,12 @@ __all__ = [
     "unpack_strings",
 ]
 
-FORMAT = 1
-"""The manifest format this module writes and reads."""
+FORMAT = 2
+"""The manifest format this module writes and reads. Format 1, the same layout, is refused (the
+engine rebuilds from the log once): code that wrote it could save wrong structure rows (after a
+merge of restored rows, a removed id pointed at another note's row and a later write of it ended
+that row; or a merge that failed left the rows moved and their ids not, and a later save kept
+that). ``log/DERIVED.md`` says more."""
 
 CHECKSUM = "crc32c"
 """The checksum of the blocks a save writes (a manifest entry's ``checksum``): CRC-32C (Castagnoli),
@@ -277,20 +290,46 @@ def _crcs(array: np.ndarray) -> list[int]:
         return list(pool.map(checksum, blocks))
 
 
+def _refuse_link(path: Path) -> None:
+    """Raise :class:`StoreError` if the snapshot directory ``path`` is a symbolic link or exists
+    and is not a directory."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise StoreError(
+            f"{path} is a symbolic link: an engine keeps its derived state in a real directory "
+            f"(a planted link would make it write through it). Remove it: rm {path}"
+        )
+    if not stat.S_ISDIR(mode):
+        raise StoreError(f"{path} is not a directory; remove it")
+
+
 class DerivedDir:
-    """Snapshots of derived state in ``path`` (created 0700) for the store ``store_id``."""
+    """Snapshots of derived state in ``path`` (created 0700) for the store ``store_id``. Raises
+    :class:`~coniti.errors.StoreError` if ``path`` is a symbolic link (see the module docstring)."""
 
     def __init__(self, path: str | os.PathLike[str], store_id: str) -> None:
         self.path = Path(path)
         self.store_id = store_id
+        _refuse_link(self.path)
 
     def __repr__(self) -> str:
         return f"DerivedDir({str(self.path)!r})"
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:
+        _refuse_link(self.path)
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        _refuse_link(self.path)
+        lock = self.path / f"{name}.lock"
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise StoreError(f"{lock} is a symbolic link; remove it: rm {lock}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -366,7 +405,10 @@ class DerivedDir:
         the store now (both from the backend). ``defer``: the ``part/field`` labels whose checksum
         check the caller runs itself, on first touch (:attr:`Loaded.checks`); an array of one block
         is checked here all the same."""
+        _refuse_link(self.path)
         manifest_path = self.path / f"{name}.json"
+        if os.path.islink(manifest_path):
+            raise StaleSnapshot(f"snapshot {name}: the manifest is a symbolic link")
         try:
             manifest = json.loads(manifest_path.read_bytes())
         except FileNotFoundError:
@@ -374,7 +416,8 @@ class DerivedDir:
         except (OSError, ValueError) as exc:
             raise StaleSnapshot(f"snapshot {name}: unreadable manifest ({exc})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise StaleSnapshot(f"snapshot {name}: not format {FORMAT}")
+            found = manifest.get("format") if isinstance(manifest, dict) else None
+            raise StaleSnapshot(f"snapshot {name}: format {found!r}, not {FORMAT}")
         if manifest.get("store_id") != self.store_id:
             raise StaleSnapshot(f"snapshot {name}: written for another store")
         if manifest.get("key") != json.loads(json.dumps(dict(key))):
@@ -384,7 +427,10 @@ class DerivedDir:
             raise StaleSnapshot(f"snapshot {name}: seq {seq!r} is not in the log (head {head})")
         if manifest.get("seq_hash") != hash_at(seq):
             raise StaleSnapshot(f"snapshot {name}: event {seq} has another hash in the store")
-        data = self.path / str(manifest.get("data"))
+        data_name = str(manifest.get("data"))
+        data = self.path / data_name
+        if os.path.basename(data_name) != data_name or data_name in (".", "..") or os.path.islink(data):
+            raise StaleSnapshot(f"snapshot {name}: its data directory is not a directory beside it")
         parts: dict[str, dict[str, np.ndarray]] = {}
         checks: dict[str, BlockCheck] = {}
         arrays = manifest.get("arrays")
@@ -417,6 +463,8 @@ def _load_array(name: str, data: Path, entry: Any) -> tuple[np.ndarray, BlockChe
         file = data / str(entry["file"])
         if os.path.basename(str(entry["file"])) != str(entry["file"]):
             raise ValueError("a file name with a directory")
+        if os.path.islink(file):
+            raise ValueError(f"{entry['file']} is a symbolic link")
         if file.stat().st_size != int(entry["bytes"]):
             raise StaleSnapshot(f"snapshot {name}: {entry['file']} has another size (torn?)")
         array: np.ndarray = np.load(file, mmap_mode="r", allow_pickle=False)

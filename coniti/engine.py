@@ -68,7 +68,7 @@ import numpy as np
 import pydantic
 
 from coniti import derived
-from coniti.actor import Note, Query, to_timestamp
+from coniti.actor import Note, Query, to_stored_time
 from coniti.batch import NoteBatch, RecordBatch
 from coniti.contracts import Contract
 from coniti.dates import read_question
@@ -102,6 +102,7 @@ from coniti.memory import (
     Namespace,
     PatchOp,
     PutRequest,
+    PutResult,
     UpsertOp,
     WriteRequest,
     WriteResult,
@@ -140,6 +141,10 @@ _CONTENT_FIELDS = ("id_bytes", "id_ends", "key_bytes", "key_ends")
 
 _KEY_FORMAT = 2
 """The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
+
+MAX_QUERY_CHARS = 100_000
+"""The default of :attr:`ContinuityEngine.max_query_chars`: the longest query text :meth:`~ContinuityEngine.ask`
+takes (characters)."""
 
 
 def pool_size(k: int) -> int:
@@ -233,6 +238,8 @@ class ContinuityEngine:
     namespace. ``read_only``: refuse writes (always so over a read-only backend such as a time-travel
     view). ``keyword``: the keyword index prototype (its ``k1`` and ``b``), spawned per namespace.
     ``reranker``: a :class:`~coniti.rerank.Reranker` applied to every ask but ``recent`` ones.
+    ``max_query_chars``: the longest query text an ask takes (:data:`MAX_QUERY_CHARS` by
+    default; the attribute of that name may be changed); a longer one is refused before any work.
     Raises :class:`EmbeddingMismatch` if the root namespace holds another embedding's vectors.
     """
 
@@ -246,6 +253,7 @@ class ContinuityEngine:
         read_only: bool = False,
         keyword: KeywordIndex | None = None,
         reranker: Reranker | None = None,
+        max_query_chars: int = MAX_QUERY_CHARS,
     ) -> None:
         if not isinstance(memory, MemoryBackend):
             raise ContractError(f"memory must be a MemoryBackend, got {type(memory).__name__}")
@@ -260,8 +268,11 @@ class ContinuityEngine:
             raise ContractError(f"keyword must be a KeywordIndex, got {type(keyword).__name__}")
         if reranker is not None and not isinstance(reranker, Reranker):
             raise ContractError(f"reranker must have rerank(query, hits), got {type(reranker).__name__}")
+        if type(max_query_chars) is not int or max_query_chars < 1:
+            raise ContractError(f"max_query_chars must be a positive int, got {max_query_chars!r}")
         self._keyword = KeywordIndex() if keyword is None else keyword
         self.reranker = reranker
+        self.max_query_chars = max_query_chars
         self.memory = memory
         self.embedder = embedder
         self.strategy = strategy
@@ -407,7 +418,7 @@ class ContinuityEngine:
         indexed, vectors = _with_vectors(records)
         request = PutRequest(records=records)
 
-        def put(claim: MetaSetRequest | None) -> object:
+        def put(claim: MetaSetRequest | None) -> PutResult:
             if claim is None:
                 return self.memory.put(request)
             return self.memory.put_with_meta(request, claim)
@@ -416,7 +427,7 @@ class ContinuityEngine:
         self._store(
             ns, space, [n.id for n in notes], np.stack(vectors) if indexed else None,
             np.array([n.timestamp for n in notes], dtype=np.float64),
-            [n.text for n in notes], self.strategy.content_keys(notes), len(records), put,
+            [n.text for n in notes], self.strategy.content_keys(notes), put,
             positions=[i for i, r in enumerate(records) if r.vector is not None],
             expires=[r.expires_at for r in indexed], threads=[thread_of(n.metadata) for n in notes],
         )  # fmt: skip
@@ -435,7 +446,7 @@ class ContinuityEngine:
             return
         self._store(
             ns, space, list(batch.ids), batch.vectors, batch.notes.timestamps, batch.notes.texts,
-            keys, len(batch), lambda claim: self.memory.put_batch(batch, claim),
+            keys, lambda claim: self.memory.put_batch(batch, claim),
             positions=list(range(len(batch))) if batch.vectors is not None else [], tokens=tokens,
             threads=[thread_of(m) for m in batch.notes.metadata],
         )  # fmt: skip
@@ -449,8 +460,7 @@ class ContinuityEngine:
         times: np.ndarray,
         texts: Sequence[str],
         keys: Sequence[str | None],
-        count: int,
-        put: Callable[[MetaSetRequest | None], object],
+        put: Callable[[MetaSetRequest | None], PutResult],
         *,
         positions: list[int],
         expires: list[float | None] | None = None,
@@ -460,13 +470,16 @@ class ContinuityEngine:
         """Structures first (the rows ``ids``/``matrix``/``times``; None: no row), memory last by
         ``put(claim)`` (``claim``: the metadata to set in the same step, or None); undo the
         structures if memory refuses. ``texts``, ``keys`` and ``tokens`` (None: made from the
-        texts): each row's text, content key and keyword tokens; ``count``: the records written;
-        ``positions``: each row's place among them (its event follows the claim's in that order);
-        ``expires``: each row's expiry, and ``threads`` each row's thread, for the keyword index."""
+        texts): each row's text, content key and keyword tokens; ``positions``: each row's place
+        among the records written (its event follows the claim's in that order);
+        ``expires``: each row's expiry, and ``threads`` each row's thread, for the keyword index.
+        The rows are added before memory assigns their seqs, so with history they are added at the
+        seqs the put takes when its events follow ``before`` directly; :meth:`_settle` checks them
+        against the seqs the put returns."""
         before = self._caught_up(ns, space)
         claim = self._claim(ns, space)
         born = None
-        if self._history and before is not None:  # the seqs the put will take if nobody interleaves
+        if self._history and before is not None:
             born = before + (claim is not None) + 1 + np.asarray(positions, dtype=np.int64)
         try:
             if matrix is not None:
@@ -479,9 +492,9 @@ class ContinuityEngine:
             raise
         try:
             if claim is None or self.memory.supports_put_with_meta:
-                put(claim)
-            else:
-                self._put_claiming(lambda: put(None), claim)
+                written, apart = put(claim), 0
+            else:  # the claim is an event of its own, just before the put's
+                written, apart = self._put_claiming(lambda: put(None), claim), 1
         except BaseException:
             self._undo_add(ns, space, ids)
             raise
@@ -492,7 +505,7 @@ class ContinuityEngine:
                 ids, texts, times, born if born is not None else (self._head() or 0),
                 expires=expires, tokens=tokens, threads=threads,
             )  # fmt: skip
-        self._settle(ns, space, before, count + (claim is not None), ids)
+        self._settle(ns, space, before, written, born, positions, apart, ids)
 
     def _undo_add(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
         try:
@@ -513,12 +526,12 @@ class ContinuityEngine:
         space.meta_checked = True
         return None
 
-    def _put_claiming(self, put: Callable[[], object], claim: MetaSetRequest) -> None:
-        """For a backend without ``put_with_meta``: claim, put, and unset the claim if the put fails
-        (two more metadata writes on record there)."""
+    def _put_claiming(self, put: Callable[[], PutResult], claim: MetaSetRequest) -> PutResult:
+        """For a backend without ``put_with_meta``: claim, put (its result returned), and unset the
+        claim if the put fails (two more metadata writes on record there)."""
         self.memory.set_meta(claim)
         try:
-            put()
+            return put()
         except BaseException:
             with contextlib.suppress(Exception):  # best effort: the original error is being raised
                 self.memory.set_meta(
@@ -548,11 +561,13 @@ class ContinuityEngine:
         then given to the reranker (:mod:`coniti.rerank`; not for ``recent``), and the first ``k``
         are the answer. Raises :class:`~coniti.errors.AnchorNotFound` when
         ``query.near`` is not stored, and :class:`ContractError` for ``near`` with a ``prefix`` (an
-        anchor belongs to one namespace) or for both ``namespace`` and ``prefix``. A hit whose record
-        vanished from memory since the structures last saw it (a write by another process not yet
-        picked up by :meth:`refresh`) is left out.
+        anchor belongs to one namespace) or for both ``namespace`` and ``prefix``, and (before any
+        work) for a query text longer than :attr:`max_query_chars`. A hit whose record vanished
+        from memory since the structures last saw it (a write by another process not yet picked up
+        by :meth:`refresh`) is left out.
         """
         query = _as_query(query)
+        self._check_text(query)
         ns, scope = self._scope(namespace, prefix)
         self._check_query(query, scope)
         with self._lock:
@@ -578,6 +593,7 @@ class ContinuityEngine:
         for i, item in enumerate(items):
             try:
                 asked.append(_as_query(item))
+                self._check_text(asked[-1])
             except ContractError as exc:
                 raise ContractError(f"queries[{i}]: {exc}") from None
         ns, scope = self._scope(namespace, prefix)
@@ -589,6 +605,14 @@ class ContinuityEngine:
         with self._lock:
             vectors = self._vectors(asked)
             return [self._ask_healing(q, ns, scope, v) for q, v in zip(asked, vectors, strict=True)]
+
+    def _check_text(self, query: Query) -> None:
+        """Refuse a query text longer than :attr:`max_query_chars`, before any work."""
+        if query.text is not None and len(query.text) > self.max_query_chars:
+            raise ContractError(
+                f"query text is {len(query.text):,} characters, more than max_query_chars "
+                f"({self.max_query_chars:,}); nothing was asked"
+            )
 
     def _check_query(self, query: Query, scope: tuple[str, ...] | None) -> None:
         """Refuse ``near`` with a prefix and a ``vector`` of another dimension than the embedder's."""
@@ -866,7 +890,7 @@ class ContinuityEngine:
             space = self._space(request.namespace)
             before = self._head()
             result = self.memory.feedback(request)
-            self._advance(space, before, 1)
+            self._advance(space, before, [] if result.seq is None else [result.seq])
             return result
 
     def feedback(self, namespace: Sequence[str] = ()) -> dict[str, float]:
@@ -891,28 +915,32 @@ class ContinuityEngine:
             before = self._caught_up(ns, space)
             result = self.memory.delete(DeleteRequest(ids=id_list, namespace=ns))
             if self._history and before is not None:
-                self._ended(ns, space, before, result.deleted)
+                self._ended(ns, space, before, result)
             else:
                 self._forget(ns, space, result.deleted)
-                self._advance(space, before, len(result.deleted))
+                self._advance(space, before, result.seqs)
             return result
 
-    def _ended(self, ns: tuple[str, ...], space: _Derived, before: int, deleted: list[str]) -> None:
-        """After a delete of ``deleted`` (one event each, in order): end their rows at those seqs
-        when nobody interleaved, else fold the namespace's events."""
-        if self._head() != before + len(deleted):
+    def _ended(self, ns: tuple[str, ...], space: _Derived, before: int, result: DeleteResult) -> None:
+        """After a delete (one event per deleted id, in order, at the seqs it returned): end the
+        rows at those seqs when its events follow ``before`` directly, else fold the namespace's
+        events."""
+        deleted, seqs = result.deleted, result.seqs
+        if not deleted:
+            return
+        if _own(before, seqs) is None or len(seqs) != len(deleted):
             self._fold_namespace(ns, space)
             return
         try:
-            for offset, id_ in enumerate(deleted, before + 1):
+            for seq, id_ in zip(seqs, deleted, strict=True):
                 for structure in space.structures:
-                    remove_rows(structure, [id_], seq=offset)
-                space.keyword.remove([id_], died=offset)
+                    remove_rows(structure, [id_], seq=seq)
+                space.keyword.remove([id_], died=seq)
         except BaseException:
             self._recover(ns)
             raise
         self._unindex(space, deleted)
-        space.seq = before + len(deleted)
+        space.seq = seqs[-1]
         space.changed += len(deleted)
 
     def _forget(self, ns: tuple[str, ...], space: _Derived, ids: list[str]) -> None:
@@ -989,8 +1017,10 @@ class ContinuityEngine:
     ) -> WriteResult:
         """Change only what is given of the live note ``id`` (a :class:`~coniti.memory.PatchOp`):
         ``metadata`` replaces the metadata, ``metadata_patch`` merges into it (RFC 7386). The text is
-        re-embedded only when it differs from the stored text. Raises
-        :class:`~coniti.errors.RecordNotFound` when ``id`` is not live, and
+        re-embedded only when it differs from the stored text. ``op_id`` makes the call
+        idempotent: with ``text``, the patch then always carries the text's vector (the stored one
+        when the text is unchanged), so a retry sends the same request as the first call and
+        replays it. Raises :class:`~coniti.errors.RecordNotFound` when ``id`` is not live, and
         :class:`~coniti.errors.VersionConflict` when ``expected_version`` is not the live version.
         Needs a backend with ``supports_write``.
         """
@@ -1002,7 +1032,9 @@ class ContinuityEngine:
             vector = None
             if text is not None:
                 live = self._live(ns, id)
-                if live is not None and live.note.text != text:
+                if live is not None and live.note.text == text:
+                    vector = None if op_id is None else live.vector
+                elif live is not None or op_id is not None:
                     vector = self.embedder.embed([text])[0].copy()
             op = PatchOp(
                 id=id, text=text, timestamp=timestamp, metadata=metadata, metadata_patch=metadata_patch,
@@ -1042,8 +1074,7 @@ class ContinuityEngine:
         ids = [op.record.id if isinstance(op, UpsertOp) else op.id for op in request.ops]
         self._reconcile(ns, space, ids)
         if not result.replayed:
-            written = len(result.versions) - len(result.unchanged) + len(result.deleted)
-            self._advance(space, before, written + (request.op_id is not None) + (claim is not None))
+            self._advance(space, before, result.seqs, int(claim is not None))
         return result
 
     def _replay_ingest(
@@ -1167,19 +1198,18 @@ class ContinuityEngine:
         feed = event_feed(self.memory)
         return None if feed is None else feed.head
 
-    def _advance(self, space: _Derived, before: int | None, written: int) -> None:
-        """Skip our own events on the next refresh when nobody else wrote meanwhile.
+    def _advance(
+        self, space: _Derived, before: int | None, seqs: Sequence[int], apart: int = 0
+    ) -> None:
+        """Skip our own events on the next refresh when nobody else wrote before them.
 
-        Holds when the namespace had seen everything up to ``before`` and the head moved by exactly
-        the events this call wrote (one per record put or id deleted, one per metadata write: what
-        :attr:`~coniti.memory.MemoryBackend.supports_event_feed` declares). Otherwise refresh
-        re-reads them, which is harmless.
+        Holds when the namespace had seen everything up to ``before`` and the call's events (the
+        ``seqs`` its result returned, after ``apart`` events of its own written just before them)
+        follow ``before`` directly. Otherwise refresh re-reads them, which is harmless.
         """
-        if before is None or space.seq != before or written == 0:
-            return
-        after = self._head()
-        if after is not None and after == before + written:
-            space.seq = space.keyword.seq = after
+        last = _own(before, seqs, apart)
+        if last is not None and space.seq == before:
+            space.seq = space.keyword.seq = last
 
     def _catch_up(self, feed: EventFeed) -> int:
         if not self._spaces:
@@ -1264,10 +1294,11 @@ class ContinuityEngine:
             return ContinuityEngine(
                 view, self.embedder, [s.spawn() for s in self._prototypes], self.strategy,
                 read_only=True, keyword=self._keyword.spawn(), reranker=self.reranker,
+                max_query_chars=self.max_query_chars,
             )
         engine = ContinuityEngine(
             view, self.embedder, self._prototypes, self.strategy, read_only=True,
-            keyword=self._keyword, reranker=self.reranker,
+            keyword=self._keyword, reranker=self.reranker, max_query_chars=self.max_query_chars,
         )
         engine._source = self
         engine._lock = self._lock
@@ -1371,12 +1402,13 @@ class ContinuityEngine:
                 f"{self._spec_id!r} gives {self.embedder.dim}"
             )
 
-    def _event_build(self, ns: tuple[str, ...]) -> _Derived:
-        """Fresh structures and content index for ``ns``: a fold of every event of ``ns``."""
+    def _event_build(self, ns: tuple[str, ...], until: int | None = None) -> _Derived:
+        """Fresh structures and content index for ``ns``: a fold of every event of ``ns`` (up to
+        event ``until``; None: the head)."""
         space = _Derived(
             structures=[p.spawn() for p in self._prototypes], keyword=self._keyword.spawn(), seq=0
         )
-        self._fold_namespace(ns, space)
+        self._fold_namespace(ns, space, until)
         space.changed = max(space.changed, 1)  # nothing on disk reflects it yet
         return space
 
@@ -1415,16 +1447,33 @@ class ContinuityEngine:
         return head
 
     def _settle(
-        self, ns: tuple[str, ...], space: _Derived, before: int | None, written: int, ids: list[str]
+        self,
+        ns: tuple[str, ...],
+        space: _Derived,
+        before: int | None,
+        result: PutResult,
+        born: np.ndarray | None,
+        positions: list[int],
+        apart: int,
+        ids: list[str],
     ) -> None:
-        """After a put of ``ids`` whose rows were added with the seqs the put would take: keep
-        them when the head moved by exactly ``written``, else drop them and fold the events."""
+        """After a put of ``ids`` (``result``: what it wrote, ``apart`` events of its own just
+        before it) whose rows were added at ``born`` (their places among the put's records:
+        ``positions``): keep the rows when they are the versions the put returned and its events
+        follow ``before`` directly, else drop them and fold the events."""
         if not self._history or before is None:
-            self._advance(space, before, written)
+            self._advance(space, before, result.seqs, apart)
             return
-        if self._head() == before + written:
-            space.seq = before + written
-            space.changed += written
+        last = _own(before, result.seqs, apart)
+        versions = np.asarray(result.versions, dtype=np.int64)
+        if (
+            last is not None
+            and born is not None
+            and len(versions) > (positions[-1] if positions else -1)
+            and np.array_equal(born, versions[positions])
+        ):
+            space.seq = last
+            space.changed += last - before
             return
         try:  # drop only the rows just added (purge would drop the ids' earlier versions too)
             for structure in space.structures:
@@ -1436,11 +1485,12 @@ class ContinuityEngine:
             self._recover(ns)
             raise
 
-    def _fold_namespace(self, ns: tuple[str, ...], space: _Derived) -> int:
-        """Fold the events of ``ns`` after ``space.seq`` up to the head; returns how many."""
+    def _fold_namespace(self, ns: tuple[str, ...], space: _Derived, until: int | None = None) -> int:
+        """Fold the events of ``ns`` after ``space.seq`` up to event ``until`` (None: the head);
+        returns how many."""
         feed = event_feed(self.memory)
         assert feed is not None
-        head = feed.head
+        head = feed.head if until is None else until
         folder = _Folder(self, ns, space)
         count = 0
         try:
@@ -1509,8 +1559,11 @@ class ContinuityEngine:
                 self._save_large(ns, space)
             return space
 
-    def _restored(self, ns: tuple[str, ...], loaded: derived.Loaded) -> _Derived | None:
-        """``loaded`` restored and caught up; None when its arrays do not fit."""
+    def _restored(
+        self, ns: tuple[str, ...], loaded: derived.Loaded, until: int | None = None
+    ) -> _Derived | None:
+        """``loaded`` restored and caught up (to event ``until``; None: the head); None when its
+        arrays do not fit."""
         space = _Derived(
             structures=[p.spawn() for p in self._prototypes], seq=loaded.seq,
             checks=dict(loaded.checks),
@@ -1535,7 +1588,7 @@ class ContinuityEngine:
         except (KeyError, ContractError, ValueError):
             return None
         space.meta_checked = True
-        self._fold_namespace(ns, space)
+        self._fold_namespace(ns, space, until)
         return space
 
     def _loaded_snapshot(self, ns: tuple[str, ...], *, deferred: bool = False) -> derived.Loaded:
@@ -1636,27 +1689,36 @@ class ContinuityEngine:
         :meth:`refresh`, the rows (id, version, end, time, vector bits) and the content index of
         the loaded structures, and of the snapshot on disk once restored and caught up, are
         compared with a fold of every event (or a scan, without an event feed). Reads; writes
-        nothing. O(events of the namespace)."""
+        nothing. O(events of the namespace). Over an event feed the three are compared at one
+        event: the loaded rows' after the refresh, or the snapshot's if another writer saved a
+        later one meanwhile (the loaded rows are caught up to it)."""
         ns = as_namespace(namespace)
         with self._lock:
             self.refresh()
             space = self._checked(ns)
-            fresh = self._event_build(ns) if self._history else self._scan_build(ns)
-            problems = [f"loaded: {p}" for p in _differences(self, space, fresh)]
             status = "none"
+            loaded: derived.Loaded | None = None
             if self._derived is not None:
                 try:
                     loaded = self._loaded_snapshot(ns)
                 except derived.StaleSnapshot as exc:
                     status = str(exc)
+            if self._history:  # other writers may append meanwhile: fold no further than one event
+                at = max(space.seq or 0, 0 if loaded is None else loaded.seq)
+                if (space.seq or 0) < at:
+                    self._fold_namespace(ns, space, at)
+                fresh = self._event_build(ns, at)
+            else:
+                fresh = self._scan_build(ns)
+            problems = [f"loaded: {p}" for p in _differences(self, space, fresh)]
+            if loaded is not None:
+                restored = self._restored(ns, loaded, space.seq)
+                if restored is None:
+                    status = "refused: its arrays do not fit"
+                    problems.append("snapshot: its arrays do not fit")
                 else:
-                    restored = self._restored(ns, loaded)
-                    if restored is None:
-                        status = "refused: its arrays do not fit"
-                        problems.append("snapshot: its arrays do not fit")
-                    else:
-                        status = "current"
-                        problems += [f"snapshot: {p}" for p in _differences(self, restored, fresh)]
+                    status = "current"
+                    problems += [f"snapshot: {p}" for p in _differences(self, restored, fresh)]
             return DerivedReport.constructor()(
                 {
                     "namespace": ns, "seq": space.seq, "rows": len(space.structures[0]),
@@ -2094,6 +2156,15 @@ def _differences(engine: ContinuityEngine, a: _Derived, b: _Derived) -> list[str
     return out
 
 
+def _own(before: int | None, seqs: Sequence[int], apart: int = 0) -> int | None:
+    """The last of ``seqs`` (a write's events, as its result returned them: consecutive) when every
+    event after ``before`` up to it is the caller's own, ``apart`` of them written just before
+    ``seqs``; else None (someone else wrote in between, no feed, or nothing written)."""
+    if before is None or not seqs or seqs[0] != before + apart + 1:
+        return None
+    return seqs[-1]
+
+
 def _expect(id: str, expected: int | None | EllipsisType) -> dict[str, int | None]:
     """The ``expect`` map of a one-id write: empty for ``...`` (no expectation)."""
     if expected is ...:
@@ -2105,7 +2176,7 @@ def _expect(id: str, expected: int | None | EllipsisType) -> dict[str, int | Non
 
 def _expiry(value: float | datetime) -> float:
     try:
-        return to_timestamp(value, "expires_at")
+        return to_stored_time(value, "expires_at")
     except ValueError as exc:
         raise ContractError(str(exc)) from None
 

@@ -4,7 +4,7 @@
 
     ConitiError
     ├── ContractError (ValueError)        a request, contract or value is malformed; names the field
-    │   └── ModelFileError                 an embedding model's file is missing, malformed or not the pinned one
+    │   └── ModelFileError                 an embedding model's file is missing (could not be fetched), malformed or not the pinned one
     │       └── SafetensorsError           a safetensors weights file is malformed
     ├── ProofError (ValueError)           a Merkle proof does not verify, or asks for what the tree lacks
     │   └── CheckpointError                a checkpoint, signed note or note key is malformed, unsigned or foreign
@@ -57,7 +57,8 @@ class ContractError(ConitiError, ValueError):
 
 
 class ModelFileError(ContractError):
-    """A model file is missing, unreadable, malformed or not the pinned one; the message names it."""
+    """A model file is missing (and could not be fetched), unreadable, malformed or not the pinned
+    one; the message names it, or what could not be reached, and how to get the model."""
 
 
 class SafetensorsError(ModelFileError):

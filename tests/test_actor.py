@@ -180,6 +180,33 @@ def test_create_validates_like_the_constructor() -> None:
 # -- timestamps ----------------------------------------------------------------------------------
 
 
+def test_timestamps_span_years_1_to_9999_and_all_print() -> None:
+    """The first and the last timestamp of the horizon are accepted and print as ISO times."""
+    from coniti.times import MAX_TIME, MIN_TIME, iso_time
+
+    last = math.nextafter(MAX_TIME, 0.0)
+    assert note(timestamp=MIN_TIME).timestamp == MIN_TIME and note(timestamp=last).timestamp == last
+    assert iso_time(MIN_TIME) == "0001-01-01T00:00:00Z" and iso_time(last).startswith("9999-12-31T23:59:59")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [253_402_300_800.0, -62_135_596_801.0, 8_639_999_999_913_600.0, 2**80,
+     datetime(9999, 12, 31, 23, 30, tzinfo=timezone(timedelta(hours=-1)))],
+    ids=["year-10000", "before-year-1", "year-273792727", "huge-int", "year-10000-in-utc"],
+)
+def test_a_timestamp_outside_the_horizon_is_refused(bad: Any) -> None:
+    """A note timestamp outside years 1 to 9999 UTC raises ContractError naming the field and the
+    horizon (so every stored timestamp can be printed)."""
+    with pytest.raises(ContractError, match=r"timestamp (must lie in years 1 to 9999 UTC|is too large)"):
+        note(timestamp=bad)
+
+
+def test_a_time_range_is_not_bounded_by_the_horizon() -> None:
+    """TimeRange bounds are not stored: any finite bound is accepted."""
+    assert TimeRange(start=-1e300, end=1e300).contains(0.0)
+
+
 def test_int_timestamp_becomes_float() -> None:
     """An integer timestamp is stored as a float."""
     n = note(timestamp=5)
@@ -225,8 +252,8 @@ def test_non_number_timestamp_is_refused(bad: Any) -> None:
 
 
 def test_negative_and_fractional_timestamps_are_kept_exactly() -> None:
-    """Any finite float is a valid timestamp and is kept bit for bit."""
-    for t in [-1e9, -0.0, 5e-324, 1.7976931348623157e308, 0.1]:
+    """Any float within the horizon is a valid timestamp and is kept bit for bit."""
+    for t in [-1e9, -0.0, 5e-324, 253402300799.99997, 0.1]:
         assert note(timestamp=t).timestamp.hex() == t.hex()
 
 

@@ -170,7 +170,7 @@ _batch_rows = st.lists(
     st.tuples(
         st.text(min_size=1, max_size=8),
         st.text(max_size=20),
-        st.floats(-1e12, 1e12, allow_nan=False),
+        st.floats(-6e10, 2e11, allow_nan=False),
         st.dictionaries(st.text(max_size=3), _json.filter(lambda v: v == v), max_size=2),
     ),
     min_size=1,

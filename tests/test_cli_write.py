@@ -39,6 +39,15 @@ def test_set_with_an_op_id_replays(cli: Cli) -> None:
     assert len(cli.ok("history", "n1", "--json").out.strip().splitlines()) >= 1
 
 
+def test_update_of_the_text_with_an_op_id_replays(cli: Cli) -> None:
+    """The same update --text with the same --op-id, run twice: the second replays and writes
+    nothing (it raised IdempotencyConflict before)."""
+    cli.ok("set", "n1", "one")
+    first = cli.ok("update", "n1", "--text", "two", "--op-id", "x", "--json").json()
+    again = cli.ok("update", "n1", "--text", "two", "--op-id", "x", "--json").json()
+    assert again["replayed"] is True and first["replayed"] is False and again["version"] == first["version"]
+
+
 def test_update_keeps_time_and_other_metadata(cli: Cli) -> None:
     """update --meta changes one key and keeps the time and the other keys; --patch null removes."""
     cli.ok("set", "n1", "text", "--time", "2025-03-01", "--meta", "a=1", "--meta", "b=2")
@@ -76,3 +85,71 @@ def test_ls_versions_adds_a_column(cli: Cli) -> None:
     v = cli.ok("set", "n1", "text", "--json").json()["version"]
     out = cli.ok("ls", "--versions").out
     assert "version" in out and str(v) in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--expires", "99999999999d"), "Invalid value for '--expires': '99999999999d' from now is after year 9999 (UTC)"),
+        (("--expires", "1e20"), "Invalid value for '--expires': '1e20' is outside years 1 to 9999 (UTC)"),
+        (("--time", "-62135596801"), "Invalid value for '--time': '-62135596801' is outside years 1 to 9999 (UTC)"),
+    ],
+    ids=["expires-duration", "expires-seconds", "time-before-year-1"],
+)
+def test_a_time_outside_years_1_to_9999_is_a_usage_error(cli: Cli, args: tuple[str, ...], message: str) -> None:
+    """set with an expiry or a time past the horizon exits 2 naming the option and writes nothing
+    (before, the expiry was stored and get failed on it with an internal error)."""
+    result = cli("set", "z5", "x", *args)
+    assert result.code == 2 and message in result.err and no_traceback(result)
+    assert cli("get", "z5").code == 1
+
+
+def test_a_note_at_the_ends_of_the_horizon_is_shown(cli: Cli) -> None:
+    """A note timestamped at the first moment of year 1 and expiring in the last second of year
+    9999 is written, and get prints both times."""
+    cli.ok("set", "z5", "x", "--time", "0001-01-01", "--expires", "9999-12-31T23:59:59")
+    shown = cli.ok("get", "z5", "--json").json()
+    assert shown["time"] == "0001-01-01T00:00:00Z" and shown["expires_at"] == 253402300799.0
+    assert "9999-12-31 23:59:59 UTC" in cli.ok("get", "z5").out
+
+
+def _nested(depth: int, kind: str) -> str:
+    if kind == "object":
+        return '{"a":' * depth + "1" + "}" * depth
+    if kind == "and":
+        return '{"$and":[' * depth + '{"a":1}' + "]}" * depth
+    return "[" * depth + "1" + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("update", "n1", "--patch", _nested(5_000, "object")), "Invalid value for '--patch': nested deeper than 64 levels"),
+        (("update", "n1", "--patch", _nested(65, "object")), "Invalid value for '--patch': nested deeper than 64 levels"),
+        (("set", "n1", "x", "--meta", "k=" + _nested(5_000, "list")), "Invalid value for '--meta': k: nested deeper than 64 levels"),
+        (("ask", "tea", "--filter", _nested(10_000, "and")), "Invalid value for '--filter': --filter is nested deeper than 32 levels"),
+        (("meta", "set", "k", _nested(5_000, "list")), "coniti: error: VALUE: nested deeper than 64 levels"),
+    ],
+    ids=["patch-5000", "patch-65", "meta-5000", "filter-10000", "meta-set-5000"],
+)
+def test_deep_json_on_the_command_line_is_refused_naming_the_option(
+    cli: Cli, args: tuple[str, ...], message: str
+) -> None:
+    """JSON nested past the library's limit (or too deep for Python's parser) is refused with one
+    line naming the option, not an internal error, and nothing is written."""
+    cli.ok("set", "n1", "tea at noon")
+    before = cli.ok("get", "n1", "--json").json()
+    result = cli(*args)
+    assert result.code in (1, 2) and message in result.err and no_traceback(result)
+    assert "internal error" not in result.err
+    assert cli.ok("get", "n1", "--json").json() == before
+
+
+def test_json_at_the_depth_limit_is_accepted(cli: Cli) -> None:
+    """A --patch nested exactly 64 levels is written, as the Python API accepts it."""
+    cli.ok("set", "n1", "tea at noon")
+    cli.ok("update", "n1", "--patch", _nested(64, "object"))
+    value = cli.ok("get", "n1", "--json").json()["metadata"]
+    for _ in range(63):
+        value = value["a"]
+    assert value == {"a": 1}

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import coniti.actor
-import coniti.memory
+import coniti.records
+import coniti.requests
 from coniti import ConitiError, ContractError, Note, Query, TimeRange
 from coniti.contracts import Contract
 from coniti.memory import (
@@ -44,7 +45,7 @@ from coniti.memory import (
     require,
 )
 from coniti.testing.helpers import exact
-from coniti.testing.properties import VECTOR_ELEMENTS, finite, json_values
+from coniti.testing.properties import VECTOR_ELEMENTS, json_values, stored_times
 
 NOTE = Note(id="n1", text="hello\nworld", timestamp=-0.0, metadata={"a": [1, 1.0, True, None, "s"]})
 TRICKY = [1 / 3, -2.5e-5, 1e-40, 6.0e4, -0.0, 0.1]
@@ -62,11 +63,11 @@ SAMPLES: dict[str, Contract] = {
     "Query": Query(text="budget", time_range=TimeRange(start=1.0, end=2.0), near="n1", k=5),
     "MemoryRecord": rec("float32", embedding_id="emb-1", namespace=("alice", "work")),
     "PutRequest": PutRequest(records=[rec("float16"), rec("float64", namespace=("x",))]),
-    "PutResult": PutResult(written=2),
+    "PutResult": PutResult(written=2, versions=[3, 4], seqs=[2, 3, 4]),
     "GetRequest": GetRequest(ids=["a", "b"], namespace=("x",)),
     "GetResult": GetResult(records=[rec("float32")], missing=["z"]),
     "DeleteRequest": DeleteRequest(ids=["a"], namespace=()),
-    "DeleteResult": DeleteResult(deleted=["a"], missing=["b"]),
+    "DeleteResult": DeleteResult(deleted=["a"], missing=["b"], seqs=[7]),
     "ScanRequest": ScanRequest(time_range=TimeRange(end=3.0), namespace=("x",), limit=5, cursor="c"),
     "ScanResult": ScanResult(records=[rec()], next_cursor="abc"),
     "CountRequest": CountRequest(time_range=TimeRange(start=0.0), namespace=("x",)),
@@ -85,7 +86,9 @@ SAMPLES: dict[str, Contract] = {
         expect={"b": 3, "d": None},
         op_id="run-1/step-2",
     ),
-    "WriteResult": WriteResult(versions={"n1": 12}, unchanged=["b"], deleted=["c"], missing=[]),
+    "WriteResult": WriteResult(
+        versions={"n1": 12}, unchanged=["b"], deleted=["c"], missing=[], seqs=[12, 13]
+    ),
     "SweepResult": SweepResult(deleted=2),
     "FeedbackRequest": FeedbackRequest(id="n1", weight=0.5, namespace=("x",), reason="helpful"),
     "FeedbackResult": FeedbackResult(id="n1", weight=1.5, seq=7),
@@ -119,8 +122,9 @@ def _same(a: Contract, b: Contract) -> bool:
 
 
 def test_every_contract_model_has_a_sample() -> None:
-    """SAMPLES covers every Contract subclass defined in coniti.actor and coniti.memory."""
-    modules = {coniti.actor.__name__, coniti.memory.__name__}
+    """SAMPLES covers every Contract subclass defined in coniti.actor, coniti.records and
+    coniti.requests (the models coniti.memory re-exports)."""
+    modules = {coniti.actor.__name__, coniti.records.__name__, coniti.requests.__name__}
     found: set[str] = set()
     stack = list(Contract.__subclasses__())
     while stack:
@@ -521,7 +525,7 @@ def _hash_or_error(model: object) -> object:
 _stored_rows = st.lists(
     st.tuples(
         st.text(min_size=1, max_size=8),
-        finite,
+        stored_times,
         st.dictionaries(st.text(max_size=4), json_values, max_size=3),
         st.sampled_from(VECTOR_ELEMENTS).flatmap(
             lambda de: hnp.arrays(np.dtype(de[0]), st.integers(1, 4), elements=de[1])
@@ -529,7 +533,7 @@ _stored_rows = st.lists(
         | st.none(),
         st.none() | st.binary(max_size=8),
         st.integers(1, 2**63),
-        st.none() | finite.map(lambda t: t + 0.0),
+        st.none() | stored_times.map(lambda t: t + 0.0),
     ),
     max_size=4,
 )

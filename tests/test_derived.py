@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from coniti import ContinuityEngine, Note, Query, TimeRange
 from coniti.derived import DerivedDir, StaleSnapshot, pack_strings, unpack_strings
 from coniti.embedding import LocalHashEmbedder
-from coniti.errors import NotSupported
+from coniti.errors import NotSupported, StoreError
 from coniti.impl.log import LogBackend
 from coniti.impl.memory import InMemoryBackend
 from coniti.memory import MemoryBackend, MemoryRecord, PutRequest
@@ -246,6 +246,73 @@ def test_a_save_replaces_the_previous_snapshot_and_leaves_one_directory(tmp_path
         d.save("x", seq=seq, seq_hash="h", key={}, parts={"p": {"a": np.arange(seq)}})
     assert d.load("x", key={}, head=9, hash_at=lambda s: "h").seq == 2
     assert len([p for p in (tmp_path / "d").iterdir() if p.is_dir()]) == 1
+
+
+# -- symbolic links ------------------------------------------------------------------------------
+
+
+def test_an_engine_refuses_a_store_whose_derived_directory_is_a_symlink(tmp_path: Path) -> None:
+    """An engine over a store whose derived/ is a symbolic link raises StoreError naming it (as the
+    store refuses symlinked store files), and nothing is written where the link points."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with LogBackend(tmp_path / "s") as store:
+        Path(store.derived_path).symlink_to(elsewhere)
+        with pytest.raises(StoreError, match=rf"{store.derived_path} is a symbolic link.*rm "):
+            engine(store)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_derived_symlink_planted_after_open_is_never_written_through(tmp_path: Path) -> None:
+    """derived/ replaced by a symbolic link while an engine is open: persist raises StoreError,
+    close saves nothing, and the link's target stays empty."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with LogBackend(tmp_path / "s") as store:
+        e = engine(store)
+        e.ingest_many(notes(5))
+        assert not Path(store.derived_path).exists()  # nothing saved yet
+        Path(store.derived_path).symlink_to(elsewhere)
+        with pytest.raises(StoreError, match="is a symbolic link"):
+            e.persist()
+        e.close()
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_links_under_the_derived_directory_are_not_followed(tmp_path: Path) -> None:
+    """A manifest, data directory or array file that is a symbolic link is not read
+    (StaleSnapshot); a linked lock file is refused (StoreError); a save over a linked manifest
+    replaces the link and leaves its target as it was."""
+    d = DerivedDir(tmp_path / "d", "store")
+    d.save("x", seq=1, seq_hash="h", key={}, parts={"p": {"a": np.arange(3)}})
+    manifest = tmp_path / "d" / "x.json"
+    data = tmp_path / "d" / json.loads(manifest.read_bytes())["data"]
+
+    def load() -> Any:
+        return d.load("x", key={}, head=1, hash_at=lambda s: "h")
+
+    (data / "0.npy").rename(tmp_path / "0.npy")
+    (data / "0.npy").symlink_to(tmp_path / "0.npy")
+    with pytest.raises(StaleSnapshot, match="symbolic link"):
+        load()
+    data.rename(tmp_path / "data")
+    data.symlink_to(tmp_path / "data")
+    with pytest.raises(StaleSnapshot, match="data directory"):
+        load()
+    target = tmp_path / "x.json"
+    manifest.rename(target)
+    manifest.symlink_to(target)
+    kept = target.read_bytes()
+    with pytest.raises(StaleSnapshot, match="manifest is a symbolic link"):
+        load()
+    d.save("x", seq=1, seq_hash="h", key={}, parts={"p": {"a": np.arange(2)}})
+    assert not manifest.is_symlink() and target.read_bytes() == kept
+    assert load().parts["p"]["a"].tolist() == [0, 1]
+    (tmp_path / "d" / "x.lock").unlink()
+    (tmp_path / "d" / "x.lock").symlink_to(tmp_path / "victim")
+    with pytest.raises(StoreError, match="x.lock is a symbolic link"):
+        d.save("x", seq=1, seq_hash="h", key={}, parts={"p": {"a": np.arange(2)}})
+    assert not (tmp_path / "victim").exists()
 
 
 def test_an_ann_engine_restores_its_graph_and_answers_as_before(tmp_path: Path) -> None:

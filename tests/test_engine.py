@@ -676,3 +676,79 @@ def test_engine_reads_declared_capabilities_not_methods() -> None:
     with pytest.raises(NotSupported, match="time travel"):
         e.at(1)
     assert e.refresh() == 0
+
+
+class _Counting(LocalHashEmbedder):
+    """Records the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=64)
+        self.texts: list[str] = []
+
+    def embed(self, texts: Any) -> Any:
+        self.texts.extend(texts)
+        return super().embed(texts)
+
+
+def test_a_query_text_past_max_query_chars_is_refused_before_any_work() -> None:
+    """ask with a query text one character past max_query_chars raises ContractError naming the
+    limit, and the embedder is never called; a text of exactly the limit is answered."""
+    embedder = _Counting()
+    e = ContinuityEngine(InMemoryBackend(), embedder, FlatStructure(), DefaultStrategy(), max_query_chars=40)
+    e.ingest(note("d1", "budget meeting with Ana", 10.0))
+    embedder.texts.clear()
+    with pytest.raises(ContractError, match=r"query text is 41 characters, more than max_query_chars \(40\)"):
+        e.ask(Query(text="b" * 41))
+    assert embedder.texts == []
+    assert ids(e.ask("budget".ljust(40))) == ["d1"] and embedder.texts == ["budget".ljust(40)]
+
+
+def test_max_query_chars_defaults_to_the_stated_limit_and_travels_to_past_engines(tmp_path: Path) -> None:
+    """The default limit is MAX_QUERY_CHARS (100,000); an engine at a past point keeps the limit of
+    the engine it came from."""
+    from coniti.engine import MAX_QUERY_CHARS
+
+    assert MAX_QUERY_CHARS == 100_000 and engine().max_query_chars == MAX_QUERY_CHARS
+    with LogBackend(tmp_path / "s") as memory:
+        e = engine(memory)
+        e.max_query_chars = 5
+        e.ingest(note("d1", "budget", 1.0))
+        with pytest.raises(ContractError, match="max_query_chars"):
+            e.at(1).ask("budgets")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10"])
+def test_a_bad_max_query_chars_is_refused(bad: Any) -> None:
+    """max_query_chars must be a positive int."""
+    with pytest.raises(ContractError, match="max_query_chars"):
+        ContinuityEngine(InMemoryBackend(), EMBEDDER, FlatStructure(), DefaultStrategy(), max_query_chars=bad)
+
+
+def test_a_50_mb_query_is_refused_in_bounded_memory() -> None:
+    """In a child process, asking with a 50 MB query text raises ContractError and raises the
+    process's peak RSS (VmHWM) by less than 16 MiB over the text itself (it peaked at 2.7 GB
+    before the limit)."""
+    child = textwrap.dedent(
+        """
+        from coniti import Container, ContractError
+
+        def peak_rss():  # this process's own high-water mark (ru_maxrss starts at the parent's)
+            with open("/proc/self/status") as status:
+                return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+        with Container() as c:
+            c.engine.ingest("budget meeting with Ana")
+            text = "budget " * (50_000_000 // 7)
+            before = peak_rss()
+            try:
+                c.engine.ask(text)
+            except ContractError as exc:
+                print("refused", str(exc)[:50])
+            grown = peak_rss() - before
+            print(grown // 1024)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True, cwd=ROOT)
+    refused, grown = out.stdout.splitlines()
+    assert refused.startswith("refused query text is 49,999,999 characters")
+    assert int(grown) < 16

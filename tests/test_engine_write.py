@@ -169,6 +169,64 @@ def test_retried_upsert_with_op_id_replays(memory: MemoryBackend) -> None:
     assert e.get(["n1"]).records[0].note.text == "a"
 
 
+RETRIED_WRITES: dict[str, Callable[[ContinuityEngine], WriteResult]] = {
+    "upsert": lambda e: e.upsert(Note(id="n1", text="tea at four", timestamp=1.0), op_id="op"),
+    "update-text": lambda e: e.update("n1", text="tea at five", op_id="op"),
+    "update-same-text": lambda e: e.update("n1", text="tea at noon", op_id="op"),
+    "update-text-and-time": lambda e: e.update("n1", text="tea at six", timestamp=9.0, op_id="op"),
+    "update-patch": lambda e: e.update("n1", metadata_patch={"k": 1}, op_id="op"),
+    "update-metadata": lambda e: e.update("n1", metadata={"k": 2}, op_id="op"),
+}
+
+
+@pytest.mark.parametrize("call", RETRIED_WRITES.values(), ids=RETRIED_WRITES.keys())
+def test_every_retried_write_with_an_op_id_replays(
+    memory: MemoryBackend, call: Callable[[ContinuityEngine], WriteResult]
+) -> None:
+    """The same engine write twice under one op id (text re-embedded or not): the retry returns
+    the first result with replayed=True and writes nothing."""
+    e = make(memory)
+    e.ingest(Note(id="n1", text="tea at noon", timestamp=1.0))
+    first = call(e)
+    stored = e.get(["n1"]).records
+    again = call(e)
+    assert again.replayed and not first.replayed
+    assert again.model_copy(update={"replayed": False}) == first
+    assert e.get(["n1"]).records == stored
+
+
+def test_retried_update_of_text_replays_after_the_note_was_deleted(memory: MemoryBackend) -> None:
+    """A retry of update(text=..., op_id=...) replays even when the note went away meanwhile."""
+    e = make(memory)
+    e.ingest(Note(id="n1", text="tea at noon", timestamp=1.0))
+    first = e.update("n1", text="tea at five", op_id="op")
+    e.remove(["n1"])
+    again = e.update("n1", text="tea at five", op_id="op")
+    assert again.replayed and again.versions == first.versions
+    assert e.get(["n1"]).missing == ["n1"]
+
+
+def test_update_under_a_used_op_id_with_other_text_conflicts(memory: MemoryBackend) -> None:
+    """update(text=...) under an op id used for another text raises IdempotencyConflict."""
+    e = make(memory)
+    e.ingest(Note(id="n1", text="tea at noon", timestamp=1.0))
+    e.update("n1", text="tea at five", op_id="op")
+    with pytest.raises(IdempotencyConflict, match="'op'"):
+        e.update("n1", text="tea at six", op_id="op")
+    assert e.get(["n1"]).records[0].note.text == "tea at five"
+
+
+def test_an_expiry_after_year_9999_is_refused_and_writes_nothing(memory: MemoryBackend) -> None:
+    """upsert with expires_at past the horizon (years 1 to 9999 UTC) raises ContractError naming
+    expires_at, and nothing is written; the last moment of year 9999 is accepted."""
+    e = make(memory)
+    with pytest.raises(ContractError, match="expires_at must lie in years 1 to 9999 UTC"):
+        e.upsert(Note(id="n1", text="a", timestamp=1.0), expires_at=8_639_999_999_913_600.0)
+    assert e.get(["n1"]).missing == ["n1"]
+    e.upsert(Note(id="n1", text="a", timestamp=1.0), expires_at=253_402_300_799.0)
+    assert e.get(["n1"]).records[0].expires_at == 253_402_300_799.0
+
+
 def test_retried_ingest_many_with_op_id_replays(memory: MemoryBackend) -> None:
     """ingest_many with an op id, retried: the same admissions, nothing written twice."""
     e = make(memory)

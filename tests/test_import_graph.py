@@ -2,11 +2,8 @@
 
 Imports are read with ``ast`` from every module under ``coniti/``, at any depth (imports inside
 functions count: they are the usual way to hide a cycle), except those under ``if TYPE_CHECKING:``,
-which never run. The edges allowed to close a cycle are the base class's helpers
-``coniti.memory -> coniti.memfile`` (``MemoryBackend.dump``/``load`` are written once, on the base
-class, over the memory file) and ``coniti.memory -> coniti.batch`` (the default
-``MemoryBackend.put_batch``, written once, over the batch's records). A module's import of its own parent package is no edge: the parent is
-always initialised first.
+which never run. No edge is exempt. A module's import of its own parent package is no edge: the
+parent is always initialised first.
 """
 
 from __future__ import annotations
@@ -15,7 +12,6 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "coniti"
-ALLOWED = {("coniti.memory", "coniti.memfile"), ("coniti.memory", "coniti.batch")}
 
 
 def module_name(path: Path) -> str:
@@ -63,8 +59,7 @@ def import_graph() -> dict[str, set[str]]:
         visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
         # A package is always initialised before its submodules: an edge to an ancestor is no cycle.
         ancestors = {name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)}
-        targets = {t for t in visitor.found if t in modules and t != name and t not in ancestors}
-        graph[name] = {t for t in targets if (name, t) not in ALLOWED}
+        graph[name] = {t for t in visitor.found if t in modules and t != name and t not in ancestors}
     return graph
 
 

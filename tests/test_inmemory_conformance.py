@@ -236,6 +236,10 @@ class TestInMemoryFeedback(InMemoryFixtures, conformance.FeedbackTests):
     pass
 
 
+class TestInMemoryWritten(InMemoryFixtures, conformance.WrittenTests):
+    pass
+
+
 def _tracked_after(fill: Callable[[], None]) -> int:
     """How many more objects the garbage collector tracks once ``fill()`` has run (collected)."""
     gc.collect()

@@ -145,3 +145,7 @@ class TestLogWrite(LogFixtures, conformance.WriteTests):
             return LogBackend(path)
 
         return again
+
+
+class TestLogWritten(LogFixtures, conformance.WrittenTests):
+    pass

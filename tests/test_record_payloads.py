@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coniti import memory as memory_module
+from coniti import records as records_module
 from coniti.actor import Note
 from coniti.errors import ContractError
 from coniti.impl.memory import InMemoryBackend
@@ -75,7 +75,7 @@ def test_malformed_base64_is_refused(text: str) -> None:
 def test_a_blob_over_the_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """A blob longer than MAX_BLOB_BYTES is refused naming its size and the bound, as bytes and as
     base64 (whose text is bounded before it is decoded)."""
-    monkeypatch.setattr(memory_module, "MAX_BLOB_BYTES", 4)
+    monkeypatch.setattr(records_module, "MAX_BLOB_BYTES", 4)
     with pytest.raises(ContractError, match="blob is 5 bytes; at most 4 allowed"):
         rec(blob=b"12345")
     with pytest.raises(ContractError, match="blob is larger than 4 bytes"):

@@ -27,6 +27,9 @@ def rec(rid: str = "a", ts: float = 1.0, **kw: object) -> MemoryRecord:
         ({"ops": [UpsertOp(record=rec())], "namespace": ("x",)}, "ops[0].record.namespace"),
         ({"ops": [{"kind": "patch", "id": "a", "vector": [1, "x"]}]}, "vector"),
         ({"ops": [{"kind": "patch", "id": "a", "metadata": {}, "metadata_patch": {}}]}, "metadata_patch"),
+        ({"ops": [{"kind": "patch", "id": "a", "expires_at": 8.64e15}]}, "expires_at must lie in years 1 to 9999"),
+        ({"ops": [{"kind": "patch", "id": "a", "timestamp": -1e11}]}, "timestamp must lie in years 1 to 9999"),
+        ({"ops": [{"kind": "upsert", "record": {**rec().to_dict(), "expires_at": 2.6e11}}]}, "expires_at must lie"),
     ],
 )
 def test_bad_request_names_the_field(fields: dict[str, object], names: str) -> None:

@@ -1,7 +1,10 @@
 """The click application: the ``coniti`` group, its commands, and error handling.
 
-:data:`COMMANDS` is the one list of commands. A command's module is imported only when that command
-runs or is listed (``coniti --help``), so ``coniti ask`` loads neither the demo nor the log commands.
+:data:`COMMANDS` is the one list of commands, each named by reference (``lambda: engine_cmds.add``),
+so the type checker follows every entry to the click command it names. A command's module is
+imported only when that command runs or is listed (``coniti --help``), so ``coniti ask`` loads
+neither the demo nor the log commands: at run time the module names below are stand-ins that
+import the module on first attribute access; the type checker sees the modules themselves.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import importlib
 import json
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,50 +24,74 @@ from coniti.errors import ConitiError
 
 __all__ = ["COMMANDS", "cli", "run"]
 
-COMMANDS: dict[str, str] = {
-    "add": "engine_cmds:add",
-    "ask": "engine_cmds:ask",
-    "get": "memory_cmds:get",
-    "rm": "memory_cmds:rm",
-    "ls": "memory_cmds:ls",
-    "count": "memory_cmds:count",
-    "meta": "memory_cmds:meta",
-    "dump": "file_cmds:dump",
-    "load": "file_cmds:load",
-    "log": "log_cmds:log",
-    "history": "log_cmds:history",
-    "diff": "log_cmds:diff",
-    "at": "log_cmds:at_cmd",
-    "export": "log_cmds:export",
-    "import": "log_cmds:import_",
-    "stats": "care_cmds:stats",
-    "verify": "care_cmds:verify",
-    "rebuild": "care_cmds:rebuild",
-    "compact": "care_cmds:compact",
-    "erase": "care_cmds:erase",
-    "demo": "demo_cmd:demo",
-    "mcp": "mcp_cmd:mcp",
-    "set": "write_cmds:set_cmd",
-    "update": "write_cmds:update",
-    "sweep": "write_cmds:sweep",
-    "improve": "feedback_cmds:improve",
+
+class _Module:
+    """A command module of :mod:`coniti.cli`, imported on the first attribute read through it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(importlib.import_module(f"coniti.cli.{self._name}"), attribute)
+
+
+if TYPE_CHECKING:
+    from coniti.cli import (
+        care_cmds,
+        demo_cmd,
+        engine_cmds,
+        feedback_cmds,
+        file_cmds,
+        log_cmds,
+        mcp_cmd,
+        memory_cmds,
+        write_cmds,
+    )
+else:
+    care_cmds, demo_cmd, engine_cmds = _Module("care_cmds"), _Module("demo_cmd"), _Module("engine_cmds")
+    feedback_cmds, file_cmds, log_cmds = _Module("feedback_cmds"), _Module("file_cmds"), _Module("log_cmds")
+    mcp_cmd, memory_cmds, write_cmds = _Module("mcp_cmd"), _Module("memory_cmds"), _Module("write_cmds")
+
+COMMANDS: dict[str, Callable[[], click.Command]] = {
+    "add": lambda: engine_cmds.add,
+    "ask": lambda: engine_cmds.ask,
+    "get": lambda: memory_cmds.get,
+    "rm": lambda: memory_cmds.rm,
+    "ls": lambda: memory_cmds.ls,
+    "count": lambda: memory_cmds.count,
+    "meta": lambda: memory_cmds.meta,
+    "dump": lambda: file_cmds.dump,
+    "load": lambda: file_cmds.load,
+    "log": lambda: log_cmds.log,
+    "history": lambda: log_cmds.history,
+    "diff": lambda: log_cmds.diff,
+    "at": lambda: log_cmds.at_cmd,
+    "export": lambda: log_cmds.export,
+    "import": lambda: log_cmds.import_,
+    "stats": lambda: care_cmds.stats,
+    "verify": lambda: care_cmds.verify,
+    "rebuild": lambda: care_cmds.rebuild,
+    "compact": lambda: care_cmds.compact,
+    "erase": lambda: care_cmds.erase,
+    "demo": lambda: demo_cmd.demo,
+    "mcp": lambda: mcp_cmd.mcp,
+    "set": lambda: write_cmds.set_cmd,
+    "update": lambda: write_cmds.update,
+    "sweep": lambda: write_cmds.sweep,
+    "improve": lambda: feedback_cmds.improve,
 }
-"""Command name -> ``module:attribute`` in :mod:`coniti.cli`, the click command of that name."""
+"""Command name -> the click command of that name, read (and its module imported) on first use."""
 
 
 class _Commands(click.Group):
-    """The group of :data:`COMMANDS`, each imported on first use."""
+    """The group of :data:`COMMANDS`, each loaded on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
-            return None
-        module, _, attribute = target.partition(":")
-        command: click.Command = getattr(importlib.import_module(f"coniti.cli.{module}"), attribute)
-        return command
+        load = COMMANDS.get(cmd_name)
+        return None if load is None else load()
 
 
 HELP = """coniti: durable, replayable, auditable memory for AI agents.

@@ -120,6 +120,36 @@ class Settings:
             _remove_if_empty_store(path, created)
             raise
 
+    def check_new_store_model(self, embedding: str | None) -> None:
+        """For a command that may create the store, before it opens it: when there is no store yet
+        and the new one would get the ``minilm`` embedder (``embedding``, else
+        ``$CONITI_EMBEDDING``, else minilm), :meth:`require_minilm`. So a command without a usable
+        model fails in one line saying how to get one, and creates nothing. An existing store keeps
+        the embedder it was written with and is not checked here."""
+        path = self.store_path
+        if path.is_dir() and any(path.iterdir()):
+            return
+        from coniti.container import NEW_MEMORY_EMBEDDING
+
+        if (embedding or self.environ.get("CONITI_EMBEDDING") or NEW_MEMORY_EMBEDDING) == "minilm":
+            self.require_minilm()
+
+    def require_minilm(self) -> None:
+        """Load the minilm model (then kept loaded for the engine): from the model package or the
+        Hugging Face cache, else fetched once from the hub, with a line on stderr saying so. Raises
+        :class:`~coniti.errors.ModelFileError`, one line saying why and how to get the model, when
+        ``tokenizers`` is missing (before any fetch) or the model cannot be had."""
+        from coniti import hub, minilm
+
+        minilm.require_tokenizers()
+        if minilm.model_on_disk(self.environ) is None and not hub.offline(self.environ):
+            size = sum(f.size for f in minilm.HUB_MODEL.files) / 1e6
+            self.out.hint(
+                f"coniti: fetching the minilm model {minilm.HUB_REPO} ({size:.0f} MB, once) from "
+                f"{hub.endpoint(self.environ)} into {hub.cache_dir(self.environ)}"
+            )
+        minilm.MiniLMEmbedder()
+
     @contextmanager
     def open_engine(
         self, store: LogBackend, embedding: str | None = None

@@ -36,6 +36,7 @@ def demo() -> None:
 
     s = settings()
     directory = Path(s.store) if s.store else story.DEFAULT_DIR
+    s.require_minilm()  # before the demo's directory is made
     total = len(story.load_corpus())
     with s.out.progress("ingesting the corpus", total=total) as tick:
         report = story.run(directory, progress=tick)

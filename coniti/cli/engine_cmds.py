@@ -60,6 +60,7 @@ def add(
         timestamp=time.time() if when is None else when,
         metadata=dict(meta),
     )
+    s.check_new_store_model(embedding)
     with s.open_store("create") as store, s.open_engine(store, embedding) as engine, s.stamp(store):
         result = engine.ingest(note, namespace=namespace)
     if not result.admitted:

@@ -60,6 +60,8 @@ def mcp(
         if (exc.name or "").partition(".")[0] in ("mcp", "mcp_types"):
             raise CliError("coniti mcp needs the MCP SDK: pip install 'coniti[mcp]'") from None
         raise
+    if not read_only:  # it may create the store
+        s.check_new_store_model(embedding)
     scope = () if prefix is None else prefix
     with s.open_store("write" if read_only else "create") as store, s.open_engine(store, embedding) as engine:
         server = create_server(

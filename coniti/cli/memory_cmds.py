@@ -163,7 +163,9 @@ def meta_set(key: str, value: str, namespace: tuple[str, ...]) -> None:
     """Set KEY to VALUE (read as JSON when it parses, else as text; null unsets)."""
     s = settings()
     with s.open_store("create") as store, s.stamp(store):
-        stored = store.set_meta(store.meta_set_request(key, parse_meta_value(value), namespace)).value
+        stored = store.set_meta(
+            store.meta_set_request(key, parse_meta_value(value, field="VALUE", depth=0), namespace)
+        ).value
     if s.json:
         s.out.json({"key": key, "namespace": list(namespace), "value": stored})
     else:

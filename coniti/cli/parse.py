@@ -6,7 +6,8 @@ of ``\\`` is an error. The root namespace ``()`` is written ``/`` (or the empty 
 
 Times are ISO 8601 dates or date-times (``2025-03-01``, ``2025-03-01T09:30``,
 ``2025-03-01 09:30:00+02:00``); one without a timezone is read as UTC. A plain number is seconds since
-the Unix epoch. ``now`` is the current time.
+the Unix epoch. ``now`` is the current time. Every time, an expiry included, must lie in years 1 to
+9999 UTC (the horizon of :mod:`coniti.times`), so that it can be stored and printed.
 
 A *point* in a store's history (``--as-of``, ``at``, ``diff``) is a sequence number (digits only) or an
 ISO date or date-time as above, meaning the last event recorded at or before it (epoch seconds are not
@@ -21,12 +22,11 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from coniti.errors import namespace_text
-from coniti.times import iso_time
+from coniti.times import in_horizon, iso_time, parse_iso_time
 
 __all__ = [
     "ParseError",
@@ -84,7 +84,15 @@ def format_namespace(namespace: tuple[str, ...] | list[str]) -> str:
 
 
 def parse_time(text: str, *, field: str = "time") -> float:
-    """An ISO 8601 date or date-time (UTC unless it says otherwise), epoch seconds, or ``now``."""
+    """An ISO 8601 date or date-time (UTC unless it says otherwise), epoch seconds, or ``now``,
+    within the horizon (years 1 to 9999 UTC)."""
+    seconds = _parse_time(text, field)
+    if not in_horizon(seconds):
+        raise ParseError(f"{field}: {text!r} is outside years 1 to 9999 (UTC)")
+    return seconds
+
+
+def _parse_time(text: str, field: str) -> float:
     value = text.strip()
     if not value:
         raise ParseError(f"{field}: empty; expected an ISO date such as 2025-03-01 or 2025-03-01T09:30")
@@ -99,14 +107,11 @@ def parse_time(text: str, *, field: str = "time") -> float:
             raise ParseError(f"{field}: {text!r} is not a finite number of seconds")
         return number
     try:
-        parsed = datetime.fromisoformat(value)
+        return parse_iso_time(value)
     except ValueError:
         raise ParseError(
             f"{field}: {text!r} is not an ISO date such as 2025-03-01 or 2025-03-01T09:30"
         ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
 
 def parse_point(text: str, *, field: str = "point") -> int | float:
@@ -132,23 +137,54 @@ _UNIT_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 def parse_expiry(text: str, *, field: str = "--expires", now: float | None = None) -> float:
     """An expiry as epoch seconds: a duration from now (``90s``, ``30m``, ``12h``, ``7d``) or a
-    time as :func:`parse_time` reads it."""
+    time as :func:`parse_time` reads it; either within the horizon (before year 10000 UTC)."""
     match = _DURATION.match(text.strip())
     if match:
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        return (time.time() if now is None else now) + seconds
+        when = (time.time() if now is None else now) + seconds
+        if not in_horizon(when):
+            raise ParseError(f"{field}: {text!r} from now is after year 9999 (UTC)")
+        return when
     try:
-        return parse_time(text, field=field)
+        when = _parse_time(text, field)
     except ParseError:
         raise ParseError(
             f"{field}: {text!r} is neither a duration (30m, 12h, 7d) nor a time (2025-03-01)"
         ) from None
+    if not in_horizon(when):
+        raise ParseError(f"{field}: {text!r} is outside years 1 to 9999 (UTC)")
+    return when
+
+
+def _json(text: str, field: str, depth: int = 0) -> Any:
+    """``text`` as JSON (``NaN`` and ``Infinity`` refused: ``ValueError``). A value nested deeper
+    than the library takes (:data:`coniti.contracts.MAX_JSON_DEPTH` levels, counting from
+    ``depth`` for the text's top value) raises :class:`ParseError` naming ``field``, also when it is
+    too deep for Python's parser."""
+    from coniti.contracts import MAX_JSON_DEPTH
+
+    too_deep = f"{field}: nested deeper than {MAX_JSON_DEPTH} levels"
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ParseError(too_deep) from None
+    pending = [(value, depth)]
+    while pending:
+        item, level = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        if children and level >= MAX_JSON_DEPTH:
+            raise ParseError(too_deep)
+        pending.extend((child, level + 1) for child in children)
+    return value
 
 
 def parse_json_object(text: str, *, field: str) -> dict[str, Any]:
-    """``text`` as a JSON object (``NaN`` and ``Infinity`` refused)."""
+    """``text`` as a JSON object (``NaN`` and ``Infinity`` refused, at most
+    :data:`~coniti.contracts.MAX_JSON_DEPTH` levels deep)."""
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = _json(text, field)
+    except ParseError:
+        raise
     except ValueError as exc:
         raise ParseError(f"{field}: not valid JSON ({exc})") from None
     if not isinstance(value, dict):
@@ -156,10 +192,14 @@ def parse_json_object(text: str, *, field: str) -> dict[str, Any]:
     return value
 
 
-def parse_meta_value(text: str) -> Any:
-    """JSON if ``text`` parses as JSON (``3``, ``true``, ``null``, ``[1,2]``, ``"x"``), else the text."""
+def parse_meta_value(text: str, *, field: str = "--meta", depth: int = 1) -> Any:
+    """JSON if ``text`` parses as JSON (``3``, ``true``, ``null``, ``[1,2]``, ``"x"``), else the text.
+    JSON nested deeper than :data:`~coniti.contracts.MAX_JSON_DEPTH` levels (the value itself at
+    ``depth``: 1 for a metadata value) raises :class:`ParseError` naming ``field``."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return _json(text, field, depth)
+    except ParseError:
+        raise
     except ValueError:
         return text
 
@@ -169,17 +209,22 @@ def parse_meta_pair(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise ParseError(f"--meta {text!r}: expected KEY=VALUE with a non-empty key")
-    return key, parse_meta_value(value)
+    try:
+        return key, parse_meta_value(value, field=key)
+    except ParseError as exc:
+        raise ParseError(f"--meta: {exc}") from None
 
 
 def parse_filter(text: str, *, field: str = "--filter") -> dict[str, Any]:
     """A metadata filter typed as a JSON object (``'{"kind": "fact"}'``), checked by
     :func:`coniti.filters.check_filter`."""
     from coniti.errors import ContractError
-    from coniti.filters import check_filter
+    from coniti.filters import MAX_FILTER_DEPTH, check_filter
 
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ParseError(f"{field} is nested deeper than {MAX_FILTER_DEPTH} levels") from None
     except ValueError:
         raise ParseError(f"{field}: not JSON: {text!r} (e.g. '{{\"kind\": \"fact\"}}')") from None
     if not isinstance(value, dict):

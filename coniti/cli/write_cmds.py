@@ -63,6 +63,7 @@ def set_cmd(
     if text == "-":
         text = sys.stdin.read().rstrip("\n")
     note = Note(id=note_id, text=text, timestamp=time.time() if when is None else when, metadata=dict(meta))
+    s.check_new_store_model(embedding)
     with s.open_store("create") as store, s.open_engine(store, embedding) as engine, s.stamp(store):
         result = engine.upsert(
             note,

@@ -154,6 +154,13 @@ _records = MemoryRecord.trusted_rows
 loop of every page a read returns."""
 
 
+def _put_written(seqs: range, metas: int) -> PutResult:
+    """The result of a put whose events are ``seqs``, the first ``metas`` of them meta events: a
+    record's version is the seq of its put event."""
+    versions = list(seqs[metas:])
+    return _put_result({"written": len(versions), "versions": versions, "seqs": list(seqs)})
+
+
 def _put_item(r: MemoryRecord) -> PutItem:
     note = r.note
     return PutItem(
@@ -170,6 +177,15 @@ TTL_ACTOR = "coniti-ttl"
 """The actor of the delete events a :meth:`LogBackend.sweep` writes (reason ``expired``)."""
 
 
+def _replayed(receipt: dict[str, Any], op_seq: int) -> WriteResult:
+    """The result an op id recorded (its ``op`` event ``op_seq`` holds ``receipt``), replayed: with
+    the seqs of that first write, its events up to the op event (one per record it wrote or
+    deleted, all in one transaction, so they end at the op event)."""
+    appended = len(receipt["versions"]) - len(receipt["unchanged"]) + len(receipt["deleted"])
+    seqs = list(range(op_seq - appended, op_seq + 1))
+    return WriteResult.from_dict({**receipt, "replayed": True, "seqs": seqs})
+
+
 def _decide(request: WriteRequest, digest: str | None) -> Callable[[WriteView], tuple[list[Change], WriteResult]]:
     """The decision of one :meth:`LogBackend.write`, made inside its write transaction: the op id's
     replay, the expectations, then each op planned against the live state."""
@@ -182,7 +198,7 @@ def _decide(request: WriteRequest, digest: str | None) -> Callable[[WriteView], 
             if seen is not None:
                 if seen[0] != digest:
                     raise idempotency_conflict(op_id, ns)
-                return [], WriteResult.from_dict({**seen[1], "replayed": True})
+                return [], _replayed(seen[1], seen[2])
 
         def live(record_id: str) -> MemoryRecord | None:
             row = view.live(record_id)
@@ -201,7 +217,8 @@ def _decide(request: WriteRequest, digest: str | None) -> Callable[[WriteView], 
         result = {"versions": versions, "unchanged": unchanged, "deleted": deleted, "missing": missing}
         if op_id is not None:
             changes.append(Change(OP_KIND, op_id=op_id, digest=digest, receipt=result))
-        return changes, WriteResult.from_dict(result)
+        seqs = list(range(view.next_seq, view.next_seq + len(changes)))  # the receipt has none
+        return changes, WriteResult.from_dict({**result, "seqs": seqs})
 
     return decide
 
@@ -495,8 +512,8 @@ class LogBackend(_Reads, MemoryBackend):
         records = request.records
         check_put_ids(records)
         actor, reason = self._stamp()
-        items = _put_items(records)
-        return _put_result({"written": self._log.put(items, actor=actor, reason=reason)})
+        seqs = self._log.put(_put_items(records), actor=actor, reason=reason)
+        return _put_written(seqs, 0)
 
     def write(self, request: WriteRequest) -> WriteResult:
         """One atomic write (see :class:`~coniti.memory.WriteRequest`), decided and appended in one
@@ -514,7 +531,7 @@ class LogBackend(_Reads, MemoryBackend):
 
     def op_result(self, op_id: str, namespace: Sequence[str] = ()) -> WriteResult | None:
         found = self._log.op_result(as_namespace(namespace), op_id)
-        return None if found is None else WriteResult.from_dict({**found[1], "replayed": True})
+        return None if found is None else _replayed(found[1], found[2])
 
     def sweep(self, now: float | None = None) -> SweepResult:
         """Delete every live record expired at ``now`` (default: the write's recorded time), one
@@ -533,11 +550,11 @@ class LogBackend(_Reads, MemoryBackend):
         records = request.records
         check_put_ids(records)
         actor, reason = self._stamp()
-        written = self._log.put(
+        seqs = self._log.put(
             _put_items(records), actor=actor, reason=reason,
             meta=(meta.namespace, meta.key, meta.value),
         )
-        return _put_result({"written": written})
+        return _put_written(seqs, 1)
 
     def put_batch(self, batch: RecordBatch, meta: MetaSetRequest | None = None) -> PutResult:
         """The events :meth:`put` (or, with ``meta``, :meth:`put_with_meta`) appends for the batch's
@@ -549,12 +566,12 @@ class LogBackend(_Reads, MemoryBackend):
         notes = batch.notes
         check_batch_ids(batch)
         actor, reason = self._stamp()
-        written = self._log.put_columns(
+        seqs = self._log.put_columns(
             batch.namespace, notes.ids, notes.texts, notes.timestamps, notes.metadata,
             batch.embedding_id, batch.vectors, actor=actor, reason=reason,
             meta=None if meta is None else (meta.namespace, meta.key, meta.value),
         )  # fmt: skip
-        return _put_result({"written": written})
+        return _put_written(seqs, meta is not None)
 
     def put_batches(
         self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None
@@ -574,10 +591,10 @@ class LogBackend(_Reads, MemoryBackend):
     def delete(self, request: DeleteRequest) -> DeleteResult:
         request = require(request, DeleteRequest)
         actor, reason = self._stamp()
-        deleted, missing = self._log.delete(
+        deleted, missing, seqs = self._log.delete(
             request.namespace, unique_ids(request.ids), actor=actor, reason=reason
         )
-        return _delete_result({"deleted": deleted, "missing": missing})
+        return _delete_result({"deleted": deleted, "missing": missing, "seqs": list(seqs)})
 
     def set_meta(self, request: MetaSetRequest) -> MetaResult:
         request = require(request, MetaSetRequest)

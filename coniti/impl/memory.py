@@ -11,10 +11,12 @@ four a note: after an engine ingest of 100,000 notes a full collection took 175 
 walk of the big dicts and lists that remains). Reads build the records they return.
 
 A record's version is the value of the instance's change counter when it was written (also its
-write order). The counter advances once per change, as a log's sequence numbers do: per record
-written, per id deleted (also by a sweep), per metadata write, per clear, per op id recorded and per
-feedback, so
-both built-in backends give the same versions for the same calls (``put_with_meta`` aside). Op ids of :meth:`~InMemoryBackend.write` are kept for the life of the instance. Expired
+write order), as the result of the put, ``put_batch`` or write that wrote it says; the ``seqs`` of
+those results and of a delete are the counter's values for the call's changes. The counter advances
+once per change, as a log's sequence numbers do: per record written, per id deleted (also by a
+sweep), per metadata write, per clear, per op id recorded and per feedback, so both built-in
+backends give the same versions and seqs for the same calls (``put_with_meta`` aside: here its
+metadata is counted after the records). Op ids of :meth:`~InMemoryBackend.write` are kept for the life of the instance. Expired
 records (``expires_at <= clock()``) are hidden from get, scan and count until :meth:`sweep` deletes
 them; ``put`` still refuses their ids and ``delete`` removes them, as for any record the store holds.
 Feedback weights (:meth:`~InMemoryBackend.feedback`) are kept per namespace and id, as a log's
@@ -74,6 +76,8 @@ from coniti.memory import (
 )
 
 __all__ = ["InMemoryBackend"]
+
+_put_result = PutResult.constructor()
 
 Key = tuple[float, int]
 
@@ -249,9 +253,11 @@ class InMemoryBackend(MemoryBackend):
         check_put_ids(records)
         with self._lock:
             self._refuse_live(records)
-            for record in records:
+            versions = [
                 self._hold(self._spaces.setdefault(record.namespace, _Stored()), record)
-        return PutResult(written=len(records))
+                for record in records
+            ]
+        return _put_result({"written": len(records), "versions": versions, "seqs": list(versions)})
 
     def _hold(self, space: _Stored, record: MemoryRecord) -> int:
         """Store a copy of ``record`` under the next version; returns it."""
@@ -294,9 +300,11 @@ class InMemoryBackend(MemoryBackend):
                     self._order += 1
                 else:
                     result.versions[record_id] = self._hold(space, replacement)
+                result.seqs.append(self._order)
             if request.op_id is not None and digest is not None:
-                self._op_ids[(namespace, request.op_id)] = (digest, result.model_copy(deep=True))
                 self._order += 1
+                result.seqs.append(self._order)
+                self._op_ids[(namespace, request.op_id)] = (digest, result.model_copy(deep=True))
         return result
 
     def op_result(self, op_id: str, namespace: Sequence[str] = ()) -> WriteResult | None:
@@ -328,6 +336,7 @@ class InMemoryBackend(MemoryBackend):
         with self._lock:
             result = self.put(request)
             self.set_meta(meta)
+            result.seqs.append(self._order)
         return result
 
     def put_batch(self, batch: RecordBatch, meta: MetaSetRequest | None = None) -> PutResult:
@@ -368,9 +377,11 @@ class InMemoryBackend(MemoryBackend):
             ]  # fmt: skip
             metadata = [_copy_metadata(md) for md in notes.metadata]
             space.hold_many(list(zip(stamps, orders, strict=True)), held, metadata)
+            seqs = list(orders)
             if meta is not None:
                 self.set_meta(meta)
-        return PutResult(written=len(notes))
+                seqs.append(self._order)
+        return _put_result({"written": len(notes), "versions": list(orders), "seqs": seqs})
 
     def put_batches(
         self, batches: Iterable[Sequence[MemoryRecord]], meta: MetaSetRequest | None = None
@@ -431,8 +442,9 @@ class InMemoryBackend(MemoryBackend):
             for record_id in unique_ids(request.ids):
                 key = space.drop(record_id) if space else None
                 (missing if key is None else deleted).append(record_id)
+            seqs = list(range(self._order + 1, self._order + 1 + len(deleted)))
             self._order += len(deleted)
-        return DeleteResult(deleted=deleted, missing=missing)
+        return DeleteResult(deleted=deleted, missing=missing, seqs=seqs)
 
     def scan(self, request: ScanRequest) -> ScanResult:
         request = require(request, ScanRequest)

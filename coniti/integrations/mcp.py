@@ -64,7 +64,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
@@ -85,7 +84,7 @@ from coniti.errors import ConitiError, ContractError
 from coniti.events import Event
 from coniti.impl.log import LogBackend, LogView
 from coniti.memory import MemoryRecord, as_namespace
-from coniti.times import iso_time
+from coniti.times import in_horizon, iso_time, parse_iso_time
 
 __all__ = [
     "Changes",
@@ -564,7 +563,7 @@ class _Tools:
         prefix: Annotated[list[Part] | None, pydantic.Field(
             description="Answer from every namespace under this one, ranked together "
             "(default: every namespace this server serves).")] = None,
-        k: Annotated[int, pydantic.Field(ge=1, le=1000, description="How many notes.")] = 10,
+        k: Annotated[int, pydantic.Field(ge=1, le=1000, strict=True, description="How many notes.")] = 10,
         filter: Annotated[dict[str, Any] | None, pydantic.Field(
             description='Only notes whose metadata match, e.g. {"kind": "fact"} or '
             '{"priority": {"$lte": 2}} (operators $eq $ne $gt $gte $lt $lte $in $nin $exists '
@@ -649,7 +648,8 @@ class _Tools:
         namespace: Annotated[list[Part] | None, pydantic.Field(
             description="Only events of this namespace (default: every namespace this server "
             "serves).")] = None,
-        limit: Annotated[int, pydantic.Field(ge=1, le=1000, description="At most this many.")] = 100,
+        limit: Annotated[int, pydantic.Field(
+            ge=1, le=1000, strict=True, description="At most this many.")] = 100,
     ) -> Changes:  # fmt: skip
         """The audit trail: the events after a sequence number, oldest first, each with who made
         the change, when and why. Page with after=next_after."""
@@ -760,18 +760,21 @@ def _client_name(ctx: Context[Any, Any]) -> str | None:
 
 
 def _seconds(value: float | str, field: str, expected: str = _TIME) -> float:
-    """A time argument as epoch seconds; a bad one raises ToolError naming ``field`` and saying
-    what is ``expected`` there."""
+    """A time argument as epoch seconds, within the horizon (years 1 to 9999 UTC); a bad one
+    raises ToolError naming ``field`` and saying what is ``expected`` there."""
     if isinstance(value, str):
         try:
-            moment = datetime.fromisoformat(value.strip())
+            seconds = parse_iso_time(value)
         except ValueError:
             raise ToolError(f"{field}: {value!r} is not {expected}") from None
-        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
-    try:
-        return to_timestamp(value, field)
-    except ValueError as exc:
-        raise ToolError(str(exc)) from None
+    else:
+        try:
+            seconds = to_timestamp(value, field)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+    if not in_horizon(seconds):
+        raise ToolError(f"{field}: {value!r} is outside years 1 to 9999 (UTC)")
+    return seconds
 
 
 def _window(start: float | str | None, end: float | str | None) -> TimeRange | None:

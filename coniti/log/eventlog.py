@@ -113,15 +113,15 @@ class WriteView:
             return None
         return seq
 
-    def op(self, op_id: str) -> tuple[str, dict[str, Any]] | None:
-        """``(request digest, result map)`` recorded for ``op_id``, or None."""
+    def op(self, op_id: str) -> tuple[str, dict[str, Any], int] | None:
+        """``(request digest, result map, seq of the op event)`` recorded for ``op_id``, or None."""
         if self._nsid is None:
             return None
         seq = self._p.op_seq(self._nsid, op_id)
         if seq is None:
             return None
         receipt = decode_op(self._p.frame(seq))[1]
-        return receipt["d"], receipt["res"]
+        return receipt["d"], receipt["res"], seq
 
 
 class _Puts(NamedTuple):
@@ -403,8 +403,9 @@ class EventLog:
         actor: str | None = None,
         reason: str | None = None,
         meta: tuple[Namespace, str, Any] | None = None,
-    ) -> int:
-        """Append one put event per item, in order; all or nothing.
+    ) -> range:
+        """Append one put event per item, in order; all or nothing. Returns the sequence numbers
+        of the events appended (the meta event's first; an empty range when none).
 
         ``meta`` ``(namespace, key, value)``: first append one meta event setting ``key`` to the JSON
         value ``value``, in the same transaction (a refused put then writes no event at all).
@@ -412,8 +413,9 @@ class EventLog:
         """
         if not items:
             if meta is not None:
-                self.set_meta(*meta, actor=actor, reason=reason)
-            return 0
+                seq = self.set_meta(*meta, actor=actor, reason=reason)
+                return range(seq, seq + 1)
+            return range(0)
         return self._put_prepared(_prepare(items), actor, reason, meta)
 
     def put_columns(
@@ -429,15 +431,17 @@ class EventLog:
         actor: str | None = None,
         reason: str | None = None,
         meta: tuple[Namespace, str, Any] | None = None,
-    ) -> int:
+    ) -> range:
         """:meth:`put` of the records of one namespace given as columns (already validated by the
         caller): ``timestamps`` a float64 array, ``vectors`` a C-contiguous ``(len(ids), dim)``
         matrix or None, one ``embedding_id`` for all. Appends exactly the events :meth:`put` appends
-        for the same records, one item per row, with the same checks and errors."""
+        for the same records, one item per row, with the same checks and errors, and returns
+        their sequence numbers as it does."""
         if not ids:
             if meta is not None:
-                self.set_meta(*meta, actor=actor, reason=reason)
-            return 0
+                seq = self.set_meta(*meta, actor=actor, reason=reason)
+                return range(seq, seq + 1)
+            return range(0)
         payloads = encode_put_payloads(texts, metadata, embedding_id, vectors)
         puts = _Puts(
             {namespace: ns_bytes(namespace)}, [namespace] * len(ids), ids, name_keys(ids), timestamps.tolist(),
@@ -451,16 +455,17 @@ class EventLog:
         actor: str | None,
         reason: str | None,
         meta: tuple[Namespace, str, Any] | None,
-    ) -> int:
+    ) -> range:
         """Append the put events of ``puts`` (see :meth:`put`), grouped with concurrent puts
-        unless ``meta`` is given."""
+        unless ``meta`` is given; returns the seqs appended."""
         cache = self._nsids
         meta_event = None if meta is None else (meta[0], meta[1], encode_meta_payload(meta[2]))
 
-        def write(txn: Any) -> dict[Namespace, bytes]:
+        def write(txn: Any) -> tuple[dict[Namespace, bytes], range]:
             p = Projections(txn, self._dbs)
             head = p.head()
             at = head.next_at()
+            seqs = range(head.seq + 1, head.seq + 1 + (meta_event is not None) + len(puts.ids))
             nsids: dict[Namespace, bytes | None] = {
                 ns: cache.get(ns) or p.intern(c) for ns, c in puts.canon.items()
             }
@@ -470,16 +475,17 @@ class EventLog:
             if meta_event is not None:
                 head = _append_meta(p, head, at, nsids, meta_event, actor, reason)
             self._append_puts(p, head, at, [(puts, nsids, actor, reason)])
-            return cast(dict[Namespace, bytes], nsids)
+            return cast(dict[Namespace, bytes], nsids), seqs
 
         if meta is not None:  # not merged with concurrent puts: its meta event comes first
-            cache.update(self._commit(write))
+            nsids, seqs = self._commit(write)
         elif self.group is None:
-            cache.update(self.store.write(write))
+            nsids, seqs = self.store.write(write)
         else:
             data: _PutCall = (puts, actor, reason)
-            cache.update(self.group.run(write, merge=(self._merge_puts, data)))
-        return len(puts.ids)
+            nsids, seqs = self.group.run(write, merge=(self._merge_puts, data))
+        cache.update(nsids)
+        return seqs
 
     def put_batches(
         self,
@@ -493,8 +499,10 @@ class EventLog:
         in ONE write transaction: all or nothing, also when the process is killed or interrupted
         (Ctrl-C aborts the transaction). ``batches`` is iterated inside the transaction, once per
         attempt (a full map is grown and the transaction run again), so it must be re-iterable; an
-        exception it raises aborts everything. Only one batch is prepared at a time; LMDB keeps the
-        transaction's dirty pages in memory up to its limit, then spills them to the file. Raises
+        exception it raises aborts everything. Only one batch is prepared at a time, but LMDB keeps
+        every page the transaction writes in memory until the commit (it spills them to the file
+        only past 131,072 dirty pages or runs of pages, a value longer than a page being one run
+        whatever its size): memory grows with what is written, about the growth of the data file. Raises
         :class:`DuplicateRecord` if an id is live in its namespace or repeats in the batches."""
         cache = self._nsids
         meta_event = None if meta is None else (meta[0], meta[1], encode_meta_payload(meta[2]))
@@ -645,7 +653,8 @@ class EventLog:
         """Several put calls of one group commit in one go (the merger :meth:`put` offers): each is
         checked against the store and the calls accepted before it; the accepted ones are appended
         in order under one recorded time. A refused call writes nothing (not even its namespace)
-        and gets the error it would have raised alone."""
+        and gets the error it would have raised alone; an accepted one gets its namespace ids and
+        the seqs of its events."""
         p = Projections(txn, self._dbs)
         head = p.head()
         at = head.next_at()
@@ -653,6 +662,7 @@ class EventLog:
         taken: _Taken = {}
         accepted = []
         outcomes: list[tuple[Any, BaseException | None]] = []
+        seq = head.seq + 1
         for puts, actor, reason in calls:
             nsids = {ns: cache.get(ns) or p.nsid(c) for ns, c in puts.canon.items()}
             error = self._conflict(p, puts, nsids, taken)
@@ -663,7 +673,8 @@ class EventLog:
                 if nsids[ns] is None:
                     nsids[ns] = p.intern(c)
             accepted.append((puts, nsids, actor, reason))
-            outcomes.append((nsids, None))
+            outcomes.append(((nsids, range(seq, seq + len(puts.ids))), None))
+            seq += len(puts.ids)
         if accepted:
             self._append_puts(p, head, at, accepted)
         return outcomes
@@ -675,16 +686,17 @@ class EventLog:
         *,
         actor: str | None = None,
         reason: str | None = None,
-    ) -> tuple[list[str], list[str]]:
-        """Append one delete event per live id; returns ``(deleted, missing)`` in the order of ``ids``
-        (which must hold no repeats)."""
+    ) -> tuple[list[str], list[str], range]:
+        """Append one delete event per live id; returns ``(deleted, missing, seqs)``: the ids in the
+        order of ``ids`` (which must hold no repeats) and the seqs of the events, one per deleted
+        id in its order."""
         canonical = ns_bytes(namespace)
 
-        def write(txn: Any) -> tuple[list[str], list[str]]:
+        def write(txn: Any) -> tuple[list[str], list[str], range]:
             p = Projections(txn, self._dbs)
             nsid = p.nsid(canonical)
             if nsid is None:
-                return [], list(ids)
+                return [], list(ids), range(0)
             found: list[tuple[str, bytes]] = []
             missing: list[str] = []
             for record_id in ids:
@@ -695,7 +707,7 @@ class EventLog:
                 else:
                     found.append((record_id, idk))
             if not found:
-                return [], missing
+                return [], missing, range(0)
             head = p.head()
             at = head.next_at()
             seq, h = head.seq, head.hash
@@ -707,7 +719,7 @@ class EventLog:
                 p.append(seq, frame)
                 p.delete(seq, nsid, idk)
             p.set_head(Head(seq, at, h))
-            return [record_id for record_id, _ in found], missing
+            return [record_id for record_id, _ in found], missing, range(head.seq + 1, seq + 1)
 
         return self._commit(write)
 
@@ -719,13 +731,13 @@ class EventLog:
         *,
         actor: str | None = None,
         reason: str | None = None,
-    ) -> None:
-        """Append one meta event setting ``key`` to the JSON value ``value``."""
+    ) -> int:
+        """Append one meta event setting ``key`` to the JSON value ``value``; returns its seq."""
         canonical = ns_bytes(namespace)
         payload = encode_meta_payload(value)
         mk = name_key(key)
 
-        def write(txn: Any) -> bytes:
+        def write(txn: Any) -> tuple[bytes, int]:
             p = Projections(txn, self._dbs)
             nsid = p.intern(canonical)
             head = p.head()
@@ -737,9 +749,10 @@ class EventLog:
             p.append(seq, frame)
             p.meta(seq, nsid, mk)
             p.set_head(Head(seq, at, h))
-            return nsid
+            return nsid, seq
 
-        self._nsids[namespace] = self._commit(write)
+        self._nsids[namespace], seq = self._commit(write)
+        return seq
 
     def feedback(
         self,
@@ -983,8 +996,9 @@ class EventLog:
 
         return self._commit(write)
 
-    def op_result(self, namespace: Namespace, op_id: str) -> tuple[str, dict[str, Any]] | None:
-        """``(request digest, result map)`` recorded for ``op_id`` in ``namespace``, or None."""
+    def op_result(self, namespace: Namespace, op_id: str) -> tuple[str, dict[str, Any], int] | None:
+        """``(request digest, result map, seq of the op event)`` recorded for ``op_id`` in
+        ``namespace``, or None."""
         with self.store.read() as txn:
             p = Projections(txn, self._dbs)
             nsid = self._nsid(p, namespace)

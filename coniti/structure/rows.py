@@ -270,6 +270,9 @@ class SortedRows:
         return self._pos
 
     def _unpack(self) -> None:
+        """Decode the packed ids into ``ids`` and ``pos``, pairing each main row's id with its
+        ``alive``: call it (through :meth:`_unpacked`) before any main row moves, or ids and
+        liveness of different rows are paired."""
         assert self._packed is not None
         ids = self._packed.tolist()
         live = np.flatnonzero(self.alive[: len(ids)])
@@ -279,6 +282,12 @@ class SortedRows:
         self._pos = pos
         self._ids = ids
         self._packed = None
+
+    def _unpacked(self) -> None:
+        """Decode packed ids now, if still packed: what a merge or compaction does before it moves
+        a row."""
+        if self._packed is not None:
+            self._unpack()
 
     def id_at(self, row: int) -> str:
         """The id of main row ``row``."""
@@ -497,6 +506,7 @@ class SortedRows:
         if not m:
             return
         self._own()  # first: a block that fails its check leaves the rows as they were
+        self._unpacked()  # before a row moves: the ids pair with the rows' liveness as it is now
         buf = self.buffer
         b_vecs, b_times = buf.view()
         order = np.argsort(b_times, kind="stable")
@@ -544,6 +554,7 @@ class SortedRows:
         if not self.purged:
             return
         self._own()
+        self._unpacked()  # before a row moves (see merge)
         keep_all = self.died[:n] > self.born[:n]
         first = int(np.argmin(keep_all))
         write = first

@@ -53,6 +53,7 @@ each is a small class with no ``Test`` prefix, so pytest collects nothing until 
 ``WriteTests``             ``write``: upsert, patch (RFC 7386), delete, expectations, op ids; expiry
 ``PayloadTests``           records without a vector and blobs: every read, the memory file, writes, the past
 ``FeedbackTests``          ``feedback``: weights summed per id and namespace, live ids only, or refused
+``WrittenTests``           write results carry the versions reads show and, with a feed, their seqs
 =========================  ======================================================================
 
 Capabilities where backends may differ are class attributes you declare; the suite never detects them:
@@ -109,6 +110,7 @@ from coniti.testing.put import PutTests
 from coniti.testing.requests import RequestTypeTests
 from coniti.testing.scan import ScanTests
 from coniti.testing.write import WriteTests
+from coniti.testing.written import WrittenTests
 
 __all__ = [
     "AsyncTests",
@@ -140,6 +142,7 @@ __all__ = [
     "RollbackTests",
     "ScanTests",
     "WriteTests",
+    "WrittenTests",
 ]
 
 
@@ -170,5 +173,6 @@ class MemoryBackendTests(
     WriteTests,
     PayloadTests,
     FeedbackTests,
+    WrittenTests,
 ):
     """Every conformance mixin. Subclass it with a ``backend_factory`` fixture (see the module doc)."""

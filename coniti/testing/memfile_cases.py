@@ -130,6 +130,10 @@ BAD_FILES: dict[str, str | bytes] = {
                            '"namespace": [], "created_at": "2026-10-30T09:24:42Z", "count": 0}'),
     "overflow-in-vector": _with("vector", "[1e999, 1.0]"),
     "overflow-timestamp": _with("note.timestamp", "1e400"),
+    # times past the horizon, years 1 to 9999 UTC (coniti.times)
+    "timestamp-in-year-10000": _with("note.timestamp", "253402300800.0"),
+    "timestamp-before-year-1": _with("note.timestamp", "-62135596801"),
+    "expires-at-in-year-273792727": jsonl(header(1), {**rec("a"), "expires_at": 8639999999913600.0}),
     "overflow-in-metadata": _with("note.metadata.m", "-1e999"),
     "overflow-float32-vector": jsonl(header(1), {**rec("a"), "vector": [1e39], "dtype": "float32"}),
     "integer-beyond-64-bits-in-metadata": _with("note.metadata.m", str(2**70)),

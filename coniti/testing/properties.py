@@ -18,6 +18,7 @@ from coniti.actor import Note, TimeRange
 from coniti.memory import MemoryRecord, MetaSetRequest
 from coniti.testing.fixtures import BackendFactory, BackendFixtures
 from coniti.testing.helpers import exact, ids, pages, put, record, scan_all
+from coniti.times import MAX_TIME, MIN_TIME
 
 __all__ = ["PropertyTests"]
 
@@ -40,6 +41,8 @@ batches = st.lists(st.lists(timestamps, min_size=1, max_size=6), min_size=1, max
 bounds = st.one_of(st.none(), timestamps)
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
+stored_times = st.floats(MIN_TIME, MAX_TIME, exclude_max=True)
+"""Every time a note or an expiry may hold: years 1 to 9999 UTC (:mod:`coniti.times`)."""
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | finite | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
@@ -56,13 +59,13 @@ VECTOR_ELEMENTS = [
 
 @st.composite
 def memory_records(draw: st.DrawFn, record_id: str) -> MemoryRecord:
-    """A record with any text, any finite timestamp, JSON metadata and a float16/32/64 vector."""
+    """A record with any text, any timestamp of the horizon, JSON metadata and a float16/32/64 vector."""
     dtype, elements = draw(st.sampled_from(VECTOR_ELEMENTS))
     vector = draw(hnp.arrays(np.dtype(dtype), st.integers(1, 6), elements=elements))
     note = Note(
         id=record_id,
         text=draw(st.text(max_size=20)),
-        timestamp=draw(finite),
+        timestamp=draw(stored_times),
         metadata=draw(st.dictionaries(st.text(max_size=6), json_values, max_size=4)),
     )
     embedding_id = draw(st.none() | st.sampled_from(["emb-1", "emb-2"]))

@@ -295,6 +295,15 @@ def test_a_ttl_is_conitis_expiry_hidden_from_every_read(clock: Clock) -> None:
     assert store.get(("a",), "k") is None
 
 
+def test_a_ttl_whose_expiry_would_pass_year_9999_is_refused(clock: Clock) -> None:
+    """A put whose ttl puts now + 2 ttl (the expiry a refresh writes) after year 9999 raises
+    ContractError naming the ttl, and nothing is stored."""
+    store = ConitiStore(InMemoryBackend(clock=clock), clock=clock)
+    with pytest.raises(ContractError, match=r"ops\[0\]\.ttl: .* ends after year 9999 UTC"):
+        store.put(("a",), "k", {"v": 1}, ttl=1e15)
+    assert store.get(("a",), "k") is None
+
+
 def test_refreshing_reads_write_at_most_one_event_per_ttl(clock: Clock) -> None:
     """Reads that refresh an item's ttl write nothing while the new deadline fits under the expiry
     in the log; the one that would outlive it patches the expiry to now + 2 ttl, once."""

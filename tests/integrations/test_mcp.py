@@ -200,6 +200,19 @@ async def test_remember_with_an_op_id_is_idempotent(store: Path) -> None:
     assert retry == first and before == after
 
 
+async def test_a_retried_update_of_the_text_with_an_op_id_replays(store: Path) -> None:
+    """update with a new text and an op_id, sent twice: the retry is replayed, writes nothing, and
+    reports the first call's version."""
+    call = {"id": "a", "text": "Ada drinks coffee", "reason": "r", "op_id": "run-1/step-2"}
+    async with connect(store) as client:
+        await remember(client, "a", "Ada drinks tea")
+        first = await ok(client, "update", call)
+        before = (await ok(client, "changes", {}))["head"]
+        retry = await ok(client, "update", call)
+        after = (await ok(client, "changes", {}))["head"]
+    assert retry == {**first, "replayed": True} and not first["replayed"] and before == after
+
+
 async def test_an_op_id_reused_for_other_text_is_a_conflict(store: Path) -> None:
     """remember with an op_id already used for another note is a tool error naming the op id."""
     async with connect(store) as client:
@@ -519,8 +532,11 @@ async def test_an_unknown_argument_is_refused_by_name(store: Path) -> None:
         ({"query": "x", "as_of": 99}, "as_of: must be between 0 and the head"),
         ({"query": "x", "namespace": [""]}, "namespace.0: "),
         ({"query": 5}, "query: "),
+        ({"query": "x", "k": "5"}, "k: input should be a valid integer (got \"5\")"),
+        ({"query": "x", "k": 5.0}, "k: input should be a valid integer (got 5.0)"),
     ],
-    ids=["k", "filter", "start", "start-type", "as_of-text", "as_of-beyond", "namespace-part", "query-type"],
+    ids=["k", "filter", "start", "start-type", "as_of-text", "as_of-beyond", "namespace-part", "query-type",
+         "k-string", "k-float"],
 )
 async def test_bad_input_is_a_tool_error_naming_the_argument(
     store: Path, arguments: dict[str, Any], expected: str
@@ -529,6 +545,42 @@ async def test_bad_input_is_a_tool_error_naming_the_argument(
     async with connect(store) as client:
         message = await refused(client, "recall", arguments)
     assert expected in message and "errors.pydantic.dev" not in message and "\n" not in message
+
+
+async def test_a_query_past_the_engine_limit_is_a_tool_error(store: Path) -> None:
+    """recall with a query one character longer than the engine's max_query_chars is a tool error
+    naming the query text and the limit."""
+    async with connect(store) as client:
+        message = await refused(client, "recall", {"query": "x" * 100_001})
+    assert "query text is 100,001 characters, more than max_query_chars (100,000)" in message
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("remember", {"text": "x", "timestamp": 1e20}),
+        ("remember", {"text": "x", "timestamp": "9999-12-31T23:30:00-01:00"}),
+        ("update", {"id": "a", "timestamp": -1e11}),
+    ],
+    ids=["remember-seconds", "remember-iso", "update-before-year-1"],
+)
+async def test_a_time_outside_years_1_to_9999_is_a_tool_error(
+    store: Path, tool: str, arguments: dict[str, Any]
+) -> None:
+    """A note time past the horizon is a tool error naming timestamp, and nothing is written."""
+    async with connect(store) as client:
+        await remember(client, "a", "Ada drinks tea")
+        before = (await ok(client, "changes", {}))["head"]
+        message = await refused(client, tool, {**arguments, "reason": "r"})
+        after = (await ok(client, "changes", {}))["head"]
+    assert "timestamp: " in message and "is outside years 1 to 9999 (UTC)" in message and before == after
+
+
+async def test_changes_refuses_a_limit_given_as_a_string(store: Path) -> None:
+    """changes with limit "5" is a tool error naming limit: numbers are numbers, as for k."""
+    async with connect(store) as client:
+        message = await refused(client, "changes", {"limit": "5"})
+    assert "limit: input should be a valid integer" in message
 
 
 async def test_a_missing_argument_is_named(store: Path) -> None:

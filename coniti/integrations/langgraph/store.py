@@ -40,7 +40,8 @@ Contracts:
   the expiry in the log does the read append one event, a patch of the expiry to ``now + 120 m``, so
   a continuously read item costs at most one event per ttl, whatever the number of reads. Leases are
   per instance and are not history: another process, or this one after a restart, sees the item
-  until the expiry in the log (never less than its lease). :meth:`~ConitiStore.sweep_ttl` deletes the
+  until the expiry in the log (never less than its lease). A ttl whose ``now + 120 m`` falls after
+  year 9999 UTC (the horizon of :mod:`coniti.times`) is refused. :meth:`~ConitiStore.sweep_ttl` deletes the
   items whose lease passed, then runs the backend's sweep; both write deletes stamped ``coniti-ttl``
   / ``expired`` on a :class:`~coniti.impl.log.LogBackend`.
 * **Threads**: an instance is thread-safe as its backend is; ``abatch`` embeds on the event loop
@@ -114,6 +115,7 @@ from coniti.structure.scoring import (
     select_candidates,
     unit_rows,
 )
+from coniti.times import in_horizon
 
 __all__ = ["ConitiStore"]
 
@@ -411,6 +413,11 @@ class ConitiStore(BaseStore):
             isinstance(op.ttl, bool) or not isinstance(op.ttl, int | float) or not math.isfinite(op.ttl) or op.ttl < 0
         ):
             raise ContractError(f"ops[{i}].ttl must be a non-negative number of minutes or None, got {op.ttl!r}")
+        if op.ttl is not None and not in_horizon(self._clock() + 120.0 * op.ttl):
+            raise ContractError(
+                f"ops[{i}].ttl: {op.ttl!r} minutes from now (twice that once refreshed) ends after "
+                "year 9999 UTC, the latest expiry coniti stores"
+            )
         texts: list[str] = []
         if self._index is not None and op.index is not False:
             texts = self._index.texts(value, None if op.index is None else list(op.index))
