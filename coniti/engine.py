@@ -658,14 +658,23 @@ class ContinuityEngine:
         self, query: Query, ns: tuple[str, ...], scope: tuple[str, ...] | None,
         vector: np.ndarray | None,
     ) -> Answer:
-        """The body of :meth:`ask`, under the lock, the question embedded. Hybrid's keyword side
-        reads the question without its function words (:func:`coniti.keyword.question_text`); the
-        keyword strategy searches the text as written."""
+        """The body of :meth:`ask`, under the lock, the question embedded. Hybrid with
+        ``Fusion(method="auto")`` fuses by score when a namespace asked holds conversation turns
+        (:attr:`coniti.keyword.KeywordIndex.threaded`), else by rank; fusing by score, its keyword
+        side reads the question without its function words (:func:`coniti.keyword.question_text`).
+        The keyword strategy searches the text as written."""
         pool = self._pool(query)
         spaces = [ns] if scope is None else self.memory.namespaces(scope)
         asked = query
-        if query.text is not None and query.resolved_strategy == "hybrid":
-            asked = query.model_copy(update={"text": question_text(query.text)})
+        if query.resolved_strategy == "hybrid":
+            fusion = query.fusion or Fusion()
+            if fusion.method == "auto":  # by score over conversation turns, by rank over plain notes
+                turns = any(self._space(n).keyword.threaded for n in spaces)
+                fusion = fusion.model_copy(update={"method": "score" if turns else "rank"})
+            update: dict[str, Any] = {"fusion": fusion}
+            if query.text is not None and fusion.method == "score":
+                update["text"] = question_text(query.text)
+            asked = query.model_copy(update=update)
         corpus = self._corpus(spaces, asked.text)
         if query.resolved_strategy == "hybrid":
             found = self._hybrid(spaces, asked, vector, pool, corpus, query.text)

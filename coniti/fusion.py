@@ -22,8 +22,9 @@ counts like a perfect match on one more side of weight ``feedback_w``.
 named), :func:`supersede` prefers the newer of two notes that answer it: among the first
 :data:`SUPERSEDE_DEPTH` candidates, an older note whose vector has a cosine of at least
 ``supersede_similarity`` with a newer one's (the two say much the same thing) and whose fused score
-exceeds the newer one's by at most ``supersede`` is moved just below it. Chosen on the labelled
-pairs of ``tools/data/superseded/`` (``tools/bench_superseded.py``).
+exceeds the newer one's by at most the share ``supersede`` of the newer one's (``older - newer <=
+supersede * |newer|``: the same rule for scores and for reciprocal ranks) is moved just below it.
+Chosen on the labelled pairs of ``tools/data/superseded/`` (``tools/bench_superseded.py``).
 
 **Reciprocal-rank fusion.** Each ranking (a list of ids, best first) gives the id at 1-based rank
 ``r`` the share ``weight / (k + r)``; an id's fused score is the sum of its shares over the rankings
@@ -56,7 +57,7 @@ import pydantic
 
 from coniti.contracts import Contract
 
-__all__ = ["RANKINGS", "SIGNALS", "SUPERSEDE_DEPTH", "Fusion", "fuse", "fuse_scores", "mmr", "order_key", "supersede"]
+__all__ = ["DEFAULT_WEIGHTS", "RANKINGS", "SIGNALS", "SUPERSEDE_DEPTH", "Fusion", "fuse", "fuse_scores", "mmr", "order_key", "supersede"]
 
 K = TypeVar("K", str, tuple[str, tuple[str, ...]])
 """What fusion ranks: note ids, or (id, namespace) pairs across namespaces (ordered by id, then
@@ -68,14 +69,22 @@ RANKINGS = ("semantic", "keyword", "recency")
 SIGNALS = ("semantic", "keyword", "date", "recency", "feedback")
 """The signals score fusion adds up, in this order."""
 
+DEFAULT_WEIGHTS = {"rank": {"semantic": 1.0, "keyword": 1.0}, "score": {"semantic": 0.8, "keyword": 1.0}}
+"""The ``semantic`` and ``keyword`` weights of each method when :class:`Fusion` leaves them None:
+rank fusion's as before score fusion came; score fusion's chosen by cross-validation on LoCoMo."""
+
 SUPERSEDE_DEPTH = 10
 """How many of the first candidates :func:`supersede` compares."""
 
 
 class Fusion(Contract):
-    """How hybrid recall fuses: ``method`` ``"score"`` (the default: :func:`fuse_scores`) or
-    ``"rank"`` (reciprocal-rank fusion, :func:`fuse`, with the constant ``k``); a weight per
-    signal: ``semantic``, ``keyword``, ``recency`` (by timestamp, newest first), ``date`` (score
+    """How hybrid recall fuses: ``method`` ``"score"`` (:func:`fuse_scores`), ``"rank"``
+    (reciprocal-rank fusion, :func:`fuse`, with the constant ``k``) or ``"auto"`` (the default: by
+    score when a namespace asked holds conversation turns, notes with a thread, by rank over plain
+    notes: on the labelled recall set of plain notes rank fusion ranks better, on LoCoMo's
+    conversations score fusion does; README, Recall quality); a weight per
+    signal: ``semantic``, ``keyword`` (None, the default: the method's, :data:`DEFAULT_WEIGHTS`),
+    ``recency`` (by timestamp, newest first), ``date`` (score
     fusion only: the note falls in a time the question names), ``feedback`` (0: feedback does not
     move hybrid results); 0 leaves a signal out. ``keyword_scale``: the least share of the
     question's BM25 ceiling that counts as a full keyword match (:func:`fuse_scores`). ``supersede`` and ``supersede_similarity``: the
@@ -92,16 +101,18 @@ class Fusion(Contract):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    method: Literal["score", "rank"] = "score"
+    method: Literal["auto", "score", "rank"] = "auto"
     k: int = pydantic.Field(default=60, ge=1, le=1_000_000, strict=True)
-    semantic: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
-    keyword: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
+    semantic: float | None = pydantic.Field(default=None, ge=0.0, allow_inf_nan=False)
+    keyword: float | None = pydantic.Field(default=None, ge=0.0, allow_inf_nan=False)
     recency: float = pydantic.Field(default=0.0, ge=0.0, allow_inf_nan=False)
-    date: float = pydantic.Field(default=0.2, ge=0.0, allow_inf_nan=False)
+    date: float = pydantic.Field(default=0.6, ge=0.0, allow_inf_nan=False)
     feedback: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
     keyword_floor: float = pydantic.Field(default=0.15, ge=0.0, le=1.0, allow_inf_nan=False)
     keyword_scale: float = pydantic.Field(default=0.2, ge=0.0, le=1.0, allow_inf_nan=False)
     supersede: float = pydantic.Field(default=0.3, ge=0.0, allow_inf_nan=False)
+    """The largest share of the newer note's score by which an older one may lead it and still be
+    moved below it (:func:`supersede`)."""
     supersede_similarity: float = pydantic.Field(default=0.7, ge=-1.0, le=1.0, allow_inf_nan=False)
 
     @pydantic.field_validator(
@@ -110,13 +121,20 @@ class Fusion(Contract):
     )  # fmt: skip
     @classmethod
     def _number(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        if value is None and info.field_name in ("semantic", "keyword"):
+            return value
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"{info.field_name} must be a number, got {type(value).__name__}")
         return value
 
-    def weight(self, ranking: str) -> float:
-        """The weight of one of :data:`RANKINGS`."""
-        return float(getattr(self, ranking))
+    def weight(self, ranking: str, method: str = "rank") -> float:
+        """The weight of one of :data:`RANKINGS` (or ``date``/``feedback``) when fusing by
+        ``method``: ``semantic`` and ``keyword`` left None take that method's default
+        (:data:`DEFAULT_WEIGHTS`)."""
+        value = getattr(self, ranking)
+        if value is None:
+            return DEFAULT_WEIGHTS["rank" if method == "rank" else "score"][ranking]
+        return float(value)
 
 
 def order_key(score: float, timestamp: float, id_: K) -> tuple[float, float, K]:
@@ -175,7 +193,8 @@ def fuse_scores(
     timestamp; ``ceiling`` the question's BM25 ceiling. Returns ``(id, fused score)`` for every
     candidate in the module's total order."""
     params = fusion or Fusion()
-    total = params.semantic + params.keyword
+    semantic, keyword = params.weight("semantic", "score"), params.weight("keyword", "score")
+    total = semantic + keyword
     scale = 1.0 / total if total > 0 else 1.0
     best = max((float(s.get("keyword", 0.0)) for s in signals.values()), default=0.0)
     if best > 0:
@@ -188,8 +207,8 @@ def fuse_scores(
     out: list[tuple[K, float]] = []
     for id_, held in signals.items():
         parts = [
-            params.semantic * float(held.get("semantic", 0.0)),
-            params.keyword * (float(held.get("keyword", 0.0)) / best if best > 0 else 0.0),
+            semantic * float(held.get("semantic", 0.0)),
+            keyword * (float(held.get("keyword", 0.0)) / best if best > 0 else 0.0),
             params.date * float(held.get("date", 0.0)),
             params.recency * recency.get(id_, 0.0),
             params.feedback * float(held.get("feedback", 0.0)),
@@ -221,7 +240,7 @@ def supersede(
         for older in head:
             if (
                 times[older] < times[newer]
-                and scores[newer] <= scores[older] <= scores[newer] + params.supersede
+                and scores[newer] <= scores[older] <= scores[newer] + params.supersede * abs(scores[newer])
                 and float(unit[older] @ unit[newer]) >= params.supersede_similarity
             ):
                 scores[older] = math.nextafter(scores[newer], -math.inf)

@@ -32,7 +32,7 @@ import numpy as np
 from coniti.actor import Query
 from coniti.dates import QuestionTime
 from coniti.fusion import SUPERSEDE_DEPTH, Fusion, fuse, fuse_scores, supersede
-from coniti.keyword import Corpus, KeywordIndex
+from coniti.keyword import Corpus, KeywordIndex, thread_of
 from coniti.passages import note_hits
 from coniti.recall import Hit, trusted_signals
 from coniti.strategy import Strategy, StrategyContext
@@ -134,11 +134,14 @@ def fuse_hits(
     namespace asked, filters applied, their semantic and keyword signals filled in) fused with the
     query's :class:`~coniti.fusion.Fusion` and each namespace's feedback weights (``feedback(ns)``):
     by score (:func:`coniti.fusion.fuse_scores`; ``question``: the times the question names, for
-    the ``date`` signal, and whether it asks about the present, for :func:`coniti.fusion.supersede`;
-    ``ceiling``: the question's BM25 ceiling) or by rank (:func:`coniti.fusion.fuse`). Returns hits scored by the fused
+    the ``date`` signal; ``ceiling``: the question's BM25 ceiling) or by rank
+    (:func:`coniti.fusion.fuse`), ``auto`` choosing score when a candidate is a conversation turn
+    (:func:`coniti.keyword.thread_of`); then, for a question about the present,
+    :func:`coniti.fusion.supersede`. Returns hits scored by the fused
     score, with their signals merged, in the fusion's total order (an exact tie in score and time:
     the smaller id, then the smaller namespace). ``query.min_score`` applies to the fused score."""
     fusion = query.fusion or Fusion()
+    method = fusion.method
     found: dict[Key, tuple[Hit, np.ndarray]] = {}
     for hit, vector in (*semantic, *lexical):
         found.setdefault((hit.note.id, hit.namespace), (hit, vector))
@@ -156,7 +159,9 @@ def fuse_hits(
                 if (id_, ns) in found:
                     weights[(id_, ns)] = w
     dated: dict[Key, float] = {}
-    if question is not None and question.mentions and fusion.date and found:
+    if method == "auto":
+        method = "score" if any(thread_of(h.note.metadata) is not None for h, _ in found.values()) else "rank"
+    if question is not None and question.mentions and fusion.date and found and method == "score":
         keys = list(found)
         hits = question.matches(np.array([times[key] for key in keys], dtype=np.float64))
         dated = {key: 1.0 for key, hit in zip(keys, hits.tolist(), strict=True) if hit}
@@ -165,7 +170,7 @@ def fuse_hits(
         for r, key in enumerate(keys_, start=1):
             ranks.setdefault(key, {})[name] = r
     moved: dict[Key, Key] = {}
-    if fusion.method == "rank":
+    if method == "rank":
         fused = [(key, score) for key, score, _ in fuse(rankings, times, fusion=fusion, feedback=weights)]
     else:
         signals: dict[Key, dict[str, float]] = {}
@@ -178,10 +183,10 @@ def fuse_hits(
                 "feedback": float(weights.get(key, 0.0)),
             }
         fused = fuse_scores(signals, times, fusion=fusion, ceiling=ceiling)
-        if question is not None and question.present and not question.mentions:
-            head = [key for key, _ in fused[:SUPERSEDE_DEPTH]]
-            unit = dict(zip(head, unit_rows(np.stack([found[key][1] for key in head])), strict=True)) if head else {}
-            fused, moved = supersede(fused, times, unit, fusion=fusion)
+    if question is not None and question.present and not question.mentions and fused:
+        head = [key for key, _ in fused[:SUPERSEDE_DEPTH]]
+        unit = dict(zip(head, unit_rows(np.stack([found[key][1] for key in head])), strict=True))
+        fused, moved = supersede(fused, times, unit, fusion=fusion)
     newest = max(times.values(), default=0.0)
     out = []
     for key, score in fused:
@@ -198,9 +203,9 @@ def fuse_hits(
             "ranks": ranks.get(key, {}),
             "fused": score,
         }
-        if fusion.method == "score":
+        if method == "score":
             values["date"] = dated.get(key, 0.0)
-            if key in moved:
-                values["superseded_by"] = moved[key][0]
+        if key in moved:
+            values["superseded_by"] = moved[key][0]
         out.append((_hit({**hit.__dict__, "score": score, "signals": trusted_signals(values)}), vector))
     return out

@@ -236,8 +236,8 @@ class KeywordIndex:
         *,
         k1: float = 1.2,
         b: float = 0.75,
-        context_before: int = 2,
-        context_after: int = 1,
+        context_before: int = 3,
+        context_after: int = 2,
         context_weight: float = 0.5,
     ) -> None:
         self.k1 = _check_param("k1", k1, 0.0, None)
@@ -405,6 +405,11 @@ class KeywordIndex:
         for term in list(self._packed_terms):
             self._thaw(term)
         self._packed_postings = None
+
+    @property
+    def threaded(self) -> bool:
+        """Whether some row (live or ended) belongs to a thread: the index holds conversation turns."""
+        return self._threaded > 0
 
     @property
     def rows(self) -> int:
