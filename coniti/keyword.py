@@ -201,11 +201,15 @@ class Corpus:
 
 @dataclass(frozen=True, slots=True)
 class _Windows:
-    """The conversation windows of the visible rows: ``pairs`` holds, per context offset, the rows
-    ``j`` and the row ``r`` at that offset in ``j``'s thread (``r`` is in ``j``'s window);
-    ``length`` is every row's window length; ``total`` the visible rows' sum of it."""
+    """The conversation windows of the visible rows: ``order`` holds the threaded visible rows
+    sorted by thread, then time, then row, ``thread`` their threads, ``position`` every row's place
+    in ``order`` (-1: none), ``offsets`` the places a window reaches (before: negative), ``length``
+    every row's window length and ``total`` the visible rows' sum of it."""
 
-    pairs: list[tuple[np.ndarray, np.ndarray]]
+    order: np.ndarray
+    thread: np.ndarray
+    position: np.ndarray
+    offsets: tuple[int, ...]
     length: np.ndarray
     total: float
 
@@ -688,28 +692,45 @@ class KeywordIndex:
                 thread = threads[order]
                 lengths = np.frombuffer(self._length, dtype=np.int_).astype(np.float64)
                 window = lengths.copy()
-                pairs = []
                 for shift in offsets:  # the row ``shift`` places from each row in its thread
                     if shift < 0:
                         j, r, same = order[-shift:], order[:shift], thread[-shift:] == thread[:shift]
                     else:
                         j, r, same = order[:-shift], order[shift:], thread[:-shift] == thread[shift:]
-                    j, r = j[same], r[same]
-                    window[j] += self.context_weight * lengths[r]  # j: distinct within a shift
-                    pairs.append((j, r))
-                windows = _Windows(pairs, window, float(window[visible].sum()))
+                    window[j[same]] += self.context_weight * lengths[r[same]]  # j: distinct within a shift
+                position = np.full(len(self._ids), -1, dtype=np.int64)
+                position[order] = np.arange(len(order))
+                windows = _Windows(order, thread, position, tuple(offsets), window, float(window[visible].sum()))
         self._windows = (key, windows)
         return windows
 
-    def _window_tf(self, held: np.ndarray, tfs: np.ndarray, keep: np.ndarray, windows: _Windows) -> np.ndarray:
-        """The window term frequency of every row for a term held by the visible rows
-        ``held[keep]`` with frequencies ``tfs[keep]``."""
-        own = np.zeros(len(self._ids), dtype=np.float64)
-        own[held[keep]] = tfs[keep]
-        out = own.copy()
-        for j, r in windows.pairs:
-            out[j] += self.context_weight * own[r]
-        return out
+    def _window_tf(
+        self, held: np.ndarray, tfs: np.ndarray, keep: np.ndarray, windows: _Windows
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rows whose window holds a term held by the visible rows ``held[keep]`` (frequencies
+        ``tfs[keep]``), ascending, and their window term frequencies: O(rows holding it x window
+        + rows of the index)."""
+        rows = held[keep]
+        values = tfs[keep].astype(np.float64)
+        targets, weights = [rows], [values]
+        place = windows.position[rows]
+        threaded = place >= 0
+        place, weight = place[threaded], values[threaded] * self.context_weight
+        count = len(windows.order)
+        for shift in windows.offsets:  # the row at ``place`` is in the window of the row at place - shift
+            other = place - shift
+            inside = (other >= 0) & (other < count)
+            other, here, share = other[inside], place[inside], weight[inside]
+            same = windows.thread[other] == windows.thread[here]
+            targets.append(windows.order[other[same]])
+            weights.append(share[same])
+        every, shares = np.concatenate(targets), np.concatenate(weights)
+        if len(every) * 16 < len(self._ids):  # few: sort them; many: count over every row
+            found, inverse = np.unique(every, return_inverse=True)
+            return found, np.bincount(inverse, weights=shares, minlength=len(found))
+        dense = np.bincount(every, weights=shares, minlength=len(self._ids))
+        found = np.flatnonzero(dense)
+        return found, dense[found]
 
     def corpus(self, text: str, *, as_of: int | None = None) -> Corpus:
         """This index's statistics for the terms of ``text`` (rows visible now, or as of
@@ -724,8 +745,7 @@ class KeywordIndex:
                     df[term] = int(np.count_nonzero(visible[posting[0]]))
                 else:
                     held, tfs = posting
-                    wtf = self._window_tf(held, tfs, visible[held], windows)
-                    df[term] = int(np.count_nonzero((wtf > 0) & visible))
+                    df[term] = len(self._window_tf(held, tfs, visible[held], windows)[0])
         return Corpus(own, total if windows is None else windows.total, df)
 
     def ceiling(self, text: str, *, as_of: int | None = None, corpus: Corpus | None = None) -> float:
@@ -822,18 +842,20 @@ class KeywordIndex:
             keep = visible[held]
             if not keep.any():
                 continue
-            wtf = self._window_tf(held, held_tfs, keep, windows)
-            has = (wtf > 0) & visible
-            df = int(np.count_nonzero(has))
+            found, wtf = self._window_tf(held, held_tfs, keep, windows)
+            df = len(found)
             if corpus is not None:
                 df = corpus.df.get(term, df)
             idf = math.log(1.0 + (n_visible - df + 0.5) / (df + 0.5))
             if rows is None:
-                target = at = np.flatnonzero(has if only is None else has & only)
+                inside = slice(None) if only is None else only[found]
+                target = at = found[inside]
+                tfs = wtf[inside]
             else:
-                target = np.flatnonzero(has[rows])
+                place = np.minimum(np.searchsorted(found, rows), len(found) - 1)
+                target = np.flatnonzero(found[place] == rows)
                 at = rows[target]
-            tfs = wtf[at]
+                tfs = wtf[place[target]]
             norm = k1 * (1.0 - b + b * windows.length[at] / avgdl) if avgdl > 0 else k1 * (1.0 - b)
             scores[target] += idf * tfs * (k1 + 1.0) / (tfs + norm)
             matched[target] = True
