@@ -68,7 +68,7 @@ import re
 import time
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -112,6 +112,8 @@ NO_SPACE = (
 
 _SPLIT = re.compile(f"([{NO_SPACE}]+)")
 _STATE_VERSION = 1
+_WINDOW_TERMS = 256
+"""Terms whose window frequencies an index keeps (then it starts again)."""
 _PENDING_LIMIT = 1 << 20
 """Pending posting entries (term, row) beyond which an add moves them into the postings (at most
 about 24 MiB of pending arrays)."""
@@ -212,6 +214,8 @@ class _Windows:
     offsets: tuple[int, ...]
     length: np.ndarray
     total: float
+    terms: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    """Window term frequencies already worked out, by term (:meth:`KeywordIndex._window_tf`)."""
 
 
 def _check_count(name: str, value: Any) -> int:
@@ -705,11 +709,24 @@ class KeywordIndex:
         return windows
 
     def _window_tf(
+        self, term: str, held: np.ndarray, tfs: np.ndarray, keep: np.ndarray, windows: _Windows
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rows whose window holds ``term``, held by the visible rows ``held[keep]``
+        (frequencies ``tfs[keep]``), ascending, and their window term frequencies: O(rows holding
+        it x window + rows of the index); kept for the windows' lifetime (the statistics, the
+        search and the scores of one ask read the same terms)."""
+        cached = windows.terms.get(term)
+        if cached is not None:
+            return cached
+        if len(windows.terms) >= _WINDOW_TERMS:
+            windows.terms.clear()
+        windows.terms[term] = out = self._window_rows(held, tfs, keep, windows)
+        return out
+
+    def _window_rows(
         self, held: np.ndarray, tfs: np.ndarray, keep: np.ndarray, windows: _Windows
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The rows whose window holds a term held by the visible rows ``held[keep]`` (frequencies
-        ``tfs[keep]``), ascending, and their window term frequencies: O(rows holding it x window
-        + rows of the index)."""
+        """:meth:`_window_tf`, computed."""
         rows = held[keep]
         values = tfs[keep].astype(np.float64)
         targets, weights = [rows], [values]
@@ -745,7 +762,7 @@ class KeywordIndex:
                     df[term] = int(np.count_nonzero(visible[posting[0]]))
                 else:
                     held, tfs = posting
-                    df[term] = len(self._window_tf(held, tfs, visible[held], windows)[0])
+                    df[term] = len(self._window_tf(term, held, tfs, visible[held], windows)[0])
         return Corpus(own, total if windows is None else windows.total, df)
 
     def ceiling(self, text: str, *, as_of: int | None = None, corpus: Corpus | None = None) -> float:
@@ -842,7 +859,7 @@ class KeywordIndex:
             keep = visible[held]
             if not keep.any():
                 continue
-            found, wtf = self._window_tf(held, held_tfs, keep, windows)
+            found, wtf = self._window_tf(term, held, held_tfs, keep, windows)
             df = len(found)
             if corpus is not None:
                 df = corpus.df.get(term, df)
