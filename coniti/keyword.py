@@ -203,15 +203,12 @@ class Corpus:
 
 @dataclass(frozen=True, slots=True)
 class _Windows:
-    """The conversation windows of the visible rows: ``order`` holds the threaded visible rows
-    sorted by thread, then time, then row, ``thread`` their threads, ``position`` every row's place
-    in ``order`` (-1: none), ``offsets`` the places a window reaches (before: negative), ``length``
-    every row's window length and ``total`` the visible rows' sum of it."""
+    """The conversation windows of the visible rows: ``reach`` holds, for each place a window
+    reaches (a row ``s`` places before or after another in its thread), the row whose window each
+    row is in that way (-1: none), one entry per row of the index; ``length`` is every row's window
+    length and ``total`` the visible rows' sum of it."""
 
-    order: np.ndarray
-    thread: np.ndarray
-    position: np.ndarray
-    offsets: tuple[int, ...]
+    reach: list[np.ndarray]
     length: np.ndarray
     total: float
     terms: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
@@ -696,15 +693,18 @@ class KeywordIndex:
                 thread = threads[order]
                 lengths = np.frombuffer(self._length, dtype=np.int_).astype(np.float64)
                 window = lengths.copy()
-                for shift in offsets:  # the row ``shift`` places from each row in its thread
+                reach = []
+                for shift in offsets:  # the row ``shift`` places from each row j in its thread
                     if shift < 0:
                         j, r, same = order[-shift:], order[:shift], thread[-shift:] == thread[:shift]
                     else:
                         j, r, same = order[:-shift], order[shift:], thread[:-shift] == thread[shift:]
-                    window[j[same]] += self.context_weight * lengths[r[same]]  # j: distinct within a shift
-                position = np.full(len(self._ids), -1, dtype=np.int64)
-                position[order] = np.arange(len(order))
-                windows = _Windows(order, thread, position, tuple(offsets), window, float(window[visible].sum()))
+                    j, r = j[same], r[same]
+                    window[j] += self.context_weight * lengths[r]  # j: distinct within a shift
+                    owner = np.full(len(self._ids), -1, dtype=np.int64)
+                    owner[r] = j  # r is in j's window
+                    reach.append(owner)
+                windows = _Windows(reach, window, float(window[visible].sum()))
         self._windows = (key, windows)
         return windows
 
@@ -730,17 +730,12 @@ class KeywordIndex:
         rows = held[keep]
         values = tfs[keep].astype(np.float64)
         targets, weights = [rows], [values]
-        place = windows.position[rows]
-        threaded = place >= 0
-        place, weight = place[threaded], values[threaded] * self.context_weight
-        count = len(windows.order)
-        for shift in windows.offsets:  # the row at ``place`` is in the window of the row at place - shift
-            other = place - shift
-            inside = (other >= 0) & (other < count)
-            other, here, share = other[inside], place[inside], weight[inside]
-            same = windows.thread[other] == windows.thread[here]
-            targets.append(windows.order[other[same]])
-            weights.append(share[same])
+        share = values * self.context_weight
+        for owner in windows.reach:
+            into = owner[rows]
+            inside = into >= 0
+            targets.append(into[inside])
+            weights.append(share[inside])
         every, shares = np.concatenate(targets), np.concatenate(weights)
         if len(every) * 16 < len(self._ids):  # few: sort them; many: count over every row
             found, inverse = np.unique(every, return_inverse=True)
