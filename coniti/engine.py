@@ -586,9 +586,9 @@ class ContinuityEngine:
         are embedded in one embedder call (a batch costs about a third per text of single calls),
         then each is answered as :meth:`ask` answers it. Every query is checked before any is
         answered; the first bad one raises :class:`ContractError` naming ``queries[i]``."""
-        items = list(queries)
         if isinstance(queries, str | bytes):
             raise ContractError("queries must be a sequence of queries, not one string")
+        items = list(queries)
         asked: list[Query] = []
         for i, item in enumerate(items):
             try:
