@@ -57,7 +57,7 @@ import pydantic
 
 from coniti.contracts import Contract
 
-__all__ = ["DEFAULT_WEIGHTS", "RANKINGS", "SIGNALS", "SUPERSEDE_DEPTH", "Fusion", "fuse", "fuse_scores", "mmr", "order_key", "supersede"]
+__all__ = ["DEFAULT_SUPERSEDE", "DEFAULT_WEIGHTS", "RANKINGS", "SIGNALS", "SUPERSEDE_DEPTH", "Fusion", "fuse", "fuse_scores", "mmr", "order_key", "supersede"]
 
 K = TypeVar("K", str, tuple[str, tuple[str, ...]])
 """What fusion ranks: note ids, or (id, namespace) pairs across namespaces (ordered by id, then
@@ -73,6 +73,10 @@ DEFAULT_WEIGHTS = {"rank": {"semantic": 1.0, "keyword": 1.0}, "score": {"semanti
 """The ``semantic`` and ``keyword`` weights of each method when :class:`Fusion` leaves them None:
 rank fusion's as before score fusion came; score fusion's chosen by cross-validation on LoCoMo."""
 
+DEFAULT_SUPERSEDE = {"rank": 0.03, "score": 0.3}
+"""The ``supersede`` margin of each method when :class:`Fusion` leaves it None: reciprocal-rank
+scores of the first candidates lie within a few percent of each other, fused scores do not."""
+
 SUPERSEDE_DEPTH = 10
 """How many of the first candidates :func:`supersede` compares."""
 
@@ -82,15 +86,16 @@ class Fusion(Contract):
     (reciprocal-rank fusion, :func:`fuse`, with the constant ``k``) or ``"auto"`` (the default: by
     score when a namespace asked holds conversation turns, notes with a thread, by rank over plain
     notes: on the labelled recall set of plain notes rank fusion ranks better, on LoCoMo's
-    conversations score fusion does; README, Recall quality); a weight per
-    signal: ``semantic``, ``keyword`` (None, the default: the method's, :data:`DEFAULT_WEIGHTS`),
-    ``recency`` (by timestamp, newest first), ``date`` (score
-    fusion only: the note falls in a time the question names), ``feedback`` (0: feedback does not
-    move hybrid results); 0 leaves a signal out. ``keyword_scale``: the least share of the
-    question's BM25 ceiling that counts as a full keyword match (:func:`fuse_scores`). ``supersede`` and ``supersede_similarity``: the
-    score margin and the cosine by which a newer note displaces an older one for a question about
-    the present (:func:`supersede`; ``supersede=0`` turns it off). ``keyword_floor``: a note joins the keyword
-    candidates only when its BM25 score is at least this fraction of the query's BM25 ceiling
+    conversations score fusion does; README, Recall quality); a weight per signal: ``semantic``,
+    ``keyword`` (None, the default: the method's, :data:`DEFAULT_WEIGHTS`), ``recency`` (by
+    timestamp, newest first), ``date`` (score fusion only: the note falls in a time the question
+    names), ``feedback`` (0: feedback does not move hybrid results); 0 leaves a signal out.
+    ``keyword_scale``: the least share of the question's BM25 ceiling that counts as a full keyword
+    match (:func:`fuse_scores`). ``supersede`` and ``supersede_similarity``: the share of its score
+    and the cosine by which a newer note displaces an older one for a question about the present
+    (:func:`supersede`; ``supersede=None``: the method's, :data:`DEFAULT_SUPERSEDE`; 0 turns it
+    off). ``keyword_floor``: a note joins the keyword candidates only when its BM25 score is at
+    least this fraction of the query's BM25 ceiling
     (:meth:`coniti.keyword.KeywordIndex.ceiling`), so that matches on words most notes share do
     not outvote the semantic side (0: every match joins).
 
@@ -110,9 +115,9 @@ class Fusion(Contract):
     feedback: float = pydantic.Field(default=1.0, ge=0.0, allow_inf_nan=False)
     keyword_floor: float = pydantic.Field(default=0.15, ge=0.0, le=1.0, allow_inf_nan=False)
     keyword_scale: float = pydantic.Field(default=0.2, ge=0.0, le=1.0, allow_inf_nan=False)
-    supersede: float = pydantic.Field(default=0.3, ge=0.0, allow_inf_nan=False)
+    supersede: float | None = pydantic.Field(default=None, ge=0.0, allow_inf_nan=False)
     """The largest share of the newer note's score by which an older one may lead it and still be
-    moved below it (:func:`supersede`)."""
+    moved below it (:func:`supersede`); None: the method's (:data:`DEFAULT_SUPERSEDE`)."""
     supersede_similarity: float = pydantic.Field(default=0.7, ge=-1.0, le=1.0, allow_inf_nan=False)
 
     @pydantic.field_validator(
@@ -121,11 +126,17 @@ class Fusion(Contract):
     )  # fmt: skip
     @classmethod
     def _number(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
-        if value is None and info.field_name in ("semantic", "keyword"):
+        if value is None and info.field_name in ("semantic", "keyword", "supersede"):
             return value
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"{info.field_name} must be a number, got {type(value).__name__}")
         return value
+
+    def margin(self, method: str) -> float:
+        """The ``supersede`` margin when fusing by ``method`` (None: :data:`DEFAULT_SUPERSEDE`)."""
+        if self.supersede is None:
+            return DEFAULT_SUPERSEDE["rank" if method == "rank" else "score"]
+        return float(self.supersede)
 
     def weight(self, ranking: str, method: str = "rank") -> float:
         """The weight of one of :data:`RANKINGS` (or ``date``/``feedback``) when fusing by
@@ -224,14 +235,16 @@ def supersede(
     unit: Mapping[K, np.ndarray],
     *,
     fusion: Fusion | None = None,
+    method: str = "score",
 ) -> tuple[list[tuple[K, float]], dict[K, K]]:
     """``ranked`` (``(id, score)`` in the total order) with older notes displaced by newer ones
     that say the same (module docstring), again in the total order, and ``{older: newer}`` for
-    each note moved. ``unit[id]``: the note's unit vector. A moved note takes the largest float
+    each note moved; ``method``: how ``ranked`` was fused (for the default margin). ``unit[id]``: the note's unit vector. A moved note takes the largest float
     below its newer note's score; newer notes are taken newest first, so a chain of versions ends
     newest first."""
     params = fusion or Fusion()
-    if not params.supersede or len(ranked) < 2:
+    margin = params.margin(method)
+    if not margin or len(ranked) < 2:
         return list(ranked), {}
     scores = dict(ranked)
     head = [id_ for id_, _ in ranked[:SUPERSEDE_DEPTH]]
@@ -240,7 +253,7 @@ def supersede(
         for older in head:
             if (
                 times[older] < times[newer]
-                and scores[newer] <= scores[older] <= scores[newer] + params.supersede * abs(scores[newer])
+                and scores[newer] <= scores[older] <= scores[newer] + margin * abs(scores[newer])
                 and float(unit[older] @ unit[newer]) >= params.supersede_similarity
             ):
                 scores[older] = math.nextafter(scores[newer], -math.inf)

@@ -186,7 +186,7 @@ def fuse_hits(
     if question is not None and question.present and not question.mentions and fused:
         head = [key for key, _ in fused[:SUPERSEDE_DEPTH]]
         unit = dict(zip(head, unit_rows(np.stack([found[key][1] for key in head])), strict=True))
-        fused, moved = supersede(fused, times, unit, fusion=fusion)
+        fused, moved = supersede(fused, times, unit, fusion=fusion, method=method)
     newest = max(times.values(), default=0.0)
     out = []
     for key, score in fused:
