@@ -17,15 +17,19 @@ from typing import Any, Literal, Self
 
 import pydantic
 
-from coniti.contracts import Contract, check_json_value
+from coniti.contracts import Contract, NonEmptyText, Text, check_json_value, text_problem
 from coniti.filters import MetadataFilter
 from coniti.fusion import Fusion
+from coniti.jsonl import note_size_problem
 from coniti.times import in_horizon, outside_horizon
 
 __all__ = ["STRATEGY_NAMES", "Note", "Query", "TimeRange", "to_stored_time", "to_timestamp"]
 
 STRATEGY_NAMES = ("auto", "semantic", "keyword", "hybrid", "recent")
 """The recall strategies a :class:`Query` may name (see :attr:`Query.strategy`)."""
+
+_NONE: dict[str, Any] = {}
+"""No metadata, for measuring a note's id and text alone."""
 
 
 def to_timestamp(value: Any, field: str = "timestamp") -> float:
@@ -58,14 +62,25 @@ def to_stored_time(value: Any, field: str = "timestamp") -> float:
 
 class Note(Contract):
     """One thing remembered. Frozen; ``metadata`` is deep-copied in and must be JSON-able and finite;
-    ``timestamp`` lies within the horizon (:func:`to_stored_time`)."""
+    ``timestamp`` lies within the horizon (:func:`to_stored_time`). Its id, text and metadata take
+    at most :data:`~coniti.jsonl.MAX_NOTE_BYTES` (6 MiB) as JSON, so that every stored note fits the
+    lines of a memory file and a log export."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    id: pydantic.StrictStr = pydantic.Field(min_length=1)
-    text: pydantic.StrictStr
+    id: NonEmptyText
+    text: pydantic.StrictStr  # Text's check, and the size with the id, in _text (one call)
     timestamp: float
     metadata: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+    @pydantic.field_validator("text", mode="before")
+    @classmethod
+    def _text(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        if type(value) is str:
+            problem = text_problem(value) or note_size_problem(info.data.get("id", ""), value, _NONE)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
 
     @pydantic.field_validator("timestamp", mode="before")
     @classmethod
@@ -74,10 +89,14 @@ class Note(Contract):
 
     @pydantic.field_validator("metadata", mode="before")
     @classmethod
-    def _metadata(cls, value: Any) -> dict[str, Any]:
+    def _metadata(cls, value: Any, info: pydantic.ValidationInfo) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise ValueError(f"metadata must be a dict, got {type(value).__name__}")
         copied: dict[str, Any] = check_json_value(value, "metadata")
+        if copied and "text" in info.data:
+            problem = note_size_problem(info.data.get("id", ""), info.data["text"], copied)
+            if problem is not None:
+                raise ValueError(problem)
         return copied
 
     @classmethod
@@ -131,7 +150,8 @@ class TimeRange(Contract):
 
 class Query(Contract):
     """A question: text, a vector, a time range, a note to recall around (``near``), or any mix; ``k``
-    results.
+    results. ``text``, when given, holds at least one non-blank character (an empty question has no
+    answer).
 
     ``vector``: a precomputed question vector (finite numbers; a list or a 1-D numpy array, kept as
     a tuple of floats), used instead of embedding ``text``; the engine refuses one whose length is
@@ -157,10 +177,10 @@ class Query(Contract):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    text: pydantic.StrictStr | None = None
+    text: Text | None = None
     vector: tuple[float, ...] | None = None
     time_range: TimeRange | None = None
-    near: pydantic.StrictStr | None = pydantic.Field(default=None, min_length=1)
+    near: NonEmptyText | None = None
     k: int = pydantic.Field(default=10, ge=1, le=10_000, strict=True)
     filter: MetadataFilter = None
     min_score: float | None = pydantic.Field(default=None, allow_inf_nan=False)
@@ -194,6 +214,15 @@ class Query(Contract):
     @classmethod
     def _asked_at(cls, value: Any) -> float | None:
         return None if value is None else to_timestamp(value, "asked_at")
+
+    @pydantic.field_validator("text")
+    @classmethod
+    def _words(cls, value: str | None) -> str | None:
+        if value is not None and (not value or value.isspace()):  # isspace: no copy of a long text
+            raise ValueError(
+                "empty or blank: give words to ask about, or leave text out to ask by time_range or near"
+            )
+        return value
 
     @pydantic.field_validator("min_score", "mmr", mode="before")
     @classmethod

@@ -34,11 +34,14 @@ from datetime import datetime
 from typing import Any, overload
 
 import numpy as np
+import orjson
 
 from coniti.actor import Note, to_stored_time
 from coniti.contracts import check_json_value
 from coniti.errors import ContractError, DuplicateRecord, namespace_text
+from coniti.jsonl import MAX_NOTE_BYTES, note_size_problem
 from coniti.records import VECTOR_DTYPES, MemoryRecord, as_namespace
+from coniti.text import valid_text
 from coniti.times import MAX_TIME, MIN_TIME
 
 __all__ = ["NoteBatch", "RecordBatch", "check_batch_ids"]
@@ -100,6 +103,9 @@ class NoteBatch(Sequence[Note]):
             if not (isinstance(id_, str) and id_ and isinstance(text, str)):
                 bad = i
                 break
+            if not (id_.isascii() and text.isascii()) and not (valid_text(id_) and valid_text(text)):
+                bad = i
+                break
         if isinstance(stamps, np.ndarray):
             times = np.array(stamps, dtype=np.float64)
         else:
@@ -121,14 +127,15 @@ class NoteBatch(Sequence[Note]):
         for i, value in enumerate(md[:bad]):
             if value is _EMPTY:
                 copies.append({})
-                continue
-            try:
-                if not isinstance(value, dict):
-                    raise ValueError
-                copies.append(check_json_value(value, "metadata"))
-            except ValueError:
-                bad = i
-                break
+            else:
+                try:
+                    if not isinstance(value, dict):
+                        raise ValueError
+                    copies.append(check_json_value(value, "metadata"))
+                except ValueError:
+                    bad = i
+                    break
+        bad = _first_too_large(ids_t, texts_t, copies, bad)
         if bad < n:
             _refuse_note(bad, ids_t, texts_t, stamps, md)
         self._ids = ids_t
@@ -372,6 +379,19 @@ def _column(name: str, value: Any) -> tuple[Any, ...]:
     if isinstance(value, str | bytes | dict) or not isinstance(value, Sequence | np.ndarray):
         raise ContractError(f"{name} must be a sequence, got {type(value).__name__}")
     return tuple(value)
+
+
+def _first_too_large(
+    ids: tuple[str, ...], texts: tuple[str, ...], metadata: list[dict[str, Any]], bad: int
+) -> int:
+    """The first of the rows before ``bad`` whose note is over :data:`~coniti.jsonl.MAX_NOTE_BYTES`,
+    else ``bad``. The metadata column is encoded once: a row whose id and text, at six bytes a
+    character, and the whole column's metadata fit is not measured on its own (the usual case)."""
+    spare = MAX_NOTE_BYTES - len(orjson.dumps(metadata)) - 4
+    for i, (id_, text) in enumerate(zip(ids[:bad], texts[:bad], strict=False)):
+        if 6 * (len(id_) + len(text)) > spare and note_size_problem(id_, text, metadata[i]) is not None:
+            return i
+    return bad
 
 
 def _refuse_note(

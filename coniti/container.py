@@ -61,7 +61,15 @@ from coniti.structure import STRUCTURES, Structure
 if TYPE_CHECKING:
     from coniti.impl.log import LogBackend
 
-__all__ = ["MEMORIES", "NEW_MEMORY_EMBEDDING", "PIECES", "Container", "ResolvedPiece", "stored_embedding"]
+__all__ = [
+    "MEMORIES",
+    "NEW_MEMORY_EMBEDDING",
+    "PIECES",
+    "Container",
+    "ResolvedPiece",
+    "recorded_embedding",
+    "stored_embedding",
+]
 
 NEW_MEMORY_EMBEDDING = "minilm"
 """What :func:`stored_embedding` picks for memory that holds no embedding yet: the real model (the
@@ -341,15 +349,10 @@ def stored_embedding(memory: MemoryBackend, default: str = NEW_MEMORY_EMBEDDING)
     built here (a missing package) is passed over. Raises :class:`EmbeddingMismatch` naming the id
     when no registered embedder gives it.
     """
-    from coniti.engine import EMBEDDING_KEY
-
-    stored: Any = None
-    for ns in [(), *memory.namespaces()]:
-        stored = memory.get_meta(memory.meta_get_request(EMBEDDING_KEY, ns)).value
-        if stored is not None:
-            break
-    if stored is None:
+    found = recorded_embedding(memory)
+    if found is None:
         return default
+    stored = found[1]
     for name in EMBEDDERS.in_order():  # entry points are read only if no built-in matches
         try:
             if EMBEDDERS.create(name).spec_id == stored:
@@ -361,6 +364,19 @@ def stored_embedding(memory: MemoryBackend, default: str = NEW_MEMORY_EMBEDDING)
         f"default options (known: {', '.join(EMBEDDERS.names())}); open it with the embedder and "
         "options that wrote it"
     )
+
+
+def recorded_embedding(memory: MemoryBackend) -> tuple[tuple[str, ...], Any] | None:
+    """``(namespace, id)``: the embedding id the memory records, in the root namespace's
+    ``embedding_id`` metadata, else in the first live namespace (sorted) that has one; None when
+    none does. What :func:`stored_embedding` and the command line read as a store's embedding."""
+    from coniti.engine import EMBEDDING_KEY
+
+    for ns in [(), *memory.namespaces()]:
+        stored = memory.get_meta(memory.meta_get_request(EMBEDDING_KEY, ns)).value
+        if stored is not None:
+            return ns, stored
+    return None
 
 
 def _instance_name(piece: str, value: Any) -> str:

@@ -10,13 +10,25 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import Any, Self, cast
+from typing import Annotated, Any, Self, cast
 
 import pydantic
 
 from coniti.errors import ContractError
+from coniti.text import check_text, text_problem, valid_text
 
-__all__ = ["Contract", "ContractError", "check_json_value", "describe_validation_error"]
+__all__ = [
+    "Contract",
+    "ContractError",
+    "NonEmptyText",
+    "Text",
+    "TextCheck",
+    "check_json_value",
+    "check_text",
+    "describe_validation_error",
+    "text_problem",
+    "valid_text",
+]
 
 MAX_JSON_DEPTH = 64
 INT64_MIN = -(2**63)
@@ -39,15 +51,40 @@ def describe_validation_error(model: str, exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _text(value: Any) -> Any:
+    if type(value) is str:  # anything else is refused by StrictStr with pydantic's message
+        problem = text_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+    return value
+
+
+TextCheck = pydantic.BeforeValidator(_text)
+"""The validator of :data:`Text`, for an ``Annotated`` string with constraints of its own (put the
+constraints first: ``Annotated[StrictStr, StringConstraints(max_length=9), TextCheck]``)."""
+
+Text = Annotated[pydantic.StrictStr, TextCheck]
+"""A string field of user text: a ``str`` (never coerced) that is valid Unicode (:func:`check_text`).
+Every contract field that takes text from a user (a note's id and text, a query, record ids,
+metadata keys, op ids, reasons) is of this type or has :data:`TextCheck`, so a new contract built
+on them refuses the same. ``Text | None`` for an optional one."""
+
+NonEmptyText = Annotated[pydantic.StrictStr, pydantic.StringConstraints(min_length=1), TextCheck]
+""":data:`Text` of at least one character (ids, keys)."""
+
+
 def check_json_value(value: Any, field: str, _depth: int = 0) -> Any:
     """Return a deep copy of ``value`` if it is JSON-serialisable and finite, else raise ValueError.
 
-    Accepted: None, bool, int in the signed 64-bit range, finite float, str, lists/tuples (copied as lists) and dicts with str keys,
+    Accepted: None, bool, int in the signed 64-bit range, finite float, str (valid Unicode, see
+    :func:`check_text`), lists/tuples (copied as lists) and dicts with str keys (valid Unicode too),
     nested at most ``MAX_JSON_DEPTH`` deep. The message names the path of the offending part.
     """
     if _depth > MAX_JSON_DEPTH:
         raise ValueError(f"{field} is nested deeper than {MAX_JSON_DEPTH} levels")
-    if value is None or isinstance(value, bool | str):
+    if isinstance(value, str):
+        return check_text(value, field)
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
         if not INT64_MIN <= value <= INT64_MAX:
@@ -63,9 +100,11 @@ def check_json_value(value: Any, field: str, _depth: int = 0) -> Any:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ValueError(f"{field} has a non-string key {k!r}")
+            if not k.isascii():
+                check_text(k, f"{field} key {k!r}")
             kind = type(v)  # plain scalars inline: what the call below returns for them, cheaper
             if inline and (
-                kind is str
+                (kind is str and v.isascii())
                 or v is None
                 or kind is bool
                 or (kind is int and INT64_MIN <= v <= INT64_MAX)

@@ -91,8 +91,9 @@ def load_corpus() -> list[CorpusNote]:
 
 @dataclass(frozen=True)
 class Edit:
-    """A change made after the ingest: ``new_text`` replaces the note's text, ``None`` deletes it;
-    ``erase`` erases its content from the whole history instead (:meth:`LogBackend.erase`)."""
+    """A change made after the ingest: ``new_text`` corrects the note's text (one
+    :meth:`~ContinuityEngine.update`: a new version, one event), ``None`` deletes it; ``erase``
+    erases its content from the whole history instead (:meth:`LogBackend.erase`)."""
 
     actor: str
     reason: str
@@ -266,12 +267,10 @@ def _edit(report: DemoReport, store: LogBackend, engine: ContinuityEngine) -> No
                 engine.refresh()
                 report.edits.append((edit, store.head))
                 continue
-            old = store.get(store.get_request([edit.id], edit.namespace)).records[0].note
-            engine.remove([edit.id], namespace=edit.namespace)
             if edit.new_text is not None:
-                note = Note(id=old.id, text=edit.new_text, timestamp=old.timestamp,
-                            metadata=old.metadata)
-                engine.ingest(note, namespace=edit.namespace)
+                engine.update(edit.id, text=edit.new_text, namespace=edit.namespace)
+            else:
+                engine.remove([edit.id], namespace=edit.namespace)
         report.edits.append((edit, store.head))
 
 
@@ -310,9 +309,10 @@ def _earlier(report: DemoReport, store: LogBackend, engine: ContinuityEngine) ->
     past = engine.at(time=when)
     seq = store.at(time=when).seq
     edit, edit_seq = report.edits[0]
+    events = f"event {edit_seq}" if edit_seq == seq + 1 else f"events {seq + 1}..{edit_seq}"
     why = (
         f"the store is read as it was at that moment, before {edit.actor} corrected the note "
-        f"(events {seq + 1}..{edit_seq}, reason: {edit.reason})"
+        f"({events}, reason: {edit.reason})"
     )
     then = _asked(past, budget_ns, budget, as_of=f"{_clock(when)} UTC (seq {seq})", seq=seq)
     report.earlier.append(Earlier([(then, why)], _asked(engine, budget_ns, budget)))

@@ -25,6 +25,9 @@ touches it: it checks the namespace's ``embedding_id`` metadata, then fills fres
 all-or-nothing step as the records on a backend that declares ``supports_put_with_meta`` (a failed
 ingest then records nothing; elsewhere the claim is set first and unset again on failure). A namespace whose
 stored id (or any record's) differs from the engine's raises :class:`EmbeddingMismatch` naming both.
+**A memory holds one embedding**: the first write into a namespace without an id is refused (before
+anything is written) when another namespace records a different one, so that one engine answers
+every namespace (``prefix`` asks included).
 
 **Following a log.** :meth:`ContinuityEngine.refresh` catches up with writes made through other
 handles or processes. On a backend that declares ``supports_event_feed`` (an
@@ -281,6 +284,7 @@ class ContinuityEngine:
         self._read_only = read_only or memory.read_only
         self._lock = threading.RLock()
         self._spaces: dict[tuple[str, ...], _Derived] = {}
+        self._one_embedding = False  # True once _claim found no other embedding in the memory
         self._source: ContinuityEngine | None = None
         self._history = event_feed(memory) is not None and all(p.supports_as_of for p in protos)
         home = derived_home(memory)
@@ -521,10 +525,33 @@ class ContinuityEngine:
             return None
         stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
         if stored is None:
+            self._refuse_second_embedding(ns)
             return MetaSetRequest(key=EMBEDDING_KEY, value=self._spec_id, namespace=ns)
         self._refuse_mismatch(stored, ns)
         space.meta_checked = True
         return None
+
+    def _refuse_second_embedding(self, target: tuple[str, ...]) -> None:
+        """Before the first write into ``target``, a namespace with no embedding id yet: raise
+        :class:`EmbeddingMismatch` when the memory already records another one (the root
+        namespace's, else the first live namespace's in sorted order, as
+        :func:`~coniti.container.stored_embedding` reads it): a memory holds one embedding, so that
+        every namespace stays answerable by one engine. Looked up once per engine."""
+        if self._one_embedding:
+            return
+        for ns in [(), *self.memory.namespaces()]:
+            stored = self.memory.get_meta(MetaGetRequest(key=EMBEDDING_KEY, namespace=ns)).value
+            if stored is None:
+                continue
+            if stored != self._spec_id:
+                raise EmbeddingMismatch(
+                    f"this memory is embedded with {stored!r} (namespace {namespace_text(ns)}); "
+                    f"this engine uses {self._spec_id!r} ({self.embedder.name}). A memory holds one "
+                    f"embedding, so namespace {namespace_text(target)} is not written with another; "
+                    "nothing was written. Write with the embedding that wrote it, or to another memory."
+                )
+            break
+        self._one_embedding = True
 
     def _put_claiming(self, put: Callable[[], PutResult], claim: MetaSetRequest) -> PutResult:
         """For a backend without ``put_with_meta``: claim, put (its result returned), and unset the

@@ -108,7 +108,8 @@ class VersionConflict(MemoryBackendError):
         want = "absent" if expected is None else f"version {expected}"
         got = "absent" if actual is None else f"version {actual}"
         super().__init__(
-            f"record {id!r} in namespace {namespace!r}: expected {want}, found {got}; nothing was written"
+            f"record {id!r} in namespace {namespace_text(namespace)}: expected {want}, found {got}; "
+            "nothing was written"
         )
 
 

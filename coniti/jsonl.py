@@ -36,11 +36,14 @@ from coniti.errors import MemoryFileError
 __all__ = [
     "MAX_BLOB_BYTES",
     "MAX_LINE_BYTES",
+    "MAX_NOTE_BYTES",
+    "MAX_STAMP_CHARS",
     "Source",
     "atomic_binary_writer",
     "atomic_text_writer",
     "fsync_dir",
     "json_line",
+    "note_size_problem",
     "parse_json_line",
     "read_lines",
     "standard_json",
@@ -55,6 +58,35 @@ it as base64 (4/3 of its size, 21.3 MiB): the memory file under the record's ``b
 export inside the base64 of the put's frame, so a record with the largest blob still fits a line of
 :data:`MAX_LINE_BYTES`, with 10.7 MiB left for its text, metadata and vector. Enforced by the record
 contract and by the log's put encoder (``coniti.log.codec``)."""
+MAX_NOTE_BYTES = 6 * 1024 * 1024
+"""Largest note: its id, text and metadata take at most 6 MiB as JSON (UTF-8, escaped as a memory file
+writes them); refused beyond, when the note is made (``Note``, ``NoteBatch``, a patch's result),
+before anything is embedded or written. The one size limit of a note, chosen so that every record
+stored round-trips through both line formats, whose lines are read up to :data:`MAX_LINE_BYTES`
+(32 MiB). Measured with a note at the limit, the largest blob, a 384-dimension float32 vector and
+audit stamps of :data:`MAX_STAMP_CHARS`: its memory-file line is 27.34 MiB, its log-export line
+(the event's frame in base64, where text and metadata take no more bytes than as JSON, plus the
+envelope's fields) 29.35 MiB; a vector costs at most 25 bytes a dimension more in the first, 4/3 of
+its bytes in the second (tests/test_size_limit.py)."""
+MAX_STAMP_CHARS = 4096
+"""Longest audit stamp (an event's actor or reason), in characters."""
+
+
+def note_size_problem(id: str, text: str, metadata: dict[str, Any]) -> str | None:
+    """Why a note of ``id``, ``text`` and ``metadata`` (valid already: strings of valid Unicode,
+    JSON-able metadata) is over :data:`MAX_NOTE_BYTES`, or None when it is not. A note of at most
+    a sixth of the limit in characters is measured without encoding its text (JSON spends at most
+    six bytes on a character). A lone surrogate in the metadata raises ``orjson.JSONEncodeError``."""
+    meta = 2 if not metadata else len(orjson.dumps(metadata))
+    if 6 * (len(id) + len(text)) + meta + 4 <= MAX_NOTE_BYTES:
+        return None
+    size = len(orjson.dumps(id)) + len(orjson.dumps(text)) + meta
+    if size <= MAX_NOTE_BYTES:
+        return None
+    return (
+        f"the note takes {size:,} bytes as JSON (id, text and metadata); at most "
+        f"{MAX_NOTE_BYTES:,} ({MAX_NOTE_BYTES // (1024 * 1024)} MiB) allowed"
+    )
 
 
 # -- writing -------------------------------------------------------------------------------------

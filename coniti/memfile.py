@@ -64,6 +64,7 @@ from coniti.jsonl import (
     atomic_text_writer,
     fsync_dir,
     json_line,
+    note_size_problem,
     parse_json_line,
     read_lines,
     standard_json,
@@ -82,6 +83,7 @@ from coniti.requests import (
     PutRequest,
     PutResult,
 )
+from coniti.text import valid_text
 from coniti.times import in_horizon
 
 __all__ = [
@@ -407,9 +409,22 @@ def _checked_record(
         return None
     if (array is None and vector is not None) or not in_horizon(timestamp):
         return None
+    if not _valid_note(note_id, text, namespace, metadata):
+        return None
     return MemoryRecord.trusted(
         Note.trusted(note_id, text, timestamp, metadata), array, embedding_id, tuple(namespace), None, None, blob
     )
+
+
+def _valid_note(note_id: str, text: str, namespace: list[str], metadata: dict[str, Any]) -> bool:
+    """Whether the note's strings (metadata keys and values included) are valid Unicode and the
+    note is within :data:`~coniti.jsonl.MAX_NOTE_BYTES`: what the contract checks besides types."""
+    if not (valid_text(note_id) and valid_text(text) and all(valid_text(part) for part in namespace)):
+        return False
+    try:
+        return note_size_problem(note_id, text, metadata) is None
+    except orjson.JSONEncodeError:  # orjson encodes no lone surrogate: one is in the metadata
+        return False
 
 
 def _vector(values: list[Any], dtype: str) -> np.ndarray | None:

@@ -19,7 +19,7 @@ import numpy as np
 import pydantic
 
 from coniti.actor import Note, to_stored_time
-from coniti.contracts import Contract, check_json_value
+from coniti.contracts import Contract, check_json_value, check_text
 from coniti.errors import ContractError
 from coniti.jsonl import MAX_BLOB_BYTES
 
@@ -43,10 +43,10 @@ _NUMBER_TYPES = {int, float, np.float16, np.float32, np.float64, np.int32, np.in
 
 def as_namespace(value: Any) -> tuple[str, ...]:
     """``value`` as a namespace tuple; raises :class:`ContractError` unless it is a sequence of
-    non-empty strings (a bare string is refused: ``"alice"`` is not ``("alice",)``)."""
+    non-empty strings of valid Unicode (a bare string is refused: ``"alice"`` is not ``("alice",)``)."""
     if type(value) is tuple:  # the common case, without the Sequence ABC check
         for part in value:
-            if type(part) is not str or not part:
+            if type(part) is not str or not part or not part.isascii():
                 break
         else:
             return value
@@ -56,6 +56,10 @@ def as_namespace(value: Any) -> tuple[str, ...]:
     for i, part in enumerate(out):
         if not isinstance(part, str) or not part:
             raise ContractError(f"namespace[{i}] must be a non-empty string, got {part!r}")
+        try:
+            check_text(part, f"namespace[{i}]")
+        except ValueError as exc:
+            raise ContractError(str(exc)) from None
     return out
 
 

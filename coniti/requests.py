@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Self, TypeVar
 import pydantic
 
 from coniti.actor import Note, TimeRange, to_stored_time
-from coniti.contracts import Contract, check_json_value
+from coniti.contracts import Contract, NonEmptyText, Text, TextCheck, check_json_value
 from coniti.errors import (
     ContractError,
     DuplicateRecord,
@@ -32,6 +32,7 @@ from coniti.errors import (
     namespace_text,
 )
 from coniti.filters import MetadataFilter
+from coniti.jsonl import MAX_STAMP_CHARS, note_size_problem
 from coniti.records import Blob, MemoryRecord, Namespace, Vector, as_namespace, json_key
 
 __all__ = [
@@ -93,7 +94,7 @@ class PutResult(Contract):
 class GetRequest(Contract):
     """Read ``ids`` from ``namespace``; unknown ids are reported, not raised."""
 
-    ids: list[pydantic.StrictStr]
+    ids: list[Text]
     namespace: Namespace = ()
 
 
@@ -105,7 +106,7 @@ class GetResult(Contract):
 class DeleteRequest(Contract):
     """Remove ``ids`` from ``namespace``; unknown ids are reported, not raised."""
 
-    ids: list[pydantic.StrictStr]
+    ids: list[Text]
     namespace: Namespace = ()
 
 
@@ -152,7 +153,7 @@ class CountResult(Contract):
     count: int
 
 
-MetaKey = Annotated[pydantic.StrictStr, pydantic.Field(min_length=1)]
+MetaKey = NonEmptyText
 
 
 class MetaGetRequest(Contract):
@@ -194,7 +195,7 @@ class ClearResult(Contract):
     deleted: int
 
 
-RecordId = Annotated[pydantic.StrictStr, pydantic.Field(min_length=1)]
+RecordId = NonEmptyText
 
 
 class UpsertOp(Contract):
@@ -220,7 +221,7 @@ class PatchOp(Contract):
 
     kind: Literal["patch"] = "patch"
     id: RecordId
-    text: pydantic.StrictStr | None = None
+    text: Text | None = None
     timestamp: float | None = None
     metadata: dict[str, Any] | None = None
     metadata_patch: dict[str, Any] | None = None
@@ -295,7 +296,10 @@ class WriteRequest(Contract):
     expect: dict[RecordId, Annotated[int, pydantic.Field(ge=1, strict=True)] | None] = pydantic.Field(
         default_factory=dict
     )
-    op_id: Annotated[pydantic.StrictStr, pydantic.Field(min_length=1, max_length=1024)] | None = None
+    op_id: (
+        Annotated[pydantic.StrictStr, pydantic.StringConstraints(min_length=1, max_length=1024), TextCheck]
+        | None
+    ) = None
     missing_ok: pydantic.StrictBool = False
 
     @pydantic.field_validator("ops", mode="before")
@@ -315,8 +319,8 @@ class WriteRequest(Contract):
         for i, op in enumerate(self.ops):
             if isinstance(op, UpsertOp) and op.record.namespace != self.namespace:
                 raise ValueError(
-                    f"ops[{i}].record.namespace {op.record.namespace!r} is not the request's "
-                    f"namespace {self.namespace!r}"
+                    f"ops[{i}].record.namespace {namespace_text(op.record.namespace)} is not the "
+                    f"request's namespace {namespace_text(self.namespace)}"
                 )
             record_id = op_id_of(op)
             if record_id in seen:
@@ -367,10 +371,13 @@ class FeedbackRequest(Contract):
     """Give the live record ``id`` of ``namespace`` the feedback ``weight`` (a finite number;
     positive promotes it in hybrid recall, negative demotes it), with an optional ``reason``."""
 
-    id: pydantic.StrictStr = pydantic.Field(min_length=1)
+    id: NonEmptyText
     weight: float = pydantic.Field(allow_inf_nan=False)
     namespace: Namespace = ()
-    reason: str | None = None
+    reason: (
+        Annotated[pydantic.StrictStr, pydantic.StringConstraints(max_length=MAX_STAMP_CHARS), TextCheck]
+        | None
+    ) = None
 
     @pydantic.field_validator("weight", mode="before")
     @classmethod
@@ -439,7 +446,7 @@ def plan_write(
             if current is None:
                 if not request.missing_ok:
                     raise RecordNotFound(
-                        f"ops[{i}]: no live record {op.id!r} in namespace {ns!r} to patch; "
+                        f"ops[{i}]: no live record {op.id!r} in namespace {namespace_text(ns)} to patch; "
                         "nothing was written"
                     )
                 result.missing.append(op.id)
@@ -458,7 +465,8 @@ def plan_write(
 def idempotency_conflict(op_id: str, namespace: tuple[str, ...]) -> IdempotencyConflict:
     """The error for an op id already recorded with another request's digest."""
     return IdempotencyConflict(
-        f"op id {op_id!r} was used by another write request in namespace {namespace!r}; "
+        f"op id {op_id!r} was used by another write request in namespace "
+        f"{namespace_text(namespace)}; "
         "nothing was written"
     )
 
@@ -485,6 +493,10 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
         metadata = op.metadata
     elif op.metadata_patch is not None:
         metadata = merge_patch(metadata, op.metadata_patch)
+    metadata = check_json_value(metadata, "metadata")
+    problem = note_size_problem(note.id, text, metadata)
+    if problem is not None:
+        raise ContractError(f"ops[{index}]: {problem}")
     expires_at = None if op.clear_expiry else (live.expires_at if op.expires_at is None else op.expires_at)
     blob = None if op.clear_blob else (live.blob if op.blob is None else op.blob)
     return MemoryRecord.trusted(
@@ -492,7 +504,7 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
             note.id,
             text,
             note.timestamp if op.timestamp is None else op.timestamp,
-            check_json_value(metadata, "metadata"),
+            metadata,
         ),
         None if vector is None else vector.copy(),
         live.embedding_id,

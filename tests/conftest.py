@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from coniti.structure import scoring
+
+# No test reaches the Hugging Face hub: the minilm model comes from its package (or a test's own
+# stand-in hub on 127.0.0.1, which sets HF_ENDPOINT and lifts this). Set in the environment, so
+# every process a test starts inherits it.
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 @pytest.fixture(scope="module", params=["compiled", "numpy"])

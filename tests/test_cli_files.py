@@ -45,6 +45,16 @@ def test_dump_writes_a_memory_file(cli: Cli, tmp_path: Path) -> None:
     assert len(lines) == 6
 
 
+def test_dump_of_a_namespace_without_notes_says_so(cli: Cli, tmp_path: Path) -> None:
+    """dump of a namespace with no notes writes the empty file but says on stderr that it holds
+    none, naming the namespaces that do."""
+    target = tmp_path / "nosuch.jsonl"
+    result = cli.ok("dump", str(target), "--ns", "nosuch")
+    assert "wrote 0 records" in result.out
+    assert "no notes in namespace nosuch" in result.err and "alice" in result.err
+    assert len(target.read_text().splitlines()) == 1
+
+
 def test_dump_gzip_by_name(cli: Cli, tmp_path: Path) -> None:
     """A .gz name writes gzip."""
     target = tmp_path / "alice.jsonl.gz"

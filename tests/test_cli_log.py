@@ -109,6 +109,22 @@ def test_diff(cli: Cli) -> None:
     assert "added" in out and "Alice moved to Lyon" in out
 
 
+def test_diff_without_ns_covers_the_whole_store(cli: Cli) -> None:
+    """diff A B without --ns lists the changes of every namespace (it used to compare the empty
+    root namespace alone and say "no change"); --prefix narrows it to a subtree."""
+    cli.ok("add", "Bob likes coffee", "--ns", "bob/home", "--id", "k")
+    cli.ok("rm", "c", "--ns", "alice")
+    out = cli.ok("diff", "4", "now").out
+    assert "the whole store" in out and "no change" not in out
+    assert "bob/home" in out and "Bob likes coffee" in out and "Alice moved to Lyon" in out
+    doc = cli.ok("diff", "4", "now", "--json").json()
+    assert [(d["namespace"], d["added"], d["removed"]) for d in doc["namespaces"]] == [
+        (["alice"], [], ["b", "c"]), (["bob", "home"], ["k"], []),
+    ]
+    under = cli.ok("diff", "4", "now", "--prefix", "bob", "--json").json()
+    assert [d["namespace"] for d in under["namespaces"]] == [["bob", "home"]]
+
+
 def test_diff_by_date(cli: Cli) -> None:
     """diff accepts ISO times: a time before the first event is the empty memory (seq 0)."""
     doc = cli.ok("diff", "2000-01-01", "now", "--ns", "alice", "--json").json()
@@ -151,6 +167,16 @@ def test_import_refuses_an_existing_store(cli: Cli, tmp_path: Path) -> None:
     assert result.code == 1 and no_traceback(result)
     with LogBackend(cli.store) as store:
         assert store.head == 5
+
+
+def test_import_into_an_existing_store_says_what_to_do(cli: Cli, tmp_path: Path) -> None:
+    """The refusal of import into an existing store is in the command line's words: it names the
+    store and --store, not a library function."""
+    file = tmp_path / "h.jsonl"
+    cli.ok("export", str(file))
+    err = cli("import", str(file)).err
+    assert str(cli.store) in err and "--store" in err and "import_log" not in err
+    assert err.count("\n") == 1
 
 
 def test_import_rejects_an_edited_file(cli: Cli, tmp_path: Path) -> None:

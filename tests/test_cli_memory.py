@@ -70,6 +70,60 @@ def test_global_options_before_the_command(cli: Cli) -> None:
     assert len(rows) == 3
 
 
+def test_ns_before_the_command(cli: Cli) -> None:
+    """--ns works before the command name as after it (the README says every option does)."""
+    assert cli.ok("--ns", "alice/notes", "count").out.strip() == "3"
+    assert [r["id"] for r in cli.ok("--ns", "bob", "ls", "--json").lines()] == ["b1"]
+    assert cli.ok("--ns", "bob", "meta", "get", "k", "--json").json()["namespace"] == ["bob"]
+
+
+def test_ns_after_the_command_wins(cli: Cli) -> None:
+    """Given both before and after the command, the --ns after it wins (as for every option)."""
+    assert cli.ok("--ns", "bob", "count", "--ns", "alice/notes").out.strip() == "3"
+
+
+def test_ns_before_a_command_without_one_is_a_usage_error(cli: Cli) -> None:
+    """--ns before a command that takes no namespace exits 2 naming the command."""
+    result = cli("--ns", "bob", "verify")
+    assert result.code == 2 and "--ns does not apply to 'verify'" in result.err
+
+
+def test_ls_prefix_lists_every_namespace_under_it(cli: Cli) -> None:
+    """ls --prefix alice lists the notes of every namespace under alice, with their namespace;
+    --prefix / lists the whole store."""
+    out = cli.ok("ls", "--prefix", "alice").out
+    assert "alice/notes" in out and "first note" in out and "third note" in out and "bob" not in out
+    rows = cli.ok("ls", "--prefix", "/", "--json").lines()
+    assert sorted((tuple(r["namespace"]), r["id"]) for r in rows) == [
+        (("alice", "notes"), "a1"), (("alice", "notes"), "a2"), (("alice", "notes"), "a3"), (("bob",), "b1"),
+    ]
+
+
+def test_ls_prefix_limit_caps_the_total(cli: Cli) -> None:
+    """--limit with --prefix caps the number of records over all the namespaces."""
+    assert len(cli.ok("ls", "--prefix", "/", "--limit", "2", "--json").lines()) == 2
+
+
+def test_count_prefix_sums_the_namespaces(cli: Cli) -> None:
+    """count --prefix / counts every namespace; --json gives each namespace's count too."""
+    assert cli.ok("count", "--prefix", "/").out.strip() == "4"
+    doc = cli.ok("count", "--prefix", "/", "--json").json()
+    assert doc == {"prefix": [], "count": 4, "namespaces": {"alice/notes": 3, "bob": 1}}
+
+
+def test_ns_and_prefix_together_is_a_usage_error(cli: Cli) -> None:
+    """ls with both --ns and --prefix exits 2."""
+    assert cli("ls", "--ns", "bob", "--prefix", "alice").code == 2
+
+
+@pytest.mark.parametrize(("args", "prefix"), [(["ls", "--ns", "alice"], "alice"), (["count"], "/")])
+def test_a_parent_namespace_hint_names_prefix(cli: Cli, args: list[str], prefix: str) -> None:
+    """ls/count on a namespace that holds no notes itself but is a parent of namespaces that do
+    (the root of a store, alice of alice/notes) name those namespaces and --prefix."""
+    result = cli.ok(*args)
+    assert f"--prefix {prefix}" in result.err and "alice/notes" in result.err
+
+
 def test_get_shows_one_record(cli: Cli) -> None:
     """get ID prints the record; --json gives one document."""
     assert "second note" in cli.ok("get", "a2", "--ns", "alice/notes").out

@@ -31,6 +31,20 @@ def test_set_with_a_stale_version_fails_and_writes_nothing(cli: Cli) -> None:
     assert cli.ok("get", "n1", "--json").json()["text"] == "two"
 
 
+def test_write_errors_name_the_namespace_as_the_command_line_writes_it(cli: Cli) -> None:
+    """A stale version, a missing id and a reused op id in bob/home are reported in bob/home, not
+    as the Python tuple ('bob', 'home')."""
+    v = cli.ok("set", "n1", "one", "--ns", "bob/home", "--op-id", "x", "--json").json()["version"]
+    cli.ok("set", "n1", "two", "--ns", "bob/home")
+    errors = [
+        cli("set", "n1", "three", "--ns", "bob/home", "--if-version", str(v)).err,
+        cli("update", "nope", "--ns", "bob/home", "--text", "x").err,
+        cli("set", "n1", "other", "--ns", "bob/home", "--op-id", "x").err,
+    ]
+    for err in errors:
+        assert "namespace bob/home" in err and "('bob'" not in err, err
+
+
 def test_set_with_an_op_id_replays(cli: Cli) -> None:
     """The same set with the same --op-id replays; the note is written once."""
     cli.ok("set", "n1", "one", "--time", "2025-01-01", "--op-id", "x")

@@ -68,14 +68,15 @@ def test_demo_store_matches_its_report(demo_run: tuple[Path, dict[str, object]])
             assert [r.note.text for r in found] == ([edit.new_text] if edit.new_text else [])
 
 
-def test_demo_edits_carry_actor_and_reason(demo_run: tuple[Path, dict[str, object]]) -> None:
-    """The corrected record's trail shows the ingest, then the actor's delete and put, with reasons."""
+def test_demo_corrects_with_one_update_carrying_actor_and_reason(
+    demo_run: tuple[Path, dict[str, object]],
+) -> None:
+    """The corrected record's trail shows the ingest, then the actor's update: one put that
+    replaces the ingested version (as the README recommends), not a delete and a put."""
     _, report = demo_run
     trail = report["trails"][0]["events"]  # type: ignore[index]
-    assert [(e["kind"], e["actor"]) for e in trail] == [
-        ("put", "assistant"), ("delete", "bob"), ("put", "bob")
-    ]
-    assert trail[1]["reason"] == demo.EDITS[0].reason
+    assert [(e["kind"], e["actor"]) for e in trail] == [("put", "assistant"), ("put", "bob")]
+    assert trail[1]["replaces"] == trail[0]["seq"] and trail[1]["reason"] == demo.EDITS[0].reason
 
 
 def test_demo_erasure_leaves_a_receipt_and_no_content(
@@ -148,6 +149,16 @@ def test_demo_refuses_a_foreign_directory(
     err = capsys.readouterr().err
     assert "was not made by the demo" in err and "Traceback" not in err
     assert sorted(p.name for p in foreign.iterdir()) == ["precious.txt"]
+
+
+def test_demo_help_says_what_store_means_for_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """demo --help describes --store as the demo's own directory (PATH/store, $CONITI_STORE
+    ignored), as its text says, not as the store option of the other commands."""
+    assert main(["demo", "--help"]) == 0
+    options = capsys.readouterr().out.partition("Options:")[2]
+    store_help = " ".join(options.partition("--store PATH")[2].partition("--json")[0].split())
+    assert "PATH/store" in store_help and "$CONITI_STORE is ignored" in store_help
+    assert "default: $CONITI_STORE" not in store_help
 
 
 def test_demo_prints_every_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -95,6 +95,36 @@ def test_namespaces_are_separate(store: LogBackend) -> None:
     assert store.diff(0, 3, namespace=("never",)).empty
 
 
+def _spread(store: LogBackend) -> None:
+    """Changes in four namespaces between events 4 and 9 (and none in ("quiet",)): one added in
+    bob/home, one removed in alice, one changed in team/atlas, a clear in x."""
+    put(store, record("a1", namespace=("alice",)), record("t1", namespace=("team", "atlas")))  # 1, 2
+    put(store, record("x1", namespace=("x",)), record("q1", namespace=("quiet",)))  # 3, 4
+    put(store, record("b1", namespace=("bob", "home")))  # 5
+    store.delete(DeleteRequest(ids=["a1"], namespace=("alice",)))  # 6
+    store.delete(DeleteRequest(ids=["t1"], namespace=("team", "atlas")))  # 7
+    put(store, record("t1", namespace=("team", "atlas"), text="moved"))  # 8
+    store.clear(ClearRequest(namespace=("x",)))  # 9
+
+
+def test_diff_all_covers_every_namespace(store: LogBackend) -> None:
+    """diff_all gives one Diff per namespace with a change, sorted, each equal to diff of that
+    namespace; namespaces without a change are left out."""
+    _spread(store)
+    found = store.diff_all(4, 9)
+    assert [d.namespace for d in found] == [("alice",), ("bob", "home"), ("team", "atlas"), ("x",)]
+    for d in found:
+        assert d == store.diff(4, 9, namespace=d.namespace)
+    assert [_d(d) for d in found] == [([], ["a1"], []), (["b1"], [], []), ([], [], ["t1"]), ([], ["x1"], [])]
+
+
+def test_diff_all_under_a_prefix(store: LogBackend) -> None:
+    """diff_all with a prefix covers that namespace and those under it only."""
+    _spread(store)
+    assert [d.namespace for d in store.diff_all(0, 9, prefix=("team",))] == [("team", "atlas")]
+    assert store.diff_all(4, 9, prefix=("quiet",)) == [] and store.diff_all(9, 9) == []
+
+
 def test_metadata_writes_are_not_record_changes(store: LogBackend) -> None:
     """set_meta between the points changes no record."""
     put(store, record("a"))

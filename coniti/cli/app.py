@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from coniti.cli.context import Settings, common_options
+from coniti.cli.context import Settings, common_options, group_ns_option
 from coniti.cli.parse import ParseError
 from coniti.errors import ConitiError
 
@@ -114,6 +114,7 @@ Exit status: 0 success, 1 error (one line on stderr), 2 usage error."""
 @click.group(cls=_Commands, help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="coniti", prog_name="coniti")
 @common_options
+@group_ns_option
 def cli() -> None:
     pass
 

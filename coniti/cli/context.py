@@ -1,7 +1,8 @@
 """What every command shares: the settings of one call, the options, and point resolution.
 
-Every option in :func:`common_options` is accepted both before the command (``coniti --json ls``) and
-after it (``coniti ls --json``); a value given after the command wins. The settings live in a
+Every option in :func:`common_options`, and ``--ns``, is accepted both before the command (``coniti
+--json ls``, ``coniti --ns bob/home count``) and after it (``coniti ls --json``); a value given after
+the command wins. ``--ns`` before a command that takes none is a usage error. The settings live in a
 :class:`Settings` object created per call of :func:`coniti.cli.app.run`, never at module level.
 
 Command modules import this module (and output, parse, show, types), never each other nor the app.
@@ -10,6 +11,7 @@ The library (``LogBackend``, the engine) is imported inside the functions that o
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -19,10 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from coniti.cli.output import Output
 from coniti.cli.parse import format_namespace, format_time, resolve_store_path
-from coniti.cli.types import NAMESPACE, POINT, TIME
+from coniti.cli.types import NAMESPACE, POINT, TEXT, TIME
 from coniti.errors import ConitiError
 
 if TYPE_CHECKING:
@@ -37,6 +40,8 @@ __all__ = [
     "as_of_option",
     "at_point",
     "common_options",
+    "common_options_for",
+    "group_ns_option",
     "ns_option",
     "range_options",
     "settings",
@@ -67,6 +72,8 @@ class Settings:
     actor: str | None = None
     reason: str | None = None
     debug: bool = False
+    namespace: tuple[str, ...] | None = None
+    """``--ns`` given before the command: the default of the command's own ``--ns``."""
     _output: Output | None = None
 
     @property
@@ -156,13 +163,24 @@ class Settings:
     ) -> Iterator[ContinuityEngine]:
         """The engine over ``store`` with coniti's default pieces (:class:`~coniti.Container`) and
         the embedder the store was written with (:func:`~coniti.container.stored_embedding`); a
-        store with none yet gets ``embedding``, else ``$CONITI_EMBEDDING``, else ``minilm``. An
-        ``embedding`` given for a store written with another is refused (EmbeddingMismatch)."""
+        store with none yet gets ``embedding``, else ``$CONITI_EMBEDDING``, else ``minilm``. A store
+        holds one embedder: an ``embedding`` given for a store written with another is refused
+        before anything is written, naming both and the way out."""
         from coniti.container import NEW_MEMORY_EMBEDDING, Container, stored_embedding
 
         if embedding is None:
             fresh = self.environ.get("CONITI_EMBEDDING") or NEW_MEMORY_EMBEDDING
             embedding = stored_embedding(store, default=fresh)
+        else:
+            written = stored_embedding(store, default=embedding)
+            if written != embedding:
+                from coniti.embedding import EMBEDDERS
+
+                raise CliError(
+                    f"this store is embedded with {written} ({EMBEDDERS.create(written).spec_id}); "
+                    f"a store holds one embedder, so --embedding {embedding} is refused and nothing "
+                    "was written: leave --embedding out, or give another store with --store"
+                )
         with Container(memory=store, embedding=embedding) as container:
             yield container.engine
 
@@ -193,14 +211,30 @@ HINT_LIMIT = 8
 
 
 def hint_if_unknown(
-    s: Settings, memory: MemoryBackend, namespace: tuple[str, ...], *, prefix: bool = False
+    s: Settings,
+    memory: MemoryBackend,
+    namespace: tuple[str, ...],
+    *,
+    prefix: bool = False,
+    prefix_option: bool = True,
 ) -> None:
     """When ``namespace`` (or, with ``prefix``, every namespace under it) holds no notes, say so on
-    stderr and list the namespaces that do, closest first. The answer itself is unchanged."""
+    stderr and list the namespaces that do, closest first; for a namespace that holds none itself
+    but has namespaces with notes under it, list those and (``prefix_option``: the command has
+    ``--prefix``) name ``--prefix``. The answer itself is unchanged."""
     from coniti.memory import closest_namespaces
 
     under = memory.namespaces(namespace)
     if (under if prefix else namespace in under):
+        return
+    if under and not prefix:
+        named = [format_namespace(ns) for ns in under]
+        more = f" (and {len(named) - HINT_LIMIT} more)" if len(named) > HINT_LIMIT else ""
+        how = f"; --prefix {format_namespace(namespace)} takes them all" if prefix_option else ""
+        s.out.hint(
+            f"no notes in namespace {format_namespace(namespace)} itself; namespaces under it "
+            f"with notes: {', '.join(named[:HINT_LIMIT])}{more}{how}"
+        )
         return
     what = "under" if prefix else "in namespace"
     live = memory.namespaces()
@@ -231,21 +265,70 @@ def _setter(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     return callback
 
 
-def _shared(*decls: str, setting: str, **kwargs: Any) -> Callable[[F], F]:
-    """An option that sets ``Settings.<setting>`` when given, wherever it appears on the line."""
-    return click.option(*decls, expose_value=False, callback=_setter(setting), **kwargs)
+def _shared(
+    *decls: str,
+    setting: str,
+    callback: Callable[[click.Context], None] | None = None,
+    **kwargs: Any,
+) -> Callable[[F], F]:
+    """An option that sets ``Settings.<setting>`` when given, wherever it appears on the line;
+    ``callback(ctx)`` runs first, whether it is given or not."""
+    setter = _setter(setting)
+
+    def both(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if callback is not None:
+            callback(ctx)
+        setter(ctx, param, value)
+
+    return click.option(*decls, expose_value=False, callback=both, **kwargs)
+
+
+def _no_stray_namespace(ctx: click.Context) -> None:
+    """``--ns`` before a command without a ``--ns`` of its own is a usage error naming it (run as
+    each command's options are read)."""
+    obj = ctx.find_object(Settings)
+    if obj is None or obj.namespace is None or isinstance(ctx.command, click.Group):
+        return
+    if not any(p.name == "namespace" for p in ctx.command.params):
+        raise click.UsageError(f"--ns does not apply to '{ctx.info_name}'", ctx)
+
+
+NS_FLAG = "--ns"
+"""The namespace option's name, before the command (:data:`group_ns_option`) and after it
+(:func:`ns_option`)."""
+
+group_ns_option = click.option(
+    NS_FLAG, "namespace", type=NAMESPACE, default=None, expose_value=False,
+    callback=_setter("namespace"), metavar="NAMESPACE",
+    help="Namespace of the command, as its own --ns gives it (coniti --ns bob/home count).",
+)  # fmt: skip
+"""``--ns`` before the command name: stored in :attr:`Settings.namespace`, the default of the
+command's own ``--ns`` (see :func:`ns_option`)."""
+
+
+STORE_HELP = "Store directory (default: $CONITI_STORE, else $XDG_DATA_HOME/coniti/store)."
 
 
 def common_options(func: F) -> F:
     """Add --store, --json, --actor, --reason and --debug to a command or group."""
+    return common_options_for(STORE_HELP)(func)
+
+
+def common_options_for(store_help: str) -> Callable[[F], F]:
+    """:func:`common_options` with ``store_help`` as the help of ``--store`` (``demo`` reads it as
+    its own directory)."""
+    return functools.partial(_add_common_options, store_help=store_help)
+
+
+def _add_common_options(func: F, *, store_help: str) -> F:
     options = [
-        _shared("--store", setting="store", metavar="PATH",
-                help="Store directory (default: $CONITI_STORE, else $XDG_DATA_HOME/coniti/store)."),
+        _shared("--store", setting="store", metavar="PATH", help=store_help,
+                callback=_no_stray_namespace),
         _shared("--json", "json_", setting="json", is_flag=True,
                 help="Machine-readable output: one JSON document, or JSON lines for streams."),
-        _shared("--actor", setting="actor", metavar="NAME",
+        _shared("--actor", setting="actor", metavar="NAME", type=TEXT,
                 help="Who is acting; stamped on the events written (default: $CONITI_ACTOR)."),
-        _shared("--reason", setting="reason", metavar="TEXT",
+        _shared("--reason", setting="reason", metavar="TEXT", type=TEXT,
                 help="Why; stamped on the events written."),
         _shared("--debug", setting="debug", is_flag=True, help="Show the full traceback on errors."),
     ]
@@ -262,16 +345,28 @@ def ns_option(
     """``--ns NAMESPACE`` passed as ``namespace`` (a tuple of parts; see :mod:`coniti.cli.parse`).
 
     ``default=None`` means the command reads "no namespace given" (all, or each record's own); any
-    other default is shown in ``--help``.
+    other default is shown in ``--help``. ``--ns`` given before the command name
+    (:data:`group_ns_option`) replaces the default.
     """
     return click.option(
-        "--ns",
+        NS_FLAG,
         "namespace",
         type=NAMESPACE,
         default=default,
         show_default=default is not None,
         help=help,
+        callback=_ns_before_command,
     )
+
+
+def _ns_before_command(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """The command's ``--ns``: its own value when given, else the one given before the command,
+    else its default."""
+    if param.name is not None and ctx.get_parameter_source(param.name) is ParameterSource.DEFAULT:
+        obj = ctx.find_object(Settings)
+        if obj is not None and obj.namespace is not None:
+            return obj.namespace
+    return value
 
 
 as_of_option = click.option(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from coniti.cli.context import common_options, settings
+from coniti.cli.context import common_options_for, settings
 from coniti.cli.parse import format_namespace, format_time, iso_time
 from coniti.cli.show import event_json, show_history
 
@@ -22,7 +22,10 @@ __all__ = ["demo"]
 
 
 @click.command()
-@common_options
+@common_options_for(
+    "The demo's directory (default: ./coniti-demo); its store is PATH/store. Not a store of yours: "
+    "$CONITI_STORE is ignored."
+)
 def demo() -> None:
     """Run the demo in ./coniti-demo/ (or --store DIR): a fresh store in DIR/store, a story, a tour.
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, cast
@@ -20,7 +19,7 @@ from coniti.cli.context import (
     settings,
     time_range,
 )
-from coniti.cli.parse import format_namespace, format_time, iso_time
+from coniti.cli.parse import format_namespace, format_time, iso_time, read_stdin_text
 from coniti.cli.types import FILTER, META, NAMESPACE, TIME
 
 if TYPE_CHECKING:
@@ -38,7 +37,7 @@ __all__ = ["add", "ask"]
 @click.option("--id", "note_id", default=None, help="The note's id (default: a random one).")
 @click.option("--embedding", "embedding", default=None, metavar="NAME",
               help="Embedder of a new store (default: $CONITI_EMBEDDING, else minilm); a store "
-                   "keeps the one it was written with.")  # fmt: skip
+                   "holds one embedder: another is refused.")  # fmt: skip
 @common_options
 def add(
     text: str,
@@ -53,7 +52,7 @@ def add(
 
     s = settings()
     if text == "-":
-        text = sys.stdin.read().rstrip("\n")
+        text = read_stdin_text()
     note = Note(
         id=uuid.uuid4().hex if note_id is None else note_id,
         text=text,
@@ -118,6 +117,11 @@ def ask(
     s = settings()
     if prefix is not None and namespace:
         raise click.UsageError("give --ns or --prefix, not both")
+    if not text.strip():
+        raise click.BadParameter(
+            "empty or blank: give words to ask about (for the notes of a time window: "
+            "coniti ls --from ... --to ...)", param_hint="'TEXT'",
+        )
     query = Query(
         text=text, time_range=time_range(start, end), k=k, filter=where, min_score=min_score,
         strategy=cast(Any, strategy), mmr=mmr,

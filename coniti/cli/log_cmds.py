@@ -11,7 +11,7 @@ import click
 from coniti.cli.context import CliError, at_point, common_options, ns_option, settings
 from coniti.cli.parse import format_namespace
 from coniti.cli.show import event_json, event_line, show_history
-from coniti.cli.types import POINT
+from coniti.cli.types import NAMESPACE, POINT
 
 if TYPE_CHECKING:
     from coniti.events import Event
@@ -84,32 +84,57 @@ def history(note_id: str, namespace: tuple[str, ...]) -> None:
 @click.command()
 @click.argument("a", type=POINT, metavar="A")
 @click.argument("b", type=POINT, metavar="B")
-@ns_option("Namespace to compare.")
+@ns_option("Compare only this namespace (default: the whole store).", default=None)
+@click.option("--prefix", "prefix", type=NAMESPACE, default=None,
+              help="Compare every namespace under this one (e.g. alice) instead of the whole store.")
 @common_options
-def diff(a: int | float, b: int | float, namespace: tuple[str, ...]) -> None:
-    """Records added, removed and changed between points A and B (sequence numbers or ISO times)."""
+def diff(
+    a: int | float, b: int | float, namespace: tuple[str, ...] | None, prefix: tuple[str, ...] | None
+) -> None:
+    """Records added, removed and changed between points A and B (sequence numbers or ISO times),
+    in every namespace of the store (or under --prefix, or in --ns alone)."""
     s = settings()
+    if namespace is not None and prefix is not None:
+        raise click.UsageError("give --ns or --prefix, not both")
     with s.open_store() as store:
         before, after = at_point(store, a), at_point(store, b)
         seq_a, seq_b = before.seq, after.seq
-        result = store.diff(seq_a, seq_b, namespace=namespace)
+        if namespace is not None:
+            results = [store.diff(seq_a, seq_b, namespace=namespace)]
+        else:
+            results = store.diff_all(seq_a, seq_b, prefix=prefix or ())
         rows: list[list[Any]] = []
-        for change, ids, view in (
-            ("added", result.added, after),
-            ("removed", result.removed, before),
-            ("changed", result.changed, after),
-        ):
-            for record in view.get(view.get_request(ids, namespace)).records:
-                rows.append([change, record.id, record.note.text])
+        for result in results:
+            ns = result.namespace
+            for change, ids, view in (
+                ("added", result.added, after),
+                ("removed", result.removed, before),
+                ("changed", result.changed, after),
+            ):
+                found = {r.id: r.note.text for r in view.get(view.get_request(ids, ns)).records}
+                for rid in ids:
+                    text = found.get(rid, "(content erased)")
+                    rows.append([change, format_namespace(ns), rid, text])
     if s.json:
-        s.out.json(result.to_dict())
+        if namespace is not None:
+            s.out.json(results[0].to_dict())
+        else:
+            s.out.json({"a": seq_a, "b": seq_b, "prefix": list(prefix or ()),
+                        "namespaces": [r.to_dict() for r in results]})  # fmt: skip
         return
-    title = f"{format_namespace(namespace)}: after seq {seq_a} -> after seq {seq_b}"
+    if namespace is not None:
+        where = format_namespace(namespace)
+    else:
+        where = "the whole store" if not prefix else f"under {format_namespace(prefix)}"
+    title = f"{where}: after seq {seq_a} -> after seq {seq_b}"
     if not rows:
         s.out.line(f"{title}: no change")
         return
-    s.out.table(["change", "id", "text (at B; removed: at A)"], rows, title=title,
-                wrap=["text (at B; removed: at A)"])
+    text = "text (at B; removed: at A)"
+    if namespace is not None:
+        s.out.table(["change", "id", text], [[r[0], *r[2:]] for r in rows], title=title, wrap=[text])
+    else:
+        s.out.table(["change", "namespace", "id", text], rows, title=title, wrap=[text])
 
 
 @click.command(name="at")
@@ -169,6 +194,11 @@ def import_(file: str) -> None:
 
     s = settings()
     path = s.store_path
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise CliError(
+            f"{path} already exists and is not empty: import creates a new store; choose a new or "
+            "empty directory with --store"
+        )
     with s.out.progress(f"importing {file}"):
         store = LogBackend.import_log(sys.stdin if file == "-" else file, path)
     with store:

@@ -2,6 +2,10 @@
 
 The MCP SDK is imported only when the command runs (``coniti --help`` does not load it). Ctrl-C and
 SIGTERM stop the server cleanly (exit status 0): HTTP sessions end, then the store is closed.
+
+Over HTTP the server binds to 127.0.0.1 unless ``--http`` names another host; a host that is not
+loopback (``0.0.0.0`` included) needs ``--token-file``, checked before the store is opened or
+anything binds (:mod:`coniti.integrations.mcp_http`).
 """
 
 from __future__ import annotations
@@ -13,23 +17,33 @@ import click
 from coniti.cli.context import CliError, common_options, settings
 from coniti.cli.parse import format_namespace
 from coniti.cli.types import NAMESPACE
+from coniti.errors import ContractError
 
 __all__ = ["mcp"]
 
 
+LOOPBACK = "127.0.0.1"
+"""Where ``--http PORT`` binds."""
+
+
 def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
-    """``HOST:PORT`` as ``(host, port)``; a bad one is a usage error naming ``--http``."""
+    """``[HOST:]PORT`` as ``(host, port)``, the host 127.0.0.1 when not given; a bad one is a usage
+    error naming ``--http``."""
     if value is None:
         return None
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise click.BadParameter(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:8000)", ctx, param)
-    return host.removeprefix("[").removesuffix("]"), int(port)
+    host, _, port = value.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise click.BadParameter(f"{value!r} is not [HOST:]PORT (e.g. 8000 or 127.0.0.1:8000)", ctx, param)
+    return host.removeprefix("[").removesuffix("]") or LOOPBACK, int(port)
 
 
 @click.command()
-@click.option("--http", "http", default=None, metavar="HOST:PORT", callback=_address,
-              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
+@click.option("--http", "http", default=None, metavar="[HOST:]PORT", callback=_address,
+              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio; HOST is "
+                   "127.0.0.1 unless given, and any other than loopback needs --token-file.")
+@click.option("--token-file", "token_file", default=None, metavar="PATH",
+              help="With --http: every request must send 'Authorization: Bearer TOKEN', TOKEN being "
+                   "this file's one line (chmod 600; 16 characters or more).")
 @click.option("--prefix", "prefix", type=NAMESPACE, default=None,
               help="Serve only this namespace and those under it, e.g. alice (default: all).")
 @click.option("--read-only", "read_only", is_flag=True,
@@ -38,10 +52,11 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> t
               help="Offer the erase tool: a privacy erasure of every version of notes.")
 @click.option("--embedding", "embedding", default=None, metavar="NAME",
               help="Embedder of a new store (default: $CONITI_EMBEDDING, else minilm); a store "
-                   "keeps the one it was written with.")  # fmt: skip
+                   "holds one embedder: another is refused.")  # fmt: skip
 @common_options
 def mcp(
     http: tuple[str, int] | None,
+    token_file: str | None,
     prefix: tuple[str, ...] | None,
     read_only: bool,
     allow_erase: bool,
@@ -49,13 +64,32 @@ def mcp(
 ) -> None:
     """Serve the memory to MCP clients (agents): over stdin/stdout, or streamable HTTP with --http.
 
-    Writes are stamped with --actor, else the client's name, and the reason each call gives (else
-    --reason). Needs the MCP SDK: pip install 'coniti[mcp]'."""
+    Over HTTP, whoever reaches the port reads (and, unless --read-only, writes) the memory: the server
+    binds to 127.0.0.1 unless told otherwise, and another address needs --token-file. There is no
+    TLS: beyond a trusted network, put it behind a TLS proxy. Writes are stamped with --actor, else
+    the client's name, and the reason each call gives (else --reason). Needs the MCP SDK: pip install
+    'coniti[mcp]'."""
+    from coniti.integrations.mcp_http import is_loopback, read_token
+
     s = settings()
     if read_only and allow_erase:
         raise click.UsageError("--read-only and --allow-erase contradict each other: give one")
+    if token_file is not None and http is None:
+        raise click.UsageError("--token-file applies to --http only (stdio has no network to guard)")
+    if http is not None and token_file is None and not is_loopback(http[0]):
+        raise click.UsageError(
+            f"--http {http[0]}:{http[1]} serves beyond this machine, where anyone who reaches the "
+            "port could read and write the memory: give --token-file PATH (or serve on 127.0.0.1)"
+        )
+    token = None
+    if token_file is not None:
+        try:
+            token = read_token(token_file)
+        except ContractError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--token-file'") from None
     try:
         from coniti.integrations.mcp import create_server
+        from coniti.integrations.mcp_http import serve_http
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] in ("mcp", "mcp_types"):
             raise CliError("coniti mcp needs the MCP SDK: pip install 'coniti[mcp]'") from None
@@ -69,13 +103,14 @@ def mcp(
             actor=s.actor_name, reason=s.reason,
         )  # fmt: skip
         where = "stdin/stdout" if http is None else f"http://{http[0]}:{http[1]}/mcp"
-        s.out.hint(f"coniti: serving {s.store_path} ({format_namespace(scope)}) over MCP on {where}")
+        guard = "" if token is None else " (bearer token required)"
+        s.out.hint(f"coniti: serving {s.store_path} ({format_namespace(scope)}) over MCP on {where}{guard}")
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             if http is None:
                 server.run()
             else:
-                server.run("streamable-http", host=http[0], port=http[1])
+                serve_http(server, http[0], http[1], token=token)
         except KeyboardInterrupt:
             s.out.hint("coniti: stopped")
         finally:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -20,7 +21,10 @@ from coniti.cli.context import (
 )
 from coniti.cli.parse import format_namespace, parse_meta_value
 from coniti.cli.show import record_json, show_record, show_records
-from coniti.cli.types import FILTER
+from coniti.cli.types import FILTER, NAMESPACE
+
+if TYPE_CHECKING:
+    from coniti.memory import MemoryBackend, MemoryRecord
 
 __all__ = ["count", "get", "ls", "meta", "rm"]
 
@@ -71,8 +75,32 @@ filter_option = click.option(
 )  # fmt: skip
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def prefix_option(verb: str) -> Callable[[F], F]:
+    """``--prefix NAMESPACE`` passed as ``prefix``: every namespace under it instead of ``--ns``."""
+    return click.option(
+        "--prefix", "prefix", type=NAMESPACE, default=None,
+        help=f"{verb} every namespace under this one (e.g. alice; '/' for all) instead of --ns.",
+    )  # fmt: skip
+
+
+def _scopes(
+    view: MemoryBackend, namespace: tuple[str, ...], prefix: tuple[str, ...] | None
+) -> list[tuple[str, ...]]:
+    """The namespaces a command reads: ``namespace``, or with ``prefix`` the live ones under it,
+    sorted. ``--ns`` (other than the root) with ``--prefix`` is a usage error."""
+    if prefix is None:
+        return [namespace]
+    if namespace:
+        raise click.UsageError("give --ns or --prefix, not both")
+    return view.namespaces(prefix)
+
+
 @click.command(name="ls")
 @ns_option()
+@prefix_option("List")
 @range_options
 @filter_option
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many records.")
@@ -81,6 +109,7 @@ filter_option = click.option(
 @common_options
 def ls(
     namespace: tuple[str, ...],
+    prefix: tuple[str, ...] | None,
     start: float | None,
     end: float | None,
     where: dict[str, Any] | None,
@@ -88,45 +117,61 @@ def ls(
     versions: bool,
     as_of: int | float | None,
 ) -> None:
-    """List records in note-time order (JSON lines with --json, which carry versions)."""
+    """List records in note-time order (JSON lines with --json, which carry versions); with
+    --prefix, namespace by namespace (sorted), with a namespace column."""
     s = settings()
     window = time_range(start, end)
     with s.open_store() as store:
         view = view_as_of(store, as_of)
-        if limit is None:
-            records = list(view.iter_all(window, namespace, filter=where))
-        else:
-            request = view.scan_request(window, namespace, limit=limit, filter=where)
-            records = view.scan(request).records
+        records: list[MemoryRecord] = []
+        for ns in _scopes(view, namespace, prefix):
+            if limit is None:
+                records.extend(view.iter_all(window, ns, filter=where))
+                continue
+            if len(records) >= limit:
+                break
+            request = view.scan_request(window, ns, limit=limit - len(records), filter=where)
+            records.extend(view.scan(request).records)
         if not records:
-            hint_if_unknown(s, view, namespace)
+            hint_if_unknown(s, view, namespace if prefix is None else prefix, prefix=prefix is not None)
     if s.json:
         s.out.json_lines(record_json(r) for r in records)
     else:
-        show_records(s.out, records, versions=versions)
+        show_records(s.out, records, versions=versions, namespaces=prefix is not None)
 
 
 @click.command()
 @ns_option()
+@prefix_option("Count")
 @range_options
 @filter_option
 @as_of_option
 @common_options
 def count(
     namespace: tuple[str, ...],
+    prefix: tuple[str, ...] | None,
     start: float | None,
     end: float | None,
     where: dict[str, Any] | None,
     as_of: int | float | None,
 ) -> None:
-    """Count the records of a namespace (in a note-time window, matching a filter)."""
+    """Count the records of a namespace, or with --prefix of every namespace under one (in a
+    note-time window, matching a filter). With --json and --prefix: the count of each namespace too."""
     s = settings()
+    window = time_range(start, end)
     with s.open_store() as store:
         view = view_as_of(store, as_of)
-        n = view.count(view.count_request(time_range(start, end), namespace, filter=where)).count
+        counts = {
+            ns: view.count(view.count_request(window, ns, filter=where)).count
+            for ns in _scopes(view, namespace, prefix)
+        }
+        n = sum(counts.values())
         if n == 0:
-            hint_if_unknown(s, view, namespace)
-    if s.json:
+            hint_if_unknown(s, view, namespace if prefix is None else prefix, prefix=prefix is not None)
+    if s.json and prefix is not None:
+        s.out.json({"prefix": list(prefix), "count": n,
+                    "namespaces": {format_namespace(ns): c for ns, c in counts.items()}})  # fmt: skip
+    elif s.json:
         s.out.json({"namespace": list(namespace), "count": n})
     else:
         s.out.line(str(n))

@@ -20,12 +20,14 @@ import json
 import math
 import os
 import re
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from coniti.errors import namespace_text
+from coniti.text import text_problem
 from coniti.times import in_horizon, iso_time, parse_iso_time
 
 __all__ = [
@@ -39,7 +41,9 @@ __all__ = [
     "parse_meta_value",
     "parse_namespace",
     "parse_point",
+    "parse_text",
     "parse_time",
+    "read_stdin_text",
     "resolve_store_path",
 ]
 
@@ -48,8 +52,18 @@ class ParseError(ValueError):
     """Text typed on the command line that cannot be read; the message says what and why."""
 
 
+def parse_text(text: str, *, field: str) -> str:
+    """``text`` unchanged when it is valid Unicode; else :class:`ParseError` naming ``field``: a
+    command-line argument whose bytes are not UTF-8 arrives with lone surrogates in it."""
+    problem = text_problem(text)
+    if problem is not None:
+        raise ParseError(f"{field}: {problem}")
+    return text
+
+
 def parse_namespace(text: str) -> tuple[str, ...]:
     """``"alice/notes"`` -> ``("alice", "notes")``; ``"/"`` and ``""`` -> ``()``. See the module doc."""
+    parse_text(text, field=f"namespace {text!r}")
     if text in ("", "/"):
         return ()
     parts: list[str] = []
@@ -206,6 +220,7 @@ def parse_meta_value(text: str, *, field: str = "--meta", depth: int = 1) -> Any
 
 def parse_meta_pair(text: str) -> tuple[str, Any]:
     """``"key=value"`` -> ``("key", value)`` with the value read by :func:`parse_meta_value`."""
+    parse_text(text, field=f"--meta {text!r}")
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise ParseError(f"--meta {text!r}: expected KEY=VALUE with a non-empty key")
@@ -239,6 +254,25 @@ def parse_filter(text: str, *, field: str = "--filter") -> dict[str, Any]:
 
 def _refuse_constant(token: str) -> Any:
     raise ValueError(token)
+
+
+def read_stdin_text() -> str:
+    """All of stdin as text, decoded as strict UTF-8 (not with the ``surrogateescape`` Python uses
+    for stdin under a C or POSIX locale), one trailing newline run removed. Bytes that are not
+    UTF-8 raise :class:`ParseError` naming the first one and its offset."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # a text stream put in place of stdin (tests, embedding applications)
+        text = sys.stdin.read()
+    else:
+        data = buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError(
+                f"stdin is not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} "
+                "(convert it first, e.g. iconv -f latin1 -t utf-8)"
+            ) from None
+    return text.rstrip("\n")
 
 
 def default_store_path(environ: Mapping[str, str] | None = None) -> Path:

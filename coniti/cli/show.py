@@ -62,20 +62,19 @@ def show_record(out: Output, record: MemoryRecord) -> None:
     )
 
 
-def show_records(out: Output, records: Iterable[MemoryRecord], *, versions: bool = False) -> None:
-    """Records as a table: time, id, (with ``versions``) version, text."""
-    if versions:
-        out.table(
-            ["time (UTC)", "id", "version", "text"],
-            ([format_time(r.note.timestamp), r.note.id, r.version, r.note.text] for r in records),
-            wrap=["text"],
-        )
-        return
-    out.table(
-        ["time (UTC)", "id", "text"],
-        ([format_time(r.note.timestamp), r.note.id, r.note.text] for r in records),
-        wrap=["text"],
-    )
+def show_records(
+    out: Output, records: Iterable[MemoryRecord], *, versions: bool = False, namespaces: bool = False
+) -> None:
+    """Records as a table: time, (with ``namespaces``) namespace, id, (with ``versions``) version,
+    text."""
+    columns = ["time (UTC)", *(["namespace"] if namespaces else []), "id",
+               *(["version"] if versions else []), "text"]  # fmt: skip
+
+    def row(r: MemoryRecord) -> list[Any]:
+        return [format_time(r.note.timestamp), *([format_namespace(r.namespace)] if namespaces else []),
+                r.note.id, *([r.version] if versions else []), r.note.text]  # fmt: skip
+
+    out.table(columns, (row(r) for r in records), wrap=["text"])
 
 
 def event_json(event: Event) -> dict[str, Any]:

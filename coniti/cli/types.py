@@ -18,10 +18,11 @@ from coniti.cli.parse import (
     parse_meta_pair,
     parse_namespace,
     parse_point,
+    parse_text,
     parse_time,
 )
 
-__all__ = ["EXPIRY", "FILTER", "JSON_OBJECT", "META", "NAMESPACE", "POINT", "TIME"]
+__all__ = ["EXPIRY", "FILTER", "JSON_OBJECT", "META", "NAMESPACE", "POINT", "TEXT", "TIME"]
 
 
 class _Parsed(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.5
@@ -49,3 +50,5 @@ META = _Parsed("key=value", lambda text, field: parse_meta_pair(text))
 EXPIRY = _Parsed("duration|time", lambda text, field: parse_expiry(text, field=field))
 JSON_OBJECT = _Parsed("json", lambda text, field: parse_json_object(text, field=field))
 FILTER = _Parsed("json", lambda text, field: parse_filter(text, field=field))
+TEXT = _Parsed("text", lambda text, field: parse_text(text, field=field))
+"""Text that must be valid Unicode (no bytes that were not UTF-8)."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from coniti.cli.context import CliError, common_options, ns_option, settings
-from coniti.cli.parse import format_namespace
+from coniti.cli.parse import format_namespace, read_stdin_text
 from coniti.cli.types import EXPIRY, JSON_OBJECT, META, TIME
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ _OP_ID = click.option(
               help="Hide the note from then on: a duration (30m, 12h, 7d) or a time.")
 @click.option("--embedding", "embedding", default=None, metavar="NAME",
               help="Embedder of a new store (default: $CONITI_EMBEDDING, else minilm); a store "
-                   "keeps the one it was written with.")  # fmt: skip
+                   "holds one embedder: another is refused.")  # fmt: skip
 @_IF_VERSION
 @_OP_ID
 @common_options
@@ -55,13 +55,11 @@ def set_cmd(
 
     What is not given is not kept: the time defaults to now, the metadata to none (use 'update' to
     change only some fields)."""
-    import sys
-
     from coniti.actor import Note
 
     s = settings()
     if text == "-":
-        text = sys.stdin.read().rstrip("\n")
+        text = read_stdin_text()
     note = Note(id=note_id, text=text, timestamp=time.time() if when is None else when, metadata=dict(meta))
     s.check_new_store_model(embedding)
     with s.open_store("create") as store, s.open_engine(store, embedding) as engine, s.stamp(store):

@@ -52,6 +52,7 @@ from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
 from coniti.impl import log_audit as _audit
 from coniti.impl.log_audit import Subscription
+from coniti.jsonl import MAX_STAMP_CHARS
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
 from coniti.log import verify as _verify
@@ -91,6 +92,7 @@ from coniti.memory import (
     require,
     unique_ids,
 )
+from coniti.text import check_text
 
 __all__ = ["LogBackend", "LogView", "VerifyReport"]
 
@@ -135,9 +137,25 @@ def _check_names(names: Sequence[str], field: str, what: str) -> None:
             raise ContractError(f"{field}[{i}] must be a non-empty string, got {name!r}")
 
 
+def _check_stamp(value: str | None, field: str) -> None:
+    """An audit stamp (actor or reason): None or a string of valid Unicode, of at most
+    :data:`~coniti.jsonl.MAX_STAMP_CHARS` characters."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ContractError(f"{field} must be a string or None, got {type(value).__name__}")
+    if len(value) > MAX_STAMP_CHARS:
+        raise ContractError(f"{field} is {len(value):,} characters; at most {MAX_STAMP_CHARS:,} allowed")
+    try:
+        check_text(value, field)
+    except ValueError as exc:
+        raise ContractError(str(exc)) from None
+
+
 def _check_reason(reason: str) -> None:
     if not isinstance(reason, str) or not reason.strip():
         raise ContractError("reason must be a non-empty string: an erasure is always explained")
+    _check_stamp(reason, "reason")
 
 
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
@@ -419,8 +437,7 @@ class LogBackend(_Reads, MemoryBackend):
         read_only: bool = False,
         group_commit: bool = True,
     ) -> None:
-        if actor is not None and not isinstance(actor, str):
-            raise ContractError(f"actor must be a string or None, got {type(actor).__name__}")
+        _check_stamp(actor, "actor")
         self._log = EventLog(
             path, durability=durability, map_size=map_size, read_only=read_only,
             group_commit=group_commit,
@@ -491,7 +508,10 @@ class LogBackend(_Reads, MemoryBackend):
     def audit(self, actor: str | None = None, reason: str | None = None) -> Iterator[None]:
         """Stamp ``actor`` and ``reason`` on every event this context writes to this store (any
         handle on its path). Context-local: safe across threads and asyncio tasks, and carried
-        into the async twins' worker threads."""
+        into the async twins' worker threads. ``actor`` and ``reason``: strings of valid Unicode
+        (:func:`~coniti.contracts.check_text`) or None, else :class:`ContractError`."""
+        _check_stamp(actor, "actor")
+        _check_stamp(reason, "reason")
         token = _AUDIT.set((*_AUDIT.get(), (self.path, actor, reason)))
         try:
             yield
@@ -686,6 +706,12 @@ class LogBackend(_Reads, MemoryBackend):
         """Record ids added, removed and changed in ``namespace`` between the memory right after event
         ``a`` and right after event ``b`` (each ``0..head``)."""
         return _audit.diff(self._log, a, b, namespace)
+
+    def diff_all(self, a: int, b: int, *, prefix: Sequence[str] = ()) -> list[Diff]:
+        """:meth:`diff` of every namespace under ``prefix`` (``()``: the whole store), from one
+        walk of the events between the two points: one :class:`Diff` per namespace with a change,
+        sorted by namespace (none when nothing changed)."""
+        return _audit.diff_all(self._log, a, b, prefix)
 
     def follow(
         self,

@@ -133,6 +133,17 @@ def diff(log: EventLog, a: Any, b: Any, namespace: Any) -> Diff:
     )
 
 
+def diff_all(log: EventLog, a: Any, b: Any, prefix: Any) -> list[Diff]:
+    head = log.head().seq
+    a = check_seq(a, "a", head)
+    b = check_seq(b, "b", head)
+    make = Diff.constructor()
+    return [
+        make({"a": a, "b": b, "namespace": ns, "added": added, "removed": removed, "changed": changed})
+        for ns, added, removed, changed in feed.diff_prefix(log.store, as_namespace(prefix), a, b)
+    ]
+
+
 # -- the live tail ---------------------------------------------------------------------------------
 
 

@@ -16,7 +16,8 @@ is one call of the engine or the store, with typed (pydantic) arguments and a st
                returns the receipt (one ``erase`` event per id)
 ``history``    every event that touched one note, oldest first
 ``changes``    the audit trail after a sequence number, in pages
-``diff``       note ids added, removed and changed between two points
+``diff``       note ids added, removed and changed between two points, per namespace (every
+               namespace served, a prefix, or one namespace)
 ``verify``     check the hash chain and the projections
 =============  ===================================================================================
 
@@ -35,7 +36,7 @@ argument, else ``reason``. A write with no reason at all is refused.
 
 **Scope.** ``prefix`` confines every tool and resource to that namespace and those under it.
 Namespaces stay absolute (as stored); one outside the prefix is refused. A tool's default namespace
-is the prefix itself; ``recall`` and ``changes`` default to the whole subtree.
+is the prefix itself; ``recall``, ``changes`` and ``diff`` default to the whole subtree.
 
 **Refusals.** ``read_only`` refuses every write tool with a tool error that says so. Bad input is a
 tool error (``is_error``) naming the argument, and changes nothing: a value of the wrong type or
@@ -95,6 +96,7 @@ __all__ = [
     "Head",
     "History",
     "HitInfo",
+    "NamespaceChanges",
     "NoteInfo",
     "Notes",
     "Recalled",
@@ -249,16 +251,25 @@ class Changes(Contract):
     events: list[EventInfo]
 
 
-class DiffResult(Contract):
-    """Note ids added, removed and changed in one namespace between the memory right after event
-    ``a`` and right after event ``b``."""
+class NamespaceChanges(Contract):
+    """Note ids added, removed and changed in one namespace."""
 
-    a: int
-    b: int
     namespace: list[str]
     added: list[str]
     removed: list[str]
     changed: list[str]
+
+
+class DiffResult(Contract):
+    """What changed between the memory right after event ``a`` and right after event ``b``: in
+    ``namespace`` alone, or in every namespace under ``prefix``; ``changes`` holds one entry per
+    namespace with a change, sorted (empty: no change)."""
+
+    a: int
+    b: int
+    namespace: list[str] | None
+    prefix: list[str] | None
+    changes: list[NamespaceChanges]
 
 
 class Verified(Contract):
@@ -670,14 +681,32 @@ class _Tools:
         self,
         a: Annotated[PointArg, pydantic.Field(description=f"The earlier point: {_POINT}.")],
         b: Annotated[PointArg, pydantic.Field(description=f"The later point: {_POINT}.")],
-        namespace: NamespaceArg = None,
+        namespace: Annotated[list[Part] | None, pydantic.Field(
+            description='Compare only this namespace, e.g. ["alice", "work"].')] = None,
+        prefix: Annotated[list[Part] | None, pydantic.Field(
+            description="Compare every namespace under this one (default: every namespace this "
+            "server serves).")] = None,
     ) -> DiffResult:
-        """The note ids added, removed and changed in one namespace between two points."""
-        ns = self._namespace(namespace)
-        d = self._store.diff(self._view(a, "a").seq, self._view(b, "b").seq, namespace=ns)
+        """The note ids added, removed and changed between two points, per namespace: in every
+        namespace this server serves, or under a prefix, or in one namespace."""
+        if namespace is not None and prefix is not None:
+            raise ToolError("namespace, prefix: give one of them, not both")
+        seq_a, seq_b = self._view(a, "a").seq, self._view(b, "b").seq
+        if namespace is not None:
+            ns = self._inside(namespace, "namespace")
+            diffs = [self._store.diff(seq_a, seq_b, namespace=ns)]
+        else:
+            scope = self._prefix if prefix is None else self._inside(prefix, "prefix")
+            diffs = self._store.diff_all(seq_a, seq_b, prefix=scope)
+        changes = [
+            NamespaceChanges(namespace=list(d.namespace), added=d.added, removed=d.removed,
+                             changed=d.changed)
+            for d in diffs if not d.empty
+        ]  # fmt: skip
         return DiffResult(
-            a=d.a, b=d.b, namespace=list(ns), added=d.added, removed=d.removed, changed=d.changed
-        )
+            a=seq_a, b=seq_b, namespace=None if namespace is None else list(ns),
+            prefix=None if namespace is not None else list(scope), changes=changes,
+        )  # fmt: skip
 
     def verify(self) -> Verified:
         """Check the whole store: every event decodes, the hash chain holds, and the indexes equal

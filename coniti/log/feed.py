@@ -7,7 +7,8 @@ Contracts:
   transaction, so no transaction is held while a caller consumes them, and every batch sees the
   commits of every process up to its start.
 * :func:`history` and :func:`diff` read one snapshot and cost index walks plus one frame decode per
-  event returned (``diff``: one envelope decode per event between the two points).
+  event returned (``diff`` and ``diff_prefix``: one envelope decode per event between the two
+  points).
 * **Checked.** Every event returned by :func:`read_batch` (so :func:`read_events` and the follow
   loop) and :func:`history` has its payload checked against its digest and its hash against the
   chain (the ``prev`` of the event after it, or the head record): an event altered in place, content
@@ -49,6 +50,7 @@ __all__ = [
     "MAX_SUBSCRIPTION_NAME",
     "create_subscription",
     "diff",
+    "diff_prefix",
     "drop_subscription",
     "head_seq",
     "history",
@@ -289,14 +291,34 @@ def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str],
     ``a`` and right after event ``b`` (either order), each sorted. Only ids touched by an event
     between the two points are examined (all ids visible at the earlier point if a clear lies
     between)."""
+    for _, added, removed, changed in _diffs(store, namespace, a, b, exact=True):
+        return added, removed, changed
+    return [], [], []
+
+
+def diff_prefix(
+    store: Store, prefix: Namespace, a: int, b: int
+) -> list[tuple[Namespace, list[str], list[str], list[str]]]:
+    """:func:`diff` of every namespace that starts with ``prefix`` (``()``: all), from one walk of
+    the events between the two points: ``(namespace, added, removed, changed)`` for each namespace
+    with a change, sorted by namespace."""
+    return _diffs(store, prefix, a, b, exact=False)
+
+
+def _diffs(
+    store: Store, scope: Namespace, a: int, b: int, *, exact: bool
+) -> list[tuple[Namespace, list[str], list[str], list[str]]]:
+    """The diffs of :func:`diff` (``exact``: the namespace ``scope`` alone) and :func:`diff_prefix`
+    (every namespace starting with ``scope``); namespaces without a change are left out."""
     lo, hi = min(a, b), max(a, b)
+    n = len(scope)
+    out: list[tuple[Namespace, list[str], list[str], list[str]]] = []
     with store.read() as txn:
         p = Projections(txn, Dbs(store.dbs, layout=store.layout))
-        nsid = p.nsid(ns_bytes(namespace))
-        if nsid is None or lo == hi:
-            return [], [], []
-        touched: dict[str, None] = {}
-        cleared = False
+        if lo == hi or (exact and p.nsid(ns_bytes(scope)) is None):
+            return out
+        touched: dict[Namespace, dict[str, None]] = {}
+        cleared: set[Namespace] = set()
         cur = txn.cursor(db=store.dbs[LOG_DB])
         if cur.set_range(seq_key(lo + 1)):
             for key, frame in cur:
@@ -304,37 +326,46 @@ def diff(store: Store, namespace: Namespace, a: int, b: int) -> tuple[list[str],
                 if seq > hi:
                     break
                 env = decode_envelope(frame, seq)
-                if env.namespace != namespace or (env.kind == ERASE and env.id is None):
+                ns = env.namespace
+                if (ns != scope if exact else ns[:n] != scope) or (env.kind == ERASE and env.id is None):
                     continue  # another namespace, or a metadata key's erasure (§15): no record
                 if env.kind in (PUT, DELETE, ERASE):
                     assert env.id is not None
-                    touched[env.id] = None
+                    touched.setdefault(ns, {})[env.id] = None
                 elif env.kind == CLEAR:
-                    cleared = True
-        if cleared:
-            entries, _ = p.scan_as_of(nsid, None, None, None, None, lo)
-            for put_seq, _, _, _ in entries:
-                rid = decode_envelope(p.frame(put_seq), put_seq).id
-                assert rid is not None
-                touched[rid] = None
-        added: list[str] = []
-        removed: list[str] = []
-        changed: list[str] = []
-        for rid in touched:
-            at_a = _visible(p, nsid, rid, a)
-            at_b = _visible(p, nsid, rid, b)
-            if at_a is None and at_b is not None:
-                added.append(rid)
-            elif at_a is not None and at_b is None:
-                removed.append(rid)
-            elif (
-                at_a is not None
-                and at_b is not None
-                and at_a[0] != at_b[0]
-                and not _same_content(at_a[1], at_b[1])
-            ):
-                changed.append(rid)
-    return sorted(added), sorted(removed), sorted(changed)
+                    touched.setdefault(ns, {})
+                    cleared.add(ns)
+        for ns in sorted(touched):
+            nsid = p.nsid(ns_bytes(ns))
+            if nsid is None:
+                continue
+            ids = touched[ns]
+            if ns in cleared:
+                entries, _ = p.scan_as_of(nsid, None, None, None, None, lo)
+                for put_seq, _, _, _ in entries:
+                    rid = decode_envelope(p.frame(put_seq), put_seq).id
+                    assert rid is not None
+                    ids[rid] = None
+            added: list[str] = []
+            removed: list[str] = []
+            changed: list[str] = []
+            for rid in ids:
+                at_a = _visible(p, nsid, rid, a)
+                at_b = _visible(p, nsid, rid, b)
+                if at_a is None and at_b is not None:
+                    added.append(rid)
+                elif at_a is not None and at_b is None:
+                    removed.append(rid)
+                elif (
+                    at_a is not None
+                    and at_b is not None
+                    and at_a[0] != at_b[0]
+                    and not _same_content(at_a[1], at_b[1])
+                ):
+                    changed.append(rid)
+            if added or removed or changed:
+                out.append((ns, sorted(added), sorted(removed), sorted(changed)))
+    return out
 
 
 # -- waiting -------------------------------------------------------------------------------------

@@ -325,7 +325,10 @@ def import_log(source: Source, path: str | os.PathLike[str]) -> int:
     import also removes the parent directories it created."""
     target = Path(path)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise MemoryFileError(f"{target} already exists; import_log creates a new store")
+        raise MemoryFileError(
+            f"{target} already exists and is not empty: an import creates a new store (give a new or "
+            "empty directory)"
+        )
     parent = target.absolute().parent
     created = _first_missing(parent)
     try:

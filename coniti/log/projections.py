@@ -1527,7 +1527,7 @@ class Projections:
             env, weight = read_feedback(self.frame(seq), seq)
             if env.get("n") != list(namespace) or not isinstance(env.get("i"), str):
                 raise StoreCorrupted(
-                    f"feedback of namespace {namespace!r} is damaged: its index names event {seq}, "
+                    f"feedback of namespace {namespace_text(namespace)} is damaged: its index names event {seq}, "
                     "which is not feedback in it"
                 )
             if weight is not None:

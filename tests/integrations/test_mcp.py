@@ -401,7 +401,30 @@ async def test_diff_lists_what_changed_between_two_points(store: Path) -> None:
         await ok(client, "forget", {"ids": ["b"], "reason": "r"})
         await remember(client, "c", "Cat drinks water")
         d = await ok(client, "diff", {"a": mid, "b": (await ok(client, "changes", {}))["head"]})
-    assert (d["added"], d["removed"], d["changed"]) == (["c"], ["b"], ["a"])
+    assert [(c["namespace"], c["added"], c["removed"], c["changed"]) for c in d["changes"]] == [
+        ([], ["c"], ["b"], ["a"])
+    ]
+
+
+async def test_diff_covers_every_namespace_served(store: Path) -> None:
+    """diff without a namespace lists the changes of every namespace the server serves, per
+    namespace; prefix narrows it, namespace gives one."""
+    async with connect(store) as client:
+        await remember(client, "a", "Ada drinks tea", namespace=["ada"])
+        mid = (await ok(client, "changes", {}))["head"]
+        await remember(client, "b", "Bob drinks milk", namespace=["bob", "home"])
+        await remember(client, "c", "Cat drinks water", namespace=["cat"])
+        await ok(client, "forget", {"ids": ["a"], "reason": "r", "namespace": ["ada"]})
+        head = (await ok(client, "changes", {}))["head"]
+        whole = await ok(client, "diff", {"a": mid, "b": head})
+        under = await ok(client, "diff", {"a": mid, "b": head, "prefix": ["bob"]})
+        one = await ok(client, "diff", {"a": mid, "b": head, "namespace": ["cat"]})
+    assert [(c["namespace"], c["added"], c["removed"]) for c in whole["changes"]] == [
+        (["ada"], [], ["a"]), (["bob", "home"], ["b"], []), (["cat"], ["c"], []),
+    ]
+    assert whole["prefix"] == [] and whole["namespace"] is None
+    assert [c["namespace"] for c in under["changes"]] == [["bob", "home"]]
+    assert one["namespace"] == ["cat"] and [c["added"] for c in one["changes"]] == [["c"]]
 
 
 async def test_verify_reports_a_clean_store(store: Path) -> None:
