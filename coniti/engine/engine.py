@@ -63,6 +63,8 @@ from datetime import datetime
 from types import EllipsisType
 from typing import Any, Self
 
+import numpy as np
+
 from coniti import derived
 from coniti.actor import Note, Query
 from coniti.batch import NoteBatch
@@ -167,6 +169,7 @@ class ContinuityEngine:
         recipe = Recipe(
             tuple(protos), KeywordIndex() if keyword is None else keyword, strategy,
             embedder.spec_id, embedder.dim, embedder.name,
+            passages=embedder if embedder.passage_chars is not None else None,
         )  # fmt: skip
         self._setup(
             memory, embedder, recipe, _current_indexes(memory, recipe), reranker=reranker,
@@ -297,32 +300,44 @@ class ContinuityEngine:
         by :meth:`refresh`) is left out. Writes nothing.
         """
         query = _as_query(query)
-        if query.text is not None and len(query.text) > self.max_query_chars:
-            raise ContractError(
-                f"query text is {len(query.text):,} characters, more than max_query_chars "
-                f"({self.max_query_chars:,}); nothing was asked"
-            )
+        _check_text(query, self.max_query_chars)
         ns, scope = _scope(namespace, prefix)
-        if scope is not None and query.near is not None:
-            raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
-        embeds = query.text is not None and query.resolved_strategy in ("semantic", "hybrid")
+        _check_query(query, scope, self.embedder)
         with self._lock:
-            vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
-            spaces = [ns] if scope is None else self.memory.namespaces(scope)
+            vector = _vectors([query], self.embedder)[0]
+            return _answered(self, query, ns, scope, vector)
 
-            def hits() -> list[Hit]:
-                return recall.answer(
-                    query, vector, spaces, merged=scope is not None, indexes=self._indexes,
-                    memory=self.memory, strategy=self.strategy, reranker=self.reranker,
-                )  # fmt: skip
-
+    def ask_many(
+        self,
+        queries: Iterable[Query | str],
+        *,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+    ) -> list[Answer]:
+        """:meth:`ask` for each of ``queries`` (plain strings become ``Query(text=...)``), in
+        order, from the same ``namespace`` or ``prefix``: the question texts that need a vector
+        are embedded in one embedder call (a batch costs about a third per text of single calls),
+        then each is answered as :meth:`ask` answers it. Every query is checked before any is
+        answered; the first bad one raises :class:`ContractError` naming ``queries[i]``. Writes
+        nothing."""
+        if isinstance(queries, str | bytes):
+            raise ContractError("queries must be a sequence of queries, not one string")
+        asked: list[Query] = []
+        for i, item in enumerate(queries):
             try:
-                found = hits()
-            except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
-                if not self._indexes.heal():
-                    raise
-                found = hits()
-            return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found})
+                asked.append(_as_query(item))
+                _check_text(asked[-1], self.max_query_chars)
+            except ContractError as exc:
+                raise ContractError(f"queries[{i}]: {exc}") from None
+        ns, scope = _scope(namespace, prefix)
+        for i, query in enumerate(asked):
+            try:
+                _check_query(query, scope, self.embedder)
+            except ContractError as exc:
+                raise ContractError(f"queries[{i}]: {exc}") from None
+        with self._lock:
+            vectors = _vectors(asked, self.embedder)
+            return [_answered(self, q, ns, scope, v) for q, v in zip(asked, vectors, strict=True)]
 
     def context(
         self,
@@ -622,6 +637,16 @@ class ContinuityEngine:
         """:meth:`ask` on a worker thread."""
         return await to_thread(self.ask, query, namespace=namespace, prefix=prefix)
 
+    async def aask_many(
+        self,
+        queries: Iterable[Query | str],
+        *,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+    ) -> list[Answer]:
+        """:meth:`ask_many` on a worker thread."""
+        return await to_thread(self.ask_many, queries, namespace=namespace, prefix=prefix)
+
     async def acontext(
         self,
         query: Query | str,
@@ -716,6 +741,72 @@ def _scope(
         return ns, as_namespace(prefix)
     except ContractError as exc:
         raise ContractError(f"prefix: {exc}") from None
+
+
+def _answered(
+    engine: ContinuityEngine,
+    query: Query,
+    ns: tuple[str, ...],
+    scope: tuple[str, ...] | None,
+    vector: np.ndarray | None,
+) -> Answer:
+    """The answer of ``query`` (checked, its ``vector`` made) by ``engine``, under its lock; once
+    more after healing a snapshot block that failed its check."""
+    spaces = [ns] if scope is None else engine.memory.namespaces(scope)
+
+    def hits() -> list[Hit]:
+        return recall.answer(
+            query, vector, spaces, merged=scope is not None, indexes=engine._indexes,
+            memory=engine.memory, strategy=engine.strategy, reranker=engine.reranker,
+        )  # fmt: skip
+
+    try:
+        found = hits()
+    except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
+        if not engine._indexes.heal():
+            raise
+        found = hits()
+    return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found})
+
+
+def _check_text(query: Query, limit: int) -> None:
+    """Refuse a query text longer than ``limit`` characters, before any work."""
+    if query.text is not None and len(query.text) > limit:
+        raise ContractError(
+            f"query text is {len(query.text):,} characters, more than max_query_chars "
+            f"({limit:,}); nothing was asked"
+        )
+
+
+def _check_query(query: Query, scope: tuple[str, ...] | None, embedder: Embedder) -> None:
+    """Refuse ``near`` with a prefix, and a ``vector`` of another dimension than the embedder's."""
+    if scope is not None and query.near is not None:
+        raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
+    if query.vector is not None and len(query.vector) != embedder.dim:
+        raise ContractError(
+            f"Query.vector has {len(query.vector)} numbers; this memory's embedder "
+            f"({embedder.spec_id}) makes vectors of {embedder.dim}"
+        )
+
+
+def _vectors(queries: Sequence[Query], embedder: Embedder) -> list[np.ndarray | None]:
+    """The question vector of each query: its ``vector``, or its text embedded (all such texts in
+    one call) when its strategy reads vectors; None when it needs none."""
+    out: list[np.ndarray | None] = [None] * len(queries)
+    texts: dict[str, list[int]] = {}
+    for i, query in enumerate(queries):
+        if query.resolved_strategy not in ("semantic", "hybrid"):
+            continue
+        if query.vector is not None:
+            out[i] = np.asarray(query.vector, dtype=np.float32)
+        elif query.text is not None:
+            texts.setdefault(query.text, []).append(i)
+    if texts:
+        embedded = embedder.embed(list(texts))
+        for row, places in zip(embedded, texts.values(), strict=True):
+            for i in places:
+                out[i] = row
+    return out
 
 
 def _as_query(value: Any) -> Query:
