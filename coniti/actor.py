@@ -161,8 +161,10 @@ class Query(Contract):
 
     ``filter``: a metadata filter (:mod:`coniti.filters`); only notes it matches are answered.
     ``min_score``: hits scoring below it are dropped (the score of the strategy that answered:
-    cosine for ``semantic``, BM25 for ``keyword``, the fused score for ``hybrid``). Both narrow the
-    answer; neither reorders it.
+    cosine for ``semantic``, BM25 for ``keyword``, the fused score for ``hybrid``).
+    ``min_relevance`` (0 to 1): hits whose :attr:`~coniti.recall.Hit.relevance` (the score read on
+    a 0-1 scale, defined for each strategy there) is below it are dropped; not with ``recent``.
+    These narrow the answer; none reorders it.
 
     ``strategy``: ``"semantic"`` (cosine similarity from the structures; with ``near``, steered
     towards or, without text or vector, closest in time to that note), ``"keyword"`` (BM25 on the
@@ -188,6 +190,7 @@ class Query(Contract):
     mmr: float | None = pydantic.Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
     fusion: Fusion | None = None
     asked_at: float | None = None
+    min_relevance: float | None = pydantic.Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
 
     @pydantic.field_validator("vector", mode="before")
     @classmethod
@@ -224,7 +227,7 @@ class Query(Contract):
             )
         return value
 
-    @pydantic.field_validator("min_score", "mmr", mode="before")
+    @pydantic.field_validator("min_score", "mmr", "min_relevance", mode="before")
     @classmethod
     def _score(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
         if isinstance(value, bool) or not (value is None or isinstance(value, int | float)):
@@ -254,4 +257,6 @@ class Query(Contract):
             raise ValueError("strategy 'semantic' needs text, vector or near")
         if self.resolved_strategy == "recent" and self.mmr is not None:
             raise ValueError("mmr does not apply to strategy 'recent' (nothing reorders it)")
+        if self.resolved_strategy == "recent" and self.min_relevance is not None:
+            raise ValueError("min_relevance does not apply to strategy 'recent' (it ranks by time, not relevance)")
         return self

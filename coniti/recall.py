@@ -102,7 +102,29 @@ def trusted_signals(values: dict[str, Any]) -> Signals:
 class Hit(Contract):
     """One answer: the stored note, its score (higher is better: the score of the strategy that
     answered, see :class:`~coniti.actor.Query`), the namespace it was found in, the version of the
-    record it was read from and the :class:`Signals` behind the score."""
+    record it was read from, the :class:`Signals` behind the score and its ``relevance``.
+
+    ``relevance`` is the score read on a scale of 0 to 1, the share of the best score the ask's
+    ranking could give (None for ``recent``, which ranks by time only; None on a hit not made by
+    the engine). It follows the score within one answer (a higher score never has a lower
+    relevance), so ``Query(min_relevance=...)`` cuts the ranking without reordering it:
+
+    * ``semantic``: the cosine, negatives as 0;
+    * ``keyword``: BM25 divided by the score of a note of average length holding every word of the
+      question once (the sum of the words' idf, :meth:`coniti.keyword.KeywordIndex.ceiling` /
+      ``(k1 + 1)``): about 1 when every word matches, less for a part of them or a long note;
+      above (a short note, a word repeated) as 1;
+    * ``hybrid`` fused by score (:func:`coniti.fusion.fuse_scores`): the fused score, on the
+      cosine's scale (a perfect cosine and the best keyword match give 1), above 1 (the date and
+      feedback signals) as 1;
+    * ``hybrid`` fused by rank (:func:`coniti.fusion.fuse`): the fused score divided by the best
+      one possible, first in every ranking fused (sum of weights / (k + 1)): 1.0 first on both
+      sides, 0.5 first on one side and absent from the other, falling slowly with rank (10th on
+      both sides: 0.87 with k = 60), feedback above it as 1.
+
+    Comparable across the hits of one answer, and between asks only roughly (the keyword ceiling
+    and the fused scores depend on the question). A reranker reorders hits and sets their score;
+    the relevance stays the first stage's."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -111,6 +133,7 @@ class Hit(Contract):
     namespace: Namespace = ()
     version: int | None = None
     signals: Signals | None = None
+    relevance: float | None = None
 
 
 class HitGroup(Contract):

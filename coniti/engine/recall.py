@@ -224,10 +224,15 @@ def recall(
     corpus = None
     if text is not None and len(scopes) > 1:
         corpus = Corpus.merge(s.index.keyword.corpus(text) for s in scopes)
+    scale = _scale(query, vector, question, scopes, corpus)
+    if query.min_relevance and scale is not None:  # relevance = score / scale (Hit.relevance)
+        floor = query.min_relevance * scale
+        if query.min_score is None or floor > query.min_score:
+            query = query.model_copy(update={"min_score": floor})
     match = None if query.filter is None else compile_filter(query.filter)
     asks = _Asks(query, vector, memory, strategy, corpus)
     if question is not None:
-        return asks.hybrid(scopes, want, match, question)
+        return _relevant(asks.hybrid(scopes, want, match, question), scale)
     narrowed = match is not None or query.min_score is not None
     found: Found = []
     for scope in scopes:
@@ -237,7 +242,43 @@ def recall(
         found.sort(key=lambda item: _merge_key(item[0]))
         del found[want:]
         found = _reranked(found, query.resolved_strategy)
-    return found[:want]
+    return _relevant(found[:want], scale)
+
+
+def _scale(
+    query: Query,
+    vector: np.ndarray | None,
+    question: _Question | None,
+    scopes: Sequence[Scope],
+    corpus: Corpus | None,
+) -> float | None:
+    """The score of relevance 1 for this ask (:attr:`coniti.recall.Hit.relevance`): 1 for a
+    cosine and for a fused score by score, for keyword the BM25 score of a note of average length
+    holding every question word once (the sum of their idf: the ceiling / (k1 + 1)), the best
+    reciprocal-rank score possible (first in every ranking fused) by rank; None for ``recent``."""
+    name = query.resolved_strategy
+    if name == "recent":
+        return None
+    if name == "keyword" and query.text is not None and scopes:
+        index = scopes[0].index.keyword
+        typical = index.ceiling(query.text, corpus=corpus) / (index.k1 + 1.0)  # sum of the terms' idf
+        return typical if typical > 0 else 1.0
+    if question is not None and not question.by_score:
+        fusion = query.fusion or Fusion()
+        weights = fusion.recency
+        if vector is not None or query.near is not None:
+            weights += fusion.weight("semantic")
+        if query.text is not None:
+            weights += fusion.weight("keyword")
+        return weights / (fusion.k + 1) if weights > 0 else 1.0
+    return 1.0
+
+
+def _relevant(found: Found, scale: float | None) -> Found:
+    """``found`` with each hit's relevance set: its score / ``scale``, within [0, 1]."""
+    if scale is None:
+        return found
+    return [(_hit({**h.__dict__, "relevance": min(1.0, max(0.0, h.score / scale))}), v) for h, v in found]
 
 
 @dataclass(frozen=True)
@@ -465,7 +506,7 @@ class _Asks:
                     signals["semantic"] = cosine[r.id]
             hit = _hit({
                 "note": record.note, "score": float(r.score), "namespace": scope.namespace,
-                "version": record.version, "signals": trusted_signals(signals),
+                "version": record.version, "signals": trusted_signals(signals), "relevance": None,
             })  # fmt: skip
             out.append((hit, _vector(record)))
         return out
