@@ -230,20 +230,30 @@ class TimeRange(Contract):
 
 
 class Query(Contract):
-    """A question: text, a time range, a note to recall around (``near``), or any mix; ``k`` results.
-    ``text``, when given, holds at least one non-blank character (an empty question has no answer).
+    """A question: text, a vector, a time range, a note to recall around (``near``), or any mix; ``k``
+    results. ``text``, when given, holds at least one non-blank character (an empty question has no
+    answer).
+
+    ``vector``: a precomputed question vector (finite numbers; a list or a 1-D numpy array, kept as
+    a tuple of floats), used instead of embedding ``text``; the engine refuses one whose length is
+    not its embedder's dimension. With text too, the text still drives the keyword side. ``asked_at``:
+    the time the question is asked (epoch seconds or an aware datetime): relative dates in the text
+    (``last week``, :mod:`coniti.dates`) are read against it; None: the time of the ask.
 
     ``filter``: a metadata filter (:mod:`coniti.filters`); only notes it matches are answered.
     ``min_score``: hits scoring below it are dropped (the score of the strategy that answered:
-    cosine for ``semantic``, BM25 for ``keyword``, the fused score for ``hybrid``). Both narrow the
-    answer; neither reorders it.
+    cosine for ``semantic``, BM25 for ``keyword``, the fused score for ``hybrid``).
+    ``min_relevance`` (0 to 1): hits whose :attr:`~coniti.recall.Hit.relevance` (the score read on
+    a 0-1 scale, defined for each strategy there) is below it are dropped; not with ``recent``.
+    These narrow the answer; none reorders it.
 
     ``strategy``: ``"semantic"`` (cosine similarity from the structures; with ``near``, steered
-    towards or, without text, closest in time to that note), ``"keyword"`` (BM25 on the text,
-    :mod:`coniti.keyword`), ``"hybrid"`` (both fused by reciprocal rank with feedback,
-    :mod:`coniti.fusion`; ``fusion`` sets k and the weights), ``"recent"`` (newest first in
-    ``time_range``; the text is not used and nothing reorders it), or ``"auto"`` (the default:
-    ``near`` given -> semantic, else text given -> hybrid, else recent).
+    towards or, without text or vector, closest in time to that note), ``"keyword"`` (BM25 on the
+    text, :mod:`coniti.keyword`), ``"hybrid"`` (both fused, by score with feedback and the dates
+    the question names unless ``fusion`` says rank, :mod:`coniti.fusion`; ``fusion`` sets the
+    weights), ``"recent"`` (newest first in ``time_range``; the text is not used and nothing
+    reorders it), or ``"auto"`` (the default: ``near`` given -> semantic, else text given ->
+    hybrid, else a vector given -> semantic, else recent).
     ``mmr``: re-rank by maximal marginal relevance with this lambda in [0, 1] (1: relevance only;
     not with ``recent``).
     """
@@ -251,6 +261,7 @@ class Query(Contract):
     model_config = pydantic.ConfigDict(frozen=True)
 
     text: Text | None = None
+    vector: tuple[float, ...] | None = None
     time_range: TimeRange | None = None
     near: NonEmptyText | None = None
     k: int = pydantic.Field(default=10, ge=1, le=10_000, strict=True)
@@ -259,6 +270,34 @@ class Query(Contract):
     strategy: Literal["auto", "semantic", "keyword", "hybrid", "recent"] = "auto"
     mmr: float | None = pydantic.Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
     fusion: Fusion | None = None
+    asked_at: float | None = None
+    min_relevance: float | None = pydantic.Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+
+    @pydantic.field_validator("vector", mode="before")
+    @classmethod
+    def _vector(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if hasattr(value, "tolist") and hasattr(value, "ndim"):  # a numpy array
+            if value.ndim != 1:
+                raise ValueError(f"vector must be one-dimensional, got {value.ndim} dimensions")
+            value = value.tolist()
+        if not isinstance(value, list | tuple) or not value:
+            raise ValueError(f"vector must be a non-empty list of numbers, got {type(value).__name__}")
+        out = []
+        for i, x in enumerate(value):
+            if isinstance(x, bool) or not isinstance(x, int | float):
+                raise ValueError(f"vector[{i}] must be a number, got {type(x).__name__}")
+            number = float(x)
+            if not math.isfinite(number):
+                raise ValueError(f"vector[{i}] must be finite, got {x!r}")
+            out.append(number)
+        return tuple(out)
+
+    @pydantic.field_validator("asked_at", mode="before")
+    @classmethod
+    def _asked_at(cls, value: Any) -> float | None:
+        return None if value is None else to_timestamp(value, "asked_at")
 
     @pydantic.field_validator("text")
     @classmethod
@@ -269,7 +308,7 @@ class Query(Contract):
             )
         return value
 
-    @pydantic.field_validator("min_score", "mmr", mode="before")
+    @pydantic.field_validator("min_score", "mmr", "min_relevance", mode="before")
     @classmethod
     def _score(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
         if isinstance(value, bool) or not (value is None or isinstance(value, int | float)):
@@ -283,18 +322,22 @@ class Query(Contract):
             return self.strategy
         if self.near is not None:
             return "semantic"
-        return "hybrid" if self.text is not None else "recent"
+        if self.text is not None:
+            return "hybrid"
+        return "semantic" if self.vector is not None else "recent"
 
     @pydantic.model_validator(mode="after")
     def _something(self) -> Self:
-        if self.text is None and self.time_range is None and self.near is None:
-            raise ValueError("a query needs at least one of text, time_range or near")
+        if self.text is None and self.vector is None and self.time_range is None and self.near is None:
+            raise ValueError("a query needs at least one of text, vector, time_range or near")
         if self.strategy == "keyword" and self.text is None:
             raise ValueError("strategy 'keyword' needs text")
         if self.strategy in ("keyword", "recent") and self.near is not None:
             raise ValueError(f"strategy {self.strategy!r} does not take near")
-        if self.strategy == "semantic" and self.text is None and self.near is None:
-            raise ValueError("strategy 'semantic' needs text or near")
+        if self.strategy == "semantic" and self.text is None and self.vector is None and self.near is None:
+            raise ValueError("strategy 'semantic' needs text, vector or near")
         if self.resolved_strategy == "recent" and self.mmr is not None:
             raise ValueError("mmr does not apply to strategy 'recent' (nothing reorders it)")
+        if self.resolved_strategy == "recent" and self.min_relevance is not None:
+            raise ValueError("min_relevance does not apply to strategy 'recent' (it ranks by time, not relevance)")
         return self

@@ -164,6 +164,19 @@ class Embedder(ABC):
             out[start : start + len(chunk)] = unit_rows(rows)
         return out
 
+    @property
+    def passage_chars(self) -> int | None:
+        """The longest text (in characters) sure to be read whole by one vector; None: every text
+        is (the default). A longer text's further passages come from :meth:`passage_vectors`
+        (:mod:`coniti.passages`)."""
+        return None
+
+    def passage_vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """For each text, the unit vectors of its passages after the first (the first is
+        :meth:`embed`'s vector): a float32 array ``(p, dim)``, empty when the text fits in one
+        vector. The default (an embedder that reads whole texts): none."""
+        return [np.zeros((0, self.dim), dtype=np.float32) for _ in texts]
+
     def embed_one(self, text: str) -> np.ndarray:
         """Embed one text into a new 1-D float32 vector."""
         row: np.ndarray = self.embed([text])[0]

@@ -31,6 +31,10 @@ over those rows only, so a past search scores as a fresh index of that moment wo
 every row of an id from every point (erasure); :meth:`KeywordIndex.compact` drops rows that ended at
 or before a horizon.
 
+**Conversation windows and questions** (:mod:`coniti.windows`). With ``context_weight > 0`` a row
+of a conversation thread (:func:`thread_of`) is scored with its neighbours' tokens (its window); a
+row without a thread is its own window. :func:`question_text` takes out a question's function words.
+
 **Several indexes as one corpus.** A search over several namespaces (one index each) scores every
 note with the statistics of their union: :meth:`KeywordIndex.corpus` gives one index's ``N``, total
 length and ``df`` of the query terms, :meth:`Corpus.merge` adds them up, and ``search(...,
@@ -58,13 +62,18 @@ from typing import Any
 
 import numpy as np
 
+from coniti import windows as conversation
 from coniti.actor import TimeRange
 from coniti.embedding import tokenize as word_tokens
 from coniti.errors import ContractError
 from coniti.packed import KEY_SCHEME, LOOKUP_BUDGET, IdColumn, PackedStrings
 from coniti.structure import StructureHit
+from coniti.windows import QUESTION_WORDS, THREAD_KEY, question_text, thread_of
 
-__all__ = ["ALIVE", "NO_SPACE", "Corpus", "KeywordIndex", "tokenize", "tokens_of"]
+__all__ = [
+    "ALIVE", "NO_SPACE", "QUESTION_WORDS", "THREAD_KEY", "Corpus", "KeywordIndex", "question_text",
+    "thread_of", "tokenize", "tokens_of",
+]  # fmt: skip
 
 ALIVE = 2**63 - 1
 """The ``died`` value of a live row."""
@@ -125,13 +134,14 @@ class Corpus:
     all, ``df[term]`` notes holding the term."""
 
     n: int
-    length: int
+    length: float
     df: dict[str, int]
 
     @staticmethod
     def merge(parts: Iterable[Corpus]) -> Corpus:
         """The statistics of the union of disjoint note sets."""
-        n = length = 0
+        n = 0
+        length = 0.0
         df: dict[str, int] = {}
         for part in parts:
             n += part.n
@@ -141,24 +151,26 @@ class Corpus:
         return Corpus(n, length, df)
 
 
-def _check_param(name: str, value: Any, low: float, high: float | None) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ContractError(f"{name} must be a finite number, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ContractError(f"{name} must be {bound}, got {value!r}")
-    return float(value)
-
-
 class KeywordIndex:
     """BM25 postings over note rows with born/died sequence numbers (module docstring).
 
     Not thread-safe: the engine serialises access, as it does for structures.
     """
 
-    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
-        self.k1 = _check_param("k1", k1, 0.0, None)
-        self.b = _check_param("b", b, 0.0, 1.0)
+    def __init__(
+        self,
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        context_before: int = 3,
+        context_after: int = 2,
+        context_weight: float = 0.5,
+    ) -> None:
+        self.k1 = conversation.check_param("k1", k1, 0.0, None)
+        self.b = conversation.check_param("b", b, 0.0, 1.0)
+        self.context_before = conversation.check_count("context_before", context_before)
+        self.context_after = conversation.check_count("context_after", context_after)
+        self.context_weight = conversation.check_param("context_weight", context_weight, 0.0, 1.0)
         self.seq = 0
         """The sequence number this index reflects (the caller advances it; see :meth:`state`)."""
         self._ids = IdColumn()
@@ -198,15 +210,26 @@ class KeywordIndex:
         seq when it or the row count changed)."""
         self._seen: tuple[tuple[int | None, int, int], np.ndarray, int, int] | None = None
         """The last :meth:`_visible` answer, ``(key, mask, rows, total length)``."""
+        self._thread = array("q")
+        """Each row's thread number (-1: none); :attr:`_thread_names` by number."""
+        self._thread_names: list[str] = []
+        self._thread_number: dict[str, int] = {}
+        self._threaded = 0
+        """Rows with a thread: windows are worked out only when some row has one."""
+        self._windows: tuple[tuple[int | None, int, int], conversation.Windows | None] | None = None
+        """The last :meth:`_context` answer, keyed like :attr:`_seen`."""
 
     @property
-    def options(self) -> dict[str, float]:
+    def options(self) -> dict[str, float | int]:
         """The constructor options (``KeywordIndex(**index.options)`` is an empty twin)."""
-        return {"k1": self.k1, "b": self.b}
+        return {
+            "k1": self.k1, "b": self.b, "context_before": self.context_before,
+            "context_after": self.context_after, "context_weight": self.context_weight,
+        }  # fmt: skip
 
     def spawn(self) -> KeywordIndex:
         """A new, empty index with the same options."""
-        return KeywordIndex(**self.options)
+        return KeywordIndex(**self.options)  # type: ignore[arg-type]
 
     def __len__(self) -> int:
         """The live rows."""
@@ -310,6 +333,11 @@ class KeywordIndex:
         self._packed_postings = None
 
     @property
+    def threaded(self) -> bool:
+        """Whether some row (live or ended) belongs to a thread: the index holds conversation turns."""
+        return self._threaded > 0
+
+    @property
     def rows(self) -> int:
         """Every row held, live or ended (not yet compacted)."""
         return len(self._ids)
@@ -325,13 +353,15 @@ class KeywordIndex:
         expires: Sequence[float | None] | None = None,
         *,
         tokens: Sequence[Sequence[str]] | None = None,
+        threads: Sequence[str | None] | None = None,
     ) -> None:
         """Add live rows: ``ids[i]`` with ``texts[i]`` at ``timestamps[i]``, written by sequence
         number ``born[i]`` (one int: the same for all). All or nothing: raises
         :class:`ContractError` for an id already live here or repeated, or mismatched lengths.
 
         ``tokens``: ``tokenize(texts[i])`` for each text, when the caller has them (see
-        :func:`tokens_of`); they are not checked against the texts."""
+        :func:`tokens_of`); they are not checked against the texts. ``threads``: each row's thread
+        (:func:`thread_of` of its note's metadata; None: none), for conversation windows."""
         n = len(ids)
         births = array("q", [born]) * n if isinstance(born, int) else _column("q", born)
         ends = array("d", [math.inf]) * n
@@ -341,9 +371,13 @@ class KeywordIndex:
             expiring = sum(end != math.inf for end in ends)
         times = _column("d", timestamps)
         per_text = [tokenize(text) for text in texts] if tokens is None else list(tokens)
-        if len(texts) != n or len(times) != n or len(births) != n or len(ends) != n or len(per_text) != n:
+        thread_of_row = [None] * n if threads is None else list(threads)
+        if (
+            len(texts) != n or len(times) != n or len(births) != n or len(ends) != n
+            or len(per_text) != n or len(thread_of_row) != n
+        ):
             raise ContractError(
-                f"ids, texts, timestamps and born must have one entry per note ({n} ids)"
+                f"ids, texts, timestamps, born and threads must have one entry per note ({n} ids)"
             )
         searched = self._searchable(n)  # packed ids: a few are searched, many unpack them first
         row_of = self._row_of
@@ -362,6 +396,9 @@ class KeywordIndex:
         self._time.extend(times)
         self._expires.extend(ends)
         self._expiring += expiring
+        numbers, names = self._thread_number, self._thread_names
+        self._thread.extend(array("q", (conversation.thread_code(t, numbers, names) for t in thread_of_row)))
+        self._threaded += sum(t is not None for t in thread_of_row)
         if row_of is not None:
             row_of.update(zip(ids, range(first, first + n), strict=True))
         self._post(first, per_text)
@@ -491,7 +528,10 @@ class KeywordIndex:
         self._time = array("d", (self._time[r] for r in keep))
         self._expires = array("d", (self._expires[r] for r in keep))
         self._expiring = sum(end != math.inf for end in self._expires)
+        self._thread = array("q", (self._thread[r] for r in keep))
+        self._threaded = sum(t >= 0 for t in self._thread)
         self._seen = None
+        self._windows = None
         self._row_of = {self._ids[r]: r for r in range(len(self._ids)) if self._died[r] == ALIVE}
         postings: dict[str, tuple[array[int], array[int]]] = {}
         for term, (rows, tfs) in self._postings.items():
@@ -509,7 +549,7 @@ class KeywordIndex:
     def clear(self) -> None:
         """Drop every row (``seq`` is kept)."""
         seq = self.seq
-        self.__init__(k1=self.k1, b=self.b)  # type: ignore[misc]
+        self.__init__(**self.options)  # type: ignore[misc]
         self.seq = seq
 
     # -- search --------------------------------------------------------------------------------
@@ -546,15 +586,39 @@ class KeywordIndex:
         self._seen = (key, visible, own, total)
         return visible, own, total
 
+    def _context(self, as_of: int | None) -> conversation.Windows | None:
+        """The conversation windows of the rows visible now (or as of ``as_of``), None when no
+        row has a window (:mod:`coniti.windows`); kept until a row is added or ended."""
+        visible, _, _ = self._visible(as_of)
+        assert self._seen is not None  # set by _visible
+        key = self._seen[0]
+        if self._windows is not None and self._windows[0] == key and not self._expiring:
+            return self._windows[1]
+        windows = None
+        if self.context_weight and self._threaded:
+            windows = conversation.Windows.of(
+                visible, np.frombuffer(self._thread, dtype=np.int64), np.frombuffer(self._time, dtype=np.float64),
+                np.frombuffer(self._length, dtype=np.int_), before=self.context_before,
+                after=self.context_after, weight=self.context_weight,
+            )  # fmt: skip
+        self._windows = (key, windows)
+        return windows
+
     def corpus(self, text: str, *, as_of: int | None = None) -> Corpus:
-        """This index's statistics for the terms of ``text`` (rows visible now, or as of ``as_of``)."""
+        """This index's statistics for the terms of ``text`` (rows visible now, or as of
+        ``as_of``; with conversation windows, the windows' lengths and document frequencies)."""
         visible, own, total = self._visible(as_of)
+        windows = self._context(as_of)
         df = {}
         for term in dict.fromkeys(tokenize(text)):
             posting = self._posting(term)
             if posting is not None:
-                df[term] = int(np.count_nonzero(visible[posting[0]]))
-        return Corpus(own, total, df)
+                if windows is None:
+                    df[term] = int(np.count_nonzero(visible[posting[0]]))
+                else:
+                    held, tfs = posting
+                    df[term] = len(windows.tf(term, held, tfs, visible[held])[0])
+        return Corpus(own, total if windows is None else windows.total, df)
 
     def ceiling(self, text: str, *, as_of: int | None = None, corpus: Corpus | None = None) -> float:
         """The BM25 ceiling of ``text``: ``sum_t idf(t) * (k1 + 1)`` over its distinct terms, the
@@ -587,6 +651,16 @@ class KeywordIndex:
         visible, own, total = self._visible(as_of)
         if not own or not terms or not size:
             return scores, matched
+        windows = self._context(as_of)
+        if windows is not None:
+            if corpus is None:
+                n_visible, avgdl = own, windows.total / own
+            else:
+                n_visible, avgdl = corpus.n, corpus.length / corpus.n if corpus.n else 0.0
+            return conversation.window_scores(
+                terms, self._posting, visible, windows, only, rows, size, n_visible=n_visible, avgdl=avgdl,
+                df=None if corpus is None else corpus.df, k1=self.k1, b=self.b,
+            )  # fmt: skip
         lengths = np.frombuffer(self._length, dtype=np.int_)
         if corpus is None:
             n_visible, avgdl = own, float(total) / own
@@ -698,6 +772,8 @@ class KeywordIndex:
         rows = [np.frombuffer(self._postings[t][0], dtype=np.int_) for t in terms]
         tfs = [np.frombuffer(self._postings[t][1], dtype=np.int_) for t in terms]
         id_bytes, id_ends, id_order, id_keys = self._ids.pack_indexed()
+        thread_encoded = [t.encode("utf-8") for t in self._thread_names]
+        thread_bytes = b"".join(thread_encoded)
         return {
             "version": _STATE_VERSION,
             "seq": self.seq,
@@ -713,6 +789,12 @@ class KeywordIndex:
             "length": np.frombuffer(self._length, dtype=np.int_).astype(np.int64),
             "time": np.frombuffer(self._time, dtype=np.float64).copy(),
             "expires": np.frombuffer(self._expires, dtype=np.float64).copy(),
+            "context": np.array(
+                [self.context_before, self.context_after, self.context_weight], dtype=np.float64
+            ),
+            "threads": np.frombuffer(self._thread, dtype=np.int64).copy(),
+            "thread_names": np.frombuffer(thread_bytes, dtype=np.uint8).copy(),
+            "thread_offsets": np.cumsum([0, *(len(t) for t in thread_encoded)], dtype=np.int64),
             "terms": np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(),
             "term_offsets": offsets,
             "posting_offsets": np.cumsum([0, *(len(r) for r in rows)], dtype=np.int64),
@@ -728,7 +810,14 @@ class KeywordIndex:
             version = int(np.asarray(state["version"]))
             if version != _STATE_VERSION:
                 raise ContractError(f"keyword index state version {version} is not {_STATE_VERSION}")
-            index = cls(k1=float(np.asarray(state["k1"])), b=float(np.asarray(state["b"])))
+            context = np.asarray(state.get("context", [0, 0, 0.0]), dtype=np.float64)
+            if context.shape != (3,):
+                raise ContractError("keyword index state: context is not (before, after, weight)")
+            index = cls(
+                k1=float(np.asarray(state["k1"])), b=float(np.asarray(state["b"])),
+                context_before=int(context[0]), context_after=int(context[1]),
+                context_weight=float(context[2]),
+            )  # fmt: skip
             index.seq = int(np.asarray(state["seq"]))
             id_bytes = np.asarray(state["ids"], dtype=np.uint8)
             id_off = np.asarray(state["id_offsets"], dtype=np.int64)
@@ -776,6 +865,22 @@ class KeywordIndex:
             raise ContractError("keyword index state: expires and ids disagree")
         index._expires = array("d", expires.tobytes())
         index._expiring = int(np.isfinite(expires).sum())
+        threads = np.asarray(state.get("threads", np.full(n, -1)), dtype=np.int64)
+        name_bytes = np.asarray(state.get("thread_names", np.empty(0)), dtype=np.uint8).tobytes()
+        name_stops = np.asarray(state.get("thread_offsets", [0]), dtype=np.int64).tolist()
+        try:
+            names = [name_bytes[a:z].decode("utf-8") for a, z in zip(name_stops, name_stops[1:], strict=False)]
+        except UnicodeDecodeError:
+            raise ContractError("keyword index state: thread names are not UTF-8") from None
+        if (
+            len(threads) != n or (n and (threads.min() < -1 or threads.max() >= len(names)))
+            or name_stops[-1] != len(name_bytes) or len(set(names)) != len(names)
+        ):
+            raise ContractError("keyword index state: threads and ids disagree")
+        index._thread = array("q", threads.tobytes())
+        index._thread_names = names
+        index._thread_number = {name: i for i, name in enumerate(names)}
+        index._threaded = int(np.count_nonzero(threads >= 0))
         index._row_of = None  # the ids stay packed until a write touches many (see _live_row)
         index._live = int(np.count_nonzero(died == ALIVE))
         stops = term_off.tolist()
@@ -817,6 +922,7 @@ class _AsOf(KeywordIndex):
         self._ended: tuple[tuple[int, int], dict[str, int]] | None = None
         self._count: int | None = None
         self._seen = None  # its masks are as of seq, not the base's
+        self._windows = None
 
     def _clock(self) -> float:
         return time.time() if self._at is None else self._at

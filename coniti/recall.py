@@ -1,5 +1,11 @@
-"""What recall returns: :class:`Hit` (a note with its score and namespace) and prompt-ready context
-blocks, hits rendered in rank order within an estimated token budget.
+"""What recall returns: :class:`Hit` (a note with its score and namespace), hits grouped by session
+(:func:`group_hits`) and prompt-ready context blocks, hits rendered in rank order within an
+estimated token budget.
+
+:func:`group_hits` groups hits by a metadata value (``session`` by default, as conversation turns
+carry it): the groups come in the order of their best hit, each with its first ``per_group`` hits
+in rank order; a hit whose note lacks the value (or holds a list or object there) is a group of
+its own; the same value in two namespaces makes two groups.
 
 :func:`to_context_block` is a plain function over any hits: those of one
 :meth:`~coniti.engine.ContinuityEngine.ask`, a merge of several, or a list filtered by hand. Any
@@ -40,9 +46,11 @@ from coniti.memory import Namespace
 __all__ = [
     "ContextBlock",
     "Hit",
+    "HitGroup",
     "Signals",
     "HitLike",
     "estimate_tokens",
+    "group_hits",
     "omitted_line",
     "render_hit",
     "to_context_block",
@@ -58,8 +66,12 @@ class Signals(Contract):
     ``semantic`` score (cosine of the query text's vector and the note's; None without text), the
     ``keyword`` score (BM25; None without text), ``recency`` (seconds the note is older than the
     newest candidate; set for ``recent`` and ``hybrid``), the ``feedback`` weight of the note (the
-    sum of its ``improve`` weights; set for ``hybrid``), ``ranks``: the 1-based rank in each ranking
-    that was fused (``semantic``, ``keyword``, ``recency``), and ``fused``, the fused score."""
+    sum of its ``improve`` weights; set for ``hybrid``), ``date`` (1.0 when the note falls in a time
+    the question names, else 0.0; set for ``hybrid`` by score), ``superseded_by`` (the id of a newer
+    note that says the same, which this one was moved below for a question about the present:
+    :func:`coniti.fusion.supersede`), ``ranks``: the 1-based rank in each
+    ranking that was fused (``semantic``, ``keyword``, ``recency``), and ``fused``, the fused
+    score."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -68,6 +80,8 @@ class Signals(Contract):
     keyword: float | None = None
     recency: float | None = None
     feedback: float | None = None
+    date: float | None = None
+    superseded_by: str | None = None
     ranks: dict[str, int] = pydantic.Field(default_factory=dict)
     fused: float | None = None
 
@@ -79,7 +93,8 @@ def trusted_signals(values: dict[str, Any]) -> Signals:
     """:class:`Signals` from values the engine computed (unvalidated; missing fields take their
     defaults)."""
     return _signals({
-        "semantic": None, "keyword": None, "recency": None, "feedback": None, "fused": None,
+        "semantic": None, "keyword": None, "recency": None, "feedback": None, "date": None,
+        "superseded_by": None, "fused": None,
         **values, "ranks": dict(values.get("ranks", {})),
     })
 
@@ -87,7 +102,29 @@ def trusted_signals(values: dict[str, Any]) -> Signals:
 class Hit(Contract):
     """One answer: the stored note, its score (higher is better: the score of the strategy that
     answered, see :class:`~coniti.actor.Query`), the namespace it was found in, the version of the
-    record it was read from and the :class:`Signals` behind the score."""
+    record it was read from, the :class:`Signals` behind the score and its ``relevance``.
+
+    ``relevance`` is the score read on a scale of 0 to 1, the share of the best score the ask's
+    ranking could give (None for ``recent``, which ranks by time only; None on a hit not made by
+    the engine). It follows the score within one answer (a higher score never has a lower
+    relevance), so ``Query(min_relevance=...)`` cuts the ranking without reordering it:
+
+    * ``semantic``: the cosine, negatives as 0;
+    * ``keyword``: BM25 divided by the score of a note of average length holding every word of the
+      question once (the sum of the words' idf, :meth:`coniti.keyword.KeywordIndex.ceiling` /
+      ``(k1 + 1)``): about 1 when every word matches, less for a part of them or a long note;
+      above (a short note, a word repeated) as 1;
+    * ``hybrid`` fused by score (:func:`coniti.fusion.fuse_scores`): the fused score, on the
+      cosine's scale (a perfect cosine and the best keyword match give 1), above 1 (the date and
+      feedback signals) as 1;
+    * ``hybrid`` fused by rank (:func:`coniti.fusion.fuse`): the fused score divided by the best
+      one possible, first in every ranking fused (sum of weights / (k + 1)): 1.0 first on both
+      sides, 0.5 first on one side and absent from the other, falling slowly with rank (10th on
+      both sides: 0.87 with k = 60), feedback above it as 1.
+
+    Comparable across the hits of one answer, and between asks only roughly (the keyword ceiling
+    and the fused scores depend on the question). A reranker reorders hits and sets their score;
+    the relevance stays the first stage's."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -96,6 +133,59 @@ class Hit(Contract):
     namespace: Namespace = ()
     version: int | None = None
     signals: Signals | None = None
+    relevance: float | None = None
+
+
+class HitGroup(Contract):
+    """Hits that share a metadata value (:func:`group_hits`): the ``key`` the value is read at, the
+    ``value`` (None for a hit without one), the ``namespace``, the ``score`` of the group's best hit,
+    how many hits of the ranking fell in the group (``total``) and the first ``hits`` in rank
+    order."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    key: str
+    value: str | int | float | bool | None
+    namespace: Namespace = ()
+    score: float
+    total: int
+    hits: list[Hit]
+
+
+def group_hits(hits: Iterable[Hit], *, key: str = "session", per_group: int = 3) -> list[HitGroup]:
+    """``hits`` (in rank order) grouped by their notes' ``metadata[key]`` (module docstring): the
+    groups in the order of their best hit, each with at most ``per_group`` hits. Raises
+    :class:`ContractError` naming ``per_group`` unless it is a positive int, ``key`` unless it is a
+    non-empty string, and ``hits[i]`` for an item that is not a :class:`Hit`."""
+    if isinstance(per_group, bool) or not isinstance(per_group, int) or per_group < 1:
+        raise ContractError(f"per_group must be a positive int, got {per_group!r}")
+    if not isinstance(key, str) or not key:
+        raise ContractError(f"key must be a non-empty string, got {key!r}")
+    order: list[tuple[Any, ...]] = []
+    members: dict[tuple[Any, ...], list[Hit]] = {}
+    for i, hit in enumerate(hits):
+        if not isinstance(hit, Hit):
+            raise ContractError(f"hits[{i}] must be a Hit, got {type(hit).__name__}")
+        value = hit.note.metadata.get(key)
+        grouped = value is not None and not isinstance(value, list | dict)
+        # a value's type is part of its identity: 1 and "1" (and True) are different sessions
+        ident = (hit.namespace, type(value).__name__, value) if grouped else (hit.namespace, "", i)
+        if ident not in members:
+            members[ident] = []
+            order.append(ident)
+        members[ident].append(hit)
+    out = []
+    for ident in order:
+        group = members[ident]
+        first = group[0]
+        value = first.note.metadata.get(key) if ident[1] else None
+        out.append(
+            HitGroup(
+                key=key, value=value, namespace=first.namespace, score=first.score,
+                total=len(group), hits=group[:per_group],
+            )
+        )  # fmt: skip
+    return out
 
 
 @runtime_checkable

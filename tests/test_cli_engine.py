@@ -153,10 +153,10 @@ def test_ask_as_of_an_earlier_point(cli: Cli) -> None:
 
 
 def test_ask_table_for_people(cli: Cli) -> None:
-    """Without --json, ask prints a table with score, time, id and text."""
+    """Without --json, ask prints a table with relevance, time, id and text."""
     _seed(cli)
     out = cli.ok("ask", "Atlas launch", "--ns", "team").out
-    assert "score" in out and "plan" in out and "2025-01-15" in out
+    assert "relevance" in out and "plan" in out and "2025-01-15" in out
 
 
 def test_ask_on_a_missing_store(cli: Cli) -> None:
@@ -221,9 +221,12 @@ def test_ask_context_json_names_the_memory_point(people: Cli) -> None:
 
 
 def test_ask_min_score_drops_weak_hits(people: Cli) -> None:
-    """--min-score above every score leaves no hit."""
-    doc = people.ok("ask", "Lyon", "--prefix", "/", "--min-score", "0.99", "--json").json()
-    assert doc["hits"] == []
+    """--min-score drops the hits whose relevance is below it, keeping the others in order."""
+    every = people.ok("ask", "Lyon", "--prefix", "/", "--json").json()["hits"]
+    cut = max(h["relevance"] for h in every if h["relevance"] < max(x["relevance"] for x in every))
+    doc = people.ok("ask", "Lyon", "--prefix", "/", "--min-score", str(cut), "--json").json()
+    assert [h["id"] for h in doc["hits"]] == [h["id"] for h in every if h["relevance"] >= cut]
+    assert 0 < len(doc["hits"]) < len(every)
 
 
 def test_ask_on_an_unknown_namespace_hints_the_closest(people: Cli) -> None:

@@ -12,7 +12,7 @@ from coniti.actor import TimeRange
 from coniti.engine import ContinuityEngine
 from coniti.errors import ContractError, UnknownPiece
 from coniti.fusion import Fusion
-from coniti.keyword import KeywordIndex
+from coniti.keyword import KeywordIndex, question_text
 from coniti.recall import Hit
 from coniti.rerank import RERANKERS, RerankerError
 
@@ -79,8 +79,10 @@ def test_hybrid_finds_what_keyword_finds_when_semantic_misses(engine: Continuity
 
 
 def test_hybrid_signals_name_the_fused_ranks(engine: ContinuityEngine) -> None:
-    """A hybrid hit carries its semantic and keyword scores, its ranks in both and the fused score."""
-    hit = engine.ask(Query(text="cat warm mat", strategy="hybrid")).hits[0]
+    """A hybrid hit fused by rank carries its semantic and keyword scores, its ranks in both and
+    the fused score (the sum of its reciprocal ranks)."""
+    query = Query(text="cat warm mat", strategy="hybrid", fusion=Fusion(method="rank"))
+    hit = engine.ask(query).hits[0]
     sig = hit.signals
     assert sig is not None
     assert sig.ranks.keys() == {"semantic", "keyword"}
@@ -88,6 +90,31 @@ def test_hybrid_signals_name_the_fused_ranks(engine: ContinuityEngine) -> None:
     assert sig.fused == hit.score == pytest.approx(
         1 / (60 + sig.ranks["semantic"]) + 1 / (60 + sig.ranks["keyword"])
     )
+
+
+def test_hybrid_score_fusion_adds_cosine_and_relative_bm25(engine: ContinuityEngine) -> None:
+    """Fused by score, a hit scores (semantic x cosine + keyword x BM25 / scale) / (semantic +
+    keyword), with no date named and no feedback, where scale is the larger of the best BM25 of the
+    candidates and 0.2 of the question's BM25 ceiling."""
+    fusion = Fusion(method="score", semantic=1.0, keyword=1.0)
+    hits = engine.ask(Query(text="cat warm mat", strategy="hybrid", k=5, fusion=fusion)).hits
+    ceiling = engine.keyword_index().ceiling(question_text("cat warm mat"))
+    best = max(max(h.signals.keyword or 0.0 for h in hits if h.signals), 0.2 * ceiling)
+    for hit in hits:
+        sig = hit.signals
+        assert sig is not None and sig.semantic is not None and sig.keyword is not None
+        assert hit.score == sig.fused == pytest.approx((sig.semantic + sig.keyword / best) / 2)
+
+
+def test_auto_fuses_by_rank_over_plain_notes_and_by_score_over_turns(engine: ContinuityEngine) -> None:
+    """Fusion(method='auto'): the plain notes of the fixture fuse by reciprocal rank; once the
+    namespace holds a conversation turn (a note with a session), by score."""
+    hit = engine.ask(Query(text="cat warm mat", strategy="hybrid")).hits[0]
+    assert hit.signals is not None and hit.signals.date is None
+    assert hit.score == pytest.approx(sum(1 / (60 + r) for r in hit.signals.ranks.values()))
+    engine.ingest(Note(id="turn", text="Ana: the cat likes the mat", timestamp=60.0, metadata={"session": 1}))
+    hit = engine.ask(Query(text="cat warm mat", strategy="hybrid")).hits[0]
+    assert hit.signals is not None and hit.signals.date == 0.0 and hit.score > 0.1
 
 
 def test_semantic_strategy_scores_are_cosines(engine: ContinuityEngine) -> None:

@@ -14,6 +14,9 @@ batches of 500: 384 is minilm's vector length, so the structures do minilm's ari
 embedding costs what the hash embedder costs (minilm's own cost of embedding one question is
 measured separately and printed, when it is installed, with ``--minilm``).
 
+With ``--sessions S`` the notes are conversation turns: note ``i`` carries ``metadata={"session":
+i // S}``, so the keyword index scores its conversation windows (``coniti.keyword``).
+
 Each query (the first words of a random note, as in the engine benchmark) is asked with every
 strategy back to back, the order rotating per query: ``Query(text=..., k=10, strategy=...)`` for
 ``semantic``, ``keyword`` and ``hybrid``, ``hybrid`` with ``mmr=0.5``, and ``recent`` with a random
@@ -57,9 +60,12 @@ def _query(strategy: str, text: str, window: TimeRange) -> Query:
     return Query(text=text, k=10, strategy=strategy)  # type: ignore[arg-type]
 
 
-def run(n: int, queries: int, seed: int) -> dict[str, Any]:
-    """Ingest ``n`` notes and time every strategy on ``queries`` queries (module docstring)."""
+def run(n: int, queries: int, seed: int, sessions: int = 0) -> dict[str, Any]:
+    """Ingest ``n`` notes (turns of sessions of ``sessions`` notes, when given) and time every
+    strategy on ``queries`` queries (module docstring)."""
     notes = corpus(n, seed)
+    if sessions:
+        notes = [n_.model_copy(update={"metadata": {**n_.metadata, "session": i // sessions}}) for i, n_ in enumerate(notes)]
     texts = questions(notes, queries, seed)
     rng = random.Random(seed + 3)
     lo, hi = notes[0].timestamp, notes[-1].timestamp + 1.0
@@ -93,7 +99,7 @@ def run(n: int, queries: int, seed: int) -> dict[str, Any]:
             "p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
             "ratio": statistics.median(m / b for m, b in zip(ms, base, strict=True)),
         }
-    return {"n": n, "queries": queries, "seed": seed, "ingest_notes_per_s": ingest,
+    return {"n": n, "queries": queries, "seed": seed, "sessions": sessions, "ingest_notes_per_s": ingest,
             "keyword_index_mb": size, "strategies": rows}  # fmt: skip
 
 
@@ -137,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="queries (default 200)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="N=2,000 and 30 queries")
+    parser.add_argument("--sessions", type=int, default=0, help="notes per session (0: plain notes)")
     parser.add_argument("--minilm", action="store_true", help="also time minilm embedding a question")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write figures here")
     args = parser.parse_args(argv)
@@ -144,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if n < 10 or queries < 1:
         parser.error("--n must be at least 10 and --queries at least 1")
     print(f"command: {' '.join(sys.orig_argv if argv is None else ['tools/bench_hybrid.py', *argv])}")
-    figures = run(n, queries, args.seed)
+    figures = run(n, queries, args.seed, args.sessions)
     figures["minilm_question_ms"] = minilm_question_ms() if args.minilm else None
     print(table(figures))
     if args.json is not None:

@@ -83,8 +83,10 @@ def add(
               help="How many notes to return.")
 @click.option("--filter", "where", type=FILTER, default=None, metavar="JSON",
               help="Only notes whose metadata match this filter, e.g. '{\"kind\": \"fact\"}'.")
-@click.option("--min-score", "min_score", type=float, default=None,
-              help="Drop notes scoring below this.")
+@click.option("--min-score", "min_score", type=click.FloatRange(0.0, 1.0), default=None, metavar="0..1",
+              help="Drop notes whose relevance is below this (0 to 1: the score read on a 0-1 scale; "
+                   "semantic: the cosine; keyword: 1 when every word of TEXT matches once; hybrid: "
+                   "the fused score, or by rank 1 when first on both sides, 0.5 when first on one).")
 @click.option("--strategy", "strategy", default="auto", show_default=True,
               type=click.Choice(["auto", "semantic", "keyword", "hybrid", "recent"]),
               help="How to rank: auto is hybrid for text, recent for a time range alone.")
@@ -115,19 +117,29 @@ def ask(
     end: float | None,
     as_of: int | float | None,
 ) -> None:
-    """Recall the notes that best answer TEXT, best first."""
+    """Recall the notes that best answer TEXT, best first.
+
+    Each hit shows its relevance, 0 to 1: the score of the ranking read on one scale (semantic:
+    the cosine; keyword: BM25 over the score of a note holding every word of TEXT once, 1 when
+    all match; hybrid fused by score: the fused score, a perfect cosine and keyword match giving
+    1; hybrid fused by rank: the share of the best fused score, 1 when first on both sides, 0.5
+    when first on one side only). --min-score cuts on it; --signals and --json also give the raw
+    score the ranking sorts by.
+    """
     from coniti.actor import Query
 
     s = settings()
     if prefix is not None and namespace:
         raise click.UsageError("give --ns or --prefix, not both")
+    if min_score is not None and strategy == "recent":
+        raise click.BadParameter("does not apply to --strategy recent (it ranks by time)", param_hint="'--min-score'")
     if not text.strip():
         raise click.BadParameter(
             "empty or blank: give words to ask about (for the notes of a time window: "
             "coniti ls --from ... --to ...)", param_hint="'TEXT'",
         )
     query = Query(
-        text=text, time_range=time_range(start, end), k=k, filter=where, min_score=min_score,
+        text=text, time_range=time_range(start, end), k=k, filter=where, min_relevance=min_score,
         strategy=cast(Any, strategy), mmr=mmr,
     )
     with s.open_store() as store, s.open_engine(store) as engine:
@@ -155,20 +167,28 @@ def ask(
         return
     if show_signals:
         s.out.table(
-            ["rank", "id", "score", "semantic", "keyword", "feedback", "ranks"],
-            ([str(i), h.note.id, f"{h.score:.4f}", *_signal_cells(h)] for i, h in enumerate(hits, 1)),
+            ["rank", "id", "relevance", "score", "semantic", "keyword", "feedback", "ranks"],
+            (
+                [str(i), h.note.id, _relevance(h), f"{h.score:.4f}", *_signal_cells(h)]
+                for i, h in enumerate(hits, 1)
+            ),
         )
         return
-    columns = ["score", "time (UTC)", "id", "text"]
-    rows = ([f"{h.score:.3f}", format_time(h.note.timestamp), h.note.id, h.note.text] for h in hits)
+    columns = ["relevance", "time (UTC)", "id", "text"]
+    rows = ([_relevance(h), format_time(h.note.timestamp), h.note.id, h.note.text] for h in hits)
     if prefix is not None:
         columns.insert(2, "namespace")
         rows = (
-            [f"{h.score:.3f}", format_time(h.note.timestamp), format_namespace(h.namespace),
+            [_relevance(h), format_time(h.note.timestamp), format_namespace(h.namespace),
              h.note.id, h.note.text]
             for h in hits
         )  # fmt: skip
     s.out.table(columns, rows, wrap=["text"])
+
+
+def _relevance(hit: Hit) -> str:
+    """A hit's relevance as printed (``-`` for ``recent``, which has none)."""
+    return "-" if hit.relevance is None else f"{hit.relevance:.2f}"
 
 
 def _signal_cells(hit: Hit) -> list[str]:
@@ -185,7 +205,10 @@ def _signal_cells(hit: Hit) -> list[str]:
 
 def _hit_json(hit: Hit) -> dict[str, Any]:
     signals = None if hit.signals is None else hit.signals.to_dict()
-    return {"score": hit.score, "namespace": list(hit.namespace), **_note_json(hit.note), "signals": signals}
+    return {
+        "score": hit.score, "relevance": hit.relevance, "namespace": list(hit.namespace), **_note_json(hit.note),
+        "signals": signals,
+    }  # fmt: skip
 
 
 def _note_json(note: Note) -> dict[str, Any]:

@@ -66,6 +66,8 @@ from datetime import datetime
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Self
 
+import numpy as np
+
 from coniti import derived
 from coniti.actor import Note, Query
 from coniti.batch import NoteBatch
@@ -176,6 +178,7 @@ class ContinuityEngine:
         recipe = Recipe(
             tuple(protos), KeywordIndex() if keyword is None else keyword, strategy,
             embedder.spec_id, embedder.dim, embedder.name,
+            passages=embedder if embedder.passage_chars is not None else None,
         )  # fmt: skip
         self._setup(
             memory, embedder, recipe, _current_indexes(memory, recipe), reranker=reranker,
@@ -290,7 +293,7 @@ class ContinuityEngine:
             batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
         check_write(ns, "ingest")
-        with self._writing() as writes, retained(not no_expiry):
+        with _writing(self) as writes, retained(not no_expiry):
             return writes.ingest(ns, batch, columns, op_id, dedup)
 
     # -- ask ---------------------------------------------------------------------------------------
@@ -322,32 +325,44 @@ class ContinuityEngine:
         by :meth:`refresh`) is left out. Writes nothing.
         """
         query = _as_query(query)
-        if query.text is not None and len(query.text) > self.max_query_chars:
-            raise ContractError(
-                f"query text is {len(query.text):,} characters, more than max_query_chars "
-                f"({self.max_query_chars:,}); nothing was asked"
-            )
+        _check_text(query, self.max_query_chars)
         ns, scope = _scope(namespace, prefix)
-        if scope is not None and query.near is not None:
-            raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
-        embeds = query.text is not None and query.resolved_strategy in ("semantic", "hybrid")
+        _check_query(query, scope, self.embedder)
         with self._lock:
-            vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
-            spaces = [ns] if scope is None else self.memory.namespaces(scope)
+            vector = _vectors([query], self.embedder)[0]
+            return _answered(self, query, ns, scope, vector)
 
-            def hits() -> list[Hit]:
-                return recall.answer(
-                    query, vector, spaces, merged=scope is not None, indexes=self._indexes,
-                    memory=self.memory, strategy=self.strategy, reranker=self.reranker,
-                )  # fmt: skip
-
+    def ask_many(
+        self,
+        queries: Iterable[Query | str],
+        *,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+    ) -> list[Answer]:
+        """:meth:`ask` for each of ``queries`` (plain strings become ``Query(text=...)``), in
+        order, from the same ``namespace`` or ``prefix``: the question texts that need a vector
+        are embedded in one embedder call (a batch costs about a third per text of single calls),
+        then each is answered as :meth:`ask` answers it. Every query is checked before any is
+        answered; the first bad one raises :class:`ContractError` naming ``queries[i]``. Writes
+        nothing."""
+        if isinstance(queries, str | bytes):
+            raise ContractError("queries must be a sequence of queries, not one string")
+        asked: list[Query] = []
+        for i, item in enumerate(queries):
             try:
-                found = hits()
-            except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
-                if not self._indexes.heal():
-                    raise
-                found = hits()
-            return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found})
+                asked.append(_as_query(item))
+                _check_text(asked[-1], self.max_query_chars)
+            except ContractError as exc:
+                raise ContractError(f"queries[{i}]: {exc}") from None
+        ns, scope = _scope(namespace, prefix)
+        for i, query in enumerate(asked):
+            try:
+                _check_query(query, scope, self.embedder)
+            except ContractError as exc:
+                raise ContractError(f"queries[{i}]: {exc}") from None
+        with self._lock:
+            vectors = _vectors(asked, self.embedder)
+            return [_answered(self, q, ns, scope, v) for q, v in zip(asked, vectors, strict=True)]
 
     def context(
         self,
@@ -383,7 +398,7 @@ class ContinuityEngine:
         :attr:`~coniti.memory.MemoryBackend.supports_feedback`."""
         request = FeedbackRequest(id=id, weight=weight, namespace=as_namespace(namespace), reason=reason)
         check_write(request.namespace, "improve")
-        with self._writing() as writes:
+        with _writing(self) as writes:
             return writes.improve(request)
 
     def feedback(self, namespace: Sequence[str] = ()) -> dict[str, float]:
@@ -407,7 +422,7 @@ class ContinuityEngine:
                 raise ContractError(f"ids[{i}] must be a string, got {type(id_).__name__}")
         ns = as_namespace(namespace)
         check_write(ns, "remove")
-        with self._writing() as writes:
+        with _writing(self) as writes:
             return writes.remove(ns, id_list)
 
     def get(self, ids: Iterable[str], *, namespace: Sequence[str] = ()) -> GetResult:
@@ -442,7 +457,7 @@ class ContinuityEngine:
         check_write(ns, "upsert")
         if no_expiry and when is not None:
             raise ContractError("give expires_at or no_expiry, not both")
-        with self._writing() as writes, retained(not no_expiry):
+        with _writing(self) as writes, retained(not no_expiry):
             return writes.upsert(ns, note, when, expected_version, op_id)
 
     def update(
@@ -467,7 +482,7 @@ class ContinuityEngine:
         ns = as_namespace(namespace)
         changes = {"text": text, "timestamp": timestamp, "metadata": metadata, "metadata_patch": metadata_patch}
         check_write(ns, "update")
-        with self._writing() as writes:
+        with _writing(self) as writes:
             return writes.update(ns, id, changes, expected_version, op_id)
 
     def scoped(self, scope: Scope | Mapping[str, str] | str) -> ScopedEngine:
@@ -478,17 +493,6 @@ class ContinuityEngine:
         from coniti.scoped import ScopedEngine
 
         return ScopedEngine(self, scope)
-
-    @contextmanager
-    def _writing(self) -> Iterator[Writes]:
-        """The write path, under the lock, after refusing writes on a read-only engine; the
-        background saver (if any) is told of the write once it succeeded."""
-        with self._lock:
-            if self._read_only or self._writes is None:
-                raise ReadOnlyError(f"this engine is read-only (memory: {self.memory.kind})")
-            yield self._writes
-            if self._saver is not None:
-                self._saver.wrote()
 
     # -- snapshot / restore --------------------------------------------------------------------
 
@@ -538,7 +542,7 @@ class ContinuityEngine:
                     record.blob,
                 )
             )
-        with self._writing() as writes:
+        with _writing(self) as writes:
             writes.restore(ns, records)
             return len(records)
 
@@ -672,6 +676,16 @@ class ContinuityEngine:
         """:meth:`ask` on a worker thread."""
         return await to_thread(self.ask, query, namespace=namespace, prefix=prefix)
 
+    async def aask_many(
+        self,
+        queries: Iterable[Query | str],
+        *,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+    ) -> list[Answer]:
+        """:meth:`ask_many` on a worker thread."""
+        return await to_thread(self.ask_many, queries, namespace=namespace, prefix=prefix)
+
     async def acontext(
         self,
         query: Query | str,
@@ -767,6 +781,84 @@ def _scope(
         return ns, as_namespace(prefix)
     except ContractError as exc:
         raise ContractError(f"prefix: {exc}") from None
+
+
+@contextmanager
+def _writing(engine: ContinuityEngine) -> Iterator[Writes]:
+    """The write path of ``engine``, under its lock, after refusing writes on a read-only engine;
+    the background saver (if any) is told of the write once it succeeded."""
+    with engine._lock:
+        if engine._read_only or engine._writes is None:
+            raise ReadOnlyError(f"this engine is read-only (memory: {engine.memory.kind})")
+        yield engine._writes
+        if engine._saver is not None:
+            engine._saver.wrote()
+
+
+def _answered(
+    engine: ContinuityEngine,
+    query: Query,
+    ns: tuple[str, ...],
+    scope: tuple[str, ...] | None,
+    vector: np.ndarray | None,
+) -> Answer:
+    """The answer of ``query`` (checked, its ``vector`` made) by ``engine``, under its lock; once
+    more after healing a snapshot block that failed its check."""
+    spaces = [ns] if scope is None else engine.memory.namespaces(scope)
+
+    def hits() -> list[Hit]:
+        return recall.answer(
+            query, vector, spaces, merged=scope is not None, indexes=engine._indexes,
+            memory=engine.memory, strategy=engine.strategy, reranker=engine.reranker,
+        )  # fmt: skip
+
+    try:
+        found = hits()
+    except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
+        if not engine._indexes.heal():
+            raise
+        found = hits()
+    return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found})
+
+
+def _check_text(query: Query, limit: int) -> None:
+    """Refuse a query text longer than ``limit`` characters, before any work."""
+    if query.text is not None and len(query.text) > limit:
+        raise ContractError(
+            f"query text is {len(query.text):,} characters, more than max_query_chars "
+            f"({limit:,}); nothing was asked"
+        )
+
+
+def _check_query(query: Query, scope: tuple[str, ...] | None, embedder: Embedder) -> None:
+    """Refuse ``near`` with a prefix, and a ``vector`` of another dimension than the embedder's."""
+    if scope is not None and query.near is not None:
+        raise ContractError("a query with near answers from one namespace; give namespace, not prefix")
+    if query.vector is not None and len(query.vector) != embedder.dim:
+        raise ContractError(
+            f"Query.vector has {len(query.vector)} numbers; this memory's embedder "
+            f"({embedder.spec_id}) makes vectors of {embedder.dim}"
+        )
+
+
+def _vectors(queries: Sequence[Query], embedder: Embedder) -> list[np.ndarray | None]:
+    """The question vector of each query: its ``vector``, or its text embedded (all such texts in
+    one call) when its strategy reads vectors; None when it needs none."""
+    out: list[np.ndarray | None] = [None] * len(queries)
+    texts: dict[str, list[int]] = {}
+    for i, query in enumerate(queries):
+        if query.resolved_strategy not in ("semantic", "hybrid"):
+            continue
+        if query.vector is not None:
+            out[i] = np.asarray(query.vector, dtype=np.float32)
+        elif query.text is not None:
+            texts.setdefault(query.text, []).append(i)
+    if texts:
+        embedded = embedder.embed(list(texts))
+        for row, places in zip(embedded, texts.values(), strict=True):
+            for i in places:
+                out[i] = row
+    return out
 
 
 def _as_query(value: Any) -> Query:

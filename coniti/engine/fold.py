@@ -154,7 +154,7 @@ class FoldedIndexes(CurrentIndexes):
                 index.set_born(rows.ids, born)
                 index.add_text(
                     rows.ids, rows.texts, rows.times, born, rows.keys, expires=rows.expires,
-                    tokens=rows.tokens,
+                    tokens=rows.tokens, threads=rows.threads,
                 )  # fmt: skip
             else:
                 index.content.add(rows.ids, rows.keys)

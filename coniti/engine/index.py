@@ -3,7 +3,9 @@ of (:class:`Recipe`), and the fold of a namespace's events into its index (:clas
 
 An index holds derived data only, each part rebuildable from memory: the structures (rows of
 vectors over time), the keyword index of hybrid recall and the content index the strategy reads to
-refuse duplicates. Over an event feed every row carries the sequence numbers between which it was
+refuse duplicates. A long note's further passages (:mod:`coniti.passages`) are rows of the
+structures beside its own when the recipe's embedder splits long texts: added with the note from
+its text, stamped, ended and dropped with it. Over an event feed every row carries the sequence numbers between which it was
 live (``born``, ``died``), so :meth:`NamespaceIndex.at` masks the same rows as of any point. An index
 knows nothing of the engine, the memory backend or where it is kept: the owner of an index
 (:mod:`coniti.engine.indexes`) loads it, feeds it and saves it. Not thread-safe: the engine's lock
@@ -20,11 +22,13 @@ import numpy as np
 
 from coniti import derived
 from coniti.actor import Note
+from coniti.embedding import Embedder
 from coniti.engine.content import ContentIndex
 from coniti.errors import EmbeddingMismatch, namespace_text
 from coniti.events import Event
-from coniti.keyword import KeywordIndex
+from coniti.keyword import KeywordIndex, thread_of
 from coniti.memory import MemoryRecord
+from coniti.passages import live_passages, note_id, passage_rows, purge_rows, with_passages
 from coniti.strategy import Strategy, StrategyContext
 from coniti.structure import Structure
 
@@ -40,7 +44,8 @@ class NamespaceIndex:
     ``content``. ``seq``: the event the state reflects (None without an event feed);
     ``meta_checked``: the namespace's embedding id was checked (or claimed); ``changed``: events
     folded or written since the snapshot on disk (or since the build); ``checks``: by
-    ``part/field``, the snapshot blocks not checked yet (run on first touch)."""
+    ``part/field``, the snapshot blocks not checked yet (run on first touch); ``passages``: the
+    embedder that gives a long note's passage rows (None: a note is one row)."""
 
     structures: list[Structure]
     keyword: KeywordIndex
@@ -49,6 +54,7 @@ class NamespaceIndex:
     meta_checked: bool = False
     changed: int = 0
     checks: dict[str, derived.BlockCheck] = field(default_factory=dict)
+    passages: Embedder | None = None
 
     def __contains__(self, id_: object) -> bool:
         """Whether ``id_`` has a live row."""
@@ -57,19 +63,42 @@ class NamespaceIndex:
     # -- rows (the structures) --------------------------------------------------------------------
 
     def add_rows(
-        self, ids: Sequence[str], matrix: np.ndarray, times: np.ndarray, born: np.ndarray | None = None
+        self,
+        ids: Sequence[str],
+        matrix: np.ndarray,
+        times: np.ndarray,
+        born: np.ndarray | None = None,
+        texts: Sequence[str] | None = None,
     ) -> None:
-        """Add a row per id to every structure (``born``: their first events; None: 0)."""
+        """Add a row per id to every structure (``born``: their first events; None: 0), and the
+        passage rows of the long ones among ``texts`` (their texts; None: no passages)."""
+        if self.passages is not None and texts is not None:
+            extra = passage_rows(self.passages, ids, texts, times, born)
+            ids, matrix, times, born = with_passages(list(ids), matrix, np.asarray(times), born, extra)
         for structure in self.structures:
             structure.add(ids, matrix, times, born=born)
 
+    def _rows(self, ids: Sequence[str]) -> Sequence[str]:
+        """``ids`` and their live passage rows."""
+        if self.passages is None:
+            return ids
+        return [*ids, *live_passages(self.structures[0], ids)]
+
     def take_rows(self, ids: Sequence[str]) -> None:
-        """Take the live rows of ``ids`` out of every structure, at every point (an undo)."""
+        """Take the live rows of ``ids`` (and their passages) out of every structure, at every
+        point (an undo)."""
+        rows = self._rows(ids)
         for structure in self.structures:
-            structure.remove(ids)
+            structure.remove(rows)
 
     def set_born(self, ids: Sequence[str], born: Sequence[int]) -> None:
-        """Stamp the live rows of ``ids`` with the events that wrote them."""
+        """Stamp the live rows of ``ids`` (and their passages) with the events that wrote them."""
+        if self.passages is not None:
+            extra = live_passages(self.structures[0], ids)
+            if extra:
+                of = dict(zip(ids, born, strict=True))
+                ids = [*ids, *extra]
+                born = [*born, *(of[note_id(p)] for p in extra)]
         for structure in self.structures:
             structure.set_born(ids, born)
 
@@ -85,11 +114,13 @@ class NamespaceIndex:
         *,
         expires: Sequence[float | None] | None = None,
         tokens: Sequence[Sequence[str]] | None = None,
+        threads: Sequence[str | None] | None = None,
     ) -> None:
         """Add ``ids`` (which have rows) to the keyword index, born at ``born``, and to the content
         index under their content ``keys`` (``tokens``: their keyword tokens, None: made from the
-        texts; ``expires``: each one's expiry)."""
-        self.keyword.add(ids, texts, times, born, expires=expires, tokens=tokens)
+        texts; ``expires``: each one's expiry; ``threads``: each one's conversation thread,
+        :func:`coniti.keyword.thread_of`)."""
+        self.keyword.add(ids, texts, times, born, expires=expires, tokens=tokens, threads=threads)
         self.content.add(ids, keys)
 
     def add_records(self, records: Sequence[MemoryRecord], keys: Sequence[str | None]) -> None:
@@ -101,17 +132,19 @@ class NamespaceIndex:
         times = np.array([r.note.timestamp for r in records], dtype=np.float64)
         born = [r.version or 0 for r in records]
         matrix = np.stack([r.vector for r in records if r.vector is not None])
-        self.add_rows(ids, matrix, times, np.array(born, dtype=np.int64))
+        texts = [r.note.text for r in records]
+        self.add_rows(ids, matrix, times, np.array(born, dtype=np.int64), texts)
         self.add_text(
-            ids, [r.note.text for r in records], times.tolist(), born, keys,
-            expires=[r.expires_at for r in records],
+            ids, texts, times.tolist(), born, keys, expires=[r.expires_at for r in records],
+            threads=[thread_of(r.note.metadata) for r in records],
         )  # fmt: skip
 
     def end(self, ids: Sequence[str], seqs: Sequence[int]) -> None:
         """End the live rows of ``ids`` at ``seqs`` (a delete or a replacement): kept for history."""
         for id_, seq in zip(ids, seqs, strict=True):
+            rows = self._rows([id_])
             for structure in self.structures:
-                structure.remove([id_], seq=seq)
+                structure.remove(rows, seq=seq)
             self.keyword.remove([id_], died=seq)
         self.content.remove(ids)
 
@@ -126,15 +159,20 @@ class NamespaceIndex:
     def forget(self, ids: Sequence[str], died: int) -> None:
         """Take ``ids`` out at every point (rows that keep no history), the keyword rows ended at
         ``died``."""
+        rows = self._rows(ids)
         for structure in self.structures:
-            structure.remove(ids)
+            structure.remove(rows)
         self.content.remove(ids)
         self.keyword.remove(ids, died=died)
 
     def purge(self, ids: Sequence[str]) -> None:
-        """Drop every row of ``ids``, live or kept for history (an erasure)."""
+        """Drop every row of ``ids`` (and of their passages), live or kept for history (an
+        erasure)."""
         for structure in self.structures:
-            structure.purge(ids)
+            if self.passages is None:
+                structure.purge(ids)
+            else:
+                purge_rows(structure, ids)
         self.keyword.purge(ids)
         self.content.remove(ids)
 
@@ -200,6 +238,8 @@ class Recipe:
     spec_id: str
     dim: int
     embedder: str
+    passages: Embedder | None = None
+    """The embedder, when it splits a long note into passages (:mod:`coniti.passages`)."""
 
     @property
     def versioned(self) -> bool:
@@ -214,7 +254,8 @@ class Recipe:
     def spawn(self, seq: int | None = None) -> NamespaceIndex:
         """A fresh, empty index tagged with ``seq``."""
         index = NamespaceIndex(
-            structures=[p.spawn() for p in self.prototypes], keyword=self.keyword.spawn(), seq=seq
+            structures=[p.spawn() for p in self.prototypes], keyword=self.keyword.spawn(), seq=seq,
+            passages=self.passages,
         )
         index.keyword.seq = seq or 0
         return index
@@ -316,11 +357,12 @@ class Folder:
             return
         matrix = np.stack(self.vectors)
         self.recipe.check_dim(self.ns, matrix.shape[1])
+        texts = [n.text for n in self.notes]
         self.index.add_rows(self.ids, matrix, np.array(self.times, dtype=np.float64),
-                            np.array(self.born, dtype=np.int64))  # fmt: skip
+                            np.array(self.born, dtype=np.int64), texts)  # fmt: skip
         self.index.add_text(
-            self.ids, [n.text for n in self.notes], self.times, self.born,
-            self.recipe.content_keys(self.notes), expires=self.expires,
+            self.ids, texts, self.times, self.born, self.recipe.content_keys(self.notes),
+            expires=self.expires, threads=[thread_of(n.metadata) for n in self.notes],
         )  # fmt: skip
         self._reset()
 

@@ -147,7 +147,7 @@ class PutRows:
     which events wrote it: ``ids`` (the records that have a vector; rows were added for them,
     ``rows`` False when none), ``positions`` (each one's place among the records written),
     ``texts``, ``times``, ``keys`` (content keys), ``tokens`` (keyword tokens, None: made from the
-    texts) and ``expires``."""
+    texts), ``expires`` and ``threads`` (conversation threads, None: none)."""
 
     ids: Sequence[str]
     positions: Sequence[int]
@@ -157,6 +157,7 @@ class PutRows:
     rows: bool
     tokens: Sequence[Sequence[str]] | None = None
     expires: Sequence[float | None] | None = None
+    threads: Sequence[str | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -25,17 +25,30 @@ with the non-matching notes removed (scores and ranks are those of the unfiltere
   candidates that match and reach ``min_score`` (a fused score); when fewer than wanted pass and a
   ranking holds more, the merge goes four times deeper, reading further only the streams the merge
   reaches. Hits are built for the candidates kept, and only for them.
+
+**Hybrid's question** (:class:`_Question`). ``Fusion(method="auto")`` fuses by score when a
+namespace asked holds conversation turns (:attr:`coniti.keyword.KeywordIndex.threaded`), else by
+rank. Fusing by score, the keyword side reads the question without its function words
+(:func:`coniti.keyword.question_text`), every candidate's cosine and BM25 scores are fused (those
+its ranking did not give computed), and a candidate falling in a time the question names
+(:func:`coniti.dates.read_question`, relative dates read against ``query.asked_at`` or the time of
+the ask) gets the ``date`` signal. For a question about the present that names no time, the first
+fused candidates go through :func:`coniti.fusion.supersede`. The keyword strategy searches the text
+as written.
 """
 
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from coniti.actor import Query
+from coniti.dates import QuestionTime, read_question
 from coniti.engine.index import NamespaceIndex
 from coniti.engine.indexes import Indexes
 from coniti.engine.results import pool_size
@@ -43,7 +56,7 @@ from coniti.filters import RecordPredicate as Predicate
 from coniti.filters import compile_record_filter as compile_filter
 from coniti.fusion import Fusion, mmr
 from coniti.hybrid import Fused, Key, Ranked, candidates, depth, fuse_keys
-from coniti.keyword import Corpus
+from coniti.keyword import Corpus, question_text
 from coniti.memory import GetRequest, MemoryBackend, MemoryRecord
 from coniti.recall import Hit, trusted_signals
 from coniti.rerank import Reranker, apply_reranker
@@ -204,14 +217,23 @@ def recall(
     """The ``want`` best hits of ``query`` over ``scopes`` (``vector``: the embedded text, if
     any), by the query's strategy (:mod:`coniti.hybrid`; module docstring). ``merged``: the scopes
     are a prefix's namespaces, ranked as one, each hit's rank its place in that ranking."""
+    question = None
+    if query.resolved_strategy == "hybrid":
+        question = _Question.of(query, scopes)
+        query = question.query
     text = query.text
     corpus = None
     if text is not None and len(scopes) > 1:
         corpus = Corpus.merge(s.index.keyword.corpus(text) for s in scopes)
+    scale = _scale(query, vector, question, scopes, corpus)
+    if query.min_relevance and scale is not None:  # relevance = score / scale (Hit.relevance)
+        floor = query.min_relevance * scale
+        if query.min_score is None or floor > query.min_score:
+            query = query.model_copy(update={"min_score": floor})
     match = None if query.filter is None else compile_filter(query.filter)
     asks = _Asks(query, vector, memory, strategy, corpus)
-    if query.resolved_strategy == "hybrid":
-        return asks.hybrid(scopes, want, match)
+    if question is not None:
+        return _relevant(asks.hybrid(scopes, want, match, question), scale)
     narrowed = match is not None or query.min_score is not None
     found: Found = []
     for scope in scopes:
@@ -221,7 +243,73 @@ def recall(
         found.sort(key=lambda item: _merge_key(item[0]))
         del found[want:]
         found = _reranked(found, query.resolved_strategy)
-    return found[:want]
+    return _relevant(found[:want], scale)
+
+
+def _scale(
+    query: Query,
+    vector: np.ndarray | None,
+    question: _Question | None,
+    scopes: Sequence[Scope],
+    corpus: Corpus | None,
+) -> float | None:
+    """The score of relevance 1 for this ask (:attr:`coniti.recall.Hit.relevance`): 1 for a
+    cosine and for a fused score by score, for keyword the BM25 score of a note of average length
+    holding every question word once (the sum of their idf: the ceiling / (k1 + 1)), the best
+    reciprocal-rank score possible (first in every ranking fused) by rank; None for ``recent``."""
+    name = query.resolved_strategy
+    if name == "recent":
+        return None
+    if name == "keyword" and query.text is not None and scopes:
+        index = scopes[0].index.keyword
+        typical = index.ceiling(query.text, corpus=corpus) / (index.k1 + 1.0)  # sum of the terms' idf
+        return typical if typical > 0 else 1.0
+    if question is not None and not question.by_score:
+        fusion = query.fusion or Fusion()
+        weights = fusion.recency
+        if vector is not None or query.near is not None:
+            weights += fusion.weight("semantic")
+        if query.text is not None:
+            weights += fusion.weight("keyword")
+        return weights / (fusion.k + 1) if weights > 0 else 1.0
+    return 1.0
+
+
+def _relevant(found: Found, scale: float | None) -> Found:
+    """``found`` with each hit's relevance set: its score / ``scale``, within [0, 1]."""
+    if scale is None:
+        return found
+    return [(_hit({**h.__dict__, "relevance": min(1.0, max(0.0, h.score / scale))}), v) for h, v in found]
+
+
+@dataclass(frozen=True)
+class _Question:
+    """A hybrid ask as fused (module docstring): ``query`` with its fusion method resolved (and,
+    by score, the keyword text stripped of function words), the ``times`` its text names (None
+    without text) and whether it asks about the present naming no time (``present``)."""
+
+    query: Query
+    times: QuestionTime | None
+    present: bool
+
+    @classmethod
+    def of(cls, query: Query, scopes: Sequence[Scope]) -> _Question:
+        fusion = query.fusion or Fusion()
+        if fusion.method == "auto":  # by score over conversation turns, by rank over plain notes
+            turns = any(s.index.keyword.threaded for s in scopes)
+            fusion = fusion.model_copy(update={"method": "score" if turns else "rank"})
+        update: dict[str, object] = {"fusion": fusion}
+        times = None
+        if query.text is not None:
+            times = read_question(query.text, now=time.time() if query.asked_at is None else query.asked_at)
+            if fusion.method == "score":
+                update["text"] = question_text(query.text)
+        present = times is not None and times.present and not times.mentions
+        return cls(query.model_copy(update=update), times, present)
+
+    @property
+    def by_score(self) -> bool:
+        return (self.query.fusion or Fusion()).method == "score"
 
 
 class _Asks:
@@ -257,7 +345,7 @@ class _Asks:
 
         return Stream(scope, self.memory, rank, size, first)
 
-    def hybrid(self, scopes: Sequence[Scope], want: int, match: Predicate | None) -> Found:
+    def hybrid(self, scopes: Sequence[Scope], want: int, match: Predicate | None, question: _Question) -> Found:
         """The first ``want`` of the fused ranking that pass (module docstring)."""
         query = self.query
         fusion = query.fusion or Fusion()
@@ -269,11 +357,14 @@ class _Asks:
             asked = query.model_copy(update={**side, "strategy": "semantic"})
             semantic = [self.stream(asked, scope, wide) for scope in scopes]
         bar = None
+        ceiling = 0.0
         if query.text is not None:
             asked = query.model_copy(update={**side, "strategy": "keyword", "near": None})
             lexical = [self.stream(asked, scope, wide) for scope in scopes]
-            if fusion.keyword_floor and scopes:
-                bar = fusion.keyword_floor * scopes[0].index.keyword.ceiling(query.text, corpus=self.corpus)
+            if scopes and (fusion.keyword_floor or question.by_score):
+                ceiling = scopes[0].index.keyword.ceiling(query.text, corpus=self.corpus)
+            if fusion.keyword_floor:
+                bar = fusion.keyword_floor * ceiling
         weights: dict[tuple[str, ...], dict[str, float]] = {}
         while True:
             sem = _merged(semantic, wide, None)
@@ -289,7 +380,7 @@ class _Asks:
             if fusion.feedback and self.memory.supports_feedback:
                 for ns in sorted({key[1] for key in times} - set(weights)):
                     weights[ns] = self.memory.feedback_weights(ns)
-            fused = fuse_keys(query, list(sem), list(lex), times, weights)
+            fused = fuse_keys(query, list(sem), list(lex), times, weights, **self._signals(question, sem, lex, ceiling))
             kept: list[Fused] = []
             for f in fused:
                 scope, _ = sem.get(f.key) or lex[f.key]
@@ -301,6 +392,58 @@ class _Asks:
             if len(kept) == want or not deeper:
                 return self._fused_hits(kept, sem, lex, times)
             wide *= 4
+
+    def _signals(
+        self,
+        question: _Question,
+        sem: dict[Key, tuple[Scope, Ranked]],
+        lex: dict[Key, tuple[Scope, Ranked]],
+        ceiling: float,
+    ) -> dict[str, Any]:
+        """What :func:`~coniti.hybrid.fuse_keys` needs beyond the rankings (module docstring):
+        by score, every candidate's cosine and BM25 scores, the keys in a time the question names
+        and the ceiling; for a question about the present, the notes' unit vectors."""
+        union = {**lex, **sem}
+        out: dict[str, Any] = {}
+        if question.by_score:
+            out["scores"] = self._scores(sem, lex)
+            out["ceiling"] = ceiling
+            times = question.times
+            if times is not None and times.mentions and (self.query.fusion or Fusion()).date and union:
+                keys = list(union)
+                stamps = np.array([s.records[k[0]].note.timestamp for k, (s, _) in union.items()], dtype=np.float64)
+                out["dated"] = {k for k, hit in zip(keys, times.matches(stamps).tolist(), strict=True) if hit}
+        if question.present:
+
+            def unit(keys: Sequence[Key]) -> np.ndarray:
+                return unit_rows(np.stack([_vector(union[k][0].records[k[0]]) for k in keys]))
+
+            out["unit"] = unit
+        return out
+
+    def _scores(
+        self, sem: dict[Key, tuple[Scope, Ranked]], lex: dict[Key, tuple[Scope, Ranked]]
+    ) -> dict[Key, tuple[float, float]]:
+        """Each candidate's (cosine, BM25) scores: its rankings' own, the others computed (the
+        cosine of the question's vector and the note's; BM25 by the namespace's keyword index)."""
+        query = self.query
+        union = {**lex, **sem}
+        cosine = {k: float(r.signals.get("semantic", r.score)) for k, (_, r) in sem.items()}
+        lexical = {k: float(r.score) for k, (_, r) in lex.items()}
+        missing = [k for k in union if k not in cosine]
+        if missing and self.vector is not None:
+            unit = unit_rows(np.asarray(self.vector, dtype=np.float32)[None, :])[0]
+            rows = unit_rows(np.stack([_vector(union[k][0].records[k[0]]) for k in missing]))
+            cosine.update(zip(missing, exact_scores(rows, unit, unit=True), strict=True))
+        if query.text is not None:
+            by_scope: dict[int, tuple[Scope, list[str]]] = {}
+            for k, (scope, _) in union.items():
+                if k not in lexical:
+                    by_scope.setdefault(id(scope), (scope, []))[1].append(k[0])
+            for scope, ids in by_scope.values():
+                for id_, value in scope.index.keyword.score(query.text, ids, corpus=self.corpus).items():
+                    lexical[(id_, scope.namespace)] = value
+        return {k: (cosine.get(k, 0.0), lexical.get(k, 0.0)) for k in union}
 
     def _fused_hits(
         self,
@@ -329,6 +472,8 @@ class _Asks:
                 "keyword": None if base.signals is None else base.signals.keyword,
                 "recency": newest - base.note.timestamp,
                 "feedback": f.weight,
+                "date": f.date,
+                "superseded_by": f.superseded_by,
                 "ranks": f.ranks,
                 "fused": f.score,
             })  # fmt: skip
@@ -362,7 +507,7 @@ class _Asks:
                     signals["semantic"] = cosine[r.id]
             hit = _hit({
                 "note": record.note, "score": float(r.score), "namespace": scope.namespace,
-                "version": record.version, "signals": trusted_signals(signals),
+                "version": record.version, "signals": trusted_signals(signals), "relevance": None,
             })  # fmt: skip
             out.append((hit, _vector(record)))
         return out

@@ -109,7 +109,7 @@ class ScannedIndexes(CurrentIndexes):
             born = [self.head() or 0] * len(rows.ids)
             index.add_text(
                 rows.ids, rows.texts, rows.times, born, rows.keys, expires=rows.expires,
-                tokens=rows.tokens,
+                tokens=rows.tokens, threads=rows.threads,
             )  # fmt: skip
         else:
             index.content.add(rows.ids, rows.keys)

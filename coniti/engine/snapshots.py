@@ -27,8 +27,9 @@ __all__ = ["Snapshots"]
 CONTENT_FIELDS = ("id_bytes", "id_ends", "key_bytes", "key_ends")
 """The arrays of a snapshot's ``content`` part (the content index as packed pairs)."""
 
-KEY_FORMAT = 1
-"""The engine's own part of a snapshot's key: bump it when what the engine saves changes."""
+KEY_FORMAT = 2
+"""The engine's own part of a snapshot's key: bump it when what the engine saves changes (2: long
+notes' passage rows in the structures, conversation threads in the keyword index)."""
 
 
 class Snapshots:

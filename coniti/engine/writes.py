@@ -24,7 +24,7 @@ index cannot follow a write exactly, the namespace is rebuilt or refolded from m
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from types import EllipsisType
 from typing import Any
@@ -50,7 +50,7 @@ from coniti.errors import (
     NotSupported,
     namespace_text,
 )
-from coniti.keyword import tokens_of
+from coniti.keyword import thread_of, tokens_of
 from coniti.memory import (
     DeleteRequest,
     DeleteResult,
@@ -68,6 +68,7 @@ from coniti.memory import (
     WriteRequest,
     WriteResult,
 )
+from coniti.passages import PASSAGE_MARK
 from coniti.strategy import Admission
 
 __all__ = ["Writes", "expiry"]
@@ -98,6 +99,7 @@ class Writes:
     ) -> list[IngestResult]:
         """Embed, admit, write (see :meth:`ContinuityEngine.ingest_many
         <coniti.engine.ContinuityEngine.ingest_many>`)."""
+        self._refuse_marked(columns.ids if columns is not None else [n.id for n in batch])
         index = self.indexes.writable(ns)
         if op_id is not None:
             replayed = self._replay_ingest(ns, index, batch, op_id)
@@ -206,6 +208,7 @@ class Writes:
             keys=self.recipe.content_keys(notes),
             rows=bool(indexed),
             expires=[r.expires_at for r in indexed],
+            threads=[thread_of(n.metadata) for n in notes],
         )
         matrix = np.stack([r.vector for r in indexed if r.vector is not None]) if indexed else None
         self._store(ns, index, rows, matrix, put)
@@ -230,6 +233,7 @@ class Writes:
             keys=keys,
             rows=batch.vectors is not None,
             tokens=tokens,
+            threads=[thread_of(m) for m in batch.notes.metadata],
         )
         self._store(ns, index, rows, batch.vectors, lambda claim: self.memory.put_batch(batch, claim))
 
@@ -247,7 +251,7 @@ class Writes:
         claim = self._claim(ns, index)
         try:
             if matrix is not None:
-                index.add_rows(rows.ids, matrix, rows.times)
+                index.add_rows(rows.ids, matrix, rows.times, texts=rows.texts)
         except BaseException:
             self.indexes.recover(ns)
             raise
@@ -319,6 +323,18 @@ class Writes:
 
     # -- facts that change: memory first, then the index ------------------------------------------
 
+    def _refuse_marked(self, ids: Iterable[str]) -> None:
+        """Refuse a note id holding the passage mark when the embedder splits long notes
+        (:mod:`coniti.passages`): it could name another note's passage row. Nothing is written."""
+        if self.recipe.passages is None:
+            return
+        for id_ in ids:
+            if PASSAGE_MARK in id_:
+                raise ContractError(
+                    f"note id {id_!r} holds the character U+001F, which names passage rows here "
+                    f"(the {self.recipe.embedder} embedder splits long notes into passages)"
+                )
+
     def upsert(
         self,
         ns: tuple[str, ...],
@@ -330,6 +346,7 @@ class Writes:
         """See :meth:`ContinuityEngine.upsert <coniti.engine.ContinuityEngine.upsert>` (``when``:
         the expiry, checked by :func:`expiry`)."""
         self.require_write()
+        self._refuse_marked([note.id])
         index = self.indexes.writable(ns)
         live = self._live(ns, note.id)
         if live is not None and live.note.text == note.text and live.embedding_id == self.recipe.spec_id:

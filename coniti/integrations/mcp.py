@@ -178,9 +178,12 @@ class NoteInfo(Contract):
 
 
 class HitInfo(NoteInfo):
-    """A recalled note and its score (higher is closer); ``turn`` for a turn of a conversation."""
+    """A recalled note, its score (higher is closer; the ranking's own scale) and its relevance
+    (the score read on a 0-1 scale, :attr:`coniti.recall.Hit.relevance`; None for ``recent``);
+    ``turn`` for a turn of a conversation."""
 
     score: float
+    relevance: float | None = None
     turn: TurnFields | None = None
 
 
@@ -668,11 +671,15 @@ class _Tools:
         as_of: Annotated[PointArg | None, pydantic.Field(
             description=f"Answer from the memory as it was at this point: {_POINT}.")] = None,
         min_score: Annotated[float | None, pydantic.Field(
-            allow_inf_nan=False, description="Drop notes scoring below this.")] = None,
+            allow_inf_nan=False, description="Drop notes scoring below this (the ranking's raw score).")] = None,
+        min_relevance: Annotated[float | None, pydantic.Field(
+            ge=0.0, le=1.0, description="Drop notes whose relevance (0 to 1: semantic the cosine, keyword 1 "
+            "when every word matches once, hybrid the fused score on the same scale) is below this.")] = None,
         strategy: Annotated[Literal["auto", "semantic", "keyword", "hybrid", "recent"], pydantic.Field(
             description="How to rank: auto (hybrid for a query, recent for a time window), semantic "
             "(by meaning), keyword (BM25 on the words: codes, names, rare words), hybrid (both "
-            "fused by reciprocal rank), recent (newest first).")] = "auto",
+            "fused: by score over conversation turns, by reciprocal rank over plain notes), recent "
+            "(newest first).")] = "auto",
         conversation: Annotated[str | None, pydantic.Field(
             min_length=1, description="Answer from the turns of this conversation (under namespace, "
             "default the namespace this server serves); each hit names its speaker and session.",
@@ -697,7 +704,8 @@ class _Tools:
             self._prefix if prefix is None else self._inside(prefix, "prefix"))  # fmt: skip
         try:
             question = Query(
-                text=query, time_range=window, k=k, filter=filter, min_score=min_score, strategy=strategy
+                text=query, time_range=window, k=k, filter=filter, min_score=min_score,
+                min_relevance=min_relevance, strategy=strategy,
             )
         except ContractError as exc:
             raise ToolError(_contract_message(exc, "Query")) from None
@@ -710,7 +718,10 @@ class _Tools:
             if engine is not self._engine:
                 engine.close()
         hits = [
-            HitInfo(**_note_fields(h.note, h.namespace, h.version), score=h.score, turn=turn_fields(h.note))
+            HitInfo(
+                **_note_fields(h.note, h.namespace, h.version),
+                score=h.score, relevance=h.relevance, turn=turn_fields(h.note),
+            )
             for h in answer.hits
         ]
         return Recalled(
