@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -95,6 +94,7 @@ from coniti.engine import ContinuityEngine
 from coniti.errors import ConitiError, ContractError
 from coniti.events import Event
 from coniti.impl.log import LogBackend, LogView
+from coniti.integrations.mcp_errors import contract_message, describe
 from coniti.integrations.mcp_turns import (
     Appended,
     TurnArg,
@@ -427,57 +427,9 @@ class _Server(MCPServer[Any]):
             raise
         except ToolError as exc:
             if isinstance(exc.__cause__, pydantic.ValidationError):
-                problems = _describe(exc.__cause__)
+                problems = describe(exc.__cause__)
                 raise ToolError(f"Error executing tool {name}: {problems}") from exc.__cause__
             raise
-
-
-def _describe(exc: pydantic.ValidationError) -> str:
-    """One ``argument: problem`` per argument, joined by ``; ``, without pydantic's type codes or
-    URLs. Locations keep the argument and list indices (``namespace.1``); the branches of a union
-    (``start`` is a number or a string) are one problem whose alternatives are joined by ``or``."""
-    problems: dict[str, list[str]] = {}
-    inputs: dict[str, Any] = {}
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for i, p in enumerate(err["loc"]) if i == 0 or isinstance(p, int))
-        if err["type"] == "missing":
-            message = "required"
-        else:
-            message = err["msg"].removeprefix("Value error, ")
-            message = message[:1].lower() + message[1:]
-            inputs.setdefault(loc, err.get("input"))
-        if message not in problems.setdefault(loc, []):
-            problems[loc].append(message)
-    return "; ".join(
-        f"{loc}: {_alternatives(messages)}" + (f" (got {_short(inputs[loc])})" if loc in inputs else "")
-        for loc, messages in problems.items()
-    )
-
-
-def _alternatives(messages: list[str]) -> str:
-    """``input should be a valid number or a valid string``: the first message whole, the others
-    without the opening they share with it."""
-    first, *others = messages
-    shared = "input should be "
-    if first.startswith(shared):
-        others = [m.removeprefix(shared) for m in others]
-    return " or ".join([first, *others])
-
-
-def _contract_message(exc: ContractError, model: str) -> str:
-    """A contract's validation message in the tool's terms: ``Query.filter: filter: x`` reads
-    ``filter: x`` (the model's fields are the tool's arguments)."""
-    parts = []
-    for part in str(exc).split("; "):
-        part = part.removeprefix(f"{model}.")
-        field, sep, rest = part.partition(": ")
-        parts.append(rest if sep and rest.startswith((f"{field}:", f"{field} ")) else part)
-    return "; ".join(parts)
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=repr)
-    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 class _Tools:
@@ -572,7 +524,7 @@ class _Tools:
                     role=arg.role, session=arg.session, metadata=arg.metadata or {},
                 ))  # fmt: skip
             except ContractError as exc:
-                raise ToolError(f"turns.{i}: {_contract_message(exc, 'Turn')}") from None
+                raise ToolError(f"turns.{i}: {contract_message(exc, 'Turn')}") from None
         assert self._base is not None
         self._base.refresh()
         conv = Conversation(self._base, conversation, namespace=ns[:-2])
@@ -708,7 +660,7 @@ class _Tools:
                 min_relevance=min_relevance, strategy=strategy,
             )
         except ContractError as exc:
-            raise ToolError(_contract_message(exc, "Query")) from None
+            raise ToolError(contract_message(exc, "Query")) from None
         self._engine.refresh()
         seq = self._store.head if as_of is None else self._view(as_of, "as_of").seq
         engine = self._engine if as_of is None else self._engine.at(seq)
@@ -968,7 +920,7 @@ def _note(id: str, text: str, when: float, metadata: dict[str, Any] | None, kind
     try:
         return Note(id=id, text=text, timestamp=when, metadata={} if metadata is None else metadata, kind=kind)
     except ContractError as exc:
-        raise ToolError(_contract_message(exc, "Note")) from None
+        raise ToolError(contract_message(exc, "Note")) from None
 
 
 def _iso(seconds: float) -> str | None:
