@@ -139,7 +139,8 @@ LAUNCH_DAYS = ("2025-03-01", "2025-04-01")
 
 @dataclass(frozen=True)
 class Asked:
-    """A question, where and as of what it was asked, and the hits (score, note), best first."""
+    """A question, where and as of what it was asked, and the hits (relevance, note), best first:
+    relevance is :attr:`coniti.recall.Hit.relevance`, the hit's score read on a 0-1 scale."""
 
     question: str
     namespace: tuple[str, ...]
@@ -278,7 +279,8 @@ def _asked(engine: ContinuityEngine, namespace: tuple[str, ...], question: str, 
            before: float | None = None, as_of: str = "now", seq: int | None = None) -> Asked:
     window = None if before is None else TimeRange(end=before)
     answer = engine.ask(Query(text=question, time_range=window, k=k), namespace=namespace)
-    return Asked(question, namespace, [(h.score, h.note) for h in answer.hits], as_of, before, seq)
+    hits = [(h.score if h.relevance is None else h.relevance, h.note) for h in answer.hits]
+    return Asked(question, namespace, hits, as_of, before, seq)
 
 
 def _ask(report: DemoReport, engine: ContinuityEngine) -> None:

@@ -49,15 +49,15 @@ def demo() -> None:
         _show(s.out, report)
 
 
-def _hit(score: float, note: Note) -> str:
-    return f"{score:.2f}  {format_time(note.timestamp)[:10]}  {note.text}  ({note.id})"
+def _hit(relevance: float, note: Note) -> str:
+    return f"{relevance:.2f}  {format_time(note.timestamp)[:10]}  {note.text}  ({note.id})"
 
 
 def _hits(out: Output, label: str, asked: Asked, style: str) -> None:
     if not asked.hits:
         out.line(f"    {label}(nothing)", style=style)
-    for i, (score, note) in enumerate(asked.hits):
-        out.line(f"    {label if i == 0 else ' ' * len(label)}{_hit(score, note)}", style=style)
+    for i, (relevance, note) in enumerate(asked.hits):
+        out.line(f"    {label if i == 0 else ' ' * len(label)}{_hit(relevance, note)}", style=style)
 
 
 def _section(out: Output, title: str, *, first: bool = False) -> None:
@@ -88,7 +88,7 @@ def _show(out: Output, r: DemoReport) -> None:
         wrap=["reason"],
     )
 
-    _section(out, "3. Questions (best hit: score, note date, text, id)")
+    _section(out, "3. Questions (best hit: relevance 0-1, note date, text, id)")
     for asked in r.answers:
         out.line(f"[{format_namespace(asked.namespace)}] {asked.question}")
         _hits(out, "", asked, "green")
@@ -160,8 +160,8 @@ def _asked_json(asked: Asked) -> dict[str, Any]:
         "namespace": list(asked.namespace),
         "as_of": asked.as_of,
         "hits": [
-            {"score": score, "id": note.id, "text": note.text, "time": iso_time(note.timestamp)}
-            for score, note in asked.hits
+            {"relevance": relevance, "id": note.id, "text": note.text, "time": iso_time(note.timestamp)}
+            for relevance, note in asked.hits
         ],
     }
 
