@@ -52,6 +52,7 @@ from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
 from coniti.impl import log_audit as _audit
 from coniti.impl.log_audit import Subscription
+from coniti.impl.proving import Proving
 from coniti.jsonl import MAX_STAMP_CHARS
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
@@ -406,7 +407,7 @@ class _Reads:
         return self._log.feedback_weights(as_namespace(namespace), self._as_of)
 
 
-class LogBackend(_Reads, MemoryBackend):
+class LogBackend(_Reads, Proving, MemoryBackend):
     """A :class:`MemoryBackend` on the event log in directory ``path`` (created 0700 if missing).
 
     ``durability``: ``"sync"`` (default) or ``"nosync"``, see the module docstring; handles on one
