@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -41,6 +42,7 @@ from typing import IO, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
 from coniti.batch import RecordBatch, check_batch_ids
+from coniti.checkpoint import verify_checkpoint as open_checkpoint
 from coniti.cursor import CursorCodec
 from coniti.errors import (
     ContractError,
@@ -52,7 +54,7 @@ from coniti.events import Diff, EraseResult, Event
 from coniti.filters import Predicate, compile_filter
 from coniti.impl import log_audit as _audit
 from coniti.impl.log_audit import Subscription
-from coniti.impl.proving import Proving
+from coniti.impl.proving import Proving, extends
 from coniti.jsonl import MAX_STAMP_CHARS
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
@@ -831,13 +833,26 @@ class LogBackend(_Reads, Proving, MemoryBackend):
         durability: str = "sync",
         actor: str | None = None,
         map_size: int = DEFAULT_MAP_SIZE,
+        checkpoint: str | None = None,
+        verifier: str | None = None,
     ) -> LogBackend:
         """A new store at ``path`` (absent or an empty directory) with exactly the events of a
         ``coniti-log`` file: same sequence numbers, hashes and head hash. Everything is checked before
         the store appears; a rejection raises :class:`MemoryFileError` naming the line and creates
         nothing at ``path`` (nor the parent directories it made); a disk too full for the store
-        raises :class:`StoreFull` (the file was not at fault). Returns the opened store."""
-        logfile.import_log(source, path)
+        raises :class:`StoreFull` (the file was not at fault). Returns the opened store.
+
+        ``checkpoint`` (a signed checkpoint note) with ``verifier`` (its verifier key): the history
+        must extend that checkpoint (:meth:`verify_checkpoint`, without the origin check: an
+        imported store's origin is its checkpoints'), else :class:`CheckpointError` naming both
+        sizes, and nothing is created."""
+        check = None
+        if checkpoint is not None or verifier is not None:
+            if checkpoint is None or verifier is None:
+                raise ContractError("import_log: checkpoint and verifier are given together")
+            expected = open_checkpoint(checkpoint, verifier)
+            check = functools.partial(extends, checkpoint=expected)
+        logfile.import_log(source, path, check)
         return cls(path, durability=durability, actor=actor, map_size=map_size)
 
 

@@ -1,6 +1,13 @@
 """What :class:`~coniti.impl.log.LogBackend` proves about its log: the Merkle tree's root at a size,
 inclusion and consistency proofs (RFC 9162, :mod:`coniti.proofs`; the tree is kept in the store,
-:mod:`coniti.log.tree`).
+:mod:`coniti.log.tree`), and signed checkpoints of it (C2SP, :mod:`coniti.checkpoint`).
+
+**Checkpoints in the store.** :meth:`Proving.checkpoint` signs the tree at the head and keeps the
+signed note in the log as an audited event: a metadata write of key :data:`CHECKPOINT_KEY` in
+namespace :data:`CHECKPOINTS` (so it is exported, imported and chained like every event; the
+namespace shows among the store's namespaces). The checkpoint of size ``n`` is the event after
+event ``n`` or later. A store's *origin* (the checkpoint's first line) is the origin of its latest
+checkpoint, so it survives export and import; a store without one has ``coniti/<store id>``.
 
 Event ``seq`` is leaf ``seq - 1`` of the tree; its leaf input is its chain hash
 (:meth:`LogBackend.event_hash <coniti.impl.log.LogBackend.event_hash>`), so a verifier holding
@@ -12,12 +19,40 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coniti.log.tree import consistency_at, inclusion_at, root_at
+from coniti.checkpoint import Checkpoint, sign_checkpoint
+from coniti.checkpoint import verify_checkpoint as _open_checkpoint
+from coniti.errors import CheckpointError
+from coniti.log.tree import TreeReads, consistency_at, inclusion_at, root_at
 
 if TYPE_CHECKING:
     from coniti.log import EventLog
 
-__all__ = ["Proving"]
+__all__ = ["CHECKPOINTS", "CHECKPOINT_KEY", "Proving", "extends"]
+
+CHECKPOINTS = ("coniti", "checkpoints")
+"""The namespace of the checkpoint events."""
+CHECKPOINT_KEY = "checkpoint"
+"""The metadata key whose values are the signed checkpoints (each a signed note's text)."""
+
+
+def extends(log: EventLog, checkpoint: Checkpoint) -> None:
+    """Check that the history of ``log`` extends ``checkpoint``: its tree at the checkpoint's size
+    has the checkpoint's root. Raises :class:`CheckpointError` naming both sizes otherwise."""
+
+    def check(tree: TreeReads, _: object, head: int) -> None:
+        size = checkpoint.size
+        if size > head:
+            raise CheckpointError(
+                f"the history has {head} events, fewer than the checkpoint's size {size}: it does not "
+                "extend the checkpoint"
+            )
+        if tree.root(size) != checkpoint.root:
+            raise CheckpointError(
+                f"the history of {head} events does not extend the checkpoint of size {size}: its root "
+                f"at size {size} differs"
+            )
+
+    log.proving(check)
 
 
 class Proving:
@@ -28,6 +63,10 @@ class Proving:
     read-only (no tree yet) raises :class:`~coniti.errors.StoreError` saying how to build it."""
 
     _log: EventLog
+
+    if TYPE_CHECKING:
+
+        def _stamp(self) -> tuple[str | None, str | None]: ...
 
     def root(self, size: int | None = None) -> tuple[int, bytes]:
         """``(size, root)``: the RFC 9162 root (32 bytes) of the tree over the first ``size`` events
@@ -43,3 +82,41 @@ class Proving:
         """The RFC 9162 consistency proof that the tree of ``new_size`` events (default: the head)
         extends the tree of ``old_size`` events."""
         return self._log.proving(lambda tree, _, head: consistency_at(tree, head, old_size, new_size))
+
+    @property
+    def origin(self) -> str:
+        """The origin line of this store's checkpoints: that of its latest checkpoint, else
+        ``coniti/<store id>``."""
+        note = self._log.get_meta(CHECKPOINTS, CHECKPOINT_KEY)
+        if isinstance(note, str):
+            return note.split("\n", 1)[0]
+        return f"coniti/{self._log.store.store_id.hex()}"
+
+    def checkpoint(self, signer: str, *, origin: str | None = None) -> str:
+        """Sign the tree at the head with ``signer`` (a signer key, :func:`coniti.checkpoint.generate_key`)
+        as a C2SP checkpoint of ``origin`` (default: :attr:`origin`) and keep it in the log as an
+        audited event (actor and reason as for any write, :meth:`audit`); returns the signed note.
+        Raises :class:`CheckpointError` for a malformed key or origin, and then writes nothing."""
+        size, root = self.root()
+        note = sign_checkpoint(Checkpoint(self.origin if origin is None else origin, size, root), signer)
+        actor, reason = self._stamp()
+        self._log.set_meta(CHECKPOINTS, CHECKPOINT_KEY, note, actor=actor, reason=reason)
+        return note
+
+    def checkpoints(self) -> list[tuple[int, str]]:
+        """Every checkpoint kept in this store, oldest first: ``(seq of its event, signed note)``."""
+        return [
+            (event.seq, event.value)
+            for event in self._log.events()
+            if event.kind == "meta" and event.namespace == CHECKPOINTS and event.key == CHECKPOINT_KEY
+            and isinstance(event.value, str)
+        ]
+
+    def verify_checkpoint(self, note: str | bytes, verifier: str, *, origin: str | None = None) -> Checkpoint:
+        """The checkpoint in ``note`` once its signature by ``verifier`` (a verifier key) holds, its
+        origin is ``origin`` (default: :attr:`origin`) and this store's history extends it (its
+        root at the checkpoint's size is the checkpoint's). Raises :class:`CheckpointError` with a
+        one-line message otherwise; reads only."""
+        checkpoint = _open_checkpoint(note, verifier, origin=self.origin if origin is None else origin)
+        extends(self._log, checkpoint)
+        return checkpoint

@@ -35,7 +35,7 @@ import fcntl
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -316,9 +316,11 @@ def _first_missing(path: Path) -> Path | None:
     return missing
 
 
-def import_log(source: Source, path: str | os.PathLike[str]) -> int:
+def import_log(source: Source, path: str | os.PathLike[str], check: Callable[[EventLog], None] | None = None) -> int:
     """Create a new store at ``path`` holding exactly the events of ``source``; returns how many.
-    See the module docstring. ``path`` must not exist or be an empty directory.
+    See the module docstring. ``path`` must not exist or be an empty directory. ``check``, if given,
+    is called with the assembled store before it appears at ``path``; what it raises aborts the
+    import (nothing is created).
 
     The scratch store ``.NAME.importing-<random>`` beside ``path`` is locked (``flock``) while the
     import runs; one left by a killed import is removed by the next import into ``path``. A failed
@@ -345,6 +347,8 @@ def import_log(source: Source, path: str | os.PathLike[str]) -> int:
         fcntl.flock(lock, fcntl.LOCK_SH)  # shared, as every open store holds its directory
         log = EventLog(scratch, durability="nosync")
         count = _assemble(source, log)
+        if check is not None:
+            check(log)
         log.store.sync()
         log.close()
         log = None

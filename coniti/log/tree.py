@@ -40,6 +40,13 @@ from coniti.proofs import (
 __all__ = ["TreeAppends", "TreeReads", "consistency_at", "inclusion_at", "root_at"]
 
 
+_EDGES: dict[tuple[int, bytes], tuple[bytes, ...]] = {}
+"""The right edges last appended to, by ``(size, hash of the last event)``: the hash chain makes
+that pair name one history, hence one edge, in any store, so an entry never goes stale (a memo of
+a pure function; at most :data:`_EDGES_KEPT`, the oldest dropped first)."""
+_EDGES_KEPT = 32
+
+
 def _last_key(txn: Any, db: Any) -> bytes | None:
     cur = txn.cursor(db=db)
     return bytes(cur.key()) if cur.last() else None
@@ -165,6 +172,10 @@ class TreeAppends:
                 f"event {seq} cannot join the Merkle tree, which covers {covers} events (the tree "
                 "table is damaged: coniti rebuild rebuilds it from the log)"
             )
+        known = _EDGES.get((size, prev))
+        if known is not None:
+            self._size = size
+            return list(known)
         edge: list[bytes] = []
         for level in range(size.bit_length() - 1, 0, -1):
             if size >> level & 1:
@@ -191,6 +202,8 @@ class TreeAppends:
             if edge is not None:
                 raise StoreCorrupted(f"event {first} does not follow event {self._size} in the Merkle tree")
             edge = self._edge = self._load(first, prev)
+        if not chain_hashes:
+            return
         sha, key = hashlib.sha256, completed_key
         entries: list[tuple[bytes, bytes]] = []
         n = self._size
@@ -206,6 +219,9 @@ class TreeAppends:
                     entries.append((key(n, level), node))
             edge.append(node)
         self._size = n
+        if len(_EDGES) >= _EDGES_KEPT:
+            del _EDGES[next(iter(_EDGES))]
+        _EDGES[n, chain_hashes[-1]] = tuple(edge)
         if len(entries) == 1:
             if not self._txn.put(entries[0][0], entries[0][1], db=self._db, append=True):
                 raise StoreCorrupted(f"the Merkle tree already holds a node of event {n}")
