@@ -1,4 +1,5 @@
-"""Every command is documented: help text on each command and option, and a mention in the README."""
+"""Every command is documented: help text on each command and option, and a mention in the README
+or a guide of docs/."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from coniti.cli.app import cli
 from coniti.impl.log import LogBackend
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCUMENTED = "\n".join([README, *(page.read_text(encoding="utf-8") for page in sorted((ROOT / "docs").glob("*.md")))])
+"""The README and every guide of docs/ (where commands are mentioned)."""
 
 
 def _commands() -> list[tuple[str, click.Command]]:
@@ -44,9 +47,9 @@ def test_command_has_help(name: str, command: click.Command) -> None:
 
 @pytest.mark.parametrize(("name", "command"), COMMANDS, ids=[n for n, _ in COMMANDS])
 def test_command_is_in_the_readme(name: str, command: click.Command) -> None:
-    """Each command appears in the README as it is typed: `coniti NAME`."""
-    assert re.search(rf"\bconiti (--\S+ )*{re.escape(name)}\b", README), (
-        f"README does not show 'coniti {name}'"
+    """Each command appears in the README or a guide of docs/ as it is typed: `coniti NAME`."""
+    assert re.search(rf"\bconiti (--\S+ )*{re.escape(name)}\b", DOCUMENTED), (
+        f"neither the README nor docs/ shows 'coniti {name}'"
     )
 
 

@@ -45,12 +45,14 @@ if TYPE_CHECKING:
         log_cmds,
         mcp_cmd,
         memory_cmds,
+        proof_cmds,
         write_cmds,
     )
 else:
     care_cmds, demo_cmd, engine_cmds = _Module("care_cmds"), _Module("demo_cmd"), _Module("engine_cmds")
     feedback_cmds, file_cmds, log_cmds = _Module("feedback_cmds"), _Module("file_cmds"), _Module("log_cmds")
     mcp_cmd, memory_cmds, write_cmds = _Module("mcp_cmd"), _Module("memory_cmds"), _Module("write_cmds")
+    proof_cmds = _Module("proof_cmds")
 
 COMMANDS: dict[str, Callable[[], click.Command]] = {
     "add": lambda: engine_cmds.add,
@@ -79,6 +81,10 @@ COMMANDS: dict[str, Callable[[], click.Command]] = {
     "update": lambda: write_cmds.update,
     "sweep": lambda: write_cmds.sweep,
     "improve": lambda: feedback_cmds.improve,
+    "keygen": lambda: proof_cmds.keygen,
+    "checkpoint": lambda: proof_cmds.checkpoint,
+    "prove": lambda: proof_cmds.prove,
+    "verify-checkpoint": lambda: proof_cmds.verify_checkpoint,
 }
 """Command name -> the click command of that name, read (and its module imported) on first use."""
 
