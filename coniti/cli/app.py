@@ -85,6 +85,7 @@ COMMANDS: dict[str, Callable[[], click.Command]] = {
     "checkpoint": lambda: proof_cmds.checkpoint,
     "prove": lambda: proof_cmds.prove,
     "verify-checkpoint": lambda: proof_cmds.verify_checkpoint,
+    "fork": lambda: proof_cmds.fork,
 }
 """Command name -> the click command of that name, read (and its module imported) on first use."""
 

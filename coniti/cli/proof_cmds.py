@@ -1,4 +1,4 @@
-"""Proof commands: keygen, checkpoint, prove, verify-checkpoint (the Merkle tree over the log,
+"""Proof commands: keygen, checkpoint, prove, verify-checkpoint, fork (the Merkle tree over the log,
 :mod:`coniti.impl.proving`; keys and notes, :mod:`coniti.checkpoint`). Each is a thin call of the
 library; ``--json`` prints one object."""
 
@@ -12,7 +12,7 @@ import click
 from coniti.cli.context import common_options, settings
 from coniti.proofs import leaf_hash
 
-__all__ = ["checkpoint", "keygen", "prove", "read_note", "verify_checkpoint"]
+__all__ = ["checkpoint", "fork", "keygen", "prove", "read_note", "verify_checkpoint"]
 
 
 def read_note(file: str) -> str:
@@ -128,3 +128,22 @@ def verify_checkpoint(file: str, verifier: str, origin: str | None) -> None:
         s.out.json({"ok": True, "origin": head.origin, "size": head.size, "root": head.root.hex(), "head": events})
     else:
         s.out.line(f"ok: checkpoint of {head.origin} at size {head.size}; this store ({events} events) extends it")
+
+
+@click.command()
+@click.argument("dest", metavar="DEST")
+@click.option("--at", "at", type=int, default=None, help="The last event the fork keeps (default: the head).")
+@common_options
+def fork(dest: str, at: int | None) -> None:
+    """Make a new store at DEST (new or empty) whose log is this store's events 1 to --at, frame for
+    frame (the same hashes and Merkle root at that size); the two then diverge."""
+    s = settings()
+    with s.open_store() as store:
+        with store.fork(dest, at=at, durability="nosync") as forked:
+            forked.sync()
+            size, root = forked.root()
+        parent_root = store.root(size)[1]
+    if s.json:
+        s.out.json({"store": dest, "at": size, "root": root.hex(), "same_root": root == parent_root})
+    else:
+        s.out.line(f"forked {s.store_path} at event {size} into {dest} (root {root.hex()})")

@@ -824,6 +824,18 @@ class LogBackend(_Reads, Proving, MemoryBackend):
         selects gzip). See :mod:`coniti.log.logfile`."""
         return logfile.export_log(self._log, target)
 
+    def fork(
+        self, path: str | os.PathLike[str], *, at: int | None = None, durability: str = "sync"
+    ) -> LogBackend:
+        """A new store at ``path`` (absent or an empty directory) whose log is this store's events
+        1 to ``at`` (default: the head), frame for frame: the same hashes and the same Merkle root
+        at every size up to ``at`` (a consistency proof from ``at`` holds between the two), and a
+        new store id; from there the two diverge. Built beside ``path`` and renamed into place, so
+        a failure creates nothing. Raises :class:`ContractError` for an ``at`` past the head.
+        Returns the new store, opened."""
+        logfile.fork_log(self._log, path, self.head if at is None else at)
+        return type(self)(path, durability=durability, actor=self.actor)
+
     @classmethod
     def import_log(
         cls,
