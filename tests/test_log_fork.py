@@ -26,7 +26,8 @@ def _store(path: Path, n: int) -> LogBackend:
 def test_a_fork_holds_the_prefix_and_then_diverges(tmp_path: Path) -> None:
     """fork(at=7) of a 12-event store: events 1-7 with the same hashes, the same root at 7, a new
     store id; after writes to both, each tree of the fork extends the parent's tree of size 7
-    (consistency proof against the parent's root), and the parent's checkpoint at 7 verifies in it."""
+    (consistency proof against the parent's root), and the parent's checkpoint of size 7 verifies
+    in it with the parent's origin."""
     signer, verifier = generate_key("k")
     with _store(tmp_path / "a", 7) as parent:
         note = parent.checkpoint(signer)
@@ -44,6 +45,7 @@ def test_a_fork_holds_the_prefix_and_then_diverges(tmp_path: Path) -> None:
                 old_root=parent.root(7)[1], new_root=root,
             )
             assert forked.root(8) != parent.root(8)
+            assert forked.verify_checkpoint(note, verifier, origin=parent.origin).size == 7
             assert forked.verify().ok
 
 

@@ -86,6 +86,7 @@ COMMANDS: dict[str, Callable[[], click.Command]] = {
     "prove": lambda: proof_cmds.prove,
     "verify-checkpoint": lambda: proof_cmds.verify_checkpoint,
     "fork": lambda: proof_cmds.fork,
+    "revert": lambda: proof_cmds.revert,
 }
 """Command name -> the click command of that name, read (and its module imported) on first use."""
 

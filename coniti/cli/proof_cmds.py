@@ -1,4 +1,4 @@
-"""Proof commands: keygen, checkpoint, prove, verify-checkpoint, fork (the Merkle tree over the log,
+"""Proof commands: keygen, checkpoint, prove, verify-checkpoint, fork, revert (the Merkle tree over the log,
 :mod:`coniti.impl.proving`; keys and notes, :mod:`coniti.checkpoint`). Each is a thin call of the
 library; ``--json`` prints one object."""
 
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
-from coniti.cli.context import common_options, settings
+from coniti.cli.context import common_options, ns_option, settings
+from coniti.cli.parse import format_namespace
 from coniti.proofs import leaf_hash
 
-__all__ = ["checkpoint", "fork", "keygen", "prove", "read_note", "verify_checkpoint"]
+__all__ = ["checkpoint", "fork", "keygen", "prove", "read_note", "revert", "verify_checkpoint"]
 
 
 def read_note(file: str) -> str:
@@ -147,3 +148,32 @@ def fork(dest: str, at: int | None) -> None:
         s.out.json({"store": dest, "at": size, "root": root.hex(), "same_root": root == parent_root})
     else:
         s.out.line(f"forked {s.store_path} at event {size} into {dest} (root {root.hex()})")
+
+
+@click.command()
+@click.option("--to", "to", type=int, required=True, help="The event whose state the namespace returns to.")
+@ns_option("The namespace to revert.")
+@common_options
+def revert(to: int, namespace: tuple[str, ...]) -> None:
+    """Make the records of the namespace what they were right after event --to, by appending the
+    compensating writes (deletes, and puts of the old content) in one atomic write stamped with
+    --reason (required); history is untouched and metadata keys keep their values."""
+    from coniti.revert import revert as revert_to
+
+    s = settings()
+    if not s.reason:
+        raise click.UsageError("revert needs --reason: it is kept in every event it writes")
+    with s.open_store("write") as store:
+        result = revert_to(store, to, namespace, s.reason)
+    written = [] if result is None else sorted(set(result.versions) - set(result.unchanged))
+    deleted = [] if result is None else result.deleted
+    seqs = [] if result is None else result.seqs
+    if s.json:
+        s.out.json({"to": to, "namespace": list(namespace), "written": written, "deleted": deleted, "seqs": seqs})
+    elif result is None:
+        s.out.line(f"nothing to revert: {format_namespace(namespace)} is as it was after event {to}")
+    else:
+        s.out.line(
+            f"reverted {format_namespace(namespace)} to event {to}: restored {len(written)}, "
+            f"deleted {len(deleted)} (events {', '.join(map(str, seqs))})"
+        )

@@ -437,6 +437,20 @@ class ContinuityEngine:
         with self._writing() as writes:
             return writes.update(ns, id, changes, expected_version, op_id)
 
+    def revert(self, *, to: int, namespace: Sequence[str] = (), reason: str) -> WriteResult | None:
+        """Make the records of ``namespace`` now what they were right after event ``to``, by
+        appending the compensating writes (:mod:`coniti.revert`: deletes and puts of the old
+        content, one atomic write stamped with ``reason``; history untouched, metadata keys kept).
+        Returns the write's result (None when nothing differed). Raises :class:`ContractError` for
+        a ``to`` past the head or an empty reason, and then writes nothing. Needs a log memory."""
+        from coniti.revert import revert
+
+        ns = as_namespace(namespace)
+        with self._writing():
+            result = revert(self.memory, to, ns, reason)
+            self._indexes.refresh()
+            return result
+
     @contextmanager
     def _writing(self) -> Iterator[Writes]:
         """The write path, under the lock, after refusing writes on a read-only engine; the
