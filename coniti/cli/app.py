@@ -87,6 +87,7 @@ COMMANDS: dict[str, Callable[[], click.Command]] = {
     "verify-checkpoint": lambda: proof_cmds.verify_checkpoint,
     "fork": lambda: proof_cmds.fork,
     "revert": lambda: proof_cmds.revert,
+    "receipt": lambda: proof_cmds.receipt,
 }
 """Command name -> the click command of that name, read (and its module imported) on first use."""
 

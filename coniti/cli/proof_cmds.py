@@ -1,4 +1,4 @@
-"""Proof commands: keygen, checkpoint, prove, verify-checkpoint, fork, revert (the Merkle tree over the log,
+"""Proof commands: keygen, checkpoint, prove, verify-checkpoint, fork, revert, receipt (the Merkle tree over the log,
 :mod:`coniti.impl.proving`; keys and notes, :mod:`coniti.checkpoint`). Each is a thin call of the
 library; ``--json`` prints one object."""
 
@@ -13,7 +13,7 @@ from coniti.cli.context import common_options, ns_option, settings
 from coniti.cli.parse import format_namespace
 from coniti.proofs import leaf_hash
 
-__all__ = ["checkpoint", "fork", "keygen", "prove", "read_note", "revert", "verify_checkpoint"]
+__all__ = ["checkpoint", "fork", "keygen", "prove", "read_note", "receipt", "revert", "verify_checkpoint"]
 
 
 def read_note(file: str) -> str:
@@ -177,3 +177,39 @@ def revert(to: int, namespace: tuple[str, ...]) -> None:
             f"reverted {format_namespace(namespace)} to event {to}: restored {len(written)}, "
             f"deleted {len(deleted)} (events {', '.join(map(str, seqs))})"
         )
+
+
+@click.command()
+@click.argument("seq", type=int)
+@click.option("--query", "text", default=None, metavar="TEXT",
+              help="The query's text, for a receipt that kept only its digest (asked as a plain string).")
+@common_options
+def receipt(seq: int, text: str | None) -> None:
+    """Show the recall receipt kept by event SEQ (engine.ask(..., receipt=True)) and say whether
+    it replays: the same query asked of memory at the receipt's point gives the same hits, scores
+    bit for bit. A receipt that kept only the query's digest replays with --query. Exit 1 when it
+    does not replay."""
+    from coniti.cli.context import CliError
+    from coniti.receipts import read_receipt
+
+    s = settings()
+    with s.open_store() as store:
+        kept = read_receipt(store, seq)
+        replays: bool | None = None
+        if kept.query is not None or text is not None:
+            with s.open_engine(store) as engine:
+                replays = engine.replay(seq, text)[1]
+    document = {"seq": seq, **kept.to_value(), "replays": replays}
+    if s.json:
+        s.out.json(document)
+    else:
+        s.out.fields([
+            ("receipt", f"event {seq}, read at event {kept.point}"),
+            ("query", kept.query_digest if kept.query is None else kept.query.get("text")),
+            ("strategy", kept.strategy), ("k", kept.k), ("embedder", kept.embedder),
+            ("replays", "not checked (give --query)" if replays is None else ("yes" if replays else "NO")),
+        ])  # fmt: skip
+        for ns, rid, version, score in kept.hits:
+            s.out.line(f"  {score:.6f}  {format_namespace(ns)}  {rid}  (version {version})")
+    if replays is False:
+        raise CliError(f"receipt {seq} does not replay: the memory at event {kept.point} answers otherwise")

@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import EllipsisType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from coniti import derived
 from coniti.actor import Note, Query
@@ -276,9 +276,13 @@ class ContinuityEngine:
         *,
         namespace: Sequence[str] = (),
         prefix: Sequence[str] | None = None,
+        receipt: bool | Literal["with_query"] = False,
     ) -> Answer:
         """Answer ``query`` (a plain string becomes ``Query(text=...)``) from ``namespace``, or with
         ``prefix`` from every live namespace under it (``prefix=()``: all of them) in one ranking.
+        ``receipt`` (True, or ``"with_query"`` to keep the query's text too): append a recall
+        receipt of the answer to a log memory (:mod:`coniti.receipts`; ``Answer.receipt`` is its
+        seq, :meth:`replay` replays it); without it the ask writes nothing.
 
         ``query.strategy`` chooses the ranking (:class:`~coniti.actor.Query`, :mod:`coniti.hybrid`);
         each hit carries its :class:`~coniti.recall.Signals`. ``query.filter`` keeps only notes
@@ -294,7 +298,7 @@ class ContinuityEngine:
         anchor belongs to one namespace) or for both ``namespace`` and ``prefix``, and (before any
         work) for a query text longer than :attr:`max_query_chars`. A hit whose record vanished
         from memory since the structures last saw it (a write by another process not yet picked up
-        by :meth:`refresh`) is left out. Writes nothing.
+        by :meth:`refresh`) is left out.
         """
         query = _as_query(query)
         if query.text is not None and len(query.text) > self.max_query_chars:
@@ -316,13 +320,37 @@ class ContinuityEngine:
                     memory=self.memory, strategy=self.strategy, reranker=self.reranker,
                 )  # fmt: skip
 
+            point = self.memory.as_of if self.memory.as_of is not None else self._indexes.head()
             try:
                 found = hits()
             except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
                 if not self._indexes.heal():
                     raise
                 found = hits()
-            return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found})
+            kept = None
+            if receipt:
+                from coniti.receipts import Receipt, record_receipt
+
+                if self._read_only or point is None:
+                    raise ReadOnlyError(f"a recall receipt needs a writable log memory (memory: {self.memory.kind})")
+                kept = record_receipt(self.memory, Receipt.of(
+                    query, found, point=point, embedder=self.spec_id, namespace=ns, prefix=scope,
+                    with_query=receipt == "with_query",
+                ))  # fmt: skip
+            return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found, "receipt": kept})
+
+    def replay(self, receipt: int, query: Query | str | None = None) -> tuple[Answer, bool]:
+        """Ask the query of recall receipt ``receipt`` (the seq of its event; ``query``, with the
+        receipt's digest, when it kept only that) of memory as it was at the receipt's point
+        (:meth:`at`): ``(answer, whether its hits are the receipt's, scores bit for bit)``. Raises
+        :class:`ContractError` for an event that is not a receipt or a query of another digest."""
+        from coniti.receipts import read_receipt
+
+        kept = read_receipt(self.memory, receipt)
+        asked = kept.query_for(query)
+        past = self.at(kept.point)
+        found = past.ask(asked, namespace=kept.namespace, prefix=kept.prefix)
+        return found, kept.matches(found.hits)
 
     def context(
         self,

@@ -83,6 +83,12 @@ class Proving:
         extends the tree of ``old_size`` events."""
         return self._log.proving(lambda tree, _, head: consistency_at(tree, head, old_size, new_size))
 
+    def set_meta_seq(self, namespace: tuple[str, ...], key: str, value: object) -> int:
+        """Set metadata ``key`` of ``namespace`` to the JSON value ``value`` as ``set_meta`` does
+        (stamped by the :meth:`audit` block) and return the seq of the event it appended."""
+        actor, reason = self._stamp()
+        return self._log.set_meta(namespace, key, value, actor=actor, reason=reason)
+
     @property
     def origin(self) -> str:
         """The origin line of this store's checkpoints: that of its latest checkpoint, else
@@ -99,8 +105,7 @@ class Proving:
         Raises :class:`CheckpointError` for a malformed key or origin, and then writes nothing."""
         size, root = self.root()
         note = sign_checkpoint(Checkpoint(self.origin if origin is None else origin, size, root), signer)
-        actor, reason = self._stamp()
-        self._log.set_meta(CHECKPOINTS, CHECKPOINT_KEY, note, actor=actor, reason=reason)
+        self.set_meta_seq(CHECKPOINTS, CHECKPOINT_KEY, note)
         return note
 
     def checkpoints(self) -> list[tuple[int, str]]:
