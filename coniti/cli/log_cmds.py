@@ -201,9 +201,11 @@ def import_(file: str, note_file: str | None, verifier: str | None) -> None:
         raise click.UsageError("--checkpoint and --verifier go together")
     note = None
     if note_file is not None:
-        from coniti.cli.proof_cmds import read_note
-
-        note = read_note(note_file)
+        try:
+            with open(note_file, encoding="utf-8") as text:
+                note = text.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.UsageError(f"cannot read checkpoint file {note_file}: {getattr(exc, 'strerror', None) or exc}") from None
     path = s.store_path
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise CliError(
