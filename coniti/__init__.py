@@ -70,6 +70,8 @@ if TYPE_CHECKING:
         WriteResult,
     )
     from coniti.recall import ContextBlock, Hit, to_context_block
+    from coniti.scope import Scope, ScopeError
+    from coniti.scoped import ScopedEngine
 
 __all__ = [
     "AnchorNotFound",
@@ -120,6 +122,9 @@ __all__ = [
     "RecordNotFound",
     "ScanRequest",
     "ScanResult",
+    "Scope",
+    "ScopeError",
+    "ScopedEngine",
     "Snapshot",
     "StoreBusy",
     "StoreClosed",
@@ -190,6 +195,9 @@ _EXPORTS: dict[str, str] = {
     "RecordNotFound": "coniti.errors",
     "ScanRequest": "coniti.memory",
     "ScanResult": "coniti.memory",
+    "Scope": "coniti.scope",
+    "ScopeError": "coniti.scope",
+    "ScopedEngine": "coniti.scoped",
     "Snapshot": "coniti.engine",
     "StoreBusy": "coniti.errors",
     "StoreClosed": "coniti.errors",

@@ -30,7 +30,8 @@ container created is closed by :meth:`Container.close` (or ``with Container(...)
 passed as an instance belongs to the caller and is left open.
 
 ``reranker`` (keyword only): a registered name in :data:`~coniti.rerank.RERANKERS` (built without
-options; entry-point group ``coniti.rerankers``) or a :class:`~coniti.rerank.Reranker` instance,
+options; entry-point group ``coniti.rerankers``), a :class:`~coniti.rerank.Reranker` instance, or a
+plain or async function ``(query, hits) -> hits`` (:func:`~coniti.rerank.as_reranker`),
 applied by the engine to every ask but ``recent`` ones. ``keyword``: a
 :class:`~coniti.keyword.KeywordIndex` prototype whose ``k1`` and ``b`` every namespace's keyword index
 takes (default ``KeywordIndex()``).
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar, cast, overload
 
@@ -54,12 +55,14 @@ from coniti.impl.memory import InMemoryBackend
 from coniti.keyword import KeywordIndex
 from coniti.memory import MemoryBackend
 from coniti.registry import Registry, spec_id
-from coniti.rerank import RERANKERS, Reranker
+from coniti.rerank import RERANKERS, Reranker, RerankerLike, as_reranker
 from coniti.strategy import STRATEGIES, Strategy
 from coniti.structure import STRUCTURES, Structure
 
 if TYPE_CHECKING:
     from coniti.impl.log import LogBackend
+    from coniti.scope import Scope
+    from coniti.scoped import ScopedEngine
 
 __all__ = [
     "MEMORIES",
@@ -93,11 +96,18 @@ def _log_backend(
     actor: str | None = None,
     read_only: bool = False,
     map_size: int | None = None,
+    retention: Any = ...,
+    kind_retention: Any = ...,
 ) -> MemoryBackend:
-    """A :class:`~coniti.impl.log.LogBackend` on directory ``path``."""
+    """A :class:`~coniti.impl.log.LogBackend` on directory ``path`` (``retention`` and
+    ``kind_retention``: :mod:`coniti.retention`; not given: what the store holds)."""
     from coniti.impl.log import LogBackend
 
     extra: dict[str, Any] = {} if map_size is None else {"map_size": map_size}
+    if retention is not ...:
+        extra["retention"] = retention
+    if kind_retention is not ...:
+        extra["kind_retention"] = kind_retention
     return LogBackend(path, durability=durability, actor=actor, read_only=read_only, **extra)
 
 
@@ -219,16 +229,14 @@ class Container(Generic[M]):
         structure: str | Structure = "flat",
         strategy: str | Strategy = "default",
         *,
-        reranker: str | Reranker | None = None,
+        reranker: str | RerankerLike | None = None,
         keyword: KeywordIndex | None = None,
         **options: Any,
     ) -> None:
         if isinstance(reranker, str):
             reranker = RERANKERS.create(reranker)
-        if reranker is not None and not isinstance(reranker, Reranker):
-            raise ContractError(
-                f"reranker must be a registered name or have rerank(query, hits), got {type(reranker).__name__}"
-            )
+        if reranker is not None:
+            reranker = as_reranker(reranker)
         self.reranker: Reranker | None = reranker
         chosen: dict[str, Any] = {
             "memory": "in_memory" if memory is None else memory,
@@ -294,6 +302,11 @@ class Container(Generic[M]):
                 created.close()
             raise
 
+    def scoped(self, scope: Scope | Mapping[str, str] | str) -> ScopedEngine:
+        """:meth:`ContinuityEngine.scoped <coniti.engine.ContinuityEngine.scoped>` of this
+        container's engine: a handle confined to ``scope`` (:mod:`coniti.scoped`)."""
+        return self.engine.scoped(scope)
+
     def resolved(self) -> dict[str, ResolvedPiece]:
         """Per piece, in :data:`PIECES` order: a :class:`ResolvedPiece` with ``name``, ``options``
         and ``spec_id`` (the embedding's is the memory's id)."""
@@ -353,12 +366,19 @@ def stored_embedding(memory: MemoryBackend, default: str = NEW_MEMORY_EMBEDDING)
     if found is None:
         return default
     stored = found[1]
+    unavailable: list[str] = []
     for name in EMBEDDERS.in_order():  # entry points are read only if no built-in matches
         try:
             if EMBEDDERS.create(name).spec_id == stored:
                 return name
-        except (ContractError, ImportError):
-            continue
+        except (ContractError, ImportError) as exc:
+            unavailable.append(f"{name} cannot be loaded here ({exc})")
+    if unavailable:
+        raise EmbeddingMismatch(
+            f"memory was written with embedding {stored!r}, which none of the embedders that load "
+            f"here gives; {'; '.join(unavailable)}: make it loadable, or open the memory with the "
+            "embedder and options that wrote it"
+        )
     raise EmbeddingMismatch(
         f"memory was written with embedding {stored!r}, which no registered embedder gives with its "
         f"default options (known: {', '.join(EMBEDDERS.names())}); open it with the embedder and "

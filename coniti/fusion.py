@@ -24,7 +24,7 @@ float64 computations on the same inputs, so they give the same answer on every m
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -32,7 +32,7 @@ import pydantic
 
 from coniti.contracts import Contract
 
-__all__ = ["RANKINGS", "Fusion", "fuse", "mmr", "order_key"]
+__all__ = ["RANKINGS", "Fusion", "fuse", "fuse_reciprocal_rank", "mmr", "order_key"]
 
 K = TypeVar("K", str, tuple[str, tuple[str, ...]])
 """What fusion ranks: note ids, or (id, namespace) pairs across namespaces (ordered by id, then
@@ -144,3 +144,57 @@ def mmr(relevance: Sequence[float], vectors: np.ndarray, lam: float, k: int) -> 
         free[best] = False
         closest = np.maximum(closest, rows @ rows[best])
     return picked
+
+
+# -- a public helper: reciprocal-rank fusion over any rankings of ids ---------------------------
+
+
+H = TypeVar("H", bound=Hashable)
+
+
+def fuse_reciprocal_rank(
+    rankings: Sequence[Sequence[H]], k: int = 60, weights: Sequence[float] | None = None
+) -> list[tuple[H, float]]:
+    """Reciprocal-rank fusion of any lists of ids (each best first): ``[(id, score), ...]``, every id
+    of any ranking once, best first. The id at 1-based rank ``r`` of ranking ``i`` gets
+    ``weights[i] / (k + r)`` (weights default to 1); its score is the exact sum
+    (:func:`math.fsum`) of its shares. Ties keep the order in which the ids first appear when the
+    rankings are read rank by rank (every ranking's first id, in ranking order, then every second
+    id, ...). Ids may be any hashable values; the rankings may differ in length.
+
+    Raises :class:`~coniti.errors.ContractError` naming the argument for a ``k`` that is not an
+    int of at least 1, weights that are not one finite non-negative number per ranking, a
+    ranking that is not a sequence (a bare string is refused) or one that holds an id twice.
+    This is a pure function: hybrid recall uses :func:`fuse` (named rankings, feedback, the
+    timestamp tie rule)."""
+    from coniti.errors import ContractError
+
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ContractError(f"k must be an int of at least 1, got {k!r}")
+    if isinstance(rankings, str | bytes) or not isinstance(rankings, Sequence):
+        raise ContractError(f"rankings must be a sequence of lists of ids, got {type(rankings).__name__}")
+    if weights is None:
+        ws = [1.0] * len(rankings)
+    else:
+        if isinstance(weights, str | bytes) or not isinstance(weights, Sequence) or len(weights) != len(rankings):
+            raise ContractError(f"weights must be one number per ranking ({len(rankings)}), got {weights!r}")
+        ws = []
+        for i, w in enumerate(weights):
+            if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w < 0:
+                raise ContractError(f"weights[{i}] must be a finite number >= 0, got {w!r}")
+            ws.append(float(w))
+    for i, ranking in enumerate(rankings):
+        if isinstance(ranking, str | bytes) or not isinstance(ranking, Sequence):
+            raise ContractError(f"rankings[{i}] must be a list of ids, got {type(ranking).__name__}")
+        if len(set(ranking)) != len(ranking):
+            twice = next(x for j, x in enumerate(ranking) if x in ranking[:j])
+            raise ContractError(f"rankings[{i}] holds id {twice!r} twice")
+    shares: dict[H, list[float]] = {}
+    longest = max((len(r) for r in rankings), default=0)
+    for r in range(longest):  # rank by rank: the first-appearance order of the tie rule
+        for i, ranking in enumerate(rankings):
+            if r < len(ranking):
+                shares.setdefault(ranking[r], []).append(ws[i] / (k + r + 1))
+    scored = [(id_, math.fsum(parts)) for id_, parts in shares.items()]
+    scored.sort(key=lambda item: -item[1])  # stable: ties stay in first-appearance order
+    return scored

@@ -5,7 +5,9 @@ eight operations (``put``, ``get``, ``delete``, ``scan``, ``count``, ``get_meta`
 ``clear``), each taking a request contract and returning a result contract, plus ``namespaces``
 (the live namespaces under a prefix). Everything else — paging (``iter_all``), the memory file
 (``dump``/``load``), async twins and request factories — is written once here on top of that core,
-so every backend inherits it.
+so every backend inherits it. :class:`MemoryBackend` is assembled from its parts: the operations
+(:class:`BackendOperations`), their async twins (:class:`AsyncTwins`), the request factories
+(:class:`RequestFactories`), and the helpers built on ``scan`` and the memory file.
 
 The values it moves live beside it: records in :mod:`coniti.records` (:class:`MemoryRecord`,
 :data:`Namespace`), requests, results and write operations in :mod:`coniti.requests`. This module
@@ -201,16 +203,67 @@ async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     return await asyncio.to_thread(func, *args, **kwargs)
 
 
-class MemoryBackend(ABC):
-    """Where memory lives. Subclasses implement the eight operations and :meth:`namespaces`; the rest
-    is derived here.
+class RequestFactories:
+    """Request builders, a part of :class:`MemoryBackend`: ``put_request(records)``,
+    ``get_request(ids, namespace)`` ... each the request contract of its operation built from
+    plain arguments (validated as the contract validates them)."""
 
-    Concrete helpers: :meth:`iter_all`, :meth:`dump`, :meth:`load`, the async twins (``aput`` ...,
-    which run the sync call in a worker thread unless a backend overrides them), request factories
-    (``put_request`` ...), :meth:`close` and use as a context manager. Optional capabilities are
-    declared by the ``supports_*`` class attributes below (never detected), typed for callers by
-    :func:`time_travel` and :func:`event_feed`, and checked by ``coniti.testing.CapabilityTests``.
-    """
+    def put_request(self, records: Iterable[MemoryRecord]) -> PutRequest:
+        return PutRequest(records=list(records))
+
+    def get_request(self, ids: Iterable[str], namespace: Sequence[str] = ()) -> GetRequest:
+        return GetRequest(ids=list(ids), namespace=namespace)
+
+    def delete_request(self, ids: Iterable[str], namespace: Sequence[str] = ()) -> DeleteRequest:
+        return DeleteRequest(ids=list(ids), namespace=namespace)
+
+    def scan_request(
+        self,
+        time_range: TimeRange | None = None,
+        namespace: Sequence[str] = (),
+        limit: int | None = None,
+        cursor: str | None = None,
+        *,
+        filter: Any = None,
+    ) -> ScanRequest:
+        return ScanRequest(
+            time_range=time_range, namespace=namespace, limit=limit, cursor=cursor, filter=filter
+        )
+
+    def count_request(
+        self, time_range: TimeRange | None = None, namespace: Sequence[str] = (), *, filter: Any = None
+    ) -> CountRequest:
+        return CountRequest(time_range=time_range, namespace=namespace, filter=filter)
+
+    def meta_get_request(self, key: str, namespace: Sequence[str] = ()) -> MetaGetRequest:
+        return MetaGetRequest(key=key, namespace=namespace)
+
+    def meta_set_request(self, key: str, value: Any, namespace: Sequence[str] = ()) -> MetaSetRequest:
+        return MetaSetRequest(key=key, value=value, namespace=namespace)
+
+    def clear_request(self, namespace: Sequence[str] = ()) -> ClearRequest:
+        return ClearRequest(namespace=namespace)
+
+    def write_request(
+        self,
+        ops: Iterable[UpsertOp | PatchOp | DeleteOp],
+        namespace: Sequence[str] = (),
+        *,
+        expect: dict[str, int | None] | None = None,
+        op_id: str | None = None,
+        missing_ok: bool = False,
+    ) -> WriteRequest:
+        return WriteRequest(
+            ops=list(ops), namespace=namespace, expect=expect or {}, op_id=op_id, missing_ok=missing_ok
+        )
+
+
+class BackendOperations(ABC):
+    """The operations of a memory backend, the first part of :class:`MemoryBackend` (subclass that,
+    not this): the abstract core (the spec's eight operations and :meth:`namespaces`), the optional
+    operations each ``supports_*`` attribute declares (here they refuse with
+    :class:`NotSupported`; ``put_batch`` builds the records and puts them), and the lifecycle
+    (:meth:`close`, use as a context manager)."""
 
     kind: ClassVar[str]
     """Short name of the implementation, e.g. ``"in_memory"`` or ``"log"``."""
@@ -245,11 +298,13 @@ class MemoryBackend(ABC):
     supports_put_batches: ClassVar[bool] = False
     """:meth:`put_batches` writes any number of records (and one metadata value) as one
     all-or-nothing step; :meth:`load` then is all or nothing even when the process is killed."""
+
     supports_write: ClassVar[bool] = False
-    supports_feedback: ClassVar[bool] = False
-    """:meth:`feedback` records feedback on a record and :meth:`feedback_weights` reads it back."""
     """:meth:`write` (upsert, patch, delete, compare-and-set, op ids) and expiry (``expires_at``
     hidden from reads once passed, :meth:`sweep`) are implemented."""
+
+    supports_feedback: ClassVar[bool] = False
+    """:meth:`feedback` records feedback on a record and :meth:`feedback_weights` reads it back."""
 
     supports_derived_state: ClassVar[bool] = False
     """The backend is a :class:`DerivedHome`: it names a directory beside the store where derived
@@ -301,53 +356,7 @@ class MemoryBackend(ABC):
         cut to its first ``max_depth`` parts, without repeats. A view of a past point answers as of
         that point. Implement with :func:`namespace_listing`."""
 
-    # -- derived helpers ---------------------------------------------------------------------
-
-    def iter_all(
-        self,
-        time_range: TimeRange | None = None,
-        namespace: Sequence[str] = (),
-        page_size: int = 500,
-        *,
-        filter: Any = None,
-    ) -> Iterator[MemoryRecord]:
-        """Every record in (timestamp, write order), following cursors page by page; with
-        ``filter``, only those whose metadata it matches (see :mod:`coniti.filters`)."""
-        cursor: str | None = None
-        while True:
-            page = self.scan(
-                ScanRequest(
-                    time_range=time_range,
-                    namespace=namespace,
-                    limit=page_size,
-                    cursor=cursor,
-                    filter=filter,
-                )
-            )
-            yield from page.records
-            cursor = page.next_cursor
-            if cursor is None:
-                return
-
-    def dump(self, target: str | Path | IO[str], namespace: Sequence[str] = ()) -> int:
-        """Write ``namespace`` as a ``coniti-memory`` JSONL file; returns the record count.
-
-        See :func:`coniti.memfile.dump` for the guarantees (atomic for paths, gzip by ``.gz``).
-        """
-        from coniti import memfile
-
-        return memfile.dump(self, target, namespace=tuple(namespace))
-
-    def load(
-        self, source: str | Path | IO[str] | IO[bytes], namespace: Sequence[str] | None = None
-    ) -> int:
-        """Validate a ``coniti-memory`` file completely, then write it; returns the record count.
-
-        See :func:`coniti.memfile.load`: nothing is written when anything is wrong.
-        """
-        from coniti import memfile
-
-        return memfile.load(self, source, namespace=None if namespace is None else tuple(namespace))
+    # -- optional operations (declared by the supports_* attributes) and the lifecycle ------
 
     def put_with_meta(self, request: PutRequest, meta: MetaSetRequest) -> PutResult:
         """``set_meta(meta)`` and ``put(request)`` as one all-or-nothing step: when the put is refused
@@ -428,58 +437,11 @@ class MemoryBackend(ABC):
     ) -> None:
         self.close()
 
-    # -- request factories -------------------------------------------------------------------
 
-    def put_request(self, records: Iterable[MemoryRecord]) -> PutRequest:
-        return PutRequest(records=list(records))
-
-    def get_request(self, ids: Iterable[str], namespace: Sequence[str] = ()) -> GetRequest:
-        return GetRequest(ids=list(ids), namespace=namespace)
-
-    def delete_request(self, ids: Iterable[str], namespace: Sequence[str] = ()) -> DeleteRequest:
-        return DeleteRequest(ids=list(ids), namespace=namespace)
-
-    def scan_request(
-        self,
-        time_range: TimeRange | None = None,
-        namespace: Sequence[str] = (),
-        limit: int | None = None,
-        cursor: str | None = None,
-        *,
-        filter: Any = None,
-    ) -> ScanRequest:
-        return ScanRequest(
-            time_range=time_range, namespace=namespace, limit=limit, cursor=cursor, filter=filter
-        )
-
-    def count_request(
-        self, time_range: TimeRange | None = None, namespace: Sequence[str] = (), *, filter: Any = None
-    ) -> CountRequest:
-        return CountRequest(time_range=time_range, namespace=namespace, filter=filter)
-
-    def meta_get_request(self, key: str, namespace: Sequence[str] = ()) -> MetaGetRequest:
-        return MetaGetRequest(key=key, namespace=namespace)
-
-    def meta_set_request(self, key: str, value: Any, namespace: Sequence[str] = ()) -> MetaSetRequest:
-        return MetaSetRequest(key=key, value=value, namespace=namespace)
-
-    def clear_request(self, namespace: Sequence[str] = ()) -> ClearRequest:
-        return ClearRequest(namespace=namespace)
-
-    def write_request(
-        self,
-        ops: Iterable[UpsertOp | PatchOp | DeleteOp],
-        namespace: Sequence[str] = (),
-        *,
-        expect: dict[str, int | None] | None = None,
-        op_id: str | None = None,
-        missing_ok: bool = False,
-    ) -> WriteRequest:
-        return WriteRequest(
-            ops=list(ops), namespace=namespace, expect=expect or {}, op_id=op_id, missing_ok=missing_ok
-        )
-
-    # -- async twins: the sync call on a worker thread (context variables are carried along) --
+class AsyncTwins(BackendOperations):
+    """The async twin of each operation, the second part of :class:`MemoryBackend`: the same
+    signature, the sync call run on a worker thread (:func:`to_thread`, context variables carried
+    along), so it blocks no event loop. A backend with native async I/O overrides them."""
 
     async def aput(self, request: PutRequest) -> PutResult:
         return await to_thread(self.put, request)
@@ -521,6 +483,70 @@ class MemoryBackend(ABC):
         self, prefix: Sequence[str] = (), max_depth: int | None = None
     ) -> list[tuple[str, ...]]:
         return await to_thread(self.namespaces, prefix, max_depth)
+
+
+class MemoryBackend(RequestFactories, AsyncTwins):
+    """Where memory lives. Subclasses implement the eight operations and :meth:`namespaces`; the rest
+    is derived, written once in this class and its parts:
+
+    * :class:`BackendOperations`: the abstract core, the optional operations (refused unless a
+      backend declares and implements them) and :meth:`close` / use as a context manager;
+    * :class:`AsyncTwins`: the async twins (``aput`` ..., which run the sync call in a worker thread
+      unless a backend overrides them);
+    * :class:`RequestFactories`: the request factories (``put_request`` ...);
+    * here: :meth:`iter_all`, :meth:`dump`, :meth:`load`, built on :meth:`scan` and :mod:`coniti.memfile`.
+
+    Optional capabilities are declared by the ``supports_*`` class attributes (never detected),
+    typed for callers by :func:`time_travel` and :func:`event_feed`, and checked by
+    ``coniti.testing.CapabilityTests``.
+    """
+
+    def iter_all(
+        self,
+        time_range: TimeRange | None = None,
+        namespace: Sequence[str] = (),
+        page_size: int = 500,
+        *,
+        filter: Any = None,
+    ) -> Iterator[MemoryRecord]:
+        """Every record in (timestamp, write order), following cursors page by page; with
+        ``filter``, only those whose metadata it matches (see :mod:`coniti.filters`)."""
+        cursor: str | None = None
+        while True:
+            page = self.scan(
+                ScanRequest(
+                    time_range=time_range,
+                    namespace=namespace,
+                    limit=page_size,
+                    cursor=cursor,
+                    filter=filter,
+                )
+            )
+            yield from page.records
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+
+    def dump(self, target: str | Path | IO[str], namespace: Sequence[str] = ()) -> int:
+        """Write ``namespace`` as a ``coniti-memory`` JSONL file; returns the record count.
+
+        See :func:`coniti.memfile.dump` for the guarantees (atomic for paths, gzip by ``.gz``).
+        """
+        from coniti import memfile
+
+        return memfile.dump(self, target, namespace=tuple(namespace))
+
+    def load(
+        self, source: str | Path | IO[str] | IO[bytes], namespace: Sequence[str] | None = None
+    ) -> int:
+        """Validate a ``coniti-memory`` file completely, then write it; returns the record count.
+
+        See :func:`coniti.memfile.load`: nothing is written when anything is wrong.
+        """
+        from coniti import memfile
+
+        return memfile.load(self, source, namespace=None if namespace is None else tuple(namespace))
+
 
 
 # -- typed views of the optional capabilities (declared by the class attributes above) ------------

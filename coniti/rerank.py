@@ -12,6 +12,15 @@ as it is, a malformed result raises :class:`RerankerError` naming the reranker a
 is no silent fall-back to the first-stage order. Queries with strategy ``recent`` are never
 reranked (nothing reorders them).
 
+**Plain functions.** Wherever a :class:`Reranker` is accepted (``Container(reranker=)``,
+``ContinuityEngine(reranker=)``), a plain callable ``fn(query, hits) -> hits`` is accepted too, or an
+``async def`` one (any callable whose result is awaitable): :func:`as_reranker` wraps it in a
+:class:`FunctionReranker`, named after the function, under the same rules. An awaitable result is run
+to completion before the ask goes on: with :func:`asyncio.run` when the calling thread runs no event
+loop (the sync ``ask``, and the async twins, which run on a worker thread), else on a new event loop
+in a helper thread (a sync ``ask`` called from inside a coroutine), so it never blocks on the
+caller's own loop.
+
 Rerankers are registered by name in :data:`RERANKERS` (entry-point group ``coniti.rerankers``),
 like embedders and structures; :class:`~coniti.container.Container` takes ``reranker=`` as a
 name or an instance. Built-in:
@@ -24,7 +33,8 @@ name or an instance. Built-in:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from coniti.actor import Query
@@ -33,7 +43,16 @@ from coniti.keyword import tokenize
 from coniti.recall import Hit
 from coniti.registry import Registry
 
-__all__ = ["RERANKERS", "Reranker", "RerankerError", "TermOverlapReranker", "apply_reranker"]
+__all__ = [
+    "RERANKERS",
+    "FunctionReranker",
+    "Reranker",
+    "RerankerError",
+    "RerankerLike",
+    "TermOverlapReranker",
+    "apply_reranker",
+    "as_reranker",
+]
 
 
 @runtime_checkable
@@ -41,6 +60,64 @@ class Reranker(Protocol):
     """Reorders candidate hits (module docstring)."""
 
     def rerank(self, query: Query, hits: list[Hit]) -> list[Hit]: ...
+
+
+RerankerLike = Reranker | Callable[[Query, list[Hit]], "list[Hit] | Awaitable[list[Hit]]"]
+"""What a ``reranker=`` argument takes: a :class:`Reranker`, or a plain or async function (module
+docstring)."""
+
+
+class FunctionReranker:
+    """A plain or async function ``fn(query, hits) -> hits`` as a :class:`Reranker` (module
+    docstring); ``name`` is the function's ``__name__`` (its type's name when it has none)."""
+
+    def __init__(self, fn: Callable[[Query, list[Hit]], Any]) -> None:
+        if not callable(fn):
+            raise ContractError(f"reranker must be callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = str(getattr(fn, "__name__", type(fn).__name__))
+
+    def rerank(self, query: Query, hits: list[Hit]) -> list[Hit]:
+        out = self.fn(query, hits)
+        if inspect.isawaitable(out):
+            out = _run(out)
+        return out  # type: ignore[no-any-return]  # checked by apply_reranker
+
+    def __repr__(self) -> str:
+        return f"FunctionReranker({self.name})"
+
+
+def _run(awaitable: Awaitable[Any]) -> Any:
+    """``awaitable`` run to completion from synchronous code (module docstring)."""
+    import asyncio
+
+    async def wait() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="coniti-rerank") as pool:
+        return pool.submit(asyncio.run, wait()).result()
+
+
+def as_reranker(value: Any, field: str = "reranker") -> Reranker:
+    """``value`` as a :class:`Reranker`: itself when it has ``rerank(query, hits)``, a
+    :class:`FunctionReranker` when it is a plain callable; else :class:`ContractError` naming
+    ``field``."""
+    if isinstance(value, type):  # a class, not an instance: has rerank, but unbound
+        pass
+    elif isinstance(value, Reranker):
+        return value
+    elif callable(value):
+        return FunctionReranker(value)
+    raise ContractError(
+        f"{field} must be a registered name, have rerank(query, hits) or be a function "
+        f"(query, hits) -> hits, got {type(value).__name__}"
+    )
 
 
 RERANKERS: Registry[Reranker] = Registry("reranker", "coniti.rerankers")

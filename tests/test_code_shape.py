@@ -1,11 +1,9 @@
 """The package's shape (issue 29): no module of coniti/ over 1,000 lines, no class over 40 methods
 (defined in its body: properties, class and static methods included). Read with ``ast``.
 
-``KNOWN`` holds what is over a bound on main while this test was written. Each entry is there on
-purpose, and only until its split lands: the lead removes an entry when the branch splitting it
-merges (issue 29's log branch splits coniti/log/ in parallel with the engine's; the other entries
-are owned by no branch yet). A new module or class over a bound fails; so does an entry of
-``KNOWN`` that is no longer over its bound (remove it then).
+``KNOWN`` holds what is over a bound on purpose, only until its split lands; it is empty since
+issue 29's last splits (MemoryBackend, LogBackend, SortedRows, WriteTests). A new module or class
+over a bound fails; so does an entry of ``KNOWN`` that is no longer over its bound (remove it then).
 """
 
 from __future__ import annotations
@@ -17,14 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "coniti"
 MAX_LINES = 1_000
 MAX_METHODS = 40
 
-KNOWN = {
-    # still over the method bound (issue 29 left open for them): MemoryBackend 45 (abstract core,
-    # derived helpers and their async twins), LogBackend 42, SortedRows 50, WriteTests 47
-    "coniti/memory.py:MemoryBackend",
-    "coniti/impl/log.py:LogBackend",
-    "coniti/structure/rows.py:SortedRows",
-    "coniti/testing/write.py:WriteTests",
-}
+KNOWN: set[str] = set()
 
 
 def over_bounds() -> dict[str, int]:

@@ -162,6 +162,19 @@ def test_testing_package_exports_the_suite() -> None:
     assert "MemoryBackendTests" in coniti.testing.__all__
 
 
+def test_write_tests_runs_every_write_mixin() -> None:
+    """coniti.testing.WriteTests, which backends subclass, runs the tests of each write mixin it
+    was split into (none dropped), and MemoryBackendTests runs WriteTests."""
+    import coniti.testing as suite
+
+    parts = [suite.WriteOpTests, suite.PatchTests, suite.CompareAndSetTests, suite.OpIdTests, suite.ExpiryTests]
+    tests = {name for part in parts for name in vars(part) if name.startswith("test_")}
+    assert len(tests) == 44  # the tests WriteTests held before the split
+    assert all(issubclass(suite.WriteTests, part) for part in parts)
+    assert {name for name in dir(suite.WriteTests) if name.startswith("test_")} == tests
+    assert issubclass(suite.MemoryBackendTests, suite.WriteTests)
+
+
 def test_testing_package_collects_nothing_by_itself() -> None:
     """No class in coniti.testing starts with 'Test', so importing it adds no tests."""
     for module_name in ["coniti.testing", *(f"coniti.testing.{m}" for m in _testing_modules())]:

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from slice_cases import SliceCase, slice_cases
 
 from coniti.structure.flat import FlatStructure
-from coniti.structure.rows import Pool, _float32_at_most
+from coniti.structure.pool import float32_at_most
+from coniti.structure.rows import Pool
 from coniti.structure.scoring import error_bound, unit_vector
 
 pytestmark = pytest.mark.usefixtures("kernel_mode")  # compiled kernels, then numpy twins
@@ -60,7 +61,7 @@ def test_float32_at_most_is_the_largest_float32_at_or_below(bound: float) -> Non
     powers of two and overflow included."""
     with np.errstate(over="ignore"):
         expected = _float32_at_most_by_nextafter(bound)
-        found = _float32_at_most(bound)
+        found = float32_at_most(bound)
     assert found.dtype == np.float32
     assert found.tobytes() == expected.tobytes()
 

@@ -18,6 +18,7 @@ from coniti.cli.context import CliError, common_options, settings
 from coniti.cli.parse import format_namespace
 from coniti.cli.types import NAMESPACE
 from coniti.errors import ContractError
+from coniti.scope import Scope
 
 __all__ = ["mcp"]
 
@@ -46,6 +47,10 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> t
                    "this file's one line (chmod 600; 16 characters or more).")
 @click.option("--prefix", "prefix", type=NAMESPACE, default=None,
               help="Serve only this namespace and those under it, e.g. alice (default: all).")
+@click.option("--scope", "scope", default=None, metavar="FIELD=VALUE[,...]",
+              help="Serve through a scoped handle, e.g. user=alice or user=alice,agent=bot (fields: "
+                   "app, user, agent, conversation): every write is stamped with it, every read "
+                   "confined to it. Not with --prefix.")
 @click.option("--read-only", "read_only", is_flag=True,
               help="Refuse every write tool (remember, update, forget).")
 @click.option("--allow-erase", "allow_erase", is_flag=True,
@@ -58,6 +63,7 @@ def mcp(
     http: tuple[str, int] | None,
     token_file: str | None,
     prefix: tuple[str, ...] | None,
+    scope: str | None,
     read_only: bool,
     allow_erase: bool,
     embedding: str | None,
@@ -81,6 +87,14 @@ def mcp(
             f"--http {http[0]}:{http[1]} serves beyond this machine, where anyone who reaches the "
             "port could read and write the memory: give --token-file PATH (or serve on 127.0.0.1)"
         )
+    served: Scope | None = None
+    if scope is not None:
+        if prefix is not None:
+            raise click.UsageError("--scope and --prefix: give one of them, not both")
+        try:
+            served = Scope.parse(scope)
+        except ContractError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--scope'") from None
     token = None
     if token_file is not None:
         try:
@@ -96,15 +110,16 @@ def mcp(
         raise
     if not read_only:  # it may create the store
         s.check_new_store_model(embedding)
-    scope = () if prefix is None else prefix
+    subtree = () if prefix is None else prefix
     with s.open_store("write" if read_only else "create") as store, s.open_engine(store, embedding) as engine:
         server = create_server(
-            engine, prefix=scope, read_only=read_only, allow_erase=allow_erase,
+            engine, prefix=subtree, scope=served, read_only=read_only, allow_erase=allow_erase,
             actor=s.actor_name, reason=s.reason,
         )  # fmt: skip
         where = "stdin/stdout" if http is None else f"http://{http[0]}:{http[1]}/mcp"
         guard = "" if token is None else " (bearer token required)"
-        s.out.hint(f"coniti: serving {s.store_path} ({format_namespace(scope)}) over MCP on {where}{guard}")
+        what = format_namespace(subtree) if served is None else f"scope {served}"
+        s.out.hint(f"coniti: serving {s.store_path} ({what}) over MCP on {where}{guard}")
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             if http is None:

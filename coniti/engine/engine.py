@@ -14,6 +14,9 @@ call to the part that does it. Data flows down; no part calls back up into the e
   resolved to notes with memory ``get`` -> optional MMR and reranker stages -> :class:`Answer`.
 * **remove**: delete from memory, then end the deleted rows.
 
+Every write path refuses a namespace of a scope (:mod:`coniti.scope`) unless it runs for a scoped
+handle (:meth:`ContinuityEngine.scoped`) whose scope holds it.
+
 The engine keeps no copy of notes or vectors it cannot rebuild. Per namespace it holds derived data
 only (:class:`~coniti.engine.index.NamespaceIndex`): the structures, the keyword index
 (:mod:`coniti.keyword`) and, when the strategy asks for one, a content index (content key -> ids).
@@ -57,17 +60,18 @@ An engine is thread-safe: every public method holds one re-entrant lock (an engi
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import EllipsisType
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from coniti import derived
 from coniti.actor import Note, Query
 from coniti.batch import NoteBatch
 from coniti.embedding import Embedder
 from coniti.engine import recall
+from coniti.engine.accountable import Accountable
 from coniti.engine.fold import FoldedIndexes
 from coniti.engine.index import Recipe
 from coniti.engine.indexes import CurrentIndexes, Indexes
@@ -111,21 +115,27 @@ from coniti.memory import (
     to_thread,
 )
 from coniti.recall import ContextBlock, Hit, HitLike, to_context_block
-from coniti.rerank import Reranker
+from coniti.rerank import Reranker, RerankerLike, as_reranker
+from coniti.retention import retained
+from coniti.scope import Scope, check_write
 from coniti.strategy import Strategy
 from coniti.structure import Structure
+
+if TYPE_CHECKING:
+    from coniti.scoped import ScopedEngine
 
 __all__ = ["Answer", "ContinuityEngine", "DerivedReport", "Hit", "IngestResult", "Snapshot"]
 # Hit lives in coniti.recall (what recall returns); it is re-exported here, where answers are made.
 
 
-class ContinuityEngine:
+class ContinuityEngine(Accountable):
     """Ingest notes, ask questions, remove notes: over one memory backend; see the module docstring.
 
     ``structures``: one structure or a sequence of them; each is a prototype, ``spawn()``-ed once per
     namespace. ``read_only``: refuse writes (always so over a read-only backend such as a time-travel
     view). ``keyword``: the keyword index prototype (its ``k1`` and ``b``), spawned per namespace.
-    ``reranker``: a :class:`~coniti.rerank.Reranker` applied to every ask but ``recent`` ones.
+    ``reranker``: a :class:`~coniti.rerank.Reranker`, or a plain or async function ``(query, hits) ->
+    hits`` (:func:`~coniti.rerank.as_reranker`), applied to every ask but ``recent`` ones.
     ``max_query_chars``: the longest query text an ask takes (:data:`MAX_QUERY_CHARS` by
     default; the attribute of that name may be changed); a longer one is refused before any work.
     Raises :class:`EmbeddingMismatch` if the root namespace holds another embedding's vectors.
@@ -146,7 +156,7 @@ class ContinuityEngine:
         *,
         read_only: bool = False,
         keyword: KeywordIndex | None = None,
-        reranker: Reranker | None = None,
+        reranker: RerankerLike | None = None,
         max_query_chars: int = MAX_QUERY_CHARS,
     ) -> None:
         if not isinstance(memory, MemoryBackend):
@@ -160,8 +170,8 @@ class ContinuityEngine:
             raise ContractError(f"strategy must be a Strategy, got {type(strategy).__name__}")
         if keyword is not None and not isinstance(keyword, KeywordIndex):
             raise ContractError(f"keyword must be a KeywordIndex, got {type(keyword).__name__}")
-        if reranker is not None and not isinstance(reranker, Reranker):
-            raise ContractError(f"reranker must have rerank(query, hits), got {type(reranker).__name__}")
+        if reranker is not None:
+            reranker = as_reranker(reranker)
         if type(max_query_chars) is not int or max_query_chars < 1:
             raise ContractError(f"max_query_chars must be a positive int, got {max_query_chars!r}")
         recipe = Recipe(
@@ -232,9 +242,9 @@ class ContinuityEngine:
 
     # -- ingest ----------------------------------------------------------------------------------
 
-    def ingest(self, note: Note | str, *, namespace: Sequence[str] = ()) -> IngestResult:
+    def ingest(self, note: Note | str, *, namespace: Sequence[str] = (), no_expiry: bool = False) -> IngestResult:
         """Ingest one note (a plain string becomes ``Note.create(text)``); see :meth:`ingest_many`."""
-        return self.ingest_many([note], namespace=namespace)[0]
+        return self.ingest_many([note], namespace=namespace, no_expiry=no_expiry)[0]
 
     def ingest_many(
         self,
@@ -242,6 +252,7 @@ class ContinuityEngine:
         *,
         namespace: Sequence[str] = (),
         op_id: str | None = None,
+        no_expiry: bool = False,
     ) -> list[IngestResult]:
         """Ingest a batch atomically: one embedding call, one strategy call, one memory ``put``.
 
@@ -257,6 +268,8 @@ class ContinuityEngine:
         admissions (the notes it wrote are embedded again and sent with the op id, so memory
         compares them with the first request); another batch under that op id raises
         :class:`~coniti.errors.IdempotencyConflict`.
+
+        ``no_expiry``: the notes get no expiry from the store's retention (:mod:`coniti.retention`).
         """
         columns: NoteBatch | None = None
         batch: Sequence[Note]
@@ -265,7 +278,8 @@ class ContinuityEngine:
         else:
             batch = [_as_note(n, i) for i, n in enumerate(notes)]
         ns = as_namespace(namespace)
-        with self._writing() as writes:
+        check_write(ns, "ingest")
+        with self._writing() as writes, retained(not no_expiry):
             return writes.ingest(ns, batch, columns, op_id)
 
     # -- ask ---------------------------------------------------------------------------------------
@@ -339,19 +353,6 @@ class ContinuityEngine:
                 ))  # fmt: skip
             return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found, "receipt": kept})
 
-    def replay(self, receipt: int, query: Query | str | None = None) -> tuple[Answer, bool]:
-        """Ask the query of recall receipt ``receipt`` (the seq of its event; ``query``, with the
-        receipt's digest, when it kept only that) of memory as it was at the receipt's point
-        (:meth:`at`): ``(answer, whether its hits are the receipt's, scores bit for bit)``. Raises
-        :class:`ContractError` for an event that is not a receipt or a query of another digest."""
-        from coniti.receipts import read_receipt
-
-        kept = read_receipt(self.memory, receipt)
-        asked = kept.query_for(query)
-        past = self.at(kept.point)
-        found = past.ask(asked, namespace=kept.namespace, prefix=kept.prefix)
-        return found, kept.matches(found.hits)
-
     def context(
         self,
         query: Query | str,
@@ -385,6 +386,7 @@ class ContinuityEngine:
         for a weight that is not a finite number, and :class:`NotSupported` on a backend without
         :attr:`~coniti.memory.MemoryBackend.supports_feedback`."""
         request = FeedbackRequest(id=id, weight=weight, namespace=as_namespace(namespace), reason=reason)
+        check_write(request.namespace, "improve")
         with self._writing() as writes:
             return writes.improve(request)
 
@@ -408,6 +410,7 @@ class ContinuityEngine:
             if not isinstance(id_, str):
                 raise ContractError(f"ids[{i}] must be a string, got {type(id_).__name__}")
         ns = as_namespace(namespace)
+        check_write(ns, "remove")
         with self._writing() as writes:
             return writes.remove(ns, id_list)
 
@@ -425,6 +428,7 @@ class ContinuityEngine:
         expected_version: int | None | EllipsisType = ...,
         op_id: str | None = None,
         expires_at: float | datetime | None = None,
+        no_expiry: bool = False,
     ) -> WriteResult:
         """Create ``note`` or replace the live note of its id whole (one new version).
 
@@ -432,13 +436,17 @@ class ContinuityEngine:
         (its vector is kept). ``expected_version``: the live version the write requires (``None``:
         the id must not exist; ``...``, the default: no expectation); a mismatch raises
         :class:`~coniti.errors.VersionConflict`. ``op_id`` makes the call idempotent; ``expires_at``
-        hides the note from reads from then on. The strategy's admission is not consulted: an upsert
+        hides the note from reads from then on; without it the store's retention gives the expiry,
+        unless ``no_expiry`` (:mod:`coniti.retention`). The strategy's admission is not consulted: an upsert
         is an explicit correction. Needs a backend with ``supports_write``.
         """
         note = _as_note(note, 0)
         ns = as_namespace(namespace)
         when = None if expires_at is None else expiry(expires_at)
-        with self._writing() as writes:
+        check_write(ns, "upsert")
+        if no_expiry and when is not None:
+            raise ContractError("give expires_at or no_expiry, not both")
+        with self._writing() as writes, retained(not no_expiry):
             return writes.upsert(ns, note, when, expected_version, op_id)
 
     def update(
@@ -462,22 +470,18 @@ class ContinuityEngine:
         """
         ns = as_namespace(namespace)
         changes = {"text": text, "timestamp": timestamp, "metadata": metadata, "metadata_patch": metadata_patch}
+        check_write(ns, "update")
         with self._writing() as writes:
             return writes.update(ns, id, changes, expected_version, op_id)
 
-    def revert(self, *, to: int, namespace: Sequence[str] = (), reason: str) -> WriteResult | None:
-        """Make the records of ``namespace`` now what they were right after event ``to``, by
-        appending the compensating writes (:mod:`coniti.revert`: deletes and puts of the old
-        content, one atomic write stamped with ``reason``; history untouched, metadata keys kept).
-        Returns the write's result (None when nothing differed). Raises :class:`ContractError` for
-        a ``to`` past the head or an empty reason, and then writes nothing. Needs a log memory."""
-        from coniti.revert import revert
+    def scoped(self, scope: Scope | Mapping[str, str] | str) -> ScopedEngine:
+        """A handle that adds the trusted ``scope`` to every call and refuses calls outside it:
+        :class:`~coniti.scoped.ScopedEngine` (how scopes are stored and the trust model:
+        :mod:`coniti.scope`). ``scope``: a :class:`~coniti.scope.Scope`, a mapping of its fields or
+        ``"user=alice,agent=bot"``."""
+        from coniti.scoped import ScopedEngine
 
-        ns = as_namespace(namespace)
-        with self._writing():
-            result = revert(self.memory, to, ns, reason)
-            self._indexes.refresh()
-            return result
+        return ScopedEngine(self, scope)
 
     @contextmanager
     def _writing(self) -> Iterator[Writes]:
@@ -511,6 +515,7 @@ class ContinuityEngine:
         if not isinstance(snapshot, Snapshot):
             raise ContractError(f"expected a Snapshot, got {type(snapshot).__name__}")
         ns = snapshot.namespace if namespace is None else as_namespace(namespace)
+        check_write(ns, "restore")
         spec_id = self.spec_id
         if snapshot.embedding_id is not None:
             self._recipe.refuse_mismatch(snapshot.embedding_id, ns, what="the snapshot")
@@ -644,15 +649,18 @@ class ContinuityEngine:
 
     # -- async twins: the sync call on a worker thread (the engine's lock serialises them) ---------
 
-    async def aingest(self, note: Note | str, *, namespace: Sequence[str] = ()) -> IngestResult:
+    async def aingest(
+        self, note: Note | str, *, namespace: Sequence[str] = (), no_expiry: bool = False
+    ) -> IngestResult:
         """:meth:`ingest` on a worker thread."""
-        return await to_thread(self.ingest, note, namespace=namespace)
+        return await to_thread(self.ingest, note, namespace=namespace, no_expiry=no_expiry)
 
     async def aingest_many(
-        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None
-    ) -> list[IngestResult]:
+        self, notes: Iterable[Note | str], *, namespace: Sequence[str] = (), op_id: str | None = None,
+        no_expiry: bool = False,
+    ) -> list[IngestResult]:  # fmt: skip
         """:meth:`ingest_many` on a worker thread (``notes`` is read there)."""
-        return await to_thread(self.ingest_many, notes, namespace=namespace, op_id=op_id)
+        return await to_thread(self.ingest_many, notes, namespace=namespace, op_id=op_id, no_expiry=no_expiry)
 
     async def aask(
         self,
@@ -707,11 +715,12 @@ class ContinuityEngine:
         expected_version: int | None | EllipsisType = ...,
         op_id: str | None = None,
         expires_at: float | datetime | None = None,
+        no_expiry: bool = False,
     ) -> WriteResult:
         """:meth:`upsert` on a worker thread."""
         return await to_thread(
             self.upsert, note, namespace=namespace, expected_version=expected_version, op_id=op_id,
-            expires_at=expires_at,
+            expires_at=expires_at, no_expiry=no_expiry,
         )
 
     async def aupdate(

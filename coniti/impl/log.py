@@ -36,8 +36,9 @@ import contextvars
 import functools
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from types import EllipsisType
 from typing import IO, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
@@ -50,10 +51,17 @@ from coniti.errors import (
     RecordNotFound,
     namespace_text,
 )
-from coniti.events import Diff, EraseResult, Event
+from coniti.events import EraseResult
 from coniti.filters import Predicate, compile_filter
-from coniti.impl import log_audit as _audit
-from coniti.impl.log_audit import Subscription
+from coniti.impl.log_audit import AuditTrail
+from coniti.impl.log_retention import (
+    configure_retention,
+    policy_now,
+    retained_columns,
+    retained_items,
+    retained_write,
+    stored_policy,
+)
 from coniti.impl.proving import Proving, extends
 from coniti.jsonl import MAX_STAMP_CHARS
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
@@ -95,6 +103,7 @@ from coniti.memory import (
     require,
     unique_ids,
 )
+from coniti.retention import Retention
 from coniti.text import check_text
 
 __all__ = ["LogBackend", "LogView", "VerifyReport"]
@@ -335,13 +344,14 @@ def _span(need: int, seen: int, found: int) -> int:
 class _Items:
     """Batches of records as batches of put items, re-iterable when the batches are."""
 
-    def __init__(self, batches: Iterable[Sequence[MemoryRecord]]) -> None:
+    def __init__(self, batches: Iterable[Sequence[MemoryRecord]], policy: Retention | None = None) -> None:
         self._batches = batches
+        self._policy = policy
 
     def __iter__(self) -> Iterator[list[PutItem]]:
         for batch in self._batches:
             check_put_ids(batch)
-            yield _put_items(batch)
+            yield retained_items(_put_items(batch), batch, self._policy)
 
 
 class _Reads:
@@ -409,7 +419,7 @@ class _Reads:
         return self._log.feedback_weights(as_namespace(namespace), self._as_of)
 
 
-class LogBackend(_Reads, Proving, MemoryBackend):
+class LogBackend(_Reads, AuditTrail, Proving, MemoryBackend):
     """A :class:`MemoryBackend` on the event log in directory ``path`` (created 0700 if missing).
 
     ``durability``: ``"sync"`` (default) or ``"nosync"``, see the module docstring; handles on one
@@ -418,7 +428,10 @@ class LogBackend(_Reads, Proving, MemoryBackend):
     an existing store for reading only; writes raise :class:`ReadOnlyError`. ``group_commit``
     (default True): writes that threads or async tasks make concurrently on this handle share one
     transaction and one flush, each still all or nothing and acknowledged only once flushed (see
-    :mod:`coniti.log.group`); False commits every call on its own.
+    :mod:`coniti.log.group`); False commits every call on its own. ``retention`` (a positive
+    :class:`~datetime.timedelta`, or None: none) and ``kind_retention`` (kind -> timedelta or None):
+    the expiry of records written without one, recorded in the store (:mod:`coniti.retention`);
+    not given: the store keeps what it holds.
     """
 
     kind: ClassVar[str] = "log"
@@ -439,8 +452,11 @@ class LogBackend(_Reads, Proving, MemoryBackend):
         map_size: int = DEFAULT_MAP_SIZE,
         read_only: bool = False,
         group_commit: bool = True,
+        retention: timedelta | None | EllipsisType = ...,
+        kind_retention: Mapping[str, timedelta | None] | None | EllipsisType = ...,
     ) -> None:
         _check_stamp(actor, "actor")
+        Retention.make(retention, kind_retention, Retention(None, {}))  # bad input: nothing opened
         self._log = EventLog(
             path, durability=durability, map_size=map_size, read_only=read_only,
             group_commit=group_commit,
@@ -449,6 +465,19 @@ class LogBackend(_Reads, Proving, MemoryBackend):
         self._as_of = None
         self.actor = actor
         self.read_only = read_only
+        self._retention = stored_policy(self._log)
+        if retention is not ... or kind_retention is not ...:
+            try:
+                self._retention = configure_retention(self, retention, kind_retention)
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def retention(self) -> Retention:
+        """The retention this handle's writes apply (:mod:`coniti.retention`; read from the store
+        when it opened): ``.default`` and ``.kinds`` in seconds, ``.timedelta(kind)`` for one kind."""
+        return self._retention
 
     def __repr__(self) -> str:
         return f"LogBackend({self.path!r}, durability={self.durability!r})"
@@ -535,7 +564,8 @@ class LogBackend(_Reads, Proving, MemoryBackend):
         records = request.records
         check_put_ids(records)
         actor, reason = self._stamp()
-        seqs = self._log.put(_put_items(records), actor=actor, reason=reason)
+        items = retained_items(_put_items(records), records, policy_now(self._retention))
+        seqs = self._log.put(items, actor=actor, reason=reason)
         return _put_written(seqs, 0)
 
     def write(self, request: WriteRequest) -> WriteResult:
@@ -546,7 +576,8 @@ class LogBackend(_Reads, Proving, MemoryBackend):
         event carries the call's audit stamp. Op ids are kept as long as the log: export, import,
         rebuild and compaction keep them."""
         request = require(request, WriteRequest)
-        digest = None if request.op_id is None else request.digest()
+        digest = None if request.op_id is None else request.digest()  # of the request as given
+        request = retained_write(request, policy_now(self._retention))
         actor, reason = self._stamp()
         return self._log.transact(
             request.namespace, _decide(request, digest), actor=actor, reason=reason
@@ -574,7 +605,7 @@ class LogBackend(_Reads, Proving, MemoryBackend):
         check_put_ids(records)
         actor, reason = self._stamp()
         seqs = self._log.put(
-            _put_items(records), actor=actor, reason=reason,
+            retained_items(_put_items(records), records, policy_now(self._retention)), actor=actor, reason=reason,
             meta=(meta.namespace, meta.key, meta.value),
         )
         return _put_written(seqs, 1)
@@ -588,11 +619,12 @@ class LogBackend(_Reads, Proving, MemoryBackend):
             meta = require(meta, MetaSetRequest)
         notes = batch.notes
         check_batch_ids(batch)
+        expiries = retained_columns(notes, policy_now(self._retention))
         actor, reason = self._stamp()
         seqs = self._log.put_columns(
             batch.namespace, notes.ids, notes.texts, notes.timestamps, notes.metadata,
             batch.embedding_id, batch.vectors, actor=actor, reason=reason,
-            meta=None if meta is None else (meta.namespace, meta.key, meta.value),
+            meta=None if meta is None else (meta.namespace, meta.key, meta.value), expiries=expiries,
         )  # fmt: skip
         return _put_written(seqs, meta is not None)
 
@@ -605,7 +637,7 @@ class LogBackend(_Reads, Proving, MemoryBackend):
         if meta is not None:
             meta = require(meta, MetaSetRequest)
         actor, reason = self._stamp()
-        items = _Items(batches)
+        items = _Items(batches, policy_now(self._retention))
         return self._log.put_batches(
             items, actor=actor, reason=reason,
             meta=None if meta is None else (meta.namespace, meta.key, meta.value),
@@ -684,67 +716,6 @@ class LogBackend(_Reads, Proving, MemoryBackend):
         hash chain) and that the projections equal a fresh fold of the log. Returns a report; never
         raises on a problem it can describe. Holds writers off while the file structure is read."""
         return _verify(self._log.store, structure=structure)
-
-    # -- audit trail, history, diff, change feed (coniti/impl/log_audit.py) ---------------------
-
-    def events(
-        self,
-        after: int = 0,
-        *,
-        until: int | None = None,
-        namespace: Sequence[str] | None = None,
-        limit: int | None = None,
-    ) -> Iterator[Event]:
-        """The audit trail: events with ``after < seq <= until`` (``until`` None: to the head), of
-        ``namespace`` only when given (``()`` is the root namespace), at most ``limit``, in sequence
-        order. Lazy; reads in batches, holding no transaction between them."""
-        return _audit.events(self._log, after, until, namespace, limit)
-
-    def history(self, id: str, namespace: Sequence[str] = ()) -> list[Event]:
-        """Every event that touched record ``id`` of ``namespace``, oldest first: each put of it and
-        the delete, clear or erase that ended each version. Empty if it never existed."""
-        return _audit.history(self._log, id, namespace)
-
-    def diff(self, a: int, b: int, *, namespace: Sequence[str] = ()) -> Diff:
-        """Record ids added, removed and changed in ``namespace`` between the memory right after event
-        ``a`` and right after event ``b`` (each ``0..head``)."""
-        return _audit.diff(self._log, a, b, namespace)
-
-    def diff_all(self, a: int, b: int, *, prefix: Sequence[str] = ()) -> list[Diff]:
-        """:meth:`diff` of every namespace under ``prefix`` (``()``: the whole store), from one
-        walk of the events between the two points: one :class:`Diff` per namespace with a change,
-        sorted by namespace (none when nothing changed)."""
-        return _audit.diff_all(self._log, a, b, prefix)
-
-    def follow(
-        self,
-        after: int | None = None,
-        *,
-        timeout: float | None = None,
-        namespace: Sequence[str] | None = None,
-    ) -> Iterator[Event]:
-        """A live tail: the events after ``after`` (None: the current head) as they commit, from any
-        handle or process; stops once ``timeout`` seconds pass without a new event (None: never)."""
-        return _audit.follow(self._log, after, timeout, namespace)
-
-    def afollow(
-        self,
-        after: int | None = None,
-        *,
-        timeout: float | None = None,
-        namespace: Sequence[str] | None = None,
-    ) -> AsyncIterator[Event]:
-        """The async :meth:`follow`: reads on worker threads, waits with ``asyncio.sleep``."""
-        return _audit.afollow(self._log, after, timeout, namespace)
-
-    def subscription(self, name: str, *, start: int = 0) -> Subscription:
-        """The durable subscription ``name`` (created at position ``start`` if new; an existing one
-        keeps its position). See :class:`~coniti.impl.log_audit.Subscription`."""
-        return _audit.subscription(self._log, name, start)
-
-    def subscriptions(self) -> dict[str, int]:
-        """Every subscription of the store and its position."""
-        return _audit.subscriptions(self._log)
 
     # -- erasure and compaction ------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The audit trail, history, diff, change feed and durable subscriptions of an
-:class:`~coniti.log.EventLog`, as public models (the methods of
-:class:`~coniti.impl.log.LogBackend` delegate here with their log).
+:class:`~coniti.log.EventLog`, as public models: functions of the log, and :class:`AuditTrail`, which
+gives them to :class:`~coniti.impl.log.LogBackend` as methods.
 
 Contracts:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from coniti.actor import Note
@@ -288,3 +288,74 @@ def subscription(log: EventLog, name: Any, start: Any) -> Subscription:
 
 def subscriptions(log: EventLog) -> dict[str, int]:
     return feed.subscriptions(log.store)
+
+
+# -- the audit trail as methods of a store ---------------------------------------------------------
+
+
+class AuditTrail:
+    """The audit trail, history, diff, change feed and subscriptions of a store's log as methods:
+    the part of :class:`~coniti.impl.log.LogBackend` that reads its history. Each method is the
+    function of this module of the same name applied to the store's log (which checks the
+    arguments first)."""
+
+    _log: EventLog
+
+    def events(
+        self,
+        after: int = 0,
+        *,
+        until: int | None = None,
+        namespace: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Event]:
+        """The audit trail: events with ``after < seq <= until`` (``until`` None: to the head), of
+        ``namespace`` only when given (``()`` is the root namespace), at most ``limit``, in sequence
+        order. Lazy; reads in batches, holding no transaction between them."""
+        return events(self._log, after, until, namespace, limit)
+
+    def history(self, id: str, namespace: Sequence[str] = ()) -> list[Event]:
+        """Every event that touched record ``id`` of ``namespace``, oldest first: each put of it and
+        the delete, clear or erase that ended each version. Empty if it never existed."""
+        return history(self._log, id, namespace)
+
+    def diff(self, a: int, b: int, *, namespace: Sequence[str] = ()) -> Diff:
+        """Record ids added, removed and changed in ``namespace`` between the memory right after event
+        ``a`` and right after event ``b`` (each ``0..head``)."""
+        return diff(self._log, a, b, namespace)
+
+    def diff_all(self, a: int, b: int, *, prefix: Sequence[str] = ()) -> list[Diff]:
+        """:meth:`diff` of every namespace under ``prefix`` (``()``: the whole store), from one
+        walk of the events between the two points: one :class:`Diff` per namespace with a change,
+        sorted by namespace (none when nothing changed)."""
+        return diff_all(self._log, a, b, prefix)
+
+    def follow(
+        self,
+        after: int | None = None,
+        *,
+        timeout: float | None = None,
+        namespace: Sequence[str] | None = None,
+    ) -> Iterator[Event]:
+        """A live tail: the events after ``after`` (None: the current head) as they commit, from any
+        handle or process; stops once ``timeout`` seconds pass without a new event (None: never)."""
+        return follow(self._log, after, timeout, namespace)
+
+    def afollow(
+        self,
+        after: int | None = None,
+        *,
+        timeout: float | None = None,
+        namespace: Sequence[str] | None = None,
+    ) -> AsyncIterator[Event]:
+        """The async :meth:`follow`: reads on worker threads, waits with ``asyncio.sleep``."""
+        return afollow(self._log, after, timeout, namespace)
+
+    def subscription(self, name: str, *, start: int = 0) -> Subscription:
+        """The durable subscription ``name`` (created at position ``start`` if new; an existing one
+        keeps its position). See :class:`Subscription`."""
+        return subscription(self._log, name, start)
+
+    def subscriptions(self) -> dict[str, int]:
+        """Every subscription of the store and its position."""
+        return subscriptions(self._log)

@@ -38,6 +38,12 @@ argument, else ``reason``. A write with no reason at all is refused.
 Namespaces stay absolute (as stored); one outside the prefix is refused. A tool's default namespace
 is the prefix itself; ``recall``, ``changes`` and ``diff`` default to the whole subtree.
 
+``scope`` (a :class:`~coniti.scope.Scope`; ``coniti mcp --scope user=alice``) serves through the
+scoped handle ``engine.scoped(scope)`` (:mod:`coniti.scoped`): the prefix is the scope's root, the
+default namespace its home (``["@scope", "user=alice", "@"]``), the engine's calls (remember, recall,
+get, update, forget) go through the handle, which refuses the reserved metadata key ``scope`` in
+``remember``/``update`` and in a ``recall`` filter. Give ``prefix`` or ``scope``, not both.
+
 **Refusals.** ``read_only`` refuses every write tool with a tool error that says so. Bad input is a
 tool error (``is_error``) naming the argument, and changes nothing: a value of the wrong type or
 range, an argument the tool does not take (a misspelt ``namespace`` must not write elsewhere), a bad
@@ -85,6 +91,8 @@ from coniti.errors import ConitiError, ContractError
 from coniti.events import Event
 from coniti.impl.log import LogBackend, LogView
 from coniti.memory import MemoryRecord, as_namespace
+from coniti.scope import Scope
+from coniti.scoped import ScopedEngine
 from coniti.times import in_horizon, iso_time, parse_iso_time
 
 __all__ = [
@@ -306,6 +314,7 @@ def create_server(
     engine: ContinuityEngine,
     *,
     prefix: Sequence[str] = (),
+    scope: Scope | str | None = None,
     read_only: bool = False,
     allow_erase: bool = False,
     actor: str | None = None,
@@ -314,12 +323,13 @@ def create_server(
 ) -> MCPServer[Any]:
     """An MCP server over ``engine``, whose memory must be a :class:`LogBackend` (see the module
     docstring for the tools, resources and rules). ``prefix``: the namespace subtree it serves.
+    ``scope``: serve through ``engine.scoped(scope)`` instead (a Scope or ``"user=alice,..."``).
     ``read_only``: refuse every write. ``allow_erase``: offer the ``erase`` tool (not listed
     otherwise; refused with ``read_only``). ``actor``: stamped on every write instead of the
     client's name. ``reason``: the reason of a write whose call gives none.
 
-    Raises :class:`ContractError` for memory that is not a LogBackend, a bad ``prefix``, or
-    ``allow_erase`` with ``read_only``. The engine and its store stay the caller's to close.
+    Raises :class:`ContractError` for memory that is not a LogBackend, a bad ``prefix`` or
+    ``scope``, both of them, or ``allow_erase`` with ``read_only``. The engine and its store stay the caller's to close.
     """
     memory = engine.memory
     if not isinstance(memory, LogBackend):
@@ -328,7 +338,14 @@ def create_server(
         )
     if allow_erase and read_only:
         raise ContractError("allow_erase and read_only contradict each other: give one of them")
-    tools = _Tools(engine, memory, as_namespace(prefix), read_only, actor, reason)
+    served = as_namespace(prefix)
+    if scope is None:
+        tools = _Tools(engine, memory, served, served, read_only, actor, reason)
+    else:
+        if served:
+            raise ContractError("prefix and scope: give one of them, not both")
+        handle = engine.scoped(scope)
+        tools = _Tools(handle, memory, handle.scope.root, handle.home, read_only, actor, reason)
     server = _Server(name=name, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
     server.add_checked_tool(tools.remember, annotations=_WRITE)
     server.add_checked_tool(tools.recall, annotations=_READ)
@@ -442,9 +459,10 @@ class _Tools:
 
     def __init__(
         self,
-        engine: ContinuityEngine,
+        engine: ContinuityEngine | ScopedEngine,
         store: LogBackend,
         prefix: tuple[str, ...],
+        home: tuple[str, ...],
         read_only: bool,
         actor: str | None,
         reason: str | None,
@@ -452,6 +470,7 @@ class _Tools:
         self._engine = engine
         self._store = store
         self._prefix = prefix
+        self._home = home
         self._read_only = read_only
         self._actor = actor
         self._reason = reason
@@ -754,7 +773,7 @@ class _Tools:
         return next((e.timestamp for e in self._store.history(id, ns) if e.seq == version), None)
 
     def _namespace(self, value: list[str] | None) -> tuple[str, ...]:
-        return self._prefix if value is None else self._inside(value, "namespace")
+        return self._home if value is None else self._inside(value, "namespace")
 
     def _inside(self, value: Sequence[str], field: str) -> tuple[str, ...]:
         try:

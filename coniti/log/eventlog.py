@@ -327,12 +327,14 @@ class EventLog:
         actor: str | None = None,
         reason: str | None = None,
         meta: tuple[Namespace, str, Any] | None = None,
+        expiries: list[float | None] | None = None,
     ) -> range:
         """:meth:`put` of the records of one namespace given as columns (already validated by the
         caller): ``timestamps`` a float64 array, ``vectors`` a C-contiguous ``(len(ids), dim)``
-        matrix or None, one ``embedding_id`` for all. Appends exactly the events :meth:`put` appends
-        for the same records, one item per row, with the same checks and errors, and returns
-        their sequence numbers as it does."""
+        matrix or None, one ``embedding_id`` for all, ``expiries`` one expiry (or None) per row, or
+        None when no record expires. Appends exactly the events :meth:`put` appends for the same
+        records, one item per row, with the same checks and errors, and returns their sequence
+        numbers as it does."""
         if not ids:
             if meta is not None:
                 seq = self.set_meta(*meta, actor=actor, reason=reason)
@@ -341,7 +343,7 @@ class EventLog:
         payloads = encode_put_payloads(texts, metadata, embedding_id, vectors)
         puts = Puts(
             {namespace: ns_bytes(namespace)}, [namespace] * len(ids), ids, name_keys(ids), timestamps.tolist(),
-            ts_keys(timestamps), payloads, payload_digests(payloads), payload_crcs(payloads), None,
+            ts_keys(timestamps), payloads, payload_digests(payloads), payload_crcs(payloads), expiries,
         )
         return self._put_prepared(puts, actor, reason, meta)
 

@@ -1,6 +1,7 @@
 """Row stores shared by the exact structures: :class:`Rows` (insertion order, swap-remove) and
-:class:`SortedRows` (time-sorted main rows plus a small unsorted buffer), and the candidate
-:class:`Pool` that turns fast scores from both into exact hits.
+:class:`SortedRows` (time-sorted main rows plus a small unsorted buffer: kept by its base
+:class:`SortedRowStore`, searched by it), which offers fast scores from both to a candidate
+:class:`~coniti.structure.pool.Pool` that it turns into exact hits.
 
 :class:`SortedRows` keeps its main rows sorted by timestamp (rows with equal times in arrival order),
 so a time range is the row interval ``[lo, hi)`` found by binary search and scored as one contiguous
@@ -42,6 +43,7 @@ from coniti.derived import BlockCheck, pack_strings
 from coniti.errors import ContractError, StructureError
 from coniti.packed import LOOKUP_BUDGET, PackedStrings
 from coniti.structure import scoring
+from coniti.structure.pool import NEG_INF, Pool, float32_at_most, kth_largest
 from coniti.structure.scoring import (
     StructureHit,
     exact_scores,
@@ -58,9 +60,6 @@ __all__ = ["LIVE", "Pool", "Rows", "SortedRows", "buffer_options"]
 LIVE = np.iinfo(np.int64).max
 """The ``died`` of a row that is live now."""
 
-NEG_INF = np.float32(-np.inf)
-_NO_SCORES = np.zeros(0, dtype=np.float32)
-_NO_SCORES.flags.writeable = False
 _CHUNK = 16_384
 """Rows moved per step of an in-place merge or compaction (bounds the temporaries)."""
 
@@ -178,8 +177,10 @@ class Rows:
         return np.flatnonzero(mask)
 
 
-class SortedRows:
-    """Time-sorted main rows (dead rows stay, masked) plus an unsorted :class:`Rows` buffer.
+class SortedRowStore:
+    """Time-sorted main rows (dead rows stay, masked) plus an unsorted :class:`Rows` buffer: how
+    the rows are kept (ids, packed or not; versions; writes, merge and compaction; the snapshot
+    arrays). The searches over them are :class:`SortedRows`, the class the structures use.
 
     ``dirty_from`` is the first main row changed (appended, moved or overwritten) since the owner last
     reset it; the segment tree uses it to refresh only the blocks that changed. ``dead`` counts main
@@ -652,6 +653,13 @@ class SortedRows:
         self.dirty_from = n
         self._check = check if check is not None and not check.done else None
 
+
+
+class SortedRows(SortedRowStore):
+    """:class:`SortedRowStore` and the searches over its rows: a time range's row interval, one
+    slice's exact top ``k`` (:meth:`top_of_slice`), slices and the buffer offered to a :class:`Pool`
+    and the pool's exact top ``k`` (:meth:`finish`), and the rows nearest in time."""
+
     # -- reads (``seq`` None: the live rows; else the rows visible as of event ``seq``) ----------
 
     def interval(self, start: float, end: float) -> tuple[int, int]:
@@ -750,8 +758,8 @@ class SortedRows:
         if m <= k:
             rows = np.arange(lo, hi)
         else:
-            kth = _kth(approx, k)
-            rows = lo + (approx >= _float32_at_most(float(kth) - 2.0 * eps)).nonzero()[0]
+            kth = kth_largest(approx, k)
+            rows = lo + (approx >= float32_at_most(float(kth) - 2.0 * eps)).nonzero()[0]
         if self.dead or skip is not None:
             shown = self.alive[rows]
             if skip is not None:
@@ -773,9 +781,9 @@ class SortedRows:
             approx[~mask] = NEG_INF
         if skip is not None and 0 <= skip - lo < approx.shape[0]:
             approx[skip - lo] = NEG_INF
-        kth = _kth(approx, k) if approx.shape[0] > k else NEG_INF
+        kth = kth_largest(approx, k) if approx.shape[0] > k else NEG_INF
         if kth > NEG_INF:
-            near = (approx >= _float32_at_most(float(kth) - 2.0 * eps)).nonzero()[0]
+            near = (approx >= float32_at_most(float(kth) - 2.0 * eps)).nonzero()[0]
         else:
             near = (approx > NEG_INF).nonzero()[0]
         return self._exact_top(lo + near, query, k)
@@ -899,93 +907,3 @@ class SortedRows:
         ids.extend(self.ids_at(rows))
         times.append(self.times[rows])
         return ids, np.concatenate(times)
-
-
-class Pool:
-    """Rows scored so far during one search: fast scores per source (0 buffer, 1 main rows) and the
-    running k-th best."""
-
-    def __init__(self, k: int, eps: float) -> None:
-        self.k = k
-        self.eps = eps
-        self.parts: list[tuple[int, np.ndarray, np.ndarray]] = []
-        self.best = _NO_SCORES
-        self._folded = 0
-        self.scored = 0
-
-    def threshold(self) -> float:
-        """Fast scores below this cannot be candidates (-inf until k rows were scored)."""
-        if self._folded < len(self.parts):
-            best = np.concatenate([self.best, *(p[2] for p in self.parts[self._folded :])])
-            if best.shape[0] > self.k:
-                best = np.partition(best, best.shape[0] - self.k)[best.shape[0] - self.k :]
-            self.best, self._folded = best, len(self.parts)
-        if self.best.shape[0] < self.k:
-            return -math.inf
-        return float(self.best.min()) - 2.0 * self.eps
-
-    def offer(self, source: int, rows: np.ndarray, approx: np.ndarray) -> None:
-        """Add fast scores ``approx`` of ``rows`` from ``source``; ``-inf`` marks rows that never
-        qualify (removed, or the anchor). Only the rows that can still be candidates are kept
-        (:meth:`_kept`)."""
-        self.scored += rows.shape[0]
-        keep = self._kept(approx)
-        if keep is not None:
-            rows, approx = rows[keep], approx[keep]
-        if rows.shape[0]:
-            self.parts.append((source, rows, approx))
-
-    def offer_span(self, source: int, start: int, approx: np.ndarray) -> None:
-        """:meth:`offer` of the consecutive rows ``start, start + 1, ...`` (one per score)."""
-        self.scored += approx.shape[0]
-        keep = self._kept(approx)
-        if keep is None:
-            rows = np.arange(start, start + approx.shape[0])
-        else:
-            rows, approx = start + keep, approx[keep]
-        if rows.shape[0]:
-            self.parts.append((source, rows, approx))
-
-    def _kept(self, approx: np.ndarray) -> np.ndarray | None:
-        """Positions in ``approx`` that can be candidates (None: all of them): finite, and, past
-        ``k`` scores, within ``2 * eps`` of their own k-th best. The search's final k-th best is at
-        least that one, so :func:`select_candidates` over what is kept picks what it would pick
-        over everything offered."""
-        m, k = approx.shape[0], self.k
-        if m > k:
-            kth = float(np.partition(approx, m - k)[m - k])
-            if kth > -math.inf:
-                near: np.ndarray = approx >= _float32_at_most(kth - 2.0 * self.eps)
-                return near.nonzero()[0]
-        finite = approx > NEG_INF
-        return None if finite.all() else finite.nonzero()[0]
-
-
-def _kth(values: np.ndarray, k: int) -> np.float32:
-    """The ``k``-th largest of ``values`` (more than ``k`` of them)."""
-    m = values.shape[0]
-    scratch = values.copy()
-    scratch.partition(m - k)
-    kth: np.float32 = scratch[m - k]
-    return kth
-
-
-def _float32_at_most(bound: float) -> np.float32:
-    """The largest float32 at or below ``bound``: float32 scores compare with it as they would with
-    ``bound`` itself, without a float64 copy of them."""
-    near = np.float32(bound)
-    value = float(near)
-    if value <= bound or value != value:  # NaN: NaN
-        return near
-    if value == math.inf:
-        return _FLOAT32_MAX
-    # near is the float32 just above bound: step down to the one below it (without a ufunc call)
-    fraction, exponent = math.frexp(abs(value))  # abs(value) == fraction * 2**exponent
-    down = exponent - (25 if value > 0.0 and fraction == 0.5 else 24) if value else -149
-    # (a positive power of two has a finer spacing below it)
-    return np.float32(value - 2.0 ** max(down, -149))  # exact; -149: float32's subnormal spacing
-
-
-_FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
-
-

@@ -51,6 +51,11 @@ each is a small class with no ``Test`` prefix, so pytest collects nothing until 
 ``ConcurrencyTests``       threads and ``fork()``, as declared
 ``CapabilityTests``        the backend class's ``supports_*`` declarations agree with its methods
 ``WriteTests``             ``write``: upsert, patch (RFC 7386), delete, expectations, op ids; expiry
+``WriteOpTests``           part of ``WriteTests``: upsert, delete and mixed ops, all or nothing; versions
+``PatchTests``             part of ``WriteTests``: patch ops, metadata by RFC 7386, expiry set and cleared
+``CompareAndSetTests``     part of ``WriteTests``: expected versions, ``None`` for an absent id
+``OpIdTests``              part of ``WriteTests``: op ids replay, conflict, per namespace, across reopen
+``ExpiryTests``            part of ``WriteTests``: ``expires_at`` hides from every read; ``sweep``
 ``PayloadTests``           records without a vector and blobs: every read, the memory file, writes, the past
 ``FeedbackTests``          ``feedback``: weights summed per id and namespace, live ids only, or refused
 ``WrittenTests``           write results carry the versions reads show and, with a feed, their seqs
@@ -109,7 +114,14 @@ from coniti.testing.properties import PropertyTests
 from coniti.testing.put import PutTests
 from coniti.testing.requests import RequestTypeTests
 from coniti.testing.scan import ScanTests
-from coniti.testing.write import WriteTests
+from coniti.testing.write import (
+    CompareAndSetTests,
+    ExpiryTests,
+    OpIdTests,
+    PatchTests,
+    WriteOpTests,
+    WriteTests,
+)
 from coniti.testing.written import WrittenTests
 
 __all__ = [
@@ -119,12 +131,14 @@ __all__ = [
     "BasicsTests",
     "CapabilityTests",
     "ClearTests",
+    "CompareAndSetTests",
     "ConcurrencyTests",
     "CopyTests",
     "CountTests",
     "CursorTests",
     "DeleteTests",
     "DumpTests",
+    "ExpiryTests",
     "FeedbackTests",
     "FilterTests",
     "GetTests",
@@ -134,6 +148,8 @@ __all__ = [
     "MetaTests",
     "NamespaceListingTests",
     "NamespaceTests",
+    "OpIdTests",
+    "PatchTests",
     "PayloadTests",
     "PropertyTests",
     "PutTests",
@@ -141,6 +157,7 @@ __all__ = [
     "RequestTypeTests",
     "RollbackTests",
     "ScanTests",
+    "WriteOpTests",
     "WriteTests",
     "WrittenTests",
 ]

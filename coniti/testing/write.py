@@ -1,4 +1,6 @@
-"""Conformance: ``write`` (upsert, patch, delete, compare-and-set, op ids), versions, and expiry.
+"""Conformance: ``write`` (upsert, patch, delete, compare-and-set, op ids), versions, and expiry,
+one mixin per concern (:class:`WriteOpTests`, :class:`PatchTests`, :class:`CompareAndSetTests`,
+:class:`OpIdTests`, :class:`ExpiryTests`) and :class:`WriteTests`, all of them.
 
 Every test runs on the sync (``write``) and the async (``awrite``) path. Only for backends that
 declare :attr:`~coniti.memory.MemoryBackend.supports_write`; others skip. A backend that persists
@@ -37,7 +39,15 @@ from coniti.testing.fixtures import BackendFixtures
 from coniti.testing.helpers import count, exact, ids, put, record, scan_all, state, vector_of
 from coniti.testing.mergepatch_cases import OBJECT_CASES
 
-__all__ = ["WriteTests"]
+__all__ = [
+    "CompareAndSetTests",
+    "ExpiryTests",
+    "OpIdTests",
+    "PatchTests",
+    "WriteFixtures",
+    "WriteOpTests",
+    "WriteTests",
+]
 
 Write = Callable[[WriteRequest], WriteResult]
 Reopen = Callable[[MemoryBackend], MemoryBackend]
@@ -62,8 +72,9 @@ def _everything(backend: MemoryBackend) -> Any:
     return state(backend, [(), ("x",)]), [(r.id, r.version) for r in scan_all(backend)]
 
 
-class WriteTests(BackendFixtures):
-    """write: atomic mixed ops, versions, expectations, op ids, patch semantics, expiry."""
+class WriteFixtures(BackendFixtures):
+    """What every write mixin uses: skips unless the backend declares ``supports_write``, the
+    ``write`` fixture (sync and async), and the ``reopen`` fixture a persistent backend overrides."""
 
     @pytest.fixture(autouse=True)
     def _needs_write(self, backend: MemoryBackend) -> None:
@@ -81,6 +92,10 @@ class WriteTests(BackendFixtures):
     def reopen(self) -> Reopen | None:
         """Override in a persistent backend: close the backend and open the same store again."""
         return None
+
+
+class WriteOpTests(WriteFixtures):
+    """write: upserts, delete ops and mixed ops, all or nothing; the versions writes give."""
 
     # -- versions ------------------------------------------------------------------------------
 
@@ -140,7 +155,56 @@ class WriteTests(BackendFixtures):
         got = _get(backend, "a")
         assert got is not None and type(got.note.metadata["k"]) is float
 
-    # -- patch ------------------------------------------------------------------------------------
+    # -- delete and mixed ops -------------------------------------------------------------------
+
+    def test_delete_op(self, backend: MemoryBackend, write: Write) -> None:
+        """A delete op ends a live id (``deleted``); an unknown id is ``missing``."""
+        put(backend, record("a", 1.0))
+        result = write(WriteRequest(ops=[DeleteOp(id="a"), DeleteOp(id="b")]))
+        assert (result.deleted, result.missing) == (["a"], ["b"])
+        assert count(backend) == 0
+
+    def test_mixed_ops_apply_together(self, backend: MemoryBackend, write: Write) -> None:
+        """Upsert, patch and delete of one request all take effect."""
+        put(backend, record("p", 1.0), record("d", 2.0))
+        result = write(
+            WriteRequest(
+                ops=[UpsertOp(record=record("u", 3.0)), PatchOp(id="p", timestamp=4.0), DeleteOp(id="d")]
+            )
+        )
+        assert set(result.versions) == {"u", "p"} and result.deleted == ["d"]
+        assert ids(scan_all(backend)) == ["u", "p"]
+
+    def test_failing_op_writes_nothing(self, backend: MemoryBackend, write: Write) -> None:
+        """When the last op fails, the ops before it are not written either."""
+        put(backend, record("p", 1.0), record("d", 2.0))
+        before = _everything(backend)
+        with pytest.raises(ContractError):
+            write(
+                WriteRequest(
+                    ops=[UpsertOp(record=record("u", 3.0)), DeleteOp(id="d"), PatchOp(id="p", text="x")]
+                )
+            )
+        assert _everything(backend) == before
+
+    def test_ops_in_other_namespace_are_isolated(self, backend: MemoryBackend, write: Write) -> None:
+        """A write in namespace x leaves the same id in the root namespace alone."""
+        put(backend, record("a", 1.0, text="root"))
+        write(_upsert(record("a", 2.0, text="in x", namespace=("x",))))
+        root, in_x = _get(backend, "a"), _get(backend, "a", ("x",))
+        assert root is not None and root.note.text == "root"
+        assert in_x is not None and in_x.note.text == "in x"
+
+    # -- bad input ------------------------------------------------------------------------------
+
+    def test_wrong_request_type_is_refused(self, backend: MemoryBackend) -> None:
+        """write of something that is not a WriteRequest raises ContractError."""
+        with pytest.raises(ContractError, match="WriteRequest"):
+            backend.write("nope")  # type: ignore[arg-type]
+
+
+class PatchTests(WriteFixtures):
+    """write: patch ops (note, vector, time, expiry; metadata by RFC 7386)."""
 
     def test_patch_keeps_what_is_not_given(self, backend: MemoryBackend, write: Write) -> None:
         """A patch of the timestamp keeps text, metadata, vector and embedding id."""
@@ -221,47 +285,9 @@ class WriteTests(BackendFixtures):
         got = _get(backend, "a")
         assert got is not None and got.expires_at is None
 
-    # -- delete and mixed ops -------------------------------------------------------------------
 
-    def test_delete_op(self, backend: MemoryBackend, write: Write) -> None:
-        """A delete op ends a live id (``deleted``); an unknown id is ``missing``."""
-        put(backend, record("a", 1.0))
-        result = write(WriteRequest(ops=[DeleteOp(id="a"), DeleteOp(id="b")]))
-        assert (result.deleted, result.missing) == (["a"], ["b"])
-        assert count(backend) == 0
-
-    def test_mixed_ops_apply_together(self, backend: MemoryBackend, write: Write) -> None:
-        """Upsert, patch and delete of one request all take effect."""
-        put(backend, record("p", 1.0), record("d", 2.0))
-        result = write(
-            WriteRequest(
-                ops=[UpsertOp(record=record("u", 3.0)), PatchOp(id="p", timestamp=4.0), DeleteOp(id="d")]
-            )
-        )
-        assert set(result.versions) == {"u", "p"} and result.deleted == ["d"]
-        assert ids(scan_all(backend)) == ["u", "p"]
-
-    def test_failing_op_writes_nothing(self, backend: MemoryBackend, write: Write) -> None:
-        """When the last op fails, the ops before it are not written either."""
-        put(backend, record("p", 1.0), record("d", 2.0))
-        before = _everything(backend)
-        with pytest.raises(ContractError):
-            write(
-                WriteRequest(
-                    ops=[UpsertOp(record=record("u", 3.0)), DeleteOp(id="d"), PatchOp(id="p", text="x")]
-                )
-            )
-        assert _everything(backend) == before
-
-    def test_ops_in_other_namespace_are_isolated(self, backend: MemoryBackend, write: Write) -> None:
-        """A write in namespace x leaves the same id in the root namespace alone."""
-        put(backend, record("a", 1.0, text="root"))
-        write(_upsert(record("a", 2.0, text="in x", namespace=("x",))))
-        root, in_x = _get(backend, "a"), _get(backend, "a", ("x",))
-        assert root is not None and root.note.text == "root"
-        assert in_x is not None and in_x.note.text == "in x"
-
-    # -- expectations ---------------------------------------------------------------------------
+class CompareAndSetTests(WriteFixtures):
+    """write: expected versions (compare-and-set), absent ids expected as None."""
 
     def test_expected_version_matches(self, backend: MemoryBackend, write: Write) -> None:
         """A write whose expected version is the live one is applied."""
@@ -314,7 +340,9 @@ class WriteTests(BackendFixtures):
         write(WriteRequest(ops=[DeleteOp(id="a")]))
         assert write(_upsert(record("a", 1.0), expect={"a": None})).versions
 
-    # -- op ids ---------------------------------------------------------------------------------
+
+class OpIdTests(WriteFixtures):
+    """write: op ids replay the first result, per namespace, durably."""
 
     def test_op_id_replays_the_first_result(self, backend: MemoryBackend, write: Write) -> None:
         """The same request with the same op id returns the first result, replayed, and writes nothing."""
@@ -393,14 +421,9 @@ class WriteTests(BackendFixtures):
         finally:
             backend.close()
 
-    # -- bad input ------------------------------------------------------------------------------
 
-    def test_wrong_request_type_is_refused(self, backend: MemoryBackend) -> None:
-        """write of something that is not a WriteRequest raises ContractError."""
-        with pytest.raises(ContractError, match="WriteRequest"):
-            backend.write("nope")  # type: ignore[arg-type]
-
-    # -- expiry ---------------------------------------------------------------------------------
+class ExpiryTests(WriteFixtures):
+    """expiry: ``expires_at`` hides a record from every read; ``sweep`` deletes it."""
 
     def test_expired_record_is_hidden_before_any_sweep(self, backend: MemoryBackend) -> None:
         """A record whose expires_at has passed is hidden from get, scan and count."""
@@ -463,3 +486,8 @@ class WriteTests(BackendFixtures):
             if cursor is None:
                 break
         assert seen == ["r0", "r2", "r4", "r6"]
+
+
+class WriteTests(WriteOpTests, PatchTests, CompareAndSetTests, OpIdTests, ExpiryTests):
+    """write: atomic mixed ops, versions, expectations, op ids, patch semantics, expiry (every
+    write mixin of this module)."""
