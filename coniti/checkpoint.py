@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 
@@ -43,10 +44,12 @@ __all__ = [
     "Checkpoint",
     "generate_key",
     "open_note",
+    "read_signer_key",
     "sign_checkpoint",
     "sign_note",
     "verifier_key",
     "verify_checkpoint",
+    "write_signer_key",
 ]
 
 ED25519 = 1
@@ -356,3 +359,37 @@ def verify_checkpoint(note: str | bytes, verifier: str, *, origin: str | None = 
             f"the checkpoint is for origin {_short(checkpoint.origin)}, not {_short(origin)}"
         )
     return checkpoint
+
+
+def write_signer_key(path: str | os.PathLike[str], name: str) -> str:
+    """Generate a key named ``name`` (:func:`generate_key`), write its signer key to a new file
+    ``path`` (mode 0600, one line; an existing file is refused) and return its verifier key.
+    Raises CheckpointError for a bad name or a file that cannot be created, and then writes nothing."""
+    signer, verifier = generate_key(name)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        raise CheckpointError(f"key file {os.fspath(path)} already exists: choose a new file") from None
+    except OSError as exc:
+        raise CheckpointError(f"cannot create key file {os.fspath(path)}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(signer + "\n")
+    return verifier
+
+
+def read_signer_key(path: str | os.PathLike[str]) -> str:
+    """The signer key in the file ``path`` (as :func:`write_signer_key` writes it). Raises
+    CheckpointError for a file that cannot be read, is readable or writable by group or others
+    (a secret key: ``chmod 600`` it), or does not hold a signer key."""
+    where = os.fspath(path)
+    try:
+        with open(path, encoding="ascii") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            text = file.read(4096)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"cannot read key file {where}: {getattr(exc, 'strerror', None) or exc}") from None
+    if mode & 0o077:
+        raise CheckpointError(f"key file {where} is open to group or others: chmod 600 {where}")
+    signer = text.strip()
+    _parse_signer(signer)
+    return signer

@@ -69,13 +69,20 @@ def rewrite_db(path: Path, db: bytes, edit: Any) -> None:
 
 
 def db_entries(path: Path, db: bytes) -> list[tuple[bytes, bytes]]:
-    """Every ``(key, value)`` of sub-database ``db`` of a closed store, read bypassing coniti."""
+    """Every ``(key, value)`` of sub-database ``db`` of a closed store, read bypassing coniti; none
+    for a sub-database the store does not hold (``tree`` in a store of a layout before 6)."""
     import lmdb
 
     env = lmdb.open(str(path), max_dbs=16, readonly=True, lock=False)
     try:
         with env.begin() as txn:
-            return [(bytes(k), bytes(v)) for k, v in txn.cursor(db=env.open_db(db, txn=txn, create=False))]
+            try:
+                handle = env.open_db(db, txn=txn, create=False)
+            except lmdb.NotFoundError:
+                if db != b"tree":
+                    raise
+                return []
+            return [(bytes(k), bytes(v)) for k, v in txn.cursor(db=handle)]
     finally:
         env.close()
 
@@ -92,10 +99,19 @@ def unpack_store(archive: Path, into: Path) -> Path:
     return path
 
 
+def to_layout_5(path: Path) -> None:
+    """Turn a closed store of the current layout (6) into the layout-5 store the previous coniti
+    wrote: the same entries without the Merkle tree's table, sys/format 5."""
+    import struct
+
+    rewrite_db(path, b"tree", lambda txn, db: txn.drop(db, delete=True))
+    rewrite_db(path, b"sys", lambda txn, db: txn.put(b"format", struct.pack(">I", 5), db=db))
+
+
 def to_layout_4(path: Path) -> None:
-    """Turn a closed store of the current layout (5) into the layout-4 store the previous coniti
-    wrote: the same entries, each payload CRC and seal computed with zlib's CRC-32 instead of
-    CRC-32C (each CRC-32C checked on the way), sys/format 4."""
+    """Turn a closed store of the current layout (6) into the layout-4 store the coniti before
+    layout 5 wrote: :func:`to_layout_5`, then the same entries, each payload CRC and seal computed
+    with zlib's CRC-32 instead of CRC-32C (each CRC-32C checked on the way), sys/format 4."""
     import struct
     import zlib
 
@@ -104,6 +120,7 @@ def to_layout_4(path: Path) -> None:
     from coniti.log.codec import split_frame
     from coniti.log.keys import seq_key
 
+    to_layout_5(path)
     frames = dict(db_entries(path, b"log"))
     for name in (b"ver", b"tver", b"time", b"cnt", b"exv"):
         def reseal(txn: Any, db: Any, name: bytes = name) -> None:

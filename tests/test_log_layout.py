@@ -115,7 +115,7 @@ def test_a_writable_open_upgrades_a_format1_store(format1: Path) -> None:
     with LogBackend(format1) as store:
         assert store.verify().ok
         assert [observe(store.at(seq)) for seq in range(store.head + 1)] == EXPECTED["states"]
-    assert sys_format(format1) == LAYOUT_VERSION == 5
+    assert sys_format(format1) == LAYOUT_VERSION == 6
     assert not {b"atix", b"tmax"} & tables(format1)
 
 
@@ -159,7 +159,7 @@ def test_a_new_store_is_written_in_the_current_layout(tmp_path: Path) -> None:
     """A new store has sys/format 5 and no atix or tmax table."""
     with LogBackend(tmp_path / "s") as store:
         put(store, record("a", 1.0))
-    assert sys_format(tmp_path / "s") == 5
+    assert sys_format(tmp_path / "s") == 6
     assert not {b"atix", b"tmax"} & tables(tmp_path / "s")
 
 

@@ -64,7 +64,7 @@ def test_a_writable_open_reseals_it_into_layout_5_as_a_rebuild_would(layout4: Pa
     with LogBackend(layout4) as store:
         assert store.verify().ok
         assert _states(store) == EXPECTED["states"]
-    assert _format(layout4) == LAYOUT_VERSION == 5
+    assert _format(layout4) == LAYOUT_VERSION == 6
     resealed = _tables(layout4)
     with LogBackend(layout4) as store:
         store.rebuild()

@@ -20,7 +20,7 @@ import pytest
 from coniti.actor import Note
 from coniti.batch import NoteBatch, RecordBatch
 from coniti.impl.log import LogBackend
-from coniti.log.store import ALL_DBS, SYS_DB, SYS_HEAD
+from coniti.log.store import ALL_DBS, SYS_DB, SYS_HEAD, TREE_DB
 from coniti.memory import (
     DeleteRequest,
     MemoryRecord,
@@ -29,6 +29,7 @@ from coniti.memory import (
     UpsertOp,
     WriteRequest,
 )
+from coniti.proofs import leaf_hash, merkle_root
 
 PINNED = "3618e743a86aebd4587af6351cd3395bb9fe12e304005a592684973dc419ef01"
 """SHA-256 of :func:`_tables` after :func:`_workload`, as main's write path left them."""
@@ -86,13 +87,14 @@ def _workload(store: LogBackend) -> None:
 
 
 def _tables(store: LogBackend) -> str:
-    """SHA-256 over every (table, key, value) of the log and the projections, and the head."""
+    """SHA-256 over every (table, key, value) of the log and the projections but the Merkle tree
+    (layout 6 added it; every other byte is pinned as layout 5 wrote it), and the head."""
     h = hashlib.sha256()
     env = store._log.store
     with env.read() as txn:
         for name in ALL_DBS:
-            if name == SYS_DB:
-                continue  # the store id and its secret are random
+            if name in (SYS_DB, TREE_DB):
+                continue  # the store id and its secret are random; the tree: below
             for key, value in txn.cursor(db=env.dbs[name]):
                 for part in (name, bytes(key), bytes(value)):
                     h.update(len(part).to_bytes(4, "big") + part)
@@ -106,3 +108,5 @@ def test_the_write_path_writes_the_pinned_bytes(tmp_path: Path, frozen_clock: No
         _workload(store)
         assert store.verify().ok
         assert _tables(store) == PINNED
+        hashes = [bytes.fromhex(event.hash) for event in store.events()]
+        assert store.root() == (store.head, merkle_root(leaf_hash(x) for x in hashes))

@@ -85,7 +85,7 @@ def test_a_new_store_seals_every_value_with_crc32c(tmp_path: Path) -> None:
             assert struct.unpack(">I", body[-4:])[0] == crc32c(payload)
     sealed = [(k, v) for name in (b"cnt", b"exv") for k, v in _entries(tmp_path / "s", name) if v]
     assert sealed and all(struct.unpack(">I", v[-4:])[0] == crc32c(k + v[:-4]) for k, v in sealed)
-    assert _sys_format(tmp_path / "s") == LAYOUT_VERSION == 5
+    assert _sys_format(tmp_path / "s") == LAYOUT_VERSION == 6
 
 
 def test_a_layout_4_store_reads_the_same_read_only(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_a_writable_open_reseals_a_layout_4_store_byte_for_byte(tmp_path: Path) 
     with LogBackend(tmp_path / "s") as s:
         assert s.verify().ok
         assert _reads(s) == expected
-    assert _sys_format(tmp_path / "s") == 5
+    assert _sys_format(tmp_path / "s") == 6
     assert _tables(tmp_path / "s") == before
 
 
@@ -138,7 +138,7 @@ def test_a_reseal_does_not_rebuild(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(checks, "rebuild", no_rebuild)
     with LogBackend(tmp_path / "s") as s:
         assert s.head
-    assert _sys_format(tmp_path / "s") == 5
+    assert _sys_format(tmp_path / "s") == 6
 
 
 @pytest.mark.parametrize(
@@ -175,7 +175,7 @@ def test_a_layout_3_store_reads_the_same_read_only_and_a_writable_open_upgrades_
     with LogBackend(tmp_path / "s") as s:
         assert s.verify().ok
         assert _reads(s) == expected
-    assert _sys_format(tmp_path / "s") == 5
+    assert _sys_format(tmp_path / "s") == 6
     assert _tables(tmp_path / "s") == before
 
 

@@ -164,7 +164,7 @@ def test_a_layout_2_store_reads_as_it_is_read_only_and_is_upgraded_by_a_writable
     with LogBackend(tmp_path / "s") as s:
         assert s.verify().ok
         assert [s.at(seq).count(CountRequest(namespace=NS)).count for seq in range(s.head + 1)] == counts
-    assert struct.unpack(">I", dict(_entries(tmp_path / "s", b"sys"))[b"format"])[0] == LAYOUT_VERSION == 5
+    assert struct.unpack(">I", dict(_entries(tmp_path / "s", b"sys"))[b"format"])[0] == LAYOUT_VERSION == 6
 
 
 def test_a_damage_message_names_the_namespace_as_the_cli_writes_it(tmp_path: Path) -> None:

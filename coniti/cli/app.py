@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         log_cmds,
         mcp_cmd,
         memory_cmds,
+        proof_cmds,
         write_cmds,
     )
 else:
@@ -55,6 +56,7 @@ else:
     mcp_cmd, memory_cmds, write_cmds = _Module("mcp_cmd"), _Module("memory_cmds"), _Module("write_cmds")
     conversation_cmds = _Module("conversation_cmds")
     cluster_cmds = _Module("cluster_cmds")
+    proof_cmds = _Module("proof_cmds")
 
 COMMANDS: dict[str, Callable[[], click.Command]] = {
     "add": lambda: engine_cmds.add,
@@ -87,6 +89,13 @@ COMMANDS: dict[str, Callable[[], click.Command]] = {
     "window": lambda: conversation_cmds.window,
     "state": lambda: conversation_cmds.state,
     "cluster": lambda: cluster_cmds.cluster,
+    "keygen": lambda: proof_cmds.keygen,
+    "checkpoint": lambda: proof_cmds.checkpoint,
+    "prove": lambda: proof_cmds.prove,
+    "verify-checkpoint": lambda: proof_cmds.verify_checkpoint,
+    "fork": lambda: proof_cmds.fork,
+    "revert": lambda: proof_cmds.revert,
+    "receipt": lambda: proof_cmds.receipt,
 }
 """Command name -> the click command of that name, read (and its module imported) on first use."""
 

@@ -123,15 +123,24 @@ def compact() -> None:
               help="Erase every value of metadata KEY instead (repeatable).")
 @click.option("--whole-namespace", is_flag=True,
               help="Erase every record and every metadata key of the namespace.")
+@click.option("--certificate", "certificate", default=None, metavar="FILE",
+              help="Also compact the store and write a signed erasure certificate to FILE (record IDs; needs --key).")
+@click.option("--key", "key_file", default=None, metavar="FILE", help="The signer key file of --certificate (from keygen).")
 @ns_option("Namespace of the records.")
 @common_options
-def erase(ids: tuple[str, ...], keys: tuple[str, ...], whole_namespace: bool, namespace: tuple[str, ...]) -> None:
+def erase(
+    ids: tuple[str, ...], keys: tuple[str, ...], whole_namespace: bool, certificate: str | None,
+    key_file: str | None, namespace: tuple[str, ...],
+) -> None:
     """Erase the content of every version of records ID... from the whole history (for privacy
     requests); with --meta KEY the values of metadata keys, with --whole-namespace every record and
     key of the namespace. --reason is required and kept in each erase event (the receipt). Exit 1 if
     an id or key was never there.
 
-    The hash chain still verifies. Run 'coniti compact' afterwards to drop the freed bytes.
+    The hash chain still verifies. Run 'coniti compact' afterwards to drop the freed bytes, or give
+    --certificate FILE --key KEY: the store is then compacted, its files scanned for the erased
+    content, and FILE gets a signed statement (the ids and versions erased, each erase event with
+    its inclusion proof against a signed checkpoint, the scan's result; see coniti.certificate).
     """
     s = settings()
     if not s.reason:
@@ -142,6 +151,9 @@ def erase(ids: tuple[str, ...], keys: tuple[str, ...], whole_namespace: bool, na
         raise click.UsageError("give record IDs or --meta keys, not both (run erase once for each)")
     if not (ids or keys or whole_namespace):
         raise click.UsageError("erase needs record IDs, --meta KEY or --whole-namespace")
+    if certificate is not None:
+        _erase_certified(list(ids), namespace, certificate, key_file, bool(keys or whole_namespace))
+        return
     with s.open_store("write") as store:
         if whole_namespace:
             result = store.erase_namespace(namespace, reason=s.reason)
@@ -160,3 +172,33 @@ def erase(ids: tuple[str, ...], keys: tuple[str, ...], whole_namespace: bool, na
     missing = [*result.missing, *(f"metadata key {key}" for key in result.missing_keys)]
     if missing:
         raise CliError(f"never in {format_namespace(namespace)}: {', '.join(missing)}")
+
+
+def _erase_certified(
+    ids: list[str], namespace: tuple[str, ...], certificate: str, key_file: str | None, other: bool
+) -> None:
+    """``erase ID... --certificate FILE --key KEY`` (:func:`coniti.certificate.erase_with_certificate`)."""
+    from coniti.certificate import erase_with_certificate, verify_certificate, write_certificate
+    from coniti.checkpoint import read_signer_key, verifier_key
+
+    s = settings()
+    if other:
+        raise click.UsageError("--certificate covers record IDs: give no --meta or --whole-namespace with it")
+    if key_file is None:
+        raise click.UsageError("--certificate needs --key FILE (the signer key from coniti keygen)")
+    if Path(certificate).exists():
+        raise CliError(f"certificate file {certificate} already exists: choose a new file")
+    signer = read_signer_key(key_file)
+    with s.open_store("write") as store:
+        note = erase_with_certificate(store, ids, namespace=namespace, reason=s.reason or "", signer=signer)
+    write_certificate(certificate, note)
+    statement = verify_certificate(note, verifier_key(signer))
+    residue = statement["compaction"]["residue"]
+    if s.json:
+        s.out.json(statement)
+    else:
+        for entry in statement["erased"]:
+            s.out.line(f"erased {entry['id']} (versions {entry['versions']}, receipt: event {entry['receipt']})")
+        s.out.line(f"certificate written to {certificate}")
+    if residue:
+        raise CliError(f"erased content still found in the store's files for: {', '.join(residue)}")

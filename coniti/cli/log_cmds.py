@@ -186,13 +186,26 @@ def export(file: str) -> None:
 
 @click.command(name="import")
 @click.argument("file", metavar="FILE")
+@click.option("--checkpoint", "note_file", default=None, metavar="NOTE",
+              help="A signed checkpoint file the history must extend (with --verifier).")
+@click.option("--verifier", default=None, metavar="KEY", help="The verifier key of --checkpoint.")
 @common_options
-def import_(file: str) -> None:
+def import_(file: str, note_file: str | None, verifier: str | None) -> None:
     """Create a new store (--store, which must not exist or be empty) from a coniti-log file, after
-    checking every line, the sequence and the hash chain; a bad file creates nothing."""
+    checking every line, the sequence and the hash chain (and, with --checkpoint, that the history
+    extends that signed checkpoint); a bad file creates nothing."""
     from coniti.impl.log import LogBackend
 
     s = settings()
+    if (note_file is None) != (verifier is None):
+        raise click.UsageError("--checkpoint and --verifier go together")
+    note = None
+    if note_file is not None:
+        try:
+            with open(note_file, encoding="utf-8") as text:
+                note = text.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.UsageError(f"cannot read checkpoint file {note_file}: {getattr(exc, 'strerror', None) or exc}") from None
     path = s.store_path
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise CliError(
@@ -200,7 +213,9 @@ def import_(file: str) -> None:
             "empty directory with --store"
         )
     with s.out.progress(f"importing {file}"):
-        store = LogBackend.import_log(sys.stdin if file == "-" else file, path)
+        store = LogBackend.import_log(
+            sys.stdin if file == "-" else file, path, checkpoint=note, verifier=verifier
+        )
     with store:
         head, head_hash = store.head, store.head_hash
     if s.json:

@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import EllipsisType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import numpy as np
 
@@ -73,6 +73,7 @@ from coniti.actor import Note, Query
 from coniti.batch import NoteBatch
 from coniti.embedding import Embedder
 from coniti.engine import recall
+from coniti.engine.accountable import Accountable
 from coniti.engine.fold import FoldedIndexes
 from coniti.engine.index import Recipe
 from coniti.engine.indexes import CurrentIndexes, Indexes
@@ -129,7 +130,7 @@ __all__ = ["Answer", "ContinuityEngine", "DerivedReport", "Hit", "IngestResult",
 # Hit lives in coniti.recall (what recall returns); it is re-exported here, where answers are made.
 
 
-class ContinuityEngine:
+class ContinuityEngine(Accountable):
     """Ingest notes, ask questions, remove notes: over one memory backend; see the module docstring.
 
     ``structures``: one structure or a sequence of them; each is a prototype, ``spawn()``-ed once per
@@ -304,9 +305,13 @@ class ContinuityEngine:
         *,
         namespace: Sequence[str] = (),
         prefix: Sequence[str] | None = None,
+        receipt: bool | Literal["with_query"] = False,
     ) -> Answer:
         """Answer ``query`` (a plain string becomes ``Query(text=...)``) from ``namespace``, or with
         ``prefix`` from every live namespace under it (``prefix=()``: all of them) in one ranking.
+        ``receipt`` (True, or ``"with_query"`` to keep the query's text too): append a recall
+        receipt of the answer to a log memory (:mod:`coniti.receipts`; ``Answer.receipt`` is its
+        seq, :meth:`replay` replays it); without it the ask writes nothing.
 
         ``query.strategy`` chooses the ranking (:class:`~coniti.actor.Query`, :mod:`coniti.hybrid`);
         each hit carries its :class:`~coniti.recall.Signals`. ``query.filter`` keeps only notes
@@ -322,7 +327,7 @@ class ContinuityEngine:
         anchor belongs to one namespace) or for both ``namespace`` and ``prefix``, and (before any
         work) for a query text longer than :attr:`max_query_chars`. A hit whose record vanished
         from memory since the structures last saw it (a write by another process not yet picked up
-        by :meth:`refresh`) is left out. Writes nothing.
+        by :meth:`refresh`) is left out.
         """
         query = _as_query(query)
         _check_text(query, self.max_query_chars)
@@ -330,7 +335,7 @@ class ContinuityEngine:
         _check_query(query, scope, self.embedder)
         with self._lock:
             vector = _vectors([query], self.embedder)[0]
-            return _answered(self, query, ns, scope, vector)
+            return _answered(self, query, ns, scope, vector, receipt)
 
     def ask_many(
         self,
@@ -801,10 +806,12 @@ def _answered(
     ns: tuple[str, ...],
     scope: tuple[str, ...] | None,
     vector: np.ndarray | None,
+    receipt: bool | Literal["with_query"] = False,
 ) -> Answer:
     """The answer of ``query`` (checked, its ``vector`` made) by ``engine``, under its lock; once
-    more after healing a snapshot block that failed its check."""
+    more after healing a snapshot block that failed its check. ``receipt``: as :meth:`ContinuityEngine.ask`."""
     spaces = [ns] if scope is None else engine.memory.namespaces(scope)
+    point = engine.memory.as_of if engine.memory.as_of is not None else engine._indexes.head()
 
     def hits() -> list[Hit]:
         return recall.answer(
@@ -818,7 +825,17 @@ def _answered(
         if not engine._indexes.heal():
             raise
         found = hits()
-    return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found})
+    kept = None
+    if receipt:
+        from coniti.receipts import Receipt, record_receipt
+
+        if engine._read_only or point is None:
+            raise ReadOnlyError(f"a recall receipt needs a writable log memory (memory: {engine.memory.kind})")
+        kept = record_receipt(engine.memory, Receipt.of(
+            query, found, point=point, embedder=engine.spec_id, namespace=ns, prefix=scope,
+            with_query=receipt == "with_query",
+        ))  # fmt: skip
+    return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found, "receipt": kept})
 
 
 def _check_text(query: Query, limit: int) -> None:

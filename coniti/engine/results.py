@@ -52,7 +52,8 @@ class IngestResult(Contract):
 
 class Answer(Contract):
     """The hits for a query, best first: from ``namespace``, or from every namespace under
-    ``prefix`` when the query spanned them (each hit names its own namespace)."""
+    ``prefix`` when the query spanned them (each hit names its own namespace). ``receipt``: the
+    seq of the recall receipt the ask appended (:mod:`coniti.receipts`), None when it kept none."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -60,6 +61,7 @@ class Answer(Contract):
     namespace: Namespace = ()
     prefix: Namespace | None = None
     hits: list[Hit]
+    receipt: int | None = None
 
 
 class Snapshot(Contract):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -42,6 +43,7 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
 from coniti.batch import RecordBatch, check_batch_ids
+from coniti.checkpoint import verify_checkpoint as open_checkpoint
 from coniti.cursor import CursorCodec
 from coniti.errors import (
     ContractError,
@@ -62,6 +64,7 @@ from coniti.impl.log_retention import (
     retained_write,
     stored_policy,
 )
+from coniti.impl.proving import Proving, extends
 from coniti.jsonl import MAX_STAMP_CHARS
 from coniti.log import DEFAULT_MAP_SIZE, EventLog, PutItem, Row, VerifyReport, logfile
 from coniti.log import rebuild as _rebuild
@@ -421,7 +424,7 @@ class _Reads:
         return self._log.feedback_weights(as_namespace(namespace), self._as_of)
 
 
-class LogBackend(ClusterNode, _Reads, AuditTrail, MemoryBackend):
+class LogBackend(ClusterNode, _Reads, AuditTrail, Proving, MemoryBackend):
     """A :class:`MemoryBackend` on the event log in directory ``path`` (created 0700 if missing).
 
     ``durability``: ``"sync"`` (default) or ``"nosync"``, see the module docstring; handles on one
@@ -811,6 +814,18 @@ class LogBackend(ClusterNode, _Reads, AuditTrail, MemoryBackend):
         selects gzip). See :mod:`coniti.log.logfile`."""
         return logfile.export_log(self._log, target)
 
+    def fork(
+        self, path: str | os.PathLike[str], *, at: int | None = None, durability: str = "sync"
+    ) -> LogBackend:
+        """A new store at ``path`` (absent or an empty directory) whose log is this store's events
+        1 to ``at`` (default: the head), frame for frame: the same hashes and the same Merkle root
+        at every size up to ``at`` (a consistency proof from ``at`` holds between the two), and a
+        new store id; from there the two diverge. Built beside ``path`` and renamed into place, so
+        a failure creates nothing. Raises :class:`ContractError` for an ``at`` past the head.
+        Returns the new store, opened."""
+        logfile.fork_log(self._log, path, self.head if at is None else at)
+        return type(self)(path, durability=durability, actor=self.actor)
+
     @classmethod
     def import_log(
         cls,
@@ -820,13 +835,26 @@ class LogBackend(ClusterNode, _Reads, AuditTrail, MemoryBackend):
         durability: str = "sync",
         actor: str | None = None,
         map_size: int = DEFAULT_MAP_SIZE,
+        checkpoint: str | None = None,
+        verifier: str | None = None,
     ) -> LogBackend:
         """A new store at ``path`` (absent or an empty directory) with exactly the events of a
         ``coniti-log`` file: same sequence numbers, hashes and head hash. Everything is checked before
         the store appears; a rejection raises :class:`MemoryFileError` naming the line and creates
         nothing at ``path`` (nor the parent directories it made); a disk too full for the store
-        raises :class:`StoreFull` (the file was not at fault). Returns the opened store."""
-        logfile.import_log(source, path)
+        raises :class:`StoreFull` (the file was not at fault). Returns the opened store.
+
+        ``checkpoint`` (a signed checkpoint note) with ``verifier`` (its verifier key): the history
+        must extend that checkpoint (:meth:`verify_checkpoint`, without the origin check: an
+        imported store's origin is its checkpoints'), else :class:`CheckpointError` naming both
+        sizes, and nothing is created."""
+        check = None
+        if checkpoint is not None or verifier is not None:
+            if checkpoint is None or verifier is None:
+                raise ContractError("import_log: checkpoint and verifier are given together")
+            expected = open_checkpoint(checkpoint, verifier)
+            check = functools.partial(extends, checkpoint=expected)
+        logfile.import_log(source, path, check)
         return cls(path, durability=durability, actor=actor, map_size=map_size)
 
 

@@ -138,11 +138,14 @@ class Appends:
     ) -> int:
         """Number, encode, chain and append one event (the caller folds it); returns its seq."""
         seq = self.seq + 1
+        prev = self.hash
         frame, self.hash = encode_event(
-            seq, self.at, kind, namespace, self.hash, payload, id=id, timestamp=timestamp, key=key,
+            seq, self.at, kind, namespace, prev, payload, id=id, timestamp=timestamp, key=key,
             actor=self.actor, reason=self.reason, replaces=replaces, expires_at=expires_at, op_id=op_id,
         )
-        self.p.append(seq, frame)
+        p = self.p
+        p.append(seq, frame)
+        p.tree().append(seq, self.hash, prev)
         self.seq = seq
         return seq
 
@@ -172,11 +175,12 @@ class Appends:
         idks: list[bytes] = []
         tsks: list[bytes] = []
         crcs: list[bytes] = []
+        hashes: list[bytes] = []
         expiring: list[tuple[bytes, int, float, bytes, bytes]] = []
         for puts, nsids, actor, reason in calls:
             more, h = encode_puts(
                 seq, self.at, h, puts.namespaces, puts.ids, puts.stamps, puts.payloads, puts.digests,
-                actor=actor, reason=reason, expiries=puts.expiries,
+                actor=actor, reason=reason, expiries=puts.expiries, hashes=hashes,
             )
             if len(puts.canon) == 1:
                 row_nsids += [cast(bytes, nsids[puts.namespaces[0]])] * len(more)
@@ -195,6 +199,7 @@ class Appends:
             seq += len(more)
         p = self.p
         p.put_many(first, frames, row_nsids, idks, tsks, crcs)
+        p.tree().extend(first, hashes, self.hash)
         for nsid, put_seq, expires_at, idk, tsk in expiring:
             p.exv_put(nsid, put_seq, expires_at, idk, tsk)
         self.seq, self.hash = seq - 1, h

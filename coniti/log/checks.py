@@ -64,6 +64,7 @@ from coniti.log.store import (
     SYS_LAYOUT,
     Store,
 )
+from coniti.log.tree import TreeAppends
 
 __all__ = ["VerifyReport", "rebuild", "reseal", "verify"]
 
@@ -132,21 +133,54 @@ def rebuild(store: Store) -> int:
 
 
 def reseal(store: Store) -> int:
-    """Upgrade a store of :data:`~coniti.log.store.RESEALED_LAYOUT` (4) to the current layout in one
-    write transaction, without a rebuild: every payload CRC and seal is recomputed in the current
-    layout's CRC once the layout-4 one is checked (:func:`_reseal`). Returns the number
-    of values resealed (0 when another process upgraded the store first). Raises
-    :class:`StoreCorrupted` naming the damaged entry and changes nothing."""
+    """Upgrade a store of layout 4 (:data:`~coniti.log.store.RESEALED_LAYOUT`) or 5 to the current
+    layout in one write transaction, without a rebuild: a layout-4 store has every payload CRC and
+    seal recomputed in the current layout's CRC once the layout-4 one is checked (:func:`_reseal`);
+    then the Merkle tree (layout 6) is built from the log's chain hashes (:func:`_build_tree`).
+    Returns the number of values resealed (0 for a layout-5 store, or when another process
+    upgraded the store first). Raises :class:`StoreCorrupted` naming the damaged entry or event and
+    changes nothing."""
     dbs = store.dbs
 
     def write(txn: Any) -> int:
-        if txn.get(SYS_LAYOUT, db=dbs[SYS_DB]) != struct.pack(">I", RESEALED_LAYOUT):
+        found = txn.get(SYS_LAYOUT, db=dbs[SYS_DB])
+        if found not in (struct.pack(">I", RESEALED_LAYOUT), struct.pack(">I", RESEALED_LAYOUT + 1)):
             return 0
-        resealed = _reseal(IndexView(txn, Dbs(dbs)))
+        resealed = _reseal(IndexView(txn, Dbs(dbs))) if found == struct.pack(">I", RESEALED_LAYOUT) else 0
+        _build_tree(txn, Dbs(dbs))
         _retire_old_layout(store, txn)
         return resealed
 
     return store.write(write)
+
+
+def _build_tree(txn: Any, dbs: Dbs) -> int:
+    """Write the Merkle tree's node table afresh from the log (a store upgraded to layout 6): each
+    event's chain hash, in order, through :class:`~coniti.log.tree.TreeAppends`. The log must run
+    1, 2, ... without a gap and end at the head, else :class:`StoreCorrupted`. Returns the number
+    of leaves."""
+    txn.drop(dbs.tree, delete=False)
+    tree = TreeAppends(txn, dbs)
+    seq = 0
+    last = prev = bytes(32)
+    hashes: list[bytes] = []
+    for key, frame in txn.cursor(db=dbs.log):
+        seq += 1
+        if seq_from_key(key) != seq:
+            raise StoreCorrupted(f"the log has a gap before event {seq_from_key(key)}; the tree cannot be built")
+        try:
+            last = event_hash(frame)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreCorrupted(f"event {seq} is malformed: {exc}") from exc
+        hashes.append(last)
+        if len(hashes) == CHUNK:
+            tree.extend(seq - CHUNK + 1, hashes, prev)
+            prev, hashes = last, []
+    tree.extend(seq - len(hashes) + 1, hashes, prev)
+    head = IndexView(txn, dbs).head()
+    if head.seq != seq or head.hash != last:
+        raise StoreCorrupted(f"the head record names event {head.seq}; the log ends at event {seq}")
+    return seq
 
 
 def _reseal(p: IndexView) -> int:

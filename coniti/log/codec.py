@@ -335,12 +335,13 @@ def encode_puts(
     actor: str | None = None,
     reason: str | None = None,
     expiries: Sequence[float | None] | None = None,
+    hashes: list[bytes] | None = None,
 ) -> tuple[list[bytes], bytes]:
     """Encode a run of put events numbered from ``seq``, all recorded at ``at``, chained from
     ``prev``; row ``i`` of the columns is one put: its namespace, record id, note timestamp (a
     float), payload, payload digest (:func:`payload_digest`) and, when ``expiries`` is given, its
     expiry or None. Returns ``(frames, hash of the last)``: what :func:`encode_event` gives for each
-    in turn (bulk writes).
+    in turn (bulk writes); ``hashes``, when given, gets each event's hash appended, in order.
 
     Byte for byte the envelope :func:`_encode` packs from its map (fields ``v k s t p n i ts [x]
     [a] [r]``, §3.2's order), assembled from parts instead: the parts shared by the run (map
@@ -349,7 +350,10 @@ def encode_puts(
     if len(ids) == 1:  # the parts cost more to pack than the map for a single event
         extra = None if expiries is None or expiries[0] is None else ({"x": float(expiries[0])},)
         row = (list(namespaces[0]), ids[0], stamps[0], payloads[0], digests[0])
-        return _encode(seq, at, PUT, prev, (row,), None, actor, reason, extra)
+        single, h = _encode(seq, at, PUT, prev, (row,), None, actor, reason, extra)
+        if hashes is not None:
+            hashes.append(h)
+        return single, h
     if len(prev) != _DIGEST:
         raise ValueError(f"a previous hash is {_DIGEST} bytes, got {len(prev)}")
     pack = packer().pack
@@ -387,6 +391,8 @@ def encode_puts(
         h = sha256(join((h, env, digest))).digest()
         add(join((u32(len(env)), env, digest, payload)))
         seq += 1
+        if hashes is not None:
+            hashes.append(h)
     return frames, h
 
 

@@ -43,6 +43,7 @@ from coniti.log.keys import Namespace, is_hashed, name_key, name_keys, ns_bytes,
 from coniti.log.projections import Dbs, Head, IndexView, Projections, Row, payload_crcs
 from coniti.log.reads import RecordReads
 from coniti.log.store import DEFAULT_MAP_SIZE, Store
+from coniti.log.tree import TreeReads
 
 __all__ = ["Change", "EventLog", "PutItem", "Row", "WriteView", "erase_for_receipt"]
 
@@ -869,6 +870,14 @@ class EventLog:
         """The last event (``seq`` 0 when the log is empty)."""
         with self.store.read() as txn:
             return RecordReads(txn, self._dbs).head()
+
+    def proving(self, fn: Callable[[TreeReads, IndexView, int], T]) -> T:
+        """``fn(tree, view, head seq)`` on one read snapshot: the Merkle tree (its size checked to be
+        the head's, :meth:`TreeReads.check_size`) and the log (:mod:`coniti.log.tree`)."""
+        with self.store.read() as txn:
+            view = IndexView(txn, self._dbs)
+            tree = TreeReads(txn, self._dbs)
+            return fn(tree, view, tree.check_size(view.head().seq))
 
     def namespaces(self) -> list[Namespace]:
         """Every namespace the log has put a record or metadata into, in order of first use."""

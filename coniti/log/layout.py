@@ -19,6 +19,10 @@ a record id, ``T`` = timestamp key, ``S`` = sequence key, ``~S`` = inverted sequ
           N -> b""                           the marker of a namespace that has had one
     opx   N O -> S                           the op event of each op id ``O`` (a name key)
     fbk   N I S -> b""                       every feedback event of a record (weight in the event)
+    tree  S h -> 32-byte hash                the Merkle tree over the log (layout 6): node
+                                             ``(level h >= 1, index i)``, completed by the append
+                                             of event ``S = (i + 1)·2^h`` (:func:`tree_key`);
+                                             leaves (level 0) are the log's
 
 Layout format 1 (stores written before layout 2) also had ``atix`` (recorded time -> first seq)
 and ``tmax`` (N S -> the last ``time`` position), and 8-byte ``cnt`` values. Such a store reads
@@ -65,7 +69,7 @@ from coniti.log.keys import (
     seq_key,
     ts_key,
 )
-from coniti.log.store import LAYOUT_VERSION, LOG_DB, SYS_DB
+from coniti.log.store import LAYOUT_VERSION, LOG_DB, SYS_DB, TREE_DB
 
 __all__ = ["SEALS", "ZLIB_SEALS", "Dbs", "Entries", "Seals", "payload_crcs", "put_entries"]
 
@@ -141,6 +145,42 @@ def opx_key(nsid: bytes, op_id: str) -> bytes:
 def fbk_key(nsid: bytes, idk: bytes, seq: int) -> bytes:
     """``fbk`` key ``N I S`` of the feedback event ``seq`` of a record (value empty)."""
     return nsid + idk + seq_key(seq)
+
+
+TREE_KEY_LEN = SEQ_LEN + 1
+"""The length of a ``tree`` key ``S h``: the sequence key of the event whose append completed the
+node, then its level as one byte."""
+TREE_VALUE_LEN = 32
+"""The length of a ``tree`` value: the node's SHA-256 hash (RFC 9162, :mod:`coniti.proofs`)."""
+
+
+def tree_key(level: int, index: int) -> bytes:
+    """``tree`` key ``S h`` of node ``(level, index)``, ``level >= 1`` (:mod:`coniti.proofs`):
+    ``S = (index + 1)·2^level`` is the sequence number of the event whose append completed it (leaf
+    ``S - 1`` is event ``S``). Level 0 is not stored: a leaf is the hash of its event's hash."""
+    return completed_key((index + 1) << level, level)
+
+
+def completed_key(seq: int, level: int) -> bytes:
+    """``tree`` key ``S h`` of the node of ``level`` that the append of event ``seq`` completes:
+    the keys of the nodes one append completes follow every key before them, level 0 first, so
+    the table is written in LMDB's append mode."""
+    return seq_key(seq) + bytes((level,))
+
+
+def tree_covers(last_key: bytes | None, head: int) -> int:
+    """How many events the tree table covers, given its greatest key ``last_key`` (None: an empty
+    table) and the log's ``head``: the table holds the nodes of level 1 and up, which only
+    even-numbered events complete, so it covers the log up to ``head`` when its greatest key's
+    sequence number is ``head`` rounded down to even; it then covers ``head``, else that sequence
+    number. Raises :class:`StoreCorrupted` for a key of the wrong length."""
+    if last_key is None:
+        last = 0
+    elif len(last_key) != TREE_KEY_LEN:
+        raise StoreCorrupted(f"the tree table is damaged: key {bytes(last_key).hex()} is not {TREE_KEY_LEN} bytes")
+    else:
+        last = seq_from_key(last_key[:SEQ_LEN])
+    return head if last == head & ~1 else last
 
 
 def nsid_of(number: int) -> bytes:
@@ -412,7 +452,7 @@ class Dbs:
 
     __slots__ = (
         "cnt", "erx", "exv", "fbk", "legacy", "log", "meta", "ns", "nsn", "opx", "seals", "sealed", "sys",
-        "time", "tver", "ver",
+        "time", "tree", "tver", "ver",
     )
 
     def __init__(self, dbs: dict[bytes, Any], *, layout: int = LAYOUT_VERSION) -> None:
@@ -438,3 +478,5 @@ class Dbs:
         self.exv = dbs.get(b"exv")
         self.opx = dbs.get(b"opx")
         self.fbk = dbs.get(b"fbk")
+        self.tree = dbs.get(TREE_DB)
+        """The Merkle tree's nodes (layout 6); None in a store of an older layout opened read-only."""

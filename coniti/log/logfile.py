@@ -35,19 +35,19 @@ import fcntl
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from coniti.errors import MemoryFileError, StoreVersionError
+from coniti.errors import ContractError, MemoryFileError, StoreVersionError
 from coniti.jsonl import atomic_text_writer, fsync_dir, json_line, parse_json_line, read_lines
 from coniti.log.chain import FoldError
 from coniti.log.codec import EVENT_VERSION, GENESIS, LogEvent, decode_envelope
 from coniti.log.eventlog import EventLog
 from coniti.log.feed import read_frames
 
-__all__ = ["EVENT_FIELDS", "EXPORT_FORMAT", "EXPORT_VERSION", "export_log", "import_log"]
+__all__ = ["EVENT_FIELDS", "EXPORT_FORMAT", "EXPORT_VERSION", "export_log", "fork_log", "import_log"]
 
 EXPORT_FORMAT = "coniti-log"
 """The header's ``format``: names this file format (not the event version, not the store layout)."""
@@ -316,13 +316,41 @@ def _first_missing(path: Path) -> Path | None:
     return missing
 
 
-def import_log(source: Source, path: str | os.PathLike[str]) -> int:
+def import_log(source: Source, path: str | os.PathLike[str], check: Callable[[EventLog], None] | None = None) -> int:
     """Create a new store at ``path`` holding exactly the events of ``source``; returns how many.
-    See the module docstring. ``path`` must not exist or be an empty directory.
+    See the module docstring. ``path`` must not exist or be an empty directory. ``check``, if given,
+    is called with the assembled store before it appears at ``path``; what it raises aborts the
+    import (nothing is created).
 
     The scratch store ``.NAME.importing-<random>`` beside ``path`` is locked (``flock``) while the
     import runs; one left by a killed import is removed by the next import into ``path``. A failed
     import also removes the parent directories it created."""
+    return _create(path, lambda log: _assemble(source, log), check)
+
+
+def fork_log(parent: EventLog, path: str | os.PathLike[str], at: int) -> int:
+    """Create a new store at ``path`` whose log is ``parent``'s events 1 to ``at``, frame for frame
+    (the same hashes, so the same Merkle root at every size up to ``at``), as :func:`import_log`
+    creates one (a scratch store renamed into place; nothing at ``path`` if it fails). Returns
+    ``at``. Raises :class:`ContractError` for an ``at`` past the parent's head."""
+    head = parent.head().seq
+    if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= head:
+        raise ContractError(f"fork point at must be a seq between 0 and the head ({head}), got {at!r}")
+
+    def copy(log: EventLog) -> int:
+        done = 0
+        while done < at:
+            frames = read_frames(parent.store, done, at, _IMPORT_BATCH)
+            log.import_frames(frame for _, frame in frames)
+            done = frames[-1][0]
+        return done
+
+    return _create(path, copy, None)
+
+
+def _create(path: str | os.PathLike[str], fill: Callable[[EventLog], int], check: Callable[[EventLog], None] | None) -> int:
+    """A new store at ``path`` filled by ``fill`` (returns the count it reports) in a scratch store
+    beside it, checked by ``check``, then renamed into place."""
     target = Path(path)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise MemoryFileError(
@@ -344,7 +372,9 @@ def import_log(source: Source, path: str | os.PathLike[str]) -> int:
         lock = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         fcntl.flock(lock, fcntl.LOCK_SH)  # shared, as every open store holds its directory
         log = EventLog(scratch, durability="nosync")
-        count = _assemble(source, log)
+        count = fill(log)
+        if check is not None:
+            check(log)
         log.store.sync()
         log.close()
         log = None

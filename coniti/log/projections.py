@@ -98,6 +98,7 @@ from coniti.log.layout import (
     ver_value,
 )
 from coniti.log.store import SYS_HEAD
+from coniti.log.tree import TreeAppends
 
 __all__ = ["Dbs", "Head", "IndexView", "Projections", "Row", "payload_crcs"]
 
@@ -578,12 +579,20 @@ class Projections(IndexView):
     write transaction, except for the lookups of :class:`IndexView`. Nothing is cached beyond the
     transaction."""
 
-    __slots__ = ("_interned", "_max")
+    __slots__ = ("_interned", "_max", "_tree")
 
     def __init__(self, txn: Any, dbs: Dbs) -> None:
         super().__init__(txn, dbs)
         self._max: dict[bytes, bytes] = {}
         self._interned: dict[Namespace, bytes] = {}
+        self._tree: TreeAppends | None = None
+
+    def tree(self) -> TreeAppends:
+        """The Merkle tree's appends in this transaction (:mod:`coniti.log.tree`): the append
+        routine adds each event's chain hash to it, :meth:`fold` too."""
+        if self._tree is None:
+            self._tree = TreeAppends(self.txn, self.d)
+        return self._tree
 
     # -- head, log and namespaces ------------------------------------------------------------
 
@@ -872,6 +881,7 @@ class Projections(IndexView):
         seq = event.seq
         if prev_at is not None and event.at < prev_at:
             raise FoldError(seq, f"event {seq}: recorded time goes backwards")
+        self.tree().append(seq, event.hash, event.prev)
         namespace = event.namespace
         kind = event.kind
         if kind == PUT:

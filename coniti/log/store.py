@@ -87,6 +87,7 @@ __all__ = [
     "SYS_DB",
     "SYS_STREAM",
     "Replan",
+    "TREE_DB",
     "Store",
     "WriteHook",
     "lmdb_errors",
@@ -102,21 +103,26 @@ DURABILITIES = ("sync", "nosync")
 
 LOG_DB = b"log"
 SYS_DB = b"sys"
+TREE_DB = b"tree"
+"""The Merkle tree's nodes (layout 6; keys and values in :mod:`coniti.log.layout`)."""
 PROJECTION_DBS = (
-    b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"erx", b"exv", b"opx", b"fbk",
+    b"ns", b"nsn", b"ver", b"tver", b"time", b"meta", b"cnt", b"erx", b"exv", b"opx", b"fbk", TREE_DB,
 )
 """Sub-databases derived from the log (see ``log/FORMAT.md``); ``rebuild`` recomputes all of them."""
 ALL_DBS = (LOG_DB, SYS_DB, *PROJECTION_DBS)
-LATER_DBS = frozenset({b"erx", b"exv", b"opx", b"fbk"})
+LATER_DBS = frozenset({b"erx", b"exv", b"opx", b"fbk", TREE_DB})
 """Sub-databases added after the first stores were written. A read-only open of a store that lacks
 one does without it (reads stay exact); a writable open creates it, and the store's projections are
 then rebuilt once (:attr:`Store.stale_projections`)."""
 RETIRED_DBS = (b"atix", b"tmax")
 """Projections of layout 1 that layout 2 no longer keeps; ``rebuild`` deletes them."""
-LAYOUT_VERSION = 5
+LAYOUT_VERSION = 6
 """The layout version this coniti writes (``sys/format``): which projections a store holds and how
 they are encoded. Older stores are read as they are and upgraded by a writable open: layout 4 is
-resealed in place (:data:`RESEALED_LAYOUT`), older ones rebuilt from the log. Layout 5 computes
+resealed in place (:data:`RESEALED_LAYOUT`) and layout 5 kept, each then given its Merkle tree in
+the same transaction (:func:`coniti.log.checks.reseal`); older ones rebuilt from the log. Layout 6
+is layout 5 with the Merkle tree's node table (:data:`TREE_DB`), which a coniti of layout 5 would
+not keep up: it refuses the store instead of appending events the tree does not cover. Layout 5 computes
 every payload CRC and seal with CRC-32C; layout 4 had the same entries with zlib's CRC-32 (it
 added the payload CRC of each put and a seal to each ``ver``, ``tver`` and ``time`` value); layout 3
 sealed each ``cnt`` and ``exv`` value, layout 2 had no CRC. The encoding of the events themselves is
@@ -355,7 +361,7 @@ def _init_tables(shared: _Shared) -> None:
         with env.begin(write=True) as txn:
             added = False
             for name in ALL_DBS:
-                if name in LATER_DBS:
+                if name in LATER_DBS and name != TREE_DB:
                     try:
                         env.open_db(name, txn=txn, create=False)
                     except lmdb.NotFoundError:
@@ -366,7 +372,9 @@ def _init_tables(shared: _Shared) -> None:
             found = None if fmt is None else _U32.unpack(fmt)[0]
             older = found is not None and found < RESEALED_LAYOUT
             shared.stale_projections = older or (added and txn.get(SYS_HEAD, db=sys_db) is not None)
-            shared.needs_reseal = not shared.stale_projections and found == RESEALED_LAYOUT
+            shared.needs_reseal = (
+                not shared.stale_projections and found is not None and RESEALED_LAYOUT <= found < LAYOUT_VERSION
+            )
             if fmt is None:
                 fmt = _U32.pack(LAYOUT_VERSION)
                 txn.put(SYS_LAYOUT, fmt, db=sys_db)
@@ -670,8 +678,9 @@ class Store:
 
     @property
     def needs_reseal(self) -> bool:
-        """True when this writable open found a store of :data:`RESEALED_LAYOUT`: its values must be
-        resealed in the current layout (:func:`coniti.log.checks.reseal`)."""
+        """True when this writable open found a store of :data:`RESEALED_LAYOUT` or layout 5: its
+        values must be resealed in the current layout (layout 4) and its Merkle tree built
+        (:func:`coniti.log.checks.reseal`)."""
         return self._live().needs_reseal
 
     def projections_rebuilt(self) -> None:

@@ -1,0 +1,85 @@
+"""Recall receipts (coniti.receipts): ask(..., receipt=True) keeps what it answered in the log,
+engine.replay answers the same hits bit for bit at that point, coniti receipt SEQ shows one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_support import Cli
+
+from coniti import Container, Note, Query
+from coniti.errors import ContractError
+from coniti.receipts import RECEIPT_KEY, RECEIPTS, query_digest, read_receipt
+
+
+def _container(path: Path) -> Container:
+    c = Container(memory="log", path=path, embedding="local_hash")
+    c.engine.ingest_many([Note(id=f"n{i}", text=f"the cat number {i} sleeps", timestamp=float(i)) for i in range(8)])
+    return c
+
+
+def test_an_ask_with_a_receipt_keeps_its_digest_settings_point_and_hits(tmp_path: Path) -> None:
+    """ask(receipt=True) appends one event in coniti/receipts: the query's digest (not its text),
+    the resolved strategy, k, the embedder, the point read and (namespace, id, version, score) of
+    every hit; Answer.receipt is its seq. Without receipt the ask appends nothing."""
+    with _container(tmp_path / "s") as c:
+        head = c.memory.head
+        c.engine.ask("cat sleeps")
+        assert c.memory.head == head
+        answer = c.engine.ask("cat sleeps", receipt=True)
+        assert answer.receipt == head + 1
+        [event] = c.memory.events(after=head)
+        assert (tuple(event.namespace), event.key) == (RECEIPTS, RECEIPT_KEY)
+        kept = read_receipt(c.memory, head + 1)
+        assert kept.query is None and "cat" not in str(event.value)
+        assert kept.query_digest == query_digest(Query(text="cat sleeps"))
+        assert (kept.point, kept.k, kept.embedder) == (head, 10, c.engine.spec_id)
+        assert kept.strategy == Query(text="cat sleeps").resolved_strategy
+        assert kept.hits == tuple((tuple(h.namespace), h.note.id, h.version, h.score) for h in answer.hits)
+
+
+def test_a_receipt_replays_bit_for_bit_after_later_writes(tmp_path: Path) -> None:
+    """After notes are added and removed, replay(receipt, query) asks memory as it was at the
+    receipt's point: the same hits and scores, and says so; a receipt kept "with_query" replays
+    without the query."""
+    with _container(tmp_path / "s") as c:
+        first = c.engine.ask("cat sleeps", receipt=True)
+        second = c.engine.ask(Query(text="cat", k=3, strategy="hybrid"), receipt="with_query")
+        c.engine.ingest_many([Note(id="z", text="the cat sleeps all day", timestamp=20.0)])
+        c.engine.remove([first.hits[0].note.id])
+        assert c.engine.ask("cat sleeps").hits != first.hits
+        replayed, same = c.engine.replay(first.receipt, "cat sleeps")
+        assert same and replayed.hits == first.hits
+        replayed, same = c.engine.replay(second.receipt)
+        assert same and [(h.note.id, h.score) for h in replayed.hits] == [(h.note.id, h.score) for h in second.hits]
+
+
+def test_bad_replays_are_refused(tmp_path: Path) -> None:
+    """Another query, a receipt that kept only the digest replayed without the query, an event that
+    is not a receipt, a seq past the head: ContractError in one line."""
+    with _container(tmp_path / "s") as c:
+        seq = c.engine.ask("cat sleeps", receipt=True).receipt
+        assert seq is not None
+        with pytest.raises(ContractError, match=f"the query given is not the one of receipt {seq}"):
+            c.engine.replay(seq, "dog")
+        with pytest.raises(ContractError, match="keeps only the query's digest"):
+            c.engine.replay(seq)
+        with pytest.raises(ContractError, match="event 2 is not a recall receipt"):
+            c.engine.replay(2)
+        with pytest.raises(ContractError, match="receipt seq must be between 1 and the head"):
+            c.engine.replay(seq + 5)
+
+
+def test_coniti_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """coniti receipt SEQ --json shows the receipt and whether it replays (with --query when only
+    the digest was kept)."""
+    with _container(tmp_path / "s") as c:
+        seq = c.engine.ask("cat sleeps", receipt=True).receipt
+        c.engine.remove(["n3"])
+    cli = Cli(tmp_path / "s", capsys, monkeypatch)
+    shown = cli.ok("receipt", str(seq), "--json").json()
+    assert (shown["seq"], shown["replays"], len(shown["hits"])) == (seq, None, 8)
+    assert cli.ok("receipt", str(seq), "--query", "cat sleeps", "--json").json()["replays"] is True
+    refused = cli("receipt", str(seq), "--query", "dog")
+    assert refused.code == 1 and "is not the one of receipt" in refused.err
