@@ -247,7 +247,7 @@ def test_writers_killed_mid_append_leave_a_tree_equal_to_a_rebuild(tmp_path: Pat
     table is byte for byte what rebuild() writes from the log that survived, three times over."""
     path = tmp_path / "s"
     for round_, delay in enumerate((0.4, 0.9, 1.5)):
-        child = spawn("mp-writer", {"store": str(path), "ns": ["w"], "writer": round_, "n": 5000,
+        child = spawn("mp-writer", {"store": str(path), "ns": ["w"], "writer": round_, "n": 200_000,
                                     "single": 40, "batch": 25})
         assert child.stdout is not None and child.stdin is not None
         assert '"ready"' in child.stdout.readline()
