@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from coniti.engine.guard import writing
 from coniti.memory import WriteResult, as_namespace
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ class _Engine(Protocol):
 
 class Accountable:
     """``revert`` and ``replay``; the engine gives ``memory``, ``_indexes`` and ``at`` (and is the
-    engine whose writes :func:`~coniti.engine.engine._writing` guards)."""
+    engine whose writes :func:`~coniti.engine.guard.writing` guards)."""
 
     def revert(self: _Engine, *, to: int, namespace: Sequence[str] = (), reason: str) -> WriteResult | None:
         """Make the records of ``namespace`` now what they were right after event ``to``, by
@@ -40,11 +41,10 @@ class Accountable:
         content, one atomic write stamped with ``reason``; history untouched, metadata keys kept).
         Returns the write's result (None when nothing differed). Raises :class:`ContractError` for
         a ``to`` past the head or an empty reason, and then writes nothing. Needs a log memory."""
-        from coniti.engine.engine import _writing  # the facade's module imports this one
         from coniti.revert import revert
 
         ns = as_namespace(namespace)
-        with _writing(cast("ContinuityEngine", self)):
+        with writing(cast("ContinuityEngine", self)):
             result = revert(self.memory, to, ns, reason)
             self._indexes.refresh()
             return result

@@ -60,8 +60,7 @@ An engine is thread-safe: every public method holds one re-entrant lock (an engi
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Literal, Self
@@ -75,6 +74,7 @@ from coniti.embedding import Embedder
 from coniti.engine import recall
 from coniti.engine.accountable import Accountable
 from coniti.engine.fold import FoldedIndexes
+from coniti.engine.guard import writing as _writing
 from coniti.engine.index import Recipe
 from coniti.engine.indexes import CurrentIndexes, Indexes
 from coniti.engine.past import PastIndexes, recorded_at
@@ -786,18 +786,6 @@ def _scope(
         return ns, as_namespace(prefix)
     except ContractError as exc:
         raise ContractError(f"prefix: {exc}") from None
-
-
-@contextmanager
-def _writing(engine: ContinuityEngine) -> Iterator[Writes]:
-    """The write path of ``engine``, under its lock, after refusing writes on a read-only engine;
-    the background saver (if any) is told of the write once it succeeded."""
-    with engine._lock:
-        if engine._read_only or engine._writes is None:
-            raise ReadOnlyError(f"this engine is read-only (memory: {engine.memory.kind})")
-        yield engine._writes
-        if engine._saver is not None:
-            engine._saver.wrote()
 
 
 def _answered(
