@@ -87,7 +87,9 @@ def trusted_signals(values: dict[str, Any]) -> Signals:
 class Hit(Contract):
     """One answer: the stored note, its score (higher is better: the score of the strategy that
     answered, see :class:`~coniti.actor.Query`), the namespace it was found in, the version of the
-    record it was read from and the :class:`Signals` behind the score."""
+    record it was read from and the :class:`Signals` behind the score. ``superseded`` is True on a
+    hit an ask with ``include_superseded=True`` would otherwise have hidden (its note no longer, or
+    not yet, valid at the moment asked: docs/keeping-true.md); written by ``to_dict`` only when True."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -96,6 +98,15 @@ class Hit(Contract):
     namespace: Namespace = ()
     version: int | None = None
     signals: Signals | None = None
+    superseded: bool = False
+
+    # No return annotation on purpose (see MemoryRecord._serialize): the schema comes from the fields.
+    @pydantic.model_serializer(mode="wrap")
+    def _serialize(self, handler: pydantic.SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        out: dict[str, Any] = handler(self)
+        if out.get("superseded") is False:
+            del out["superseded"]
+        return out
 
 
 @runtime_checkable

@@ -67,7 +67,7 @@ from coniti import derived
 from coniti.actor import Note, Query
 from coniti.batch import NoteBatch
 from coniti.embedding import Embedder
-from coniti.engine import recall
+from coniti.engine import recall, validity
 from coniti.engine.fold import FoldedIndexes
 from coniti.engine.index import Recipe
 from coniti.engine.indexes import CurrentIndexes, Indexes
@@ -286,6 +286,8 @@ class ContinuityEngine:
         *,
         namespace: Sequence[str] = (),
         prefix: Sequence[str] | None = None,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> Answer:
         """Answer ``query`` (a plain string becomes ``Query(text=...)``) from ``namespace``, or with
         ``prefix`` from every live namespace under it (``prefix=()``: all of them) in one ranking.
@@ -305,7 +307,16 @@ class ContinuityEngine:
         work) for a query text longer than :attr:`max_query_chars`. A hit whose record vanished
         from memory since the structures last saw it (a write by another process not yet picked up
         by :meth:`refresh`) is left out. Writes nothing.
+
+        Valid time (:mod:`coniti.engine.validity`): notes whose validity ended by now
+        (``valid_to <= now``) are left out; with ``valid_at`` (epoch seconds or an aware datetime)
+        the notes not valid at that moment of the world are. ``include_superseded=True`` leaves
+        none out and marks those hits ``superseded``. Combine with :meth:`at` for what coniti
+        believed at a seq about what was true at ``valid_at``.
         """
+        moment = None if valid_at is None else validity.moment_of(valid_at)
+        if type(include_superseded) is not bool:
+            raise ContractError(f"include_superseded must be True or False, got {include_superseded!r}")
         query = _as_query(query)
         if query.text is not None and len(query.text) > self.max_query_chars:
             raise ContractError(
@@ -320,9 +331,13 @@ class ContinuityEngine:
             vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
             spaces = [ns] if scope is None else self.memory.namespaces(scope)
 
+            gone = validity.hidden(self.memory, spaces, moment)
+            # hidden notes take places in the ranking: ask for as many more, drop them after
+            wide = query.model_copy(update={"k": query.k + len(gone)}) if gone and not include_superseded else query
+
             def hits() -> list[Hit]:
                 return recall.answer(
-                    query, vector, spaces, merged=scope is not None, indexes=self._indexes,
+                    wide, vector, spaces, merged=scope is not None, indexes=self._indexes,
                     memory=self.memory, strategy=self.strategy, reranker=self.reranker,
                 )  # fmt: skip
 
@@ -332,6 +347,8 @@ class ContinuityEngine:
                 if not self._indexes.heal():
                     raise
                 found = hits()
+            if gone:
+                found = validity.marked(found, gone, keep=include_superseded)[: query.k]
             return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found})
 
     def context(
@@ -446,6 +463,28 @@ class ContinuityEngine:
         changes = {"text": text, "timestamp": timestamp, "metadata": metadata, "metadata_patch": metadata_patch}
         with self._writing() as writes:
             return writes.update(ns, id, changes, expected_version, op_id)
+
+    def supersede(
+        self,
+        old_id: str,
+        new_note: Note | str,
+        *,
+        reason: str | None = None,
+        actor: str | None = None,
+        namespace: Sequence[str] = (),
+        op_id: str | None = None,
+    ) -> WriteResult:
+        """End the validity of the live note ``old_id`` and add ``new_note`` in one atomic write:
+        the old note's new version gets ``valid_to`` = the new note's ``valid_from`` (or the write's
+        time when it has none, which then becomes the new note's ``valid_from``), and the new note
+        records ``supersedes:OLD_ID@VERSION`` in its ``derived_from``. ``reason`` and ``actor`` stamp
+        the write (a backend with an audit trail; NotSupported otherwise). Raises
+        :class:`~coniti.errors.RecordNotFound` for a missing note and ContractError for one already
+        superseded; nothing is written then (:func:`coniti.engine.validity.supersede`)."""
+        note = _as_note(new_note, 0)
+        ns = as_namespace(namespace)
+        with self._writing() as writes:
+            return validity.supersede(writes, ns, old_id, note, reason=reason, actor=actor, op_id=op_id)
 
     @contextmanager
     def _writing(self) -> Iterator[Writes]:

@@ -362,7 +362,7 @@ class _Asks:
                     signals["semantic"] = cosine[r.id]
             hit = _hit({
                 "note": record.note, "score": float(r.score), "namespace": scope.namespace,
-                "version": record.version, "signals": trusted_signals(signals),
+                "version": record.version, "signals": trusted_signals(signals), "superseded": False,
             })  # fmt: skip
             out.append((hit, _vector(record)))
         return out
