@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         engine_cmds,
         feedback_cmds,
         file_cmds,
+        lineage_cmds,
         log_cmds,
         mcp_cmd,
         memory_cmds,
@@ -53,6 +54,7 @@ else:
     feedback_cmds, file_cmds, log_cmds = _Module("feedback_cmds"), _Module("file_cmds"), _Module("log_cmds")
     mcp_cmd, memory_cmds, write_cmds = _Module("mcp_cmd"), _Module("memory_cmds"), _Module("write_cmds")
     conversation_cmds = _Module("conversation_cmds")
+    lineage_cmds = _Module("lineage_cmds")
 
 COMMANDS: dict[str, Callable[[], click.Command]] = {
     "add": lambda: engine_cmds.add,
@@ -84,6 +86,8 @@ COMMANDS: dict[str, Callable[[], click.Command]] = {
     "say": lambda: conversation_cmds.say,
     "window": lambda: conversation_cmds.window,
     "state": lambda: conversation_cmds.state,
+    "explain": lambda: lineage_cmds.explain_cmd,
+    "blame": lambda: lineage_cmds.blame_cmd,
 }
 """Command name -> the click command of that name, read (and its module imported) on first use."""
 

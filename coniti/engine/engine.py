@@ -67,7 +67,7 @@ from coniti import derived
 from coniti.actor import Note, Query
 from coniti.batch import NoteBatch
 from coniti.embedding import Embedder
-from coniti.engine import recall, validity
+from coniti.engine import lineage, recall, validity
 from coniti.engine.fold import FoldedIndexes
 from coniti.engine.index import Recipe
 from coniti.engine.indexes import CurrentIndexes, Indexes
@@ -485,6 +485,18 @@ class ContinuityEngine:
         ns = as_namespace(namespace)
         with self._writing() as writes:
             return validity.supersede(writes, ns, old_id, note, reason=reason, actor=actor, op_id=op_id)
+
+    def explain(self, id: str, *, namespace: Sequence[str] = ()) -> lineage.Explanation:
+        """Note ``id``'s versions (who, when, why), sources (recursively), what it superseded, what
+        superseded it and the notes derived from it (:func:`coniti.engine.lineage.explain`).
+        Writes nothing."""
+        ns = as_namespace(namespace)
+        with self._lock:
+            return lineage.explain(self.memory, id, ns)
+
+    def blame(self, id: str, *, namespace: Sequence[str] = ()) -> str:
+        """The one-line form of :meth:`explain` (:func:`coniti.engine.lineage.blame`)."""
+        return lineage.blame(self.explain(id, namespace=namespace))
 
     @contextmanager
     def _writing(self) -> Iterator[Writes]:

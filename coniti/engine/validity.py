@@ -18,8 +18,10 @@ repeated asks against an unchanged store do not scan again). Reads never write.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -46,7 +48,9 @@ SUPERSEDES = "supersedes:"
 
 Facts = tuple[str, float | None, float | None]  # (id, valid_from, valid_to)
 
-_cache: dict[tuple[int, Any, tuple[str, ...]], tuple[int, list[Facts]]] = {}
+_cache: weakref.WeakKeyDictionary[Any, dict[tuple[Any, tuple[str, ...]], tuple[int, list[Facts]]]] = (
+    weakref.WeakKeyDictionary()
+)
 _cache_lock = threading.Lock()
 
 
@@ -133,10 +137,13 @@ def _facts(memory: MemoryBackend, ns: tuple[str, ...]) -> list[Facts]:
     """``(id, valid_from, valid_to)`` of the live notes of ``ns`` with a valid time, cached by the
     store's head (a backend without an int ``head`` is scanned each time)."""
     head = getattr(memory, "head", None)
-    key = (id(memory), getattr(memory, "as_of", None), ns)
+    key = (getattr(memory, "as_of", None), ns)
+    held: dict[tuple[Any, tuple[str, ...]], tuple[int, list[Facts]]] = {}
     if isinstance(head, int):
         with _cache_lock:
-            cached = _cache.get(key)
+            with contextlib.suppress(TypeError):  # not weakly referable: no cache
+                held = _cache.setdefault(memory, {})
+            cached = held.get(key)
         if cached is not None and cached[0] == head:
             return cached[1]
     found = [
@@ -146,9 +153,7 @@ def _facts(memory: MemoryBackend, ns: tuple[str, ...]) -> list[Facts]:
     ]
     if isinstance(head, int):
         with _cache_lock:
-            if len(_cache) > 256:
-                _cache.clear()
-            _cache[key] = (head, found)
+            held[key] = (head, found)
     return found
 
 
