@@ -362,12 +362,19 @@ def stored_embedding(memory: MemoryBackend, default: str = NEW_MEMORY_EMBEDDING)
     if found is None:
         return default
     stored = found[1]
+    unavailable: list[str] = []
     for name in EMBEDDERS.in_order():  # entry points are read only if no built-in matches
         try:
             if EMBEDDERS.create(name).spec_id == stored:
                 return name
-        except (ContractError, ImportError):
-            continue
+        except (ContractError, ImportError) as exc:
+            unavailable.append(f"{name} cannot be loaded here ({exc})")
+    if unavailable:
+        raise EmbeddingMismatch(
+            f"memory was written with embedding {stored!r}, which none of the embedders that load "
+            f"here gives; {'; '.join(unavailable)}: make it loadable, or open the memory with the "
+            "embedder and options that wrote it"
+        )
     raise EmbeddingMismatch(
         f"memory was written with embedding {stored!r}, which no registered embedder gives with its "
         f"default options (known: {', '.join(EMBEDDERS.names())}); open it with the embedder and "

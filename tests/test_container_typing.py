@@ -23,8 +23,8 @@ def mypy_strict(path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_readme_engine_example_passes_mypy_strict(tmp_path: Path) -> None:
-    """The README's Engine example (which reads c.memory.head of a log) type-checks under --strict."""
-    [block] = python_blocks("Engine")
+    """docs/engine.md's first example (which reads c.memory.head of a log) type-checks under --strict."""
+    [block] = python_blocks("The container and its pieces")
     example = tmp_path / "readme_engine.py"
     example.write_text(block, encoding="utf-8")
     result = mypy_strict(example)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import re
 import subprocess
 import sys
 import textwrap
@@ -17,7 +14,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from readme_blocks import python_blocks
 
 from coniti import (
     AnchorNotFound,
@@ -660,24 +656,6 @@ def test_structures_of_a_namespace() -> None:
     e.ingest_many(DIARY, namespace=("a",))
     assert [type(s) for s in e.structures(("a",))] == [FlatStructure, SegmentTreeStructure]
     assert e.namespaces == [("a",)]
-
-
-# -- the README's example ------------------------------------------------------------------------
-
-
-def test_readme_engine_example_prints_what_it_says(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The README's Engine example runs on a LogBackend and prints what its comments say."""
-    [block] = python_blocks("Engine")
-    expected = [m.group(1).strip() for m in re.finditer(r"print\(.*\)\s+# (.*)$", block, re.M)]
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(block, "README.md", "exec"), {})
-    assert out.getvalue().splitlines() == expected
-    assert len(expected) == 9
 
 
 def test_reindex_refills_structures_from_memory() -> None:

@@ -1,7 +1,7 @@
 """The fault campaign (tools/faultcheck.py) at small counts: real processes killed with SIGKILL and
 SIGINT during load, import, compact and dump, hostile targets and bombs; no promise broken.
 
-``tools/faultcheck.py --trials N`` runs the same campaign for a soak (the README's Reliability section).
+``tools/faultcheck.py --trials N`` runs the same campaign for a soak (docs/reliability.md).
 The store classes (bitflip, byte, truncate, rollback, hostile-store) damage copies of one small store
 and read each through every read path (``tools/faultcheck_store.py``); none may crash, raise a
 foreign error or answer wrongly.
