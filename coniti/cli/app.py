@@ -88,6 +88,7 @@ COMMANDS: dict[str, Callable[[], click.Command]] = {
     "state": lambda: conversation_cmds.state,
     "explain": lambda: lineage_cmds.explain_cmd,
     "blame": lambda: lineage_cmds.blame_cmd,
+    "consolidate": lambda: lineage_cmds.consolidate_cmd,
 }
 """Command name -> the click command of that name, read (and its module imported) on first use."""
 

@@ -67,6 +67,7 @@ from coniti import derived
 from coniti.actor import Note, Query
 from coniti.batch import NoteBatch
 from coniti.embedding import Embedder
+from coniti.engine import consolidate as consolidation
 from coniti.engine import lineage, recall, validity
 from coniti.engine.fold import FoldedIndexes
 from coniti.engine.index import Recipe
@@ -103,6 +104,7 @@ from coniti.memory import (
     MemoryBackend,
     MemoryRecord,
     MetaGetRequest,
+    WriteRequest,
     WriteResult,
     as_namespace,
     derived_home,
@@ -498,6 +500,40 @@ class ContinuityEngine:
         """The one-line form of :meth:`explain` (:func:`coniti.engine.lineage.blame`)."""
         return lineage.blame(self.explain(id, namespace=namespace))
 
+    def consolidate(
+        self,
+        scope: Sequence[str] | Any = (),
+        *,
+        max_items: int | None = None,
+        summarizer: Any = None,
+        extractor: Any = None,
+        older_than: float | datetime | None = None,
+        prune_sources: bool = False,
+        actor: str | None = None,
+    ) -> consolidation.ConsolidationReport:
+        """Summarise the unsummarised message turns of ``scope`` (a namespace, or a
+        :class:`~coniti.conversation.Conversation`), extract facts, prune, in one atomic and
+        idempotent write (:func:`coniti.engine.consolidate.consolidate`)."""
+        ns = as_namespace(getattr(scope, "namespace", scope))
+        return consolidation.consolidate(
+            self, ns, max_items=max_items, summarizer=summarizer, extractor=extractor,
+            older_than=older_than, prune_sources=prune_sources, actor=actor,
+        )  # fmt: skip
+
+    def consolidate_every(self, interval: float, scope: Sequence[str] | Any = (), **options: Any) -> consolidation.Consolidator:
+        """:meth:`consolidate` of ``scope`` with ``options`` every ``interval`` seconds on a
+        background thread, until the returned :class:`~coniti.engine.consolidate.Consolidator` is
+        stopped or this engine closes."""
+        worker = consolidation.consolidate_every(interval, lambda: self.consolidate(scope, **options))
+        self.__dict__.setdefault("_consolidators", []).append(worker)
+        return worker
+
+    def _write(self, ns: tuple[str, ...], request: WriteRequest) -> WriteResult:
+        """One atomic write of ``request`` through the write path (indexes kept in line)."""
+        with self._writing() as writes:
+            writes.require_write()
+            return writes._apply(ns, writes.indexes.writable(ns), request)
+
     @contextmanager
     def _writing(self) -> Iterator[Writes]:
         """The write path, under the lock, after refusing writes on a read-only engine; the
@@ -654,6 +690,8 @@ class ContinuityEngine:
         lags is folded at the next open; :meth:`persist` saves). Large dropped state is freed on a
         thread (:func:`coniti.engine.saver.release`): close does not wait for it. The memory
         backend is not closed (its owner closes it)."""
+        for worker in self.__dict__.get("_consolidators", ()):
+            worker.stop()
         if self._saver is not None:
             self._saver.stop()
         with self._lock:
