@@ -187,3 +187,15 @@ def test_recall_at_a_moment_matches_a_brute_force_filter(
         assert sorted(h.note.id for h in got.hits) == expected
         now = c.engine.ask(Query(text="fact", strategy="keyword", k=100))  # every moment drawn is past
         assert sorted(h.note.id for h in now.hits) == sorted(r.id for r in live if r.note.valid_to is None)
+
+
+def test_recall_ranks_deeper_when_ended_facts_fill_the_first_places(tmp_path: Path) -> None:
+    """With k=1 and ten ended facts ranked above the one valid note, the answer is that note."""
+    with _store(tmp_path) as c:
+        c.engine.ingest_many([
+            Note(id=f"old{i}", text="atlas launch atlas launch date", timestamp=i, valid_from=0, valid_to=1)
+            for i in range(10)
+        ])
+        c.engine.ingest(Note(id="valid", text="the atlas launch is late", timestamp=20))
+        hits = c.engine.ask(Query(text="atlas launch date", strategy="keyword", k=1)).hits
+        assert [h.note.id for h in hits] == ["valid"]

@@ -57,6 +57,7 @@ An engine is thread-safe: every public method holds one re-entrant lock (an engi
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -333,25 +334,30 @@ class ContinuityEngine:
             vector = self.embedder.embed([query.text])[0] if embeds and query.text is not None else None
             spaces = [ns] if scope is None else self.memory.namespaces(scope)
 
-            gone = validity.hidden(self.memory, spaces, moment)
-            # hidden notes take places in the ranking: ask for as many more, drop them after
-            wide = query.model_copy(update={"k": query.k + len(gone)}) if gone and not include_superseded else query
-
-            def hits() -> list[Hit]:
+            def hits(asked: Query) -> list[Hit]:
                 return recall.answer(
-                    wide, vector, spaces, merged=scope is not None, indexes=self._indexes,
+                    asked, vector, spaces, merged=scope is not None, indexes=self._indexes,
                     memory=self.memory, strategy=self.strategy, reranker=self.reranker,
                 )  # fmt: skip
 
-            try:
-                found = hits()
-            except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
-                if not self._indexes.heal():
-                    raise
-                found = hits()
-            if gone:
-                found = validity.marked(found, gone, keep=include_superseded)[: query.k]
-            return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found})
+            def ranked(asked: Query) -> list[Hit]:
+                try:
+                    return hits(asked)
+                except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
+                    if not self._indexes.heal():
+                        raise
+                    return hits(asked)
+
+            now = time.time()
+            found = ranked(query)
+            kept = validity.marked(found, moment, now, keep=include_superseded)
+            depth = query.k
+            # notes left out took places in a full ranking: rank deeper until k remain or it runs out
+            while len(kept) < query.k and len(found) == depth:
+                depth *= 4
+                found = ranked(query.model_copy(update={"k": depth}))
+                kept = validity.marked(found, moment, now, keep=False)
+            return answer({"query": query, "namespace": ns, "prefix": scope, "hits": kept[: query.k]})
 
     def context(
         self,

@@ -10,18 +10,16 @@ an unset side unbounded); the log records separately when coniti learned it (its
 the old note's new version has ``valid_to`` set, the new note starts then and names the old one in
 its ``derived_from`` as ``supersedes:ID@VERSION`` (:mod:`coniti.engine.lineage`).
 
-:func:`hidden` lists the live notes a recall leaves out: by default those whose validity ended by
-now (``valid_to <= now``); with ``valid_at=t`` those not valid at ``t``. It scans the notes of the
-namespaces asked (linear in their number; the result is cached per namespace and store head, so
-repeated asks against an unchanged store do not scan again). Reads never write.
+:func:`gone` says which notes a recall leaves out: by default those whose validity ended by now
+(``valid_to <= now``); with ``valid_at=t`` those not valid at ``t``. The engine filters the hits
+of a ranking and, when some were left out and the ranking was full, asks again four times as deep
+(:meth:`ContinuityEngine.ask <coniti.engine.ContinuityEngine.ask>`): no scan, and no cost when no
+hit has a valid time. Reads never write.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-import weakref
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -41,17 +39,11 @@ from coniti.recall import Hit
 if TYPE_CHECKING:
     from coniti.engine.writes import Writes
 
-__all__ = ["SUPERSEDES", "hidden", "marked", "moment_of", "supersede"]
+__all__ = ["SUPERSEDES", "gone", "marked", "moment_of", "supersede"]
 
 SUPERSEDES = "supersedes:"
 """The prefix of the source reference a superseding note carries: ``supersedes:ID@VERSION``."""
 
-Facts = tuple[str, float | None, float | None]  # (id, valid_from, valid_to)
-
-_cache: weakref.WeakKeyDictionary[Any, dict[tuple[Any, tuple[str, ...]], tuple[int, list[Facts]]]] = (
-    weakref.WeakKeyDictionary()
-)
-_cache_lock = threading.Lock()
 
 
 def moment_of(value: Any, field: str = "valid_at") -> float:
@@ -133,50 +125,16 @@ def supersede(
         return writes._apply(ns, writes.indexes.writable(ns), request)
 
 
-def _facts(memory: MemoryBackend, ns: tuple[str, ...]) -> list[Facts]:
-    """``(id, valid_from, valid_to)`` of the live notes of ``ns`` with a valid time, cached by the
-    store's head (a backend without an int ``head`` is scanned each time)."""
-    head = getattr(memory, "head", None)
-    key = (getattr(memory, "as_of", None), ns)
-    held: dict[tuple[Any, tuple[str, ...]], tuple[int, list[Facts]]] = {}
-    if isinstance(head, int):
-        with _cache_lock:
-            with contextlib.suppress(TypeError):  # not weakly referable: no cache
-                held = _cache.setdefault(memory, {})
-            cached = held.get(key)
-        if cached is not None and cached[0] == head:
-            return cached[1]
-    found = [
-        (r.id, r.note.valid_from, r.note.valid_to)
-        for r in memory.iter_all(namespace=ns)
-        if r.note.valid_from is not None or r.note.valid_to is not None
-    ]
-    if isinstance(head, int):
-        with _cache_lock:
-            held[key] = (head, found)
-    return found
+def gone(note: Note, valid_at: float | None, now: float) -> bool:
+    """Whether a recall leaves ``note`` out: not valid at ``valid_at``, or (None) its validity
+    ended by ``now``."""
+    if valid_at is None:
+        return note.valid_to is not None and note.valid_to <= now
+    return not note.valid_at(valid_at)
 
 
-def hidden(
-    memory: MemoryBackend, spaces: Sequence[tuple[str, ...]], valid_at: float | None
-) -> set[tuple[tuple[str, ...], str]]:
-    """``(namespace, id)`` of the live notes of ``spaces`` a recall leaves out: not valid at
-    ``valid_at``, or (None) whose validity ended by now."""
-    out: set[tuple[tuple[str, ...], str]] = set()
-    now = time.time()
-    for ns in spaces:
-        for rid, start, end in _facts(memory, ns):
-            if valid_at is None:
-                gone = end is not None and end <= now
-            else:
-                gone = (start is not None and valid_at < start) or (end is not None and valid_at >= end)
-            if gone:
-                out.add((ns, rid))
-    return out
-
-
-def marked(hits: Sequence[Hit], gone: set[tuple[tuple[str, ...], str]], *, keep: bool) -> list[Hit]:
-    """``hits`` without those in ``gone`` or (``keep``) with them marked ``superseded``."""
+def marked(hits: Sequence[Hit], valid_at: float | None, now: float, *, keep: bool) -> list[Hit]:
+    """``hits`` without those :func:`gone` leaves out or (``keep``) with them marked ``superseded``."""
     if not keep:
-        return [h for h in hits if (h.namespace, h.note.id) not in gone]
-    return [h.model_copy(update={"superseded": True}) if (h.namespace, h.note.id) in gone else h for h in hits]
+        return [h for h in hits if not gone(h.note, valid_at, now)]
+    return [h.model_copy(update={"superseded": True}) if gone(h.note, valid_at, now) else h for h in hits]
