@@ -199,3 +199,25 @@ def test_recall_ranks_deeper_when_ended_facts_fill_the_first_places(tmp_path: Pa
         c.engine.ingest(Note(id="valid", text="the atlas launch is late", timestamp=20))
         hits = c.engine.ask(Query(text="atlas launch date", strategy="keyword", k=1)).hits
         assert [h.note.id for h in hits] == ["valid"]
+
+
+def test_cli_ask_hides_superseded_and_answers_at_a_moment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """coniti ask hides the ended fact; --valid-at answers as of that moment; --include-superseded
+    shows it marked (superseded, also in --json)."""
+    from cli_support import Cli
+
+    with Container(memory="log", path=tmp_path / "s", embedding="local_hash") as c:
+        c.engine.ingest(Note(id="old", text="atlas launch march", timestamp=1, valid_from=100))
+        c.engine.supersede("old", Note(id="new", text="atlas launch april", timestamp=2, valid_from=200))
+    cli = Cli(tmp_path / "s", capsys, monkeypatch)
+
+    def ids(*args: str) -> list[str]:
+        return [h["id"] for h in cli.ok("ask", "atlas launch", "--strategy", "keyword", "--json", *args).json()["hits"]]
+
+    assert ids() == ["new"]
+    assert ids("--valid-at", "150") == ["old"]
+    hits = cli.ok("ask", "atlas launch", "--strategy", "keyword", "--json", "--include-superseded").json()["hits"]
+    assert {h["id"]: h["superseded"] for h in hits} == {"old": True, "new": False}
+    assert "atlas launch march (superseded)" in cli.ok("ask", "atlas launch", "--include-superseded").out

@@ -723,9 +723,14 @@ class ContinuityEngine:
         *,
         namespace: Sequence[str] = (),
         prefix: Sequence[str] | None = None,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> Answer:
         """:meth:`ask` on a worker thread."""
-        return await to_thread(self.ask, query, namespace=namespace, prefix=prefix)
+        return await to_thread(
+            self.ask, query, namespace=namespace, prefix=prefix, valid_at=valid_at,
+            include_superseded=include_superseded,
+        )  # fmt: skip
 
     async def acontext(
         self,
