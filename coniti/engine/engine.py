@@ -68,11 +68,11 @@ from coniti import derived
 from coniti.actor import Note, Query
 from coniti.batch import NoteBatch
 from coniti.embedding import Embedder
-from coniti.engine import consolidate as consolidation
-from coniti.engine import lineage, recall, validity
+from coniti.engine import recall, validity
 from coniti.engine.fold import FoldedIndexes
 from coniti.engine.index import Recipe
 from coniti.engine.indexes import CurrentIndexes, Indexes
+from coniti.engine.keeping import KeepingTrue
 from coniti.engine.past import PastIndexes, recorded_at
 from coniti.engine.results import (
     EMBEDDING_KEY,
@@ -105,7 +105,6 @@ from coniti.memory import (
     MemoryBackend,
     MemoryRecord,
     MetaGetRequest,
-    WriteRequest,
     WriteResult,
     as_namespace,
     derived_home,
@@ -122,7 +121,7 @@ __all__ = ["Answer", "ContinuityEngine", "DerivedReport", "Hit", "IngestResult",
 # Hit lives in coniti.recall (what recall returns); it is re-exported here, where answers are made.
 
 
-class ContinuityEngine:
+class ContinuityEngine(KeepingTrue):
     """Ingest notes, ask questions, remove notes: over one memory backend; see the module docstring.
 
     ``structures``: one structure or a sequence of them; each is a prototype, ``spawn()``-ed once per
@@ -471,74 +470,6 @@ class ContinuityEngine:
         changes = {"text": text, "timestamp": timestamp, "metadata": metadata, "metadata_patch": metadata_patch}
         with self._writing() as writes:
             return writes.update(ns, id, changes, expected_version, op_id)
-
-    def supersede(
-        self,
-        old_id: str,
-        new_note: Note | str,
-        *,
-        reason: str | None = None,
-        actor: str | None = None,
-        namespace: Sequence[str] = (),
-        op_id: str | None = None,
-    ) -> WriteResult:
-        """End the validity of the live note ``old_id`` and add ``new_note`` in one atomic write:
-        the old note's new version gets ``valid_to`` = the new note's ``valid_from`` (or the write's
-        time when it has none, which then becomes the new note's ``valid_from``), and the new note
-        records ``supersedes:OLD_ID@VERSION`` in its ``derived_from``. ``reason`` and ``actor`` stamp
-        the write (a backend with an audit trail; NotSupported otherwise). Raises
-        :class:`~coniti.errors.RecordNotFound` for a missing note and ContractError for one already
-        superseded; nothing is written then (:func:`coniti.engine.validity.supersede`)."""
-        note = _as_note(new_note, 0)
-        ns = as_namespace(namespace)
-        with self._writing() as writes:
-            return validity.supersede(writes, ns, old_id, note, reason=reason, actor=actor, op_id=op_id)
-
-    def explain(self, id: str, *, namespace: Sequence[str] = ()) -> lineage.Explanation:
-        """Note ``id``'s versions (who, when, why), sources (recursively), what it superseded, what
-        superseded it and the notes derived from it (:func:`coniti.engine.lineage.explain`).
-        Writes nothing."""
-        ns = as_namespace(namespace)
-        with self._lock:
-            return lineage.explain(self.memory, id, ns)
-
-    def blame(self, id: str, *, namespace: Sequence[str] = ()) -> str:
-        """The one-line form of :meth:`explain` (:func:`coniti.engine.lineage.blame`)."""
-        return lineage.blame(self.explain(id, namespace=namespace))
-
-    def consolidate(
-        self,
-        scope: Sequence[str] | Any = (),
-        *,
-        max_items: int | None = None,
-        summarizer: Any = None,
-        extractor: Any = None,
-        older_than: float | datetime | None = None,
-        prune_sources: bool = False,
-        actor: str | None = None,
-    ) -> consolidation.ConsolidationReport:
-        """Summarise the unsummarised message turns of ``scope`` (a namespace, or a
-        :class:`~coniti.conversation.Conversation`), extract facts, prune, in one atomic and
-        idempotent write (:func:`coniti.engine.consolidate.consolidate`)."""
-        ns = as_namespace(getattr(scope, "namespace", scope))
-        return consolidation.consolidate(
-            self, ns, max_items=max_items, summarizer=summarizer, extractor=extractor,
-            older_than=older_than, prune_sources=prune_sources, actor=actor,
-        )  # fmt: skip
-
-    def consolidate_every(self, interval: float, scope: Sequence[str] | Any = (), **options: Any) -> consolidation.Consolidator:
-        """:meth:`consolidate` of ``scope`` with ``options`` every ``interval`` seconds on a
-        background thread, until the returned :class:`~coniti.engine.consolidate.Consolidator` is
-        stopped or this engine closes."""
-        worker = consolidation.consolidate_every(interval, lambda: self.consolidate(scope, **options))
-        self.__dict__.setdefault("_consolidators", []).append(worker)
-        return worker
-
-    def _write(self, ns: tuple[str, ...], request: WriteRequest) -> WriteResult:
-        """One atomic write of ``request`` through the write path (indexes kept in line)."""
-        with self._writing() as writes:
-            writes.require_write()
-            return writes._apply(ns, writes.indexes.writable(ns), request)
 
     @contextmanager
     def _writing(self) -> Iterator[Writes]:
