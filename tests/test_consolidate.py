@@ -221,6 +221,8 @@ def test_cli_consolidate(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     assert cli.ok("consolidate", "--conversation", "atlas").out.startswith("summarized 0")
 
 
+N_KILLED = 1000
+
 _KILLED = """
 import sys, time
 from coniti.container import Container
@@ -237,21 +239,42 @@ with Container(memory="log", path=sys.argv[1]) as c:
 """
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2])
-def test_kill_9_mid_consolidation_leaves_all_or_nothing(tmp_path: Path, delay: float) -> None:
-    """A process killed with SIGKILL while consolidating 1,500 turns leaves either none of the
-    consolidation (every turn, no summary, no fact) or all of it (no turn, one summary, 1,500 facts)."""
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2, None])
+def test_kill_9_mid_consolidation_leaves_all_or_nothing(tmp_path: Path, delay: float | None) -> None:
+    """A process killed with SIGKILL while consolidating 1,000 turns leaves either none of the
+    consolidation (every turn, no summary, no fact) or all of it (no turn, one summary, 1,000 facts);
+    killed after it printed done (delay None), all of it."""
     path = tmp_path / "s"
     with Container(memory="log", path=path) as c:
-        c.conversation("big").append([Turn.create(speaker="a", text=f"turn number {i} about Atlas") for i in range(1500)])
+        c.conversation("big").append([Turn.create(speaker="a", text=f"turn number {i} about Atlas") for i in range(N_KILLED)])
         ns = c.conversation("big").namespace
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", _KILLED, str(path)], stdout=subprocess.PIPE, env=env, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    time.sleep(delay)
+    if delay is None:
+        assert proc.stdout.readline().strip() == "done"
+    else:
+        time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     with Container(memory="log", path=path) as c:
         kinds = [r.note.kind for r in c.memory.iter_all(namespace=ns)]
     counts = {k: kinds.count(k) for k in ("message", "summary", "fact")}
-    assert counts in ({"message": 1500, "summary": 0, "fact": 0}, {"message": 0, "summary": 1, "fact": 1500}), json.dumps(counts)
+    everything = {"message": 0, "summary": 1, "fact": N_KILLED}
+    assert counts in ({"message": N_KILLED, "summary": 0, "fact": 0}, everything), json.dumps(counts)
+    if delay is None:
+        assert counts == everything
+
+
+def test_a_span_holds_at_most_max_span_turns(tmp_path: Path) -> None:
+    """Of more unsummarised turns than MAX_SPAN, the oldest MAX_SPAN are summarised and the rest
+    are reported remaining, for the next call, which summarises them."""
+    from coniti.engine.consolidate import MAX_SPAN
+
+    with Container(memory="log", path=tmp_path / "s", embedding="local_hash") as c:
+        chat = c.conversation("long")
+        chat.append([Turn.create(speaker="a", text=f"turn {i}", timestamp=float(i + 1)) for i in range(MAX_SPAN + 5)])
+        first = c.engine.consolidate(chat)
+        second = c.engine.consolidate(chat)
+    assert (first.summarized, first.remaining) == (MAX_SPAN, 5)
+    assert (second.summarized, second.remaining) == (5, 0)

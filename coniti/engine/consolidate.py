@@ -2,7 +2,8 @@
 
 :func:`consolidate` works on one namespace (a conversation's, or any other). Its *span* is the live
 notes of kind ``"message"`` there, older than ``older_than`` when given, that no live ``summary``
-note already cites (:mod:`coniti.engine.lineage`). Over the span it
+note already cites (:mod:`coniti.engine.lineage`), the oldest :data:`MAX_SPAN` (1,024) of them:
+the rest wait for the next call. Over the span it
 
 * asks the **summariser** for one text and writes it as a note of kind ``"summary"``, its
   ``derived_from`` naming every turn summarised (``note:ID@VERSION``);
@@ -44,11 +45,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from coniti.actor import Note, to_stored_time
+from coniti.actor import MAX_SOURCES, Note, to_stored_time
 from coniti.embedding import tokenize as word_tokens
 from coniti.engine.lineage import parse_ref
 from coniti.engine.validity import SUPERSEDES, audit_context
 from coniti.errors import ContractError
+from coniti.jsonl import MAX_STAMP_CHARS
 from coniti.memory import DeleteOp, MemoryRecord, UpsertOp, WriteRequest, WriteResult
 
 if TYPE_CHECKING:
@@ -82,7 +84,8 @@ class ConsolidationReport:
     from default recall from then on), notes ``pruned`` (deleted), notes ``derived`` (summaries and
     facts written); ``seq`` the last event of the write (None when nothing was written), its
     ``op_id``, the ids of the derived notes (``notes``) and each ``decision``; ``replayed`` when
-    this span had been consolidated already (nothing written now)."""
+    this span had been consolidated already (nothing written now); ``remaining`` the unsummarised
+    turns beyond :data:`MAX_SPAN` left for the next call."""
 
     summarized: int
     reweighted: int
@@ -93,7 +96,12 @@ class ConsolidationReport:
     notes: tuple[str, ...] = ()
     decisions: tuple[str, ...] = ()
     replayed: bool = False
+    remaining: int = 0
 
+
+MAX_SPAN = MAX_SOURCES
+"""The most turns one consolidation summarises (the oldest first; a summary cites each): the rest
+wait for the next call (:attr:`ConsolidationReport.remaining`)."""
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -242,10 +250,11 @@ def consolidate(
     memory = engine.memory
     live = sorted(memory.iter_all(namespace=ns), key=lambda r: (r.note.timestamp, r.version or 0))
     cited = _summarised(engine, ns, live)
-    span = [
+    waiting = [
         r for r in live
         if r.note.kind == "message" and r.id not in cited and (cutoff is None or r.note.timestamp < cutoff)
     ]  # fmt: skip
+    span, remaining = waiting[:MAX_SPAN], len(waiting) - min(len(waiting), MAX_SPAN)
     over = [] if max_items is None else live[: max(0, len(live) - max_items)]
     if not span and not over:
         return ConsolidationReport(0, 0, 0, 0, None)
@@ -253,7 +262,7 @@ def consolidate(
         json.dumps([list(ns), "max", max_items, [f"{r.id}@{r.version}" for r in over]]).encode()
     ).hexdigest()[:32]
     if memory.supports_write and memory.op_result(op_id, ns) is not None:
-        return ConsolidationReport(0, 0, 0, 0, None, op_id, replayed=True)
+        return ConsolidationReport(0, 0, 0, 0, None, op_id, replayed=True, remaining=remaining)
     turns = [r.note for r in span]
     now = time.time()
     notes: list[Note] = []
@@ -309,7 +318,7 @@ def consolidate(
     if pruned:
         decisions.append(f"pruned {len(pruned)}")
     if not notes and not ended and not pruned:
-        return ConsolidationReport(len(span), 0, 0, 0, None, op_id, decisions=tuple(decisions))
+        return ConsolidationReport(0, 0, 0, 0, None, op_id, decisions=tuple(decisions), remaining=remaining)
     spec = engine.spec_id
     by_id = {r.id: r for r in live}
     vectors = engine.embedder.embed([n.text for n in notes]) if notes else None
@@ -327,7 +336,7 @@ def consolidate(
     expect.update({n.id: by_id[n.id].version for n in ended if by_id[n.id].version is not None})
     expect.update({n.id: None for n in notes})
     request = WriteRequest(ops=ops, namespace=ns, expect=expect, op_id=op_id)
-    reason = f"consolidation {op_id}: " + "; ".join(decisions)
+    reason = _reason(op_id, decisions)
     stamp = (actor or "coniti.consolidate", reason) if getattr(memory, "audit", None) is not None else (None, None)
     with audit_context(memory, *stamp):
         result: WriteResult = engine._write(ns, request)
@@ -341,7 +350,22 @@ def consolidate(
         notes=tuple(n.id for n in notes),
         decisions=tuple(decisions),
         replayed=result.replayed,
+        remaining=remaining,
     )
+
+
+def _reason(op_id: str, decisions: Sequence[str]) -> str:
+    """The audit reason: ``consolidation OPID: `` and each decision, or, when that would pass
+    :data:`~coniti.jsonl.MAX_STAMP_CHARS`, the summary's decision and the counts of the others."""
+    head = f"consolidation {op_id}: "
+    full = head + "; ".join(decisions)
+    if len(full) <= MAX_STAMP_CHARS:
+        return full
+    kinds = Counter(d.split(" ")[0].rstrip(":") if not d.startswith("fact ") else
+                    ("superseding fact" if " supersedes " in d else "fact added") for d in decisions)  # fmt: skip
+    parts = [d for d in decisions if d.startswith("summary ") or d.startswith("pruned ")]
+    parts += [f"{n} {kind}" for kind, n in sorted(kinds.items()) if kind not in ("summary", "pruned")]
+    return (head + "; ".join(parts))[:MAX_STAMP_CHARS]
 
 
 def _summarised(engine: ContinuityEngine, ns: tuple[str, ...], live: Sequence[MemoryRecord]) -> set[str]:
