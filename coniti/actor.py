@@ -28,7 +28,7 @@ from coniti.fusion import Fusion
 from coniti.jsonl import note_size_problem
 from coniti.times import in_horizon, outside_horizon
 
-__all__ = ["KINDS", "STRATEGY_NAMES", "Note", "Query", "TimeRange", "as_kind", "to_stored_time", "to_timestamp"]
+__all__ = ["KINDS", "STRATEGY_NAMES", "Facts", "Note", "as_sources", "Query", "TimeRange", "as_kind", "to_stored_time", "to_timestamp"]
 
 KINDS = ("message", "fact", "summary", "preference", "event")
 """The kinds coniti names (:attr:`Note.kind`); any other non-empty string is a user's own kind."""
@@ -71,6 +71,37 @@ def to_stored_time(value: Any, field: str = "timestamp") -> float:
     return out
 
 
+Facts = tuple[float | None, float | None, tuple[str, ...]]
+"""A note's valid time and lineage as stored: ``(valid_from, valid_to, derived_from)``."""
+
+_NO_FACTS: Facts = (None, None, ())
+
+MAX_SOURCES = 1024
+"""The most entries of :attr:`Note.derived_from`."""
+
+
+def as_sources(value: Any, field: str = "derived_from") -> tuple[str, ...]:
+    """``value`` as :attr:`Note.derived_from`: a list or tuple (not a string) of at most
+    :data:`MAX_SOURCES` distinct non-blank strings of valid Unicode without surrounding whitespace,
+    each a source reference (see :mod:`coniti.engine.lineage`: ``note:ID``, ``note:ID@VERSION``,
+    ``seq:N`` or an external reference such as a URL); raises ValueError naming ``field`` otherwise."""
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ValueError(f"{field} must be a list of source references, got {type(value).__name__}")
+    if len(value) > MAX_SOURCES:
+        raise ValueError(f"{field} has {len(value)} sources; at most {MAX_SOURCES} allowed")
+    for i, ref in enumerate(value):
+        if not isinstance(ref, str) or not ref or ref != ref.strip():
+            raise ValueError(f"{field}[{i}] must be a non-blank string without surrounding whitespace, got {ref!r}")
+        problem = text_problem(ref)
+        if problem is not None:
+            raise ValueError(f"{field}[{i}]: {problem}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{field} names a source twice")
+    return tuple(value)
+
+
 def as_kind(value: Any, field: str = "kind") -> str | None:
     """``value`` as a note's kind: None, or a non-blank string of valid Unicode of at most
     :data:`MAX_KIND_CHARS` characters without surrounding whitespace; raises ValueError naming
@@ -100,7 +131,13 @@ class Note(Contract):
     note). It is stored with the note by every backend and format, written by ``to_dict`` only when
     set (so stores and files written before kinds existed read back with ``kind=None``), filtered on
     by the key ``"$kind"`` of a metadata filter (:mod:`coniti.filters`), and part of
-    :meth:`content_id`."""
+    :meth:`content_id`.
+
+    ``valid_from`` / ``valid_to`` (epoch seconds or aware datetimes, within the horizon; each None
+    for unbounded) say when the note holds in the world, half-open ``[valid_from, valid_to)``;
+    ``valid_to`` before ``valid_from`` is refused. ``derived_from`` lists what the note came from
+    (:func:`as_sources`). All three are stored by every backend and format, written only when set
+    (stores and files from before them read back with None and ``()``); see docs/keeping-true.md."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -109,18 +146,40 @@ class Note(Contract):
     timestamp: float
     metadata: dict[str, Any] = pydantic.Field(default_factory=dict)
     kind: str | None = None
+    valid_from: float | None = None
+    valid_to: float | None = None
+    derived_from: tuple[str, ...] = ()
 
     @pydantic.field_validator("kind", mode="before")
     @classmethod
     def _kind(cls, value: Any) -> str | None:
         return as_kind(value)
 
+    @pydantic.field_validator("valid_from", "valid_to", mode="before")
+    @classmethod
+    def _valid(cls, value: Any, info: pydantic.ValidationInfo) -> float | None:
+        if value is None:
+            return None
+        out = to_stored_time(value, str(info.field_name))
+        start = info.data.get("valid_from")
+        if info.field_name == "valid_to" and start is not None and out < start:
+            raise ValueError(f"valid_to ({out!r}) is before valid_from ({start!r})")
+        return out
+
+    @pydantic.field_validator("derived_from", mode="before")
+    @classmethod
+    def _derived(cls, value: Any) -> tuple[str, ...]:
+        return as_sources(value)
+
     # No return annotation on purpose (see MemoryRecord._serialize): the schema comes from the fields.
     @pydantic.model_serializer(mode="wrap")
     def _serialize(self, handler: pydantic.SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
         out: dict[str, Any] = handler(self)
-        if out.get("kind", 0) is None:
-            del out["kind"]
+        for key in ("kind", "valid_from", "valid_to"):
+            if out.get(key, 0) is None:
+                del out[key]
+        if out.get("derived_from", 0) in ((), []):
+            del out["derived_from"]
         return out
 
     @pydantic.field_validator("text", mode="before")
@@ -151,25 +210,61 @@ class Note(Contract):
 
     @classmethod
     def create(
-        cls, text: str, timestamp: float | datetime | None = None, *, kind: str | None = None, **metadata: Any
+        cls,
+        text: str,
+        timestamp: float | datetime | None = None,
+        *,
+        kind: str | None = None,
+        valid_from: float | datetime | None = None,
+        valid_to: float | datetime | None = None,
+        derived_from: Sequence[str] = (),
+        **metadata: Any,
     ) -> Self:
-        """A new note with a random id; ``timestamp`` defaults to now; ``kind`` (keyword only)
-        defaults to None, every other keyword is metadata."""
+        """A new note with a random id; ``timestamp`` defaults to now; ``kind``, ``valid_from``,
+        ``valid_to`` and ``derived_from`` (keyword only) default to unset, every other keyword is
+        metadata."""
         return cls(
             id=uuid.uuid4().hex,
             text=text,
             timestamp=time.time() if timestamp is None else timestamp,
             metadata=metadata,
             kind=kind,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            derived_from=derived_from,
         )
 
     @staticmethod
     def trusted(
-        id: str, text: str, timestamp: float, metadata: dict[str, Any], kind: str | None = None
+        id: str,
+        text: str,
+        timestamp: float,
+        metadata: dict[str, Any],
+        kind: str | None = None,
+        facts: Facts | None = None,
     ) -> Note:
         """The one unvalidated constructor of a Note (:meth:`Contract.constructor`), for values already
-        validated (data the store itself wrote). No checks, no copy."""
-        return _note({"id": id, "text": text, "timestamp": timestamp, "metadata": metadata, "kind": kind})
+        validated (data the store itself wrote). No checks, no copy. ``facts`` is the stored
+        ``(valid_from, valid_to, derived_from)`` (:meth:`facts`), None when all three are unset."""
+        vf, vt, df = _NO_FACTS if facts is None else facts
+        return _note({
+            "id": id, "text": text, "timestamp": timestamp, "metadata": metadata, "kind": kind,
+            "valid_from": vf, "valid_to": vt, "derived_from": df,
+        })  # fmt: skip
+
+    def facts(self) -> Facts | None:
+        """``(valid_from, valid_to, derived_from)`` as the backends store them: None when all three
+        are unset (a note written before valid time and lineage existed)."""
+        if self.valid_from is None and self.valid_to is None and not self.derived_from:
+            return None
+        return (self.valid_from, self.valid_to, self.derived_from)
+
+    def valid_at(self, moment: float) -> bool:
+        """Whether the note holds in the world at ``moment`` (epoch seconds): ``valid_from <= moment
+        < valid_to``, an unset side unbounded."""
+        return (self.valid_from is None or self.valid_from <= moment) and (
+            self.valid_to is None or moment < self.valid_to
+        )
 
     def content_id(self, namespace: Sequence[str] = ()) -> str:
         """The note's content id in ``namespace``: ``"c1:"`` and the lowercase hex SHA-256 of the

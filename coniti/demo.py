@@ -2,7 +2,9 @@
 
 :func:`run` builds a fresh LogBackend store, ingests the bundled corpus (``coniti/data/demo-notes.jsonl``:
 an assistant's memory of several people over six months, in several namespaces) through the engine,
-applies corrections, deletions and one erasure under different actors with reasons, and collects what
+applies corrections, deletions and one erasure under different actors with reasons, and, on a copy
+of the store, supersedes the Atlas launch plan (valid time) and consolidates a conversation
+(summary, lineage); it collects what
 the command line then shows: answers, answers as of earlier points, audit trails, the change between
 two points, ``verify``, the files written, the store compacted, and the figures. It prints nothing.
 
@@ -24,7 +26,9 @@ from typing import Any
 
 from coniti.actor import Note, Query, TimeRange
 from coniti.container import Container
+from coniti.conversation import Conversation, Turn
 from coniti.engine import ContinuityEngine
+from coniti.engine.consolidate import ConsolidationReport
 from coniti.errors import ConitiError
 from coniti.events import Event
 from coniti.impl.log import LogBackend, VerifyReport
@@ -39,6 +43,7 @@ __all__ = [
     "DemoReport",
     "Earlier",
     "Edit",
+    "Truth",
     "load_corpus",
     "run",
 ]
@@ -158,6 +163,42 @@ class Earlier:
     now: Asked
 
 
+SUPERSEDE = ("priya", "the Kafka vendor delayed the managed cluster upgrade")
+"""Who supersedes the April 1 launch plan, and why."""
+
+SYNC = (
+    ("priya", "The EU region went live on streaming on May 20 after the consumer lag fix."),
+    ("alice", "Good. The US cut-over is on May 27; Tom updates the dashboards before that."),
+    ("tom", "Dashboards are ready. I will watch the consumer lag during the US cut-over."),
+    ("alice", "Let's keep the nightly batch jobs as a fallback until June."),
+)
+"""A launch sync conversation, consolidated into a summary."""
+TRUTH_STORE = "keeping-true"
+"""The copy of the store (in the demo's directory) the supersession and consolidation are made on."""
+
+
+@dataclass(frozen=True)
+class Truth:
+    """Keeping memory true: the launch plan superseded (``old`` by ``new`` at event ``seq``), the
+    launch question now and as true on ``then_day``, the superseded plan shown marked, then a
+    conversation consolidated (its report, summary and the summary's blame line)."""
+
+    store: Path
+    old: str
+    new: str
+    seq: int
+    actor: str
+    reason: str
+    now: Asked
+    then_day: str
+    then: Asked
+    marked: list[tuple[str, bool]]
+    conversation: tuple[str, ...]
+    consolidation: ConsolidationReport
+    summary: str
+    blame: str
+
+
 @dataclass
 class DemoReport:
     """Everything the demo did and found; see :func:`run`."""
@@ -174,6 +215,7 @@ class DemoReport:
     earlier: list[Earlier] = field(default_factory=list)
     trails: list[tuple[tuple[str, ...], str, list[Event]]] = field(default_factory=list)
     changes: list[tuple[tuple[str, ...], str, str, str]] = field(default_factory=list)
+    truth: Truth | None = None
     verify: VerifyReport | None = None
     dump_file: Path | None = None
     dumped: int = 0
@@ -224,6 +266,7 @@ def run(
         _changes(report, store)
         report.verify = store.verify()
         _files(report, store, directory)
+        _truth(report, directory)
         report.events = store.head
         report.compacted = store.compact()
         report.live_notes = sum(
@@ -349,3 +392,44 @@ def _files(report: DemoReport, store: LogBackend, directory: Path) -> None:
     report.dumped = store.dump(report.dump_file, ("team", "atlas"))
     report.export_file = directory / "history.coniti-log.jsonl.gz"
     report.exported = store.export_log(report.export_file)
+
+
+def _truth(report: DemoReport, directory: Path) -> None:
+    """On a copy of the store (imported from the export, so the tour's store stays as it is)."""
+    assert report.export_file is not None
+    copy = directory / TRUTH_STORE
+    with LogBackend.import_log(report.export_file, copy) as store, Container(memory=store, embedding="minilm") as c:
+        _supersede_and_consolidate(report, store, c.engine, copy)
+
+
+def _supersede_and_consolidate(report: DemoReport, store: LogBackend, engine: ContinuityEngine, copy: Path) -> None:
+    namespace, question = LAUNCH
+    actor, reason = SUPERSEDE
+    fact = Note(
+        id="atlas-launch-date", kind="fact", timestamp=_day("2025-03-12"), valid_from=_day("2025-03-12"),
+        text="Atlas launch date: May 15, moved from April 1 (the Kafka vendor delayed the cluster upgrade).",
+        derived_from=["note:atlas-vendor-delay"],
+    )  # fmt: skip
+    with store.audit(actor=actor, reason=reason):
+        engine.supersede("atlas-launch-plan", fact, namespace=namespace)
+    seq = store.head
+    query = Query(text=question, k=2)
+    now = engine.ask(query, namespace=namespace)
+    then_day = "2025-02-01"
+    then = engine.ask(query, namespace=namespace, valid_at=_day(then_day))
+    marked = engine.ask(Query(text=question, k=4), namespace=namespace, include_superseded=True)
+    chat = Conversation(engine, "launch-sync", namespace=namespace)
+    start = _day("2025-05-21")
+    chat.append([Turn(id=f"sync-{i}", speaker=who, text=text, timestamp=start + 60 * i)
+                 for i, (who, text) in enumerate(SYNC)], actor="assistant", reason="meeting notes")  # fmt: skip
+    consolidated = engine.consolidate(chat, actor="assistant")
+    summary = engine.get(list(consolidated.notes), namespace=chat.namespace).records[0].note.text
+    report.truth = Truth(
+        store=copy, old="atlas-launch-plan", new=fact.id, seq=seq, actor=actor, reason=reason,
+        now=Asked(question, namespace, [(h.score, h.note) for h in now.hits]),
+        then_day=then_day,
+        then=Asked(question, namespace, [(h.score, h.note) for h in then.hits], as_of=f"true on {then_day}"),
+        marked=[(h.note.id, h.superseded) for h in marked.hits],
+        conversation=chat.namespace, consolidation=consolidated, summary=summary,
+        blame=engine.blame(consolidated.notes[0], namespace=chat.namespace),
+    )  # fmt: skip

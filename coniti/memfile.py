@@ -165,6 +165,14 @@ def record_bytes(record: MemoryRecord) -> bytes:
     }
     if note.kind is not None:  # a note with a kind takes the contract's path when read
         data["note"]["kind"] = note.kind
+    facts = note.facts()
+    if facts is not None:  # so does a note with valid time or sources
+        if facts[0] is not None:
+            data["note"]["valid_from"] = facts[0]
+        if facts[1] is not None:
+            data["note"]["valid_to"] = facts[1]
+        if facts[2]:
+            data["note"]["derived_from"] = list(facts[2])
     if record.expires_at is not None:
         data["expires_at"] = record.expires_at
     if record.blob is not None:

@@ -102,7 +102,10 @@ def trusted_signals(values: dict[str, Any]) -> Signals:
 class Hit(Contract):
     """One answer: the stored note, its score (higher is better: the score of the strategy that
     answered, see :class:`~coniti.actor.Query`), the namespace it was found in, the version of the
-    record it was read from, the :class:`Signals` behind the score and its ``relevance``.
+    record it was read from, the :class:`Signals` behind the score and its ``relevance``. ``superseded``
+    is True on a hit an ask with ``include_superseded=True`` would otherwise have hidden (its note no
+    longer, or not yet, valid at the moment asked: docs/keeping-true.md); written by ``to_dict`` only
+    when True.
 
     ``relevance`` is the score read on a scale of 0 to 1, the share of the best score the ask's
     ranking could give (None for ``recent``, which ranks by time only; None on a hit not made by
@@ -134,6 +137,15 @@ class Hit(Contract):
     version: int | None = None
     signals: Signals | None = None
     relevance: float | None = None
+    superseded: bool = False
+
+    # No return annotation on purpose (see MemoryRecord._serialize): the schema comes from the fields.
+    @pydantic.model_serializer(mode="wrap")
+    def _serialize(self, handler: pydantic.SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        out: dict[str, Any] = handler(self)
+        if out.get("superseded") is False:
+            del out["superseded"]
+        return out
 
 
 class HitGroup(Contract):

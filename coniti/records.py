@@ -163,12 +163,20 @@ Blob = Annotated[
 StoredRow = tuple[
     str,
     float,
-    tuple[str, dict[str, Any], str | None, np.ndarray | None, bytes | None, str | None],
+    tuple[
+        str,
+        dict[str, Any],
+        str | None,
+        np.ndarray | None,
+        bytes | None,
+        str | None,
+        tuple[float | None, float | None, tuple[str, ...]] | None,
+    ],
     int,
     float | None,
 ]
 """A record as a store reads it back (what :meth:`MemoryRecord.trusted_rows` takes): ``(id,
-timestamp, (text, metadata, embedding_id, vector, blob, kind), version, expires_at)``."""
+timestamp, (text, metadata, embedding_id, vector, blob, kind, facts), version, expires_at)``."""
 
 
 class MemoryRecord(Contract):
@@ -278,18 +286,23 @@ class MemoryRecord(Contract):
     @staticmethod
     def trusted_rows(rows: Iterable[StoredRow], namespace: tuple[str, ...]) -> list[MemoryRecord]:
         """The records of ``rows`` in ``namespace``, in order: of each ``(id, timestamp, (text,
-        metadata, embedding_id, vector, blob, kind), version, expires_at)`` what :meth:`trusted` builds
+        metadata, embedding_id, vector, blob, kind, facts), version, expires_at)`` what :meth:`trusted` builds
         with a :meth:`Note.trusted <coniti.actor.Note.trusted>` note, for values already validated
         (rows a store read back, its own writing). No checks, no copy. The two written out in one
         comprehension, without their two calls a record: the hot loop of every page a store reads."""
         note = _note
         return [
             _memory_record({
-                "note": note({"id": rid, "text": text, "timestamp": ts, "metadata": metadata, "kind": kind}),
+                "note": note({
+                    "id": rid, "text": text, "timestamp": ts, "metadata": metadata, "kind": kind,
+                    "valid_from": None if facts is None else facts[0],
+                    "valid_to": None if facts is None else facts[1],
+                    "derived_from": () if facts is None else facts[2],
+                }),
                 "vector": vector, "embedding_id": embedding_id, "namespace": namespace,
                 "expires_at": expires_at, "blob": blob, "version": version,
             })
-            for rid, ts, (text, metadata, embedding_id, vector, blob, kind), version, expires_at in rows
+            for rid, ts, (text, metadata, embedding_id, vector, blob, kind, facts), version, expires_at in rows
         ]
 
     def with_version(self, version: int | None) -> MemoryRecord:
@@ -318,7 +331,8 @@ class MemoryRecord(Contract):
         note = self.note
         return MemoryRecord.trusted(
             Note.trusted(
-                note.id, note.text, note.timestamp, check_json_value(note.metadata, "metadata"), note.kind
+                note.id, note.text, note.timestamp, check_json_value(note.metadata, "metadata"), note.kind,
+                note.facts(),
             ),
             None if self.vector is None else self.vector.copy(),
             self.embedding_id,

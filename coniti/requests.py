@@ -506,6 +506,7 @@ def patched(live: MemoryRecord, op: PatchOp, index: int) -> MemoryRecord:
             note.timestamp if op.timestamp is None else op.timestamp,
             metadata,
             note.kind,
+            note.facts(),
         ),
         None if vector is None else vector.copy(),
         live.embedding_id,

@@ -540,6 +540,7 @@ _stored_rows = st.lists(
 
 
 _KINDS = (None, "message", "my kind")
+_FACTS = (None, (1.0, None, ()), (None, 5.0, ("seq:3", "note:a@2")))
 
 
 @given(_stored_rows, st.lists(st.text(min_size=1, max_size=4), max_size=2).map(tuple))
@@ -548,14 +549,15 @@ def test_trusted_rows_build_what_validation_builds(rows: list[tuple[Any, ...]], 
     field: the same type, fields and fields set (record and note), ==, to_dict, model_dump, hash (or
     its error) and frozenness, with the row's own vector (no copy)."""
     stored = [
-        (rid, ts, (f"text {rid}", md, None if vec is None else "emb-1", vec, blob, _KINDS[version % 3]), version,
-         expires)
+        (rid, ts, (f"text {rid}", md, None if vec is None else "emb-1", vec, blob, _KINDS[version % 3],
+                   _FACTS[version % 3]), version, expires)
         for rid, ts, md, vec, blob, version, expires in rows
     ]
     built = MemoryRecord.trusted_rows(stored, namespace)
     assert len(built) == len(stored)
-    for got, (rid, ts, (text, md, emb, vec, blob, kind), version, expires) in zip(built, stored, strict=True):
-        note = Note(id=rid, text=text, timestamp=ts, metadata=md, kind=kind)
+    for got, (rid, ts, (text, md, emb, vec, blob, kind, facts), version, expires) in zip(built, stored, strict=True):
+        vf, vt, df = (None, None, ()) if facts is None else facts
+        note = Note(id=rid, text=text, timestamp=ts, metadata=md, kind=kind, valid_from=vf, valid_to=vt, derived_from=df)
         want = MemoryRecord(
             note=note, vector=vec, embedding_id=emb, namespace=namespace, expires_at=expires, blob=blob,
             version=version,

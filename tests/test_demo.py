@@ -166,8 +166,8 @@ def test_demo_prints_every_section(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["demo", "--store", str(tmp_path / "d")]) == 0
     captured = capsys.readouterr()
     for title in ("1. Ingest", "2. Corrections", "3. Questions", "4. The same question, earlier",
-                  "5. Audit trail", "6. What changed", "7. verify", "8. Files written",
-                  "9. Figures"):
+                  "5. Audit trail", "6. What changed", "7. Keeping memory true", "8. verify",
+                  "9. Files written", "10. Figures"):
         assert title in captured.out
     assert "hash chain and projections clean" in captured.out
     assert captured.err == ""
@@ -211,3 +211,19 @@ def test_progress_shows_on_a_terminal_only(tmp_path: Path) -> None:
     os.close(master)
     assert proc.wait(timeout=120) == 0
     assert b"ingesting the corpus" in output
+
+
+def test_demo_keeps_memory_true_on_a_copy(demo_run: tuple[Path, dict[str, object]]) -> None:
+    """On a copy of the store the April 1 plan is superseded: hidden now, the answer for a day when it
+    held, shown marked on request; a conversation is consolidated into one summary citing its turns.
+    The tour's store is left without either."""
+    cwd, report = demo_run
+    truth: dict = report["truth"]  # type: ignore[assignment]
+    assert truth["superseded"]["old"] == "atlas-launch-plan"
+    assert "atlas-launch-plan" not in [h["id"] for h in truth["now"]["hits"]]
+    assert truth["then"]["hits"][0]["id"] == "atlas-launch-plan"
+    assert {"id": "atlas-launch-plan", "superseded": True} in truth["marked"]
+    assert (truth["consolidation"]["summarized"], truth["consolidation"]["derived"]) == (4, 1)
+    assert "from sync-0@" in truth["blame"]
+    with LogBackend(cwd / "coniti-demo" / "store", read_only=True) as store:
+        assert store.get(store.get_request(["atlas-launch-date"], ("team", "atlas"))).records == []

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         engine_cmds,
         feedback_cmds,
         file_cmds,
+        lineage_cmds,
         log_cmds,
         mcp_cmd,
         memory_cmds,
@@ -57,6 +58,7 @@ else:
     conversation_cmds = _Module("conversation_cmds")
     cluster_cmds = _Module("cluster_cmds")
     proof_cmds = _Module("proof_cmds")
+    lineage_cmds = _Module("lineage_cmds")
 
 COMMANDS: dict[str, Callable[[], click.Command]] = {
     "add": lambda: engine_cmds.add,
@@ -96,6 +98,9 @@ COMMANDS: dict[str, Callable[[], click.Command]] = {
     "fork": lambda: proof_cmds.fork,
     "revert": lambda: proof_cmds.revert,
     "receipt": lambda: proof_cmds.receipt,
+    "explain": lambda: lineage_cmds.explain_cmd,
+    "blame": lambda: lineage_cmds.blame_cmd,
+    "consolidate": lambda: lineage_cmds.consolidate_cmd,
 }
 """Command name -> the click command of that name, read (and its module imported) on first use."""
 

@@ -117,20 +117,36 @@ def _show(out: Output, r: DemoReport) -> None:
         wrap=["text"],
     )
 
-    _section(out, "7. verify")
+    _section(out, "7. Keeping memory true: a superseded fact, a consolidation, its lineage")
+    t = r.truth
+    assert t is not None, "run() always supersedes and consolidates"
+    out.line(f"on a copy of the store ({t.store}, imported from the export):", style="dim")
+    out.line(f"[{format_namespace(t.now.namespace)}] {t.old} superseded by {t.new} "
+             f"(event {t.seq}, {t.actor}: {t.reason})")  # fmt: skip
+    out.line(t.now.question)
+    _hits(out, "now: ", t.now, "green")
+    _hits(out, f"{t.then.as_of}: ", t.then, "yellow")
+    out.line("    with include_superseded: " + ", ".join(f"{i}{' (superseded)' if m else ''}" for i, m in t.marked))
+    c = t.consolidation
+    out.line(f"[{format_namespace(t.conversation)}] consolidated: summarized {c.summarized}, reweighted "
+             f"{c.reweighted}, pruned {c.pruned}, derived {c.derived} (seq {c.seq})")  # fmt: skip
+    out.line(f"    summary: {t.summary}", style="green")
+    out.line(f"    blame: {t.blame}", style="dim")
+
+    _section(out, "8. verify")
     v = r.verify
     assert v is not None, "run() always verifies"
     state = "clean" if not v.problems else f"{len(v.problems)} problem(s)"
     out.line(f"{v.events_checked} events checked: hash chain and projections {state}")
     out.line(f"head seq {v.head_seq}, head hash {v.head_hash}")
 
-    _section(out, "8. Files written")
+    _section(out, "9. Files written")
     out.line(f"{r.dump_file}  ({r.dumped} notes of team/atlas, coniti-memory JSONL)")
     out.line(f"{r.export_file}  ({r.exported} events, the whole history, coniti-log JSONL)")
     before, after = r.compacted
     out.line(f"{r.store}  (compacted after the erasure: {before:,} -> {after:,} bytes)")
 
-    _section(out, "9. Figures")
+    _section(out, "10. Figures")
     out.fields(
         [
             ("notes ingested", r.notes),
@@ -194,6 +210,7 @@ def _report_json(r: DemoReport) -> dict[str, Any]:
         "changes": [
             {"namespace": list(n), "change": c, "id": i, "text": t} for n, c, i, t in r.changes
         ],
+        "truth": _truth_json(r),
         "verify": {
             "events_checked": v.events_checked,
             "head_seq": v.head_seq,
@@ -210,4 +227,22 @@ def _report_json(r: DemoReport) -> dict[str, Any]:
             "compacted": {"before": r.compacted[0], "after": r.compacted[1]},
             "seconds": r.seconds,
         },
+    }
+
+
+def _truth_json(r: DemoReport) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    t = r.truth
+    assert t is not None, "run() always supersedes and consolidates"
+    return {
+        "store": str(t.store),
+        "superseded": {"old": t.old, "new": t.new, "seq": t.seq, "actor": t.actor, "reason": t.reason},
+        "now": _asked_json(t.now),
+        "then": _asked_json(t.then),
+        "marked": [{"id": i, "superseded": m} for i, m in t.marked],
+        "conversation": list(t.conversation),
+        "consolidation": asdict(t.consolidation),
+        "summary": t.summary,
+        "blame": t.blame,
     }

@@ -98,6 +98,11 @@ def add(
               help="Print the answer as a prompt-ready context block.")
 @click.option("--budget", "budget", type=click.IntRange(1), default=1000, show_default=True,
               help="With --context: the block's token budget (about four bytes a token).")
+@click.option("--valid-at", "valid_at", type=TIME, default=None,
+              help="Answer with the notes valid in the world at this time (default: hide those whose "
+                   "validity ended).")
+@click.option("--include-superseded", is_flag=True,
+              help="Also show notes no longer valid, marked (superseded).")
 @range_options
 @as_of_option
 @common_options
@@ -116,8 +121,11 @@ def ask(
     start: float | None,
     end: float | None,
     as_of: int | float | None,
+    valid_at: float | None = None,
+    include_superseded: bool = False,
 ) -> None:
-    """Recall the notes that best answer TEXT, best first.
+    """Recall the notes that best answer TEXT, best first (facts no longer valid hidden: see
+    --valid-at, --include-superseded).
 
     Each hit shows its relevance, 0 to 1: the score of the ranking read on one scale (semantic:
     the cosine; keyword: BM25 over the score of a note holding every word of TEXT once, 1 when
@@ -142,6 +150,8 @@ def ask(
         text=text, time_range=time_range(start, end), k=k, filter=where, min_relevance=min_score,
         strategy=cast(Any, strategy), mmr=mmr,
     )
+    if as_context and (valid_at is not None or include_superseded):
+        raise click.UsageError("--valid-at and --include-superseded do not apply to --context")
     with s.open_store() as store, s.open_engine(store) as engine:
         if as_of is not None:
             engine = at_point(engine, as_of)
@@ -150,7 +160,8 @@ def ask(
             block = engine.context(query, token_budget=budget, namespace=namespace, prefix=prefix)
             hits = cast("list[Hit]", block.hits)  # the engine's blocks hold its own Hits
         else:
-            hits = list(engine.ask(query, namespace=namespace, prefix=prefix).hits)
+            hits = list(engine.ask(query, namespace=namespace, prefix=prefix, valid_at=valid_at,
+                                   include_superseded=include_superseded).hits)  # fmt: skip
         if not hits:
             hint_if_unknown(s, engine.memory, scope, prefix=prefix is not None)
     where_json = {"namespace": list(namespace)} if prefix is None else {"prefix": list(prefix)}
@@ -175,12 +186,12 @@ def ask(
         )
         return
     columns = ["relevance", "time (UTC)", "id", "text"]
-    rows = ([_relevance(h), format_time(h.note.timestamp), h.note.id, h.note.text] for h in hits)
+    rows = ([_relevance(h), format_time(h.note.timestamp), h.note.id, _text(h)] for h in hits)
     if prefix is not None:
         columns.insert(2, "namespace")
         rows = (
             [_relevance(h), format_time(h.note.timestamp), format_namespace(h.namespace),
-             h.note.id, h.note.text]
+             h.note.id, _text(h)]
             for h in hits
         )  # fmt: skip
     s.out.table(columns, rows, wrap=["text"])
@@ -189,6 +200,10 @@ def ask(
 def _relevance(hit: Hit) -> str:
     """A hit's relevance as printed (``-`` for ``recent``, which has none)."""
     return "-" if hit.relevance is None else f"{hit.relevance:.2f}"
+
+
+def _text(hit: Hit) -> str:
+    return f"{hit.note.text} (superseded)" if hit.superseded else hit.note.text
 
 
 def _signal_cells(hit: Hit) -> list[str]:
@@ -207,7 +222,7 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
     signals = None if hit.signals is None else hit.signals.to_dict()
     return {
         "score": hit.score, "relevance": hit.relevance, "namespace": list(hit.namespace), **_note_json(hit.note),
-        "signals": signals,
+        "signals": signals, "superseded": hit.superseded,
     }  # fmt: skip
 
 

@@ -60,6 +60,7 @@ An engine is thread-safe: every public method holds one re-entrant lock (an engi
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import EllipsisType
@@ -71,12 +72,13 @@ from coniti import derived
 from coniti.actor import Note, Query
 from coniti.batch import NoteBatch
 from coniti.embedding import Embedder
-from coniti.engine import recall
+from coniti.engine import recall, validity
 from coniti.engine.accountable import Accountable
 from coniti.engine.fold import FoldedIndexes
 from coniti.engine.guard import writing as _writing
 from coniti.engine.index import Recipe
 from coniti.engine.indexes import CurrentIndexes, Indexes
+from coniti.engine.keeping import KeepingTrue
 from coniti.engine.past import PastIndexes, recorded_at
 from coniti.engine.results import (
     EMBEDDING_KEY,
@@ -130,7 +132,7 @@ __all__ = ["Answer", "ContinuityEngine", "DerivedReport", "Hit", "IngestResult",
 # Hit lives in coniti.recall (what recall returns); it is re-exported here, where answers are made.
 
 
-class ContinuityEngine(Accountable):
+class ContinuityEngine(Accountable, KeepingTrue):
     """Ingest notes, ask questions, remove notes: over one memory backend; see the module docstring.
 
     ``structures``: one structure or a sequence of them; each is a prototype, ``spawn()``-ed once per
@@ -306,6 +308,8 @@ class ContinuityEngine(Accountable):
         namespace: Sequence[str] = (),
         prefix: Sequence[str] | None = None,
         receipt: bool | Literal["with_query"] = False,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> Answer:
         """Answer ``query`` (a plain string becomes ``Query(text=...)``) from ``namespace``, or with
         ``prefix`` from every live namespace under it (``prefix=()``: all of them) in one ranking.
@@ -327,15 +331,24 @@ class ContinuityEngine(Accountable):
         anchor belongs to one namespace) or for both ``namespace`` and ``prefix``, and (before any
         work) for a query text longer than :attr:`max_query_chars`. A hit whose record vanished
         from memory since the structures last saw it (a write by another process not yet picked up
-        by :meth:`refresh`) is left out.
+        by :meth:`refresh`) is left out. Writes nothing.
+
+        Valid time (:mod:`coniti.engine.validity`): notes whose validity ended by now
+        (``valid_to <= now``) are left out; with ``valid_at`` (epoch seconds or an aware datetime)
+        the notes not valid at that moment of the world are. ``include_superseded=True`` leaves
+        none out and marks those hits ``superseded``. Combine with :meth:`at` for what coniti
+        believed at a seq about what was true at ``valid_at``.
         """
+        moment = None if valid_at is None else validity.moment_of(valid_at)
+        if type(include_superseded) is not bool:
+            raise ContractError(f"include_superseded must be True or False, got {include_superseded!r}")
         query = _as_query(query)
         _check_text(query, self.max_query_chars)
         ns, scope = _scope(namespace, prefix)
         _check_query(query, scope, self.embedder)
         with self._lock:
             vector = _vectors([query], self.embedder)[0]
-            return _answered(self, query, ns, scope, vector, receipt)
+            return _answered(self, query, ns, scope, vector, receipt, moment, include_superseded)
 
     def ask_many(
         self,
@@ -343,13 +356,18 @@ class ContinuityEngine(Accountable):
         *,
         namespace: Sequence[str] = (),
         prefix: Sequence[str] | None = None,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> list[Answer]:
         """:meth:`ask` for each of ``queries`` (plain strings become ``Query(text=...)``), in
         order, from the same ``namespace`` or ``prefix``: the question texts that need a vector
         are embedded in one embedder call (a batch costs about a third per text of single calls),
         then each is answered as :meth:`ask` answers it. Every query is checked before any is
-        answered; the first bad one raises :class:`ContractError` naming ``queries[i]``. Writes
-        nothing."""
+        answered; the first bad one raises :class:`ContractError` naming ``queries[i]``.
+        ``valid_at`` and ``include_superseded`` apply to each as in :meth:`ask`. Writes nothing."""
+        moment = None if valid_at is None else validity.moment_of(valid_at)
+        if type(include_superseded) is not bool:
+            raise ContractError(f"include_superseded must be True or False, got {include_superseded!r}")
         if isinstance(queries, str | bytes):
             raise ContractError("queries must be a sequence of queries, not one string")
         asked: list[Query] = []
@@ -367,7 +385,10 @@ class ContinuityEngine(Accountable):
                 raise ContractError(f"queries[{i}]: {exc}") from None
         with self._lock:
             vectors = _vectors(asked, self.embedder)
-            return [_answered(self, q, ns, scope, v) for q, v in zip(asked, vectors, strict=True)]
+            return [
+                _answered(self, q, ns, scope, v, False, moment, include_superseded)
+                for q, v in zip(asked, vectors, strict=True)
+            ]
 
     def context(
         self,
@@ -649,6 +670,8 @@ class ContinuityEngine(Accountable):
         lags is folded at the next open; :meth:`persist` saves). Large dropped state is freed on a
         thread (:func:`coniti.engine.saver.release`): close does not wait for it. The memory
         backend is not closed (its owner closes it)."""
+        for worker in self.__dict__.get("_consolidators", ()):
+            worker.stop()
         if self._saver is not None:
             self._saver.stop()
         with self._lock:
@@ -677,9 +700,14 @@ class ContinuityEngine(Accountable):
         *,
         namespace: Sequence[str] = (),
         prefix: Sequence[str] | None = None,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> Answer:
         """:meth:`ask` on a worker thread."""
-        return await to_thread(self.ask, query, namespace=namespace, prefix=prefix)
+        return await to_thread(
+            self.ask, query, namespace=namespace, prefix=prefix, valid_at=valid_at,
+            include_superseded=include_superseded,
+        )  # fmt: skip
 
     async def aask_many(
         self,
@@ -795,35 +823,50 @@ def _answered(
     scope: tuple[str, ...] | None,
     vector: np.ndarray | None,
     receipt: bool | Literal["with_query"] = False,
+    moment: float | None = None,
+    include_superseded: bool = False,
 ) -> Answer:
     """The answer of ``query`` (checked, its ``vector`` made) by ``engine``, under its lock; once
-    more after healing a snapshot block that failed its check. ``receipt``: as :meth:`ContinuityEngine.ask`."""
+    more after healing a snapshot block that failed its check. ``receipt``, ``moment`` (``valid_at``
+    read) and ``include_superseded``: as :meth:`ContinuityEngine.ask`."""
     spaces = [ns] if scope is None else engine.memory.namespaces(scope)
     point = engine.memory.as_of if engine.memory.as_of is not None else engine._indexes.head()
 
-    def hits() -> list[Hit]:
+    def hits(asked: Query) -> list[Hit]:
         return recall.answer(
-            query, vector, spaces, merged=scope is not None, indexes=engine._indexes,
+            asked, vector, spaces, merged=scope is not None, indexes=engine._indexes,
             memory=engine.memory, strategy=engine.strategy, reranker=engine.reranker,
         )  # fmt: skip
 
-    try:
-        found = hits()
-    except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
-        if not engine._indexes.heal():
-            raise
-        found = hits()
-    kept = None
+    def ranked(asked: Query) -> list[Hit]:
+        try:
+            return hits(asked)
+        except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
+            if not engine._indexes.heal():
+                raise
+            return hits(asked)
+
+    now = time.time()
+    found = ranked(query)
+    kept = validity.marked(found, moment, now, keep=include_superseded)
+    depth = query.k
+    # notes left out took places in a full ranking: rank deeper until k remain or it runs out
+    while len(kept) < query.k and len(found) == depth:
+        depth *= 4
+        found = ranked(query.model_copy(update={"k": depth}))
+        kept = validity.marked(found, moment, now, keep=include_superseded)
+    kept = kept[: query.k]
+    receipt_seq = None
     if receipt:
         from coniti.receipts import Receipt, record_receipt
 
         if engine._read_only or point is None:
             raise ReadOnlyError(f"a recall receipt needs a writable log memory (memory: {engine.memory.kind})")
-        kept = record_receipt(engine.memory, Receipt.of(
-            query, found, point=point, embedder=engine.spec_id, namespace=ns, prefix=scope,
+        receipt_seq = record_receipt(engine.memory, Receipt.of(
+            query, kept, point=point, embedder=engine.spec_id, namespace=ns, prefix=scope,
             with_query=receipt == "with_query",
         ))  # fmt: skip
-    return answer({"query": query, "namespace": ns, "prefix": scope, "hits": found, "receipt": kept})
+    return answer({"query": query, "namespace": ns, "prefix": scope, "hits": kept, "receipt": receipt_seq})
 
 
 def _check_text(query: Query, limit: int) -> None:

@@ -508,6 +508,7 @@ class _Asks:
             hit = _hit({
                 "note": record.note, "score": float(r.score), "namespace": scope.namespace,
                 "version": record.version, "signals": trusted_signals(signals), "relevance": None,
+                "superseded": False,
             })  # fmt: skip
             out.append((hit, _vector(record)))
         return out

@@ -125,8 +125,10 @@ class Writes:
         if dedup:
             decisions = self._dedup(ns, batch, decisions)
         chosen = [i for i, d in enumerate(decisions) if d.admitted]
-        kinded = not isinstance(batch, NoteBatch) and any(batch[i].kind is not None for i in chosen)
-        if kinded and op_id is None:  # a batch's columns carry no kind: the records keep it
+        kinded = not isinstance(batch, NoteBatch) and any(
+            batch[i].kind is not None or batch[i].facts() is not None for i in chosen
+        )
+        if kinded and op_id is None:  # a batch's columns carry no kind or facts: the records keep them
             eid = self.recipe.spec_id
             self._put(ns, index, [MemoryRecord.trusted(batch[i], vectors[i].copy(), eid, ns) for i in chosen])
         elif op_id is None:

@@ -178,9 +178,9 @@ def _check_reason(reason: str) -> None:
 def _record(row: Row, namespace: Namespace) -> MemoryRecord:
     """The record of a row the store wrote (once per record a read returns); its version is the
     seq of the put that wrote it."""
-    text, metadata, embedding_id, vector, blob, kind = row[2]
+    text, metadata, embedding_id, vector, blob, kind, facts = row[2]
     return _memory_record(
-        _note(row[0], text, row[1], metadata, kind), vector, embedding_id, namespace, row[3], row[4], blob
+        _note(row[0], text, row[1], metadata, kind, facts), vector, embedding_id, namespace, row[3], row[4], blob
     )
 
 
@@ -200,7 +200,7 @@ def _put_item(r: MemoryRecord) -> PutItem:
     note = r.note
     return PutItem(
         r.namespace, note.id, note.text, note.timestamp, note.metadata, r.embedding_id, r.vector,
-        r.expires_at, r.blob, note.kind,
+        r.expires_at, r.blob, note.kind, note.facts(),
     )
 
 

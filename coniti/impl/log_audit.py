@@ -69,7 +69,7 @@ def public_event(e: LogEvent) -> Event:
     if data is not None:
         assert e.id is not None and e.timestamp is not None
         record = MemoryRecord.trusted(
-            Note.trusted(e.id, data.text, e.timestamp, data.metadata, data.kind),
+            Note.trusted(e.id, data.text, e.timestamp, data.metadata, data.kind, data.facts),
             data.vector,
             data.embedding_id,
             e.namespace,

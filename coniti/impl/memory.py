@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 
-from coniti.actor import Note, TimeRange
+from coniti.actor import Facts, Note, TimeRange
 from coniti.batch import RecordBatch, check_batch_ids
 from coniti.contracts import check_json_value
 from coniti.cursor import CursorCodec
@@ -82,9 +82,11 @@ _put_result = PutResult.constructor()
 
 Key = tuple[float, int]
 
-Row = tuple[str, float, str, str | None, np.ndarray | None, bytes | None, int, float | None, str | None]
+Row = tuple[
+    str, float, str, str | None, np.ndarray | None, bytes | None, int, float | None, str | None, Facts | None
+]
 """A held record but its metadata: ``(id, timestamp, text, embedding_id, vector, blob, version,
-expires_at, kind)``. Plain values only, so the collector untracks it; the metadata (a dict, which would
+expires_at, kind, facts)``. Plain values only, so the collector untracks it; the metadata (a dict, which would
 keep the tuple holding it tracked) is held beside it, by the same key."""
 
 _ID: Final = 0
@@ -117,7 +119,7 @@ class _Stored:
         copied = None if vector is None else vector.copy()
         self.by_key[key] = (
             note.id, note.timestamp, note.text, record.embedding_id, copied, record.blob, key[1],
-            record.expires_at, note.kind,
+            record.expires_at, note.kind, note.facts(),
         )  # fmt: skip
         self.metadata[key] = check_json_value(note.metadata, "metadata")
         self.by_id[note.id] = key
@@ -156,13 +158,13 @@ class _Stored:
         note, record = Note.trusted, MemoryRecord.trusted
         out = []
         for key in keys:
-            rid, ts, text, eid, vector, blob, version, expires_at, kind = by_key[key]
+            rid, ts, text, eid, vector, blob, version, expires_at, kind, facts = by_key[key]
             metadata = held_metadata[key]
             if copy:
                 metadata = _copy_metadata(metadata)
                 vector = None if vector is None else vector.copy()
             out.append(
-                record(note(rid, text, ts, metadata, kind), vector, eid, namespace, version, expires_at, blob)
+                record(note(rid, text, ts, metadata, kind, facts), vector, eid, namespace, version, expires_at, blob)
             )
         return out
 
@@ -374,7 +376,7 @@ class InMemoryBackend(MemoryBackend):
                 matrix.flags.writeable = False
                 rows = list(matrix)
             held: list[Row] = [
-                (record_id, ts, text, eid, row, None, order, None, None)
+                (record_id, ts, text, eid, row, None, order, None, None, None)
                 for record_id, text, ts, row, order in zip(
                     notes.ids, notes.texts, stamps, rows, orders, strict=True
                 )

@@ -49,6 +49,7 @@ class PutItem(NamedTuple):
     expires_at: float | None = None
     blob: bytes | None = None
     kind: str | None = None
+    facts: tuple[float | None, float | None, tuple[str, ...]] | None = None
 
 
 class Puts(NamedTuple):
@@ -90,7 +91,7 @@ def prepare(items: Sequence[PutItem]) -> Puts:
         ids.append(item.id)
         stamps.append(float(item.timestamp))
         payloads.append(encode_put_payload(
-            item.text, item.metadata, item.embedding_id, item.vector, item.blob, item.kind
+            item.text, item.metadata, item.embedding_id, item.vector, item.blob, item.kind, item.facts
         ))
         expiries.append(item.expires_at)
     return Puts(
@@ -154,7 +155,7 @@ class Appends:
         version put at that seq."""
         ts = float(item.timestamp)
         payload = encode_put_payload(
-            item.text, item.metadata, item.embedding_id, item.vector, item.blob, item.kind
+            item.text, item.metadata, item.embedding_id, item.vector, item.blob, item.kind, item.facts
         )
         seq = self._event(
             PUT, namespace, payload, id=item.id, timestamp=ts, replaces=replaces, expires_at=item.expires_at

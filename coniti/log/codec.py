@@ -156,7 +156,8 @@ _pack = packb
 
 class RecordData(NamedTuple):
     """The content of a put event (absent once erased): ``vector`` None for a record without one,
-    ``blob`` the binary payload or None, ``kind`` the note's kind (payload field ``kd``) or None."""
+    ``blob`` the binary payload or None, ``kind`` the note's kind (payload field ``kd``) or None,
+    ``facts`` the note's ``(valid_from, valid_to, derived_from)`` (payload field ``vl``) or None."""
 
     text: str
     metadata: dict[str, Any]
@@ -164,6 +165,7 @@ class RecordData(NamedTuple):
     vector: np.ndarray | None
     blob: bytes | None = None
     kind: str | None = None
+    facts: tuple[float | None, float | None, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,6 +504,22 @@ _PUT_KEYS = frozenset({"tx", "md", "e"})
 _VECTOR_KEYS = frozenset({"vd", "vs", "vb"})
 _BLOB = "bl"
 _KIND = "kd"
+_FACTS = "vl"
+
+
+def _facts(value: Any) -> tuple[float | None, float | None, tuple[str, ...]]:
+    """Payload field ``vl``: ``[valid_from or nil, valid_to or nil, [source, ...]]``."""
+    if type(value) is not list or len(value) != 3:
+        raise ValueError("field vl (valid time and sources) is not an array of three")
+    start, end, sources = value
+    for name, t in (("valid_from", start), ("valid_to", end)):
+        if t is not None and (type(t) is not float or not np.isfinite(t)):
+            raise ValueError(f"field vl ({name}) is not a finite float or nil")
+    if start is not None and end is not None and end < start:
+        raise ValueError("field vl: valid_to is before valid_from")
+    if type(sources) is not list or not all(type(r) is str and r for r in sources):
+        raise ValueError("field vl (sources) is not an array of non-empty strings")
+    return (start, end, tuple(sources))
 
 
 def _stored_record(payload: Any) -> RecordData:
@@ -523,16 +541,19 @@ def _stored_record(payload: Any) -> RecordData:
         if not n or payload["vs"] != [n]:
             raise ValueError("vector shape and bytes disagree")
         if size == 6:
-            return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, None, None))
+            return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, None, None, None))
     blob = payload.get(_BLOB)
     if blob is not None and type(blob) is not bytes:
         raise ValueError("field bl (blob) is not binary")
     kind = payload.get(_KIND)
     if kind is not None and type(kind) is not str:
         raise ValueError("field kd (kind) is not a string")
-    if size != 3 + 3 * (vector is not None) + (blob is not None) + (kind is not None):
+    facts = payload.get(_FACTS)
+    if facts is not None:
+        facts = _facts(facts)
+    if size != 3 + 3 * (vector is not None) + (blob is not None) + (kind is not None) + (facts is not None):
         raise ValueError("put payload has unknown or missing fields")
-    return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob, kind))
+    return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob, kind, facts))
 
 
 def _record(payload: Any, strict: bool) -> RecordData:
@@ -541,7 +562,7 @@ def _record(payload: Any, strict: bool) -> RecordData:
     if not isinstance(payload, dict):
         raise ValueError("put payload is not a map")
     keys = payload.keys()
-    unknown = sorted(map(str, keys - _PUT_KEYS - _VECTOR_KEYS - {_BLOB, _KIND}))
+    unknown = sorted(map(str, keys - _PUT_KEYS - _VECTOR_KEYS - {_BLOB, _KIND, _FACTS}))
     if unknown:
         raise ValueError(f"put payload has unknown field {unknown[0]}")
     text, metadata, emb = payload["tx"], payload["md"], payload["e"]
@@ -571,7 +592,8 @@ def _record(payload: Any, strict: bool) -> RecordData:
     kind = payload.get(_KIND)
     if _KIND in payload and (type(kind) is not str or not kind):
         raise ValueError("field kd (kind) is not a non-empty string")
-    return RecordData(text, metadata, emb, vector, blob, kind)
+    facts = _facts(payload[_FACTS]) if _FACTS in payload else None
+    return RecordData(text, metadata, emb, vector, blob, kind, facts)
 
 
 _OPTIONAL_STR = ("i", "mk", "a", "r")

@@ -277,6 +277,7 @@ def _same_content(frame_a: bytes, frame_b: bytes) -> bool:
         and _same_vector(a.vector, b.vector)
         and a.blob == b.blob
         and a.kind == b.kind
+        and a.facts == b.facts
         and _strict_equal(a.metadata, b.metadata)
     )
 

@@ -2,7 +2,7 @@
 msgpack the log writes it with. The envelope and the frame around a payload, and every decoding and
 check of one, are :mod:`coniti.log.codec`'s (which re-exports these encoders).
 
-Payload maps: ``put`` ``{"tx", "md", "e"[, "vd", "vs", "vb"][, "bl"][, "kd"]}`` (text, metadata, embedding
+Payload maps: ``put`` ``{"tx", "md", "e"[, "vd", "vs", "vb"][, "bl"][, "kd"][, "vl"]}`` (text, metadata, embedding
 id, the vector's dtype, shape and raw bytes, the binary payload), ``meta`` ``{"mv"}``, ``feedback``
 ``{"fw"}``, ``op`` ``{"d", "res"}``; ``delete``, ``clear`` and ``erase`` carry none. Integers
 outside 64 bits are written as :data:`EXT_BIGINT` values (decimal ASCII).
@@ -90,10 +90,13 @@ def encode_put_payload(
     vector: np.ndarray | None,
     blob: bytes | None = None,
     kind: str | None = None,
+    facts: tuple[float | None, float | None, tuple[str, ...]] | None = None,
 ) -> bytes:
     """The payload of a put event. ``vector`` keeps its dtype and exact bits; ``blob`` (at most
     :data:`MAX_BLOB_BYTES`, else :class:`ContractError`) is stored as msgpack bin; ``kind`` (the
-    note's kind) as the string ``"kd"``, written only when set (a put without it reads as kind None).
+    note's kind) as the string ``"kd"``, written only when set (a put without it reads as kind None);
+    ``facts`` (the note's valid time and sources) as ``"vl"``: ``[valid_from, valid_to, [source,
+    ...]]``, written only when given.
 
     Byte for byte ``packb({"tx": text, "md": metadata, "e": embedding_id, "vd": vector.dtype.str,
     "vs": list(vector.shape), "vb": vector.tobytes(), "bl": blob})``, the vector's three keys left
@@ -101,8 +104,8 @@ def encode_put_payload(
     once a (dtype, shape) has been seen, the payload is assembled from parts instead: the map
     header and keys are constants, and everything from ``"vd"`` up to the vector's first byte
     depends on the dtype and shape alone."""
-    if vector is None or blob is not None or kind is not None:
-        return _general_put_payload(text, metadata, embedding_id, vector, blob, kind)
+    if vector is None or blob is not None or kind is not None or facts is not None:
+        return _general_put_payload(text, metadata, embedding_id, vector, blob, kind, facts)
     shape = vector.shape
     middle = _VECTOR_HEADS.get((vector.dtype, shape))
     if middle is not None:
@@ -163,6 +166,7 @@ def _general_put_payload(
     vector: np.ndarray | None,
     blob: bytes | None,
     kind: str | None = None,
+    facts: tuple[float | None, float | None, tuple[str, ...]] | None = None,
 ) -> bytes:
     """A put payload without a vector, or with a blob or a kind (see :func:`encode_put_payload`)."""
     content: dict[str, Any] = {"tx": text, "md": metadata, "e": embedding_id}
@@ -176,6 +180,8 @@ def _general_put_payload(
         content["bl"] = blob
     if kind is not None:
         content["kd"] = kind
+    if facts is not None:
+        content["vl"] = [facts[0], facts[1], list(facts[2])]
     return packb(content)
 
 
