@@ -16,6 +16,9 @@ saw it is left out. No other ranking or namespace is asked again when one needs 
 **The filter applies where candidates are made**, and a filtered ask equals the unfiltered ranking
 with the non-matching notes removed (scores and ranks are those of the unfiltered ranking):
 
+* ``semantic`` over a prefix, with a query vector: the filter selects each namespace's candidates
+  before scoring (:mod:`coniti.engine.where`: only the matching rows are scored, exactly, in the
+  structure's order), and that ranking is read as below.
 * ``semantic``, ``keyword``, ``recent`` (:class:`Candidates`): each namespace's stream is read until
   ``want`` candidates match the filter and reach ``query.min_score`` (or the ranking ends, or its
   scores fall below ``min_score``); over a prefix the namespaces' answers are merged by score, then
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from coniti.actor import Query
+from coniti.engine import where
 from coniti.engine.index import NamespaceIndex
 from coniti.engine.indexes import Indexes
 from coniti.engine.results import pool_size
@@ -214,7 +218,11 @@ def recall(
     narrowed = match is not None or query.min_score is not None
     found: Found = []
     for scope in scopes:
-        stream = asks.stream(query, scope, max(4 * want, 32) if narrowed else want)
+        if match is not None and vector is not None and where.applies(query, vector, scope.index, strategy, merged):
+            ranking = where.prefiltered(query, vector, scope.namespace, scope.index, memory, match)
+            stream = Stream(scope, memory, ranking.rank, ranking.size, want)
+        else:
+            stream = asks.stream(query, scope, max(4 * want, 32) if narrowed else want)
         found += asks.hits(scope, Candidates(stream, match, query.min_score).best(want))
     if merged:
         found.sort(key=lambda item: _merge_key(item[0]))

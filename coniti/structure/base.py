@@ -182,6 +182,15 @@ class Structure(ABC):
             raise NotSupported(f"the {self.name} structure keeps no versions")
         return _AsOf(self, seq)
 
+    def rows_of(self, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The stored unit float32 rows (``(len(ids), dim)``) and float64 timestamps of ``ids``,
+        each stored (``KeyError`` otherwise), in order: the rows the searches score."""
+        if not ids:
+            return np.zeros((0, self._dim or 0), dtype=np.float32), np.zeros(0, dtype=np.float64)
+        vectors = np.stack([self._vector(i) for i in ids])
+        times = np.array([self._timestamp(i) for i in ids], dtype=np.float64)
+        return vectors, times
+
     def live_ids(self) -> list[str]:
         """The ids stored now (structures with :attr:`supports_as_of`)."""
         raise NotSupported(f"the {self.name} structure does not list its ids")
