@@ -174,7 +174,7 @@ class Chroma:
     """chromadb ``PersistentClient``: one collection (cosine HNSW, the library's defaults) with the
     namespace, user and timestamp as metadata; namespaces and filters as ``where``."""
 
-    syncs = "no (sqlite WAL at synchronous=NORMAL; HNSW files written without fsync)"
+    syncs = "yes (fsync: 600 calls for 1,000 notes in 10 batches, strace)"
 
     def __init__(self, data: Data, path: Path) -> None:
         self.data = data
@@ -241,7 +241,7 @@ class Lance:
     """lancedb: one table (id, ns, user, ts, text, vector), no vector index (exact, flat search),
     cosine; filters as SQL ``where`` applied before the search (``prefilter``)."""
 
-    syncs = "no (Lance files written without fsync)"
+    syncs = "no (no fsync, fdatasync or msync: strace)"
 
     def __init__(self, data: Data, path: Path) -> None:
         self.data = data
@@ -321,7 +321,7 @@ class Qdrant:
     """qdrant-client in local mode (``QdrantClient(path=...)``): one collection, cosine, payload
     ns/user/ts; exact search (local mode is brute force) with payload filters."""
 
-    syncs = "no (points pickled into sqlite, library defaults: no fsync asked)"
+    syncs = "yes (sqlite fdatasync: 4,604 calls for 1,000 notes, strace)"
 
     def __init__(self, data: Data, path: Path) -> None:
         self.data = data
@@ -481,7 +481,7 @@ class LangGraph:
     ``batch`` of ``PutOp`` per ingest batch; ``search`` with a namespace prefix and ``filter``.
     The store's own sqlite settings (WAL; ``synchronous`` as the library sets it)."""
 
-    syncs = "yes (sqlite WAL, synchronous=NORMAL: fsync at checkpoints, not per commit)"
+    syncs = "yes (sqlite fdatasync: 336 calls for 1,000 notes in 10 batches, strace)"
 
     def __init__(self, data: Data, path: Path) -> None:
         self.data = data
