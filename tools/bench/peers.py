@@ -347,6 +347,36 @@ def table(
     return "\n".join(lines)
 
 
+def write_results(
+    a: argparse.Namespace,
+    systems: Sequence[str],
+    runs: dict[str, list[dict[str, Any]]],
+    truth: dict[str, list[list[str]]],
+    numpy_rounds: dict[str, list[float]],
+    errors: dict[str, Any],
+    done: int,
+) -> None:
+    """The JSON (``a.json``) and the table (beside it, ``.md``) of the rounds ``done`` so far:
+    written after every round, so that a run stopped early still leaves its figures."""
+    per_round = {s: [figures_of(res, a.n, truth) for res in rs] for s, rs in runs.items() if rs}
+    medians = {
+        s: {k: statistics.median(f[k] for f in fs) for k in fs[0]} for s, fs in per_round.items()
+    }
+    numpy_ms = {k: statistics.median(v) for k, v in numpy_rounds.items()}
+    syncs = {s: runs[s][0]["syncs"] for s in runs if runs[s]}
+    out = {
+        "n": a.n, "rounds": done, "namespaces": a.namespaces, "users": a.users, "batch": a.batch,
+        "queries": a.queries, "seed": a.seed, "dim": DIM, "medians": medians, "numpy_ms": numpy_ms,
+        "per_round": per_round, "numpy_per_round": numpy_rounds, "syncs": syncs, "errors": errors,
+        "rows": [{"phase": ph, "label": lb.format(batch=a.batch), "higher_is_better": hi, "unit": u} for ph, lb, hi, u in ROWS],
+    }  # fmt: skip
+    a.json.write_text(json.dumps(out, indent=1))
+    head = f"N={a.n:,} notes, {a.namespaces} namespaces, {DIM}-dim, {done} round(s), medians; {a.queries} queries per ask"
+    a.json.with_suffix(".md").write_text(
+        head + "\n\n" + table(medians, numpy_ms, systems, a.batch, syncs) + "\n"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--n", type=int, default=100_000)
@@ -422,24 +452,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"round {r + 1}: {s} done (ingest {a.n / res['ingest_s']:,.0f} notes/s)",
                     file=sys.stderr,
                 )
+            write_results(a, systems, runs, truth, numpy_rounds, errors, done=r + 1)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    per_round = {s: [figures_of(res, a.n, truth) for res in rs] for s, rs in runs.items() if rs}
-    medians = {
-        s: {k: statistics.median(f[k] for f in fs) for k in fs[0]} for s, fs in per_round.items()
-    }
-    numpy_ms = {k: statistics.median(v) for k, v in numpy_rounds.items()}
-    syncs = {s: runs[s][0]["syncs"] for s in runs if runs[s]}
-    out = {
-        "n": a.n, "rounds": a.rounds, "namespaces": a.namespaces, "users": a.users, "batch": a.batch,
-        "queries": a.queries, "seed": a.seed, "dim": DIM, "medians": medians, "numpy_ms": numpy_ms,
-        "per_round": per_round, "numpy_per_round": numpy_rounds, "syncs": syncs, "errors": errors,
-        "rows": [{"phase": ph, "label": lb.format(batch=a.batch), "higher_is_better": hi, "unit": u} for ph, lb, hi, u in ROWS],
-    }  # fmt: skip
-    a.json.write_text(json.dumps(out, indent=1))
-    print(
-        f"N={a.n:,} notes, {a.namespaces} namespaces, {DIM}-dim, {a.rounds} round(s), medians; {a.queries} queries per ask"
-    )
-    print(table(medians, numpy_ms, systems, a.batch, syncs))
-    print(f"\nJSON: {a.json}")
+    print((a.json.with_suffix(".md")).read_text())
+    print(f"JSON: {a.json}")
     return 1 if errors else 0
