@@ -91,6 +91,9 @@ ROWS: tuple[tuple[str, str, bool, str], ...] = (
     ("delete", "delete, batches of {batch}", True, "notes/s"),
 )
 ASKS = ("all", "filtered", "window", "one_ns")
+WRITES = ("ingest", "update", "delete", "close")
+"""Rows whose best peer is the best among the peers that sync their writes (a faster one that does
+not is named beside it)."""
 EXACT = 0.99
 """A peer's ask counts as exact (comparable with coniti's, recall 1.0) from this recall@10 on; a
 faster one below it is named beside the best exact peer, with its recall."""
@@ -332,7 +335,12 @@ def table(
             cells.append(cell)
         cells.append(fmt(numpy_ms[phase], "ms") if phase in numpy_ms else "")
         every = {p: medians[p][phase] for p in peers if phase in medians[p]}
-        exact = {p: v for p, v in every.items() if medians[p].get(f"{phase}_recall", 1.0) >= EXACT}
+        if phase in WRITES:  # against the peers that sync their writes, as coniti does
+            exact = {p: v for p, v in every.items() if syncs.get(p, "").startswith("yes")}
+        else:
+            exact = {
+                p: v for p, v in every.items() if medians[p].get(f"{phase}_recall", 1.0) >= EXACT
+            }
         vals = exact or every
         if vals and "coniti" in medians:
             pick = max if higher else min
@@ -340,7 +348,9 @@ def table(
             b, c = vals[best], medians["coniti"][phase]
             cell = f"{best} {fmt(b, unit)}"
             fastest = pick(every, key=lambda p: every[p])
-            if fastest not in vals:
+            if fastest not in vals and phase in WRITES:
+                cell += f" (not synced: {fastest} {fmt(every[fastest], unit)})"
+            elif fastest not in vals:
                 recall = medians[fastest][f"{phase}_recall"]
                 cell += (
                     f" (approximate: {fastest} {fmt(every[fastest], unit)} at recall {recall:.2f})"
