@@ -25,7 +25,7 @@ on first use); any other filter is tested on each cached metadata.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import heapq
 from typing import Any
 
 import numpy as np
@@ -37,9 +37,8 @@ from coniti.filters import Predicate
 from coniti.hybrid import Ranked
 from coniti.memory import GetRequest, MemoryBackend
 from coniti.strategy import DefaultStrategy, Strategy
-from coniti.structure import Structure
 from coniti.structure.flat import FlatStructure
-from coniti.structure.scoring import exact_scores, top_by_key, unit_vector
+from coniti.structure.scoring import exact_scores, unit_vector
 from coniti.structure.segment_tree import SegmentTreeStructure
 
 __all__ = ["MetadataColumn", "Prefiltered", "prefiltered"]
@@ -107,17 +106,23 @@ def _value_key(value: Any) -> bytes:
 
 
 class Prefiltered:
-    """The matching rows of one namespace ranked by the structure's order: ``rank(k)`` and
-    ``size()`` as :class:`~coniti.engine.recall.Stream` asks them."""
+    """The matching rows of one namespace (``ids``, exact ``scores``, ``times``) ranked by the
+    structure's order (score, then the newer, then the smaller id): ``rank(k)`` and ``size()`` as
+    :class:`~coniti.engine.recall.Stream` asks them. ``rank(k)`` orders only the first ``k``
+    (``heapq.nsmallest``: ``sorted(...)[:k]``, the keys being distinct)."""
 
-    def __init__(self, hits: list[Ranked]) -> None:
-        self._hits = hits
+    def __init__(self, ids: list[str], scores: list[float], times: list[float]) -> None:
+        self._keys = list(zip([-s for s in scores], [-t for t in times], ids, strict=True))
 
     def rank(self, k: int) -> list[Ranked]:
-        return self._hits[:k]
+        first = heapq.nsmallest(k, self._keys)
+        return [
+            Ranked(i, -s, {"strategy": "semantic", "semantic": -s, "ranks": {"semantic": r}})
+            for r, (s, _, i) in enumerate(first, start=1)
+        ]
 
     def size(self) -> int:
-        return len(self._hits)
+        return len(self._keys)
 
 
 def applies(
@@ -144,12 +149,8 @@ def prefiltered(
     """The ranking of the notes of ``index`` that match ``query.filter`` (and its time range), each
     row scored exactly as the structure scores it (module docstring; call when :func:`applies`)."""
     column = MetadataColumn.of(index, namespace, memory)
-    structure = index.structures[0]
-    ids = [i for i in column.matching(query.filter, match) if i in structure]
-    if not ids:
-        return Prefiltered([])
-    vectors, times = _rows(structure, ids)
-    if query.time_range is not None:
+    ids, vectors, times = index.structures[0].rows_among(column.matching(query.filter, match))
+    if query.time_range is not None and ids:
         start, end = query.time_range.start, query.time_range.end
         keep = np.ones(len(ids), dtype=bool)
         if start is not None:
@@ -161,16 +162,6 @@ def prefiltered(
             ids = [ids[i] for i in chosen.tolist()]
             vectors, times = vectors[chosen], times[chosen]
     if not ids:
-        return Prefiltered([])
+        return Prefiltered([], [], [])
     unit, _ = unit_vector(np.asarray(vector, dtype=np.float64))
-    scores = exact_scores(vectors, unit, unit=True)
-    ranked = top_by_key(ids, scores, times.tolist(), len(ids))
-    make: Callable[[str, float, int], Ranked] = lambda i, s, r: Ranked(  # noqa: E731
-        i, s, {"strategy": "semantic", "semantic": s, "ranks": {"semantic": r}}
-    )
-    return Prefiltered([make(h.id, h.score, r) for r, h in enumerate(ranked, start=1)])
-
-
-def _rows(structure: Structure, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The stored unit rows and timestamps of the live ``ids``, in order."""
-    return structure.rows_of(ids)
+    return Prefiltered(ids, exact_scores(vectors, unit, unit=True), times.tolist())
