@@ -55,6 +55,9 @@ class NamespaceIndex:
     changed: int = 0
     checks: dict[str, derived.BlockCheck] = field(default_factory=dict)
     passages: Embedder | None = None
+    metadata: object = field(default=None, repr=False, compare=False)
+    """A cache the candidate step keeps for filtered asks (:class:`coniti.engine.where.MetadataColumn`,
+    valid for one ``seq``); None until one is made. Never saved."""
 
     def __contains__(self, id_: object) -> bool:
         """Whether ``id_`` has a live row."""

@@ -16,6 +16,12 @@ saw it is left out. No other ranking or namespace is asked again when one needs 
 **The filter applies where candidates are made**, and a filtered ask equals the unfiltered ranking
 with the non-matching notes removed (scores and ranks are those of the unfiltered ranking):
 
+* ``semantic`` over a prefix, with a query vector: the candidates of every namespace are merged
+  first and only the first ``want`` of the merge are read and resolved
+  (:func:`coniti.engine.across.first_across`); should one of them have vanished, the path below.
+* ``semantic`` over a prefix, with a query vector: the filter selects each namespace's candidates
+  before scoring (:mod:`coniti.engine.where`: only the matching rows are scored, exactly, in the
+  structure's order), and that ranking is read as below.
 * ``semantic``, ``keyword``, ``recent`` (:class:`Candidates`): each namespace's stream is read until
   ``want`` candidates match the filter and reach ``query.min_score`` (or the ranking ends, or its
   scores fall below ``min_score``); over a prefix the namespaces' answers are merged by score, then
@@ -49,6 +55,7 @@ import numpy as np
 
 from coniti.actor import Query
 from coniti.dates import QuestionTime, read_question
+from coniti.engine import across, where
 from coniti.engine.index import NamespaceIndex
 from coniti.engine.indexes import Indexes
 from coniti.engine.results import pool_size
@@ -235,9 +242,23 @@ def recall(
     if question is not None:
         return _relevant(asks.hybrid(scopes, want, match, question), scale)
     narrowed = match is not None or query.min_score is not None
+    pre: dict[int, where.Prefiltered] = {}
+    if match is not None and vector is not None:
+        for n, scope in enumerate(scopes):
+            if where.applies(query, vector, scope.index, strategy, merged):
+                pre[n] = where.prefiltered(query, vector, scope.namespace, scope.index, memory, match)
+    if merged and vector is not None and query.resolved_strategy == "semantic" and (match is None or len(pre) == len(scopes)):
+        rankings = [pre[n].rank if n in pre else asks.ranking(query, s) for n, s in enumerate(scopes)]
+        first = across.first_across(scopes, rankings, want, query.min_score, match, memory, asks.hits)
+        if first is not None:
+            first.sort(key=lambda item: _merge_key(item[0]))
+            return _relevant(_reranked(first, query.resolved_strategy), scale)
     found: Found = []
-    for scope in scopes:
-        stream = asks.stream(query, scope, max(4 * want, 32) if narrowed else want)
+    for n, scope in enumerate(scopes):
+        if n in pre:
+            stream = Stream(scope, memory, pre[n].rank, pre[n].size, want)
+        else:
+            stream = asks.stream(query, scope, max(4 * want, 32) if narrowed else want)
         found += asks.hits(scope, Candidates(stream, match, query.min_score).best(want))
     if merged:
         found.sort(key=lambda item: _merge_key(item[0]))
@@ -330,8 +351,8 @@ class _Asks:
         self.strategy = strategy
         self.corpus = corpus
 
-    def stream(self, asked: Query, scope: Scope, first: int) -> Stream:
-        """The ranking of ``scope`` by ``asked``'s strategy, read lazily from ``first``."""
+    def ranking(self, asked: Query, scope: Scope) -> Callable[[int], list[Ranked]]:
+        """The first ``k`` candidates of ``scope`` by ``asked``'s strategy, as a function of ``k``."""
 
         def rank(k: int) -> list[Ranked]:
             query = asked if k == asked.k else asked.model_copy(update={"k": k})
@@ -340,10 +361,15 @@ class _Asks:
                 keyword=scope.index.keyword, corpus=self.corpus,
             )  # fmt: skip
 
+        return rank
+
+    def stream(self, asked: Query, scope: Scope, first: int) -> Stream:
+        """The ranking of ``scope`` by ``asked``'s strategy, read lazily from ``first``."""
+
         def size() -> int:
             return len(scope.index.structures[0])
 
-        return Stream(scope, self.memory, rank, size, first)
+        return Stream(scope, self.memory, self.ranking(asked, scope), size, first)
 
     def hybrid(self, scopes: Sequence[Scope], want: int, match: Predicate | None, question: _Question) -> Found:
         """The first ``want`` of the fused ranking that pass (module docstring)."""

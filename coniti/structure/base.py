@@ -182,6 +182,17 @@ class Structure(ABC):
             raise NotSupported(f"the {self.name} structure keeps no versions")
         return _AsOf(self, seq)
 
+    def rows_among(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The ids among ``ids`` that are stored, with their stored unit float32 rows (``(m, dim)``)
+        and float64 timestamps: the rows the searches score. In no promised order (the rows line
+        up with the ids returned)."""
+        found = [i for i in ids if i in self]
+        if not found:
+            return [], np.zeros((0, self._dim or 0), dtype=np.float32), np.zeros(0, dtype=np.float64)
+        vectors = np.stack([self._vector(i) for i in found])
+        times = np.array([self._timestamp(i) for i in found], dtype=np.float64)
+        return found, vectors, times
+
     def live_ids(self) -> list[str]:
         """The ids stored now (structures with :attr:`supports_as_of`)."""
         raise NotSupported(f"the {self.name} structure does not list its ids")

@@ -3,7 +3,7 @@ with one product (see :mod:`coniti.structure.rows` for how rows stay sorted)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -61,11 +61,44 @@ class SortedRowsStructure(Structure):
 
     def _row(self, id_: str, seq: int | None) -> tuple[np.ndarray, float] | None:
         if seq is None:
-            return (self._rows.vector(id_), self._rows.timestamp(id_)) if id_ in self._rows else None
+            return (
+                (self._rows.vector(id_), self._rows.timestamp(id_)) if id_ in self._rows else None
+            )
         return self._rows.row_at(id_, seq)
 
     def _count(self, seq: int | None) -> int:
         return self._rows.count_at(seq)
+
+    def rows_among(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """:meth:`Structure.rows_among`, the main rows' first (in the order of ``ids``), then the
+        buffered ones; gathered with one ``take`` each, not row by row."""
+        rows_ = self._rows
+        pos, bpos = rows_.pos, rows_.buffer.pos
+        at = [pos.get(i, -1) for i in ids]
+        main = np.array(at, dtype=np.int64)
+        keep = main >= 0
+        rows = main[keep]
+        found = [i for i, r in zip(ids, at, strict=True) if r >= 0]
+        vecs: list[np.ndarray] = []
+        times: list[np.ndarray] = []
+        if rows.shape[0]:
+            rows_.check_rows(int(rows.min()), int(rows.max()) + 1)
+            vecs.append(rows_.vecs.take(rows, axis=0))
+            times.append(rows_.times.take(rows))
+        if bpos and not keep.all():
+            extra = [(i, bpos[i]) for i, r in zip(ids, at, strict=True) if r < 0 and i in bpos]
+            if extra:
+                brows = np.array([b for _, b in extra], dtype=np.int64)
+                found += [i for i, _ in extra]
+                vecs.append(rows_.buffer.vecs.take(brows, axis=0))
+                times.append(rows_.buffer.times.take(brows))
+        if not vecs:
+            return (
+                [],
+                np.zeros((0, rows_.vecs.shape[1]), dtype=np.float32),
+                np.zeros(0, dtype=np.float64),
+            )
+        return found, np.concatenate(vecs), np.concatenate(times)
 
     def live_ids(self) -> list[str]:
         return [*self._rows.pos, *self._rows.buffer.pos]
@@ -94,7 +127,12 @@ class SortedRowsStructure(Structure):
         self._rows.compact()
 
     def _begin(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        self,
+        query: np.ndarray,
+        k: int,
+        start: float,
+        end: float,
+        exclude: str | None,
         seq: int | None,
     ) -> tuple[Pool, int | None]:
         """A pool already offered the range's buffered rows, and the main row of ``exclude`` (None
@@ -105,7 +143,12 @@ class SortedRowsStructure(Structure):
         return pool, rows.skip_row(exclude, seq)
 
     def _exact_search(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        self,
+        query: np.ndarray,
+        k: int,
+        start: float,
+        end: float,
+        exclude: str | None,
         seq: int | None,
     ) -> list[StructureHit]:
         """Exact top ``k``: the range's slice scored in one product, plus the buffered rows."""
@@ -118,7 +161,9 @@ class SortedRowsStructure(Structure):
         self._rows.score_slice(pool, lo, hi, query, skip, seq)
         return self._rows.finish(pool, query)
 
-    def _search_recent(self, k: int, start: float, end: float, seq: int | None) -> list[StructureHit]:
+    def _search_recent(
+        self, k: int, start: float, end: float, seq: int | None
+    ) -> list[StructureHit]:
         ids, times = self._rows.time_candidates(start, end, None, k, None, seq)
         chosen = top_with_ties(times, k)
         return top_by_key([ids[i] for i in chosen], [0.0] * len(chosen), times[chosen].tolist(), k)
@@ -141,7 +186,12 @@ class FlatStructure(SortedRowsStructure):
     name: ClassVar[str] = "flat"
 
     def _search_vector(
-        self, query: np.ndarray, k: int, start: float, end: float, exclude: str | None,
+        self,
+        query: np.ndarray,
+        k: int,
+        start: float,
+        end: float,
+        exclude: str | None,
         seq: int | None,
     ) -> list[StructureHit]:
         return self._exact_search(query, k, start, end, exclude, seq)

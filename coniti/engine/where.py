@@ -1,0 +1,186 @@
+"""The filter selects the candidates before scoring (:func:`prefiltered`): for a semantic ask over a
+prefix, each namespace's notes that match ``query.filter`` are found in a metadata column kept beside
+its index, and only their rows are scored, exactly, in the structure's own order.
+
+**What it equals.** The structures rank rows by the canonical exact score
+(:func:`~coniti.structure.scoring.exact_scores` of the stored unit row and the unit query), then the
+newer note, then the smaller id (:func:`~coniti.structure.scoring.top_by_key`). Scoring only the
+matching rows the same way gives the structure's ranking with the non-matching rows removed, score
+for score: what a filtered ask answers (:mod:`coniti.engine.recall`). The ranking is then read by a
+:class:`~coniti.engine.recall.Stream` as any other, so a candidate's record is still read from
+memory, the filter tested again on it, and a record that vanished left out.
+
+**When it applies** (else the ask takes the unfiltered ranking and filters its candidates): strategy
+``semantic`` with a query vector and no ``near``; the asks merged over a prefix (each hit's rank is
+then its place in the merged ranking, not in its namespace's unfiltered one); the default strategy
+answering (a custom strategy may rank otherwise); a ``flat`` or ``segment_tree`` structure first (exact;
+not a view as of an event, not ``ann``); an index over an event feed (``seq`` set).
+
+**The metadata column** (:class:`MetadataColumn`): the live notes' metadata of one namespace, read
+from memory in one ``get`` when first needed and kept while the index's ``seq`` stays the same (a
+write, a fold or a refresh moves it; the next filtered ask reads it again). Equality of a top-level
+key to a string, number, bool or null is answered from a posting per key and value (built per key
+on first use); any other filter is tested on each cached metadata.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import numpy as np
+import orjson
+
+from coniti.actor import Query
+from coniti.engine.index import NamespaceIndex
+from coniti.filters import RecordPredicate
+from coniti.hybrid import Ranked
+from coniti.memory import GetRequest, MemoryBackend
+from coniti.passages import live_passages, note_id
+from coniti.strategy import DefaultStrategy, Strategy
+from coniti.structure.flat import FlatStructure
+from coniti.structure.scoring import exact_scores, unit_vector
+from coniti.structure.segment_tree import SegmentTreeStructure
+
+__all__ = ["MetadataColumn", "Prefiltered", "prefiltered"]
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class MetadataColumn:
+    """The metadata of the live notes of one namespace as of event ``seq`` (module docstring)."""
+
+    def __init__(
+        self, seq: int, metadata: dict[str, dict[str, Any]], kinds: dict[str, str] | None = None
+    ) -> None:
+        self.seq = seq
+        self.metadata = metadata
+        self.kinds = kinds or {}
+        """The kind of each id that has one (a filter's ``"$kind"``)."""
+        self._postings: dict[str, dict[bytes, list[str]]] = {}
+
+    @classmethod
+    def of(
+        cls, index: NamespaceIndex, namespace: tuple[str, ...], memory: MemoryBackend
+    ) -> MetadataColumn:
+        """The column of ``index`` (kept on it while its ``seq`` holds; else read from memory)."""
+        seq = index.seq
+        assert seq is not None
+        column = index.metadata
+        if isinstance(column, MetadataColumn) and column.seq == seq:
+            return column
+        ids = index.structures[0].live_ids()
+        records = memory.get(GetRequest(ids=ids, namespace=namespace)).records if ids else []
+        kinds = {r.note.id: r.note.kind for r in records if r.note.kind is not None}
+        column = cls(seq, {r.note.id: r.note.metadata for r in records}, kinds)
+        index.metadata = column
+        return column
+
+    def posting(self, key: str, value: Any) -> list[str]:
+        """The ids whose metadata holds ``value`` at top-level ``key`` (JSON equality: ``1`` equals
+        ``1.0``, a bool is not a number)."""
+        postings = self._postings.get(key)
+        if postings is None:
+            postings = {}
+            for id_, meta in self.metadata.items():
+                if key in meta and isinstance(v := meta[key], _SCALARS):
+                    postings.setdefault(_value_key(v), []).append(id_)
+            self._postings[key] = postings
+        return postings.get(_value_key(value), [])
+
+    def matching(self, spec: Any, match: RecordPredicate) -> list[str]:
+        """The ids whose metadata matches the filter ``spec`` (compiled: ``match``)."""
+        if isinstance(spec, dict) and len(spec) == 1:
+            ((key, value),) = spec.items()
+            if (
+                not key.startswith("$")
+                and "." not in key
+                and isinstance(value, _SCALARS)
+                and value is not None
+            ):
+                return self.posting(key, value)
+        kinds = self.kinds
+        return [id_ for id_, meta in self.metadata.items() if match(meta, kinds.get(id_))]
+
+
+def _value_key(value: Any) -> bytes:
+    """A key equal for JSON-equal scalars: numbers by value (``1`` and ``1.0`` alike), bools apart."""
+    if isinstance(value, bool) or value is None:
+        return b"j" + bytes(orjson.dumps(value))
+    if isinstance(value, int | float):
+        return b"n" + orjson.dumps(float(value))
+    return b"s" + str(value).encode("utf-8", "surrogatepass")
+
+
+class Prefiltered:
+    """The matching rows of one namespace (``ids``, exact ``scores``, ``times``) ranked by the
+    structure's order (score, then the newer, then the smaller id): ``rank(k)`` and ``size()`` as
+    :class:`~coniti.engine.recall.Stream` asks them. ``rank(k)`` orders only the first ``k``
+    (``heapq.nsmallest``: ``sorted(...)[:k]``, the keys being distinct)."""
+
+    def __init__(self, ids: list[str], scores: list[float], times: list[float]) -> None:
+        self._keys = list(zip([-s for s in scores], [-t for t in times], ids, strict=True))
+
+    def rank(self, k: int) -> list[Ranked]:
+        first = heapq.nsmallest(k, self._keys)
+        return [
+            Ranked(i, -s, {"strategy": "semantic", "semantic": -s, "ranks": {"semantic": r}})
+            for r, (s, _, i) in enumerate(first, start=1)
+        ]
+
+    def size(self) -> int:
+        return len(self._keys)
+
+
+def applies(
+    query: Query, vector: np.ndarray | None, index: NamespaceIndex, strategy: Strategy, merged: bool
+) -> bool:
+    """Whether :func:`prefiltered` answers this ask in this namespace (module docstring)."""
+    if query.filter is None or not merged or vector is None or query.near is not None:
+        return False
+    if query.resolved_strategy != "semantic" or index.seq is None or not index.structures:
+        return False
+    if type(strategy).answer is not DefaultStrategy.answer:
+        return False
+    return type(index.structures[0]) in (FlatStructure, SegmentTreeStructure)
+
+
+def prefiltered(
+    query: Query,
+    vector: np.ndarray,
+    namespace: tuple[str, ...],
+    index: NamespaceIndex,
+    memory: MemoryBackend,
+    match: RecordPredicate,
+) -> Prefiltered:
+    """The ranking of the notes of ``index`` that match ``query.filter`` (and its time range), each
+    row scored exactly as the structure scores it (module docstring; call when :func:`applies`)."""
+    column = MetadataColumn.of(index, namespace, memory)
+    matching = column.matching(query.filter, match)
+    if index.passages is not None:  # a long note's further passages are rows of their own
+        matching = [*matching, *live_passages(index.structures[0], matching)]
+    ids, vectors, times = index.structures[0].rows_among(matching)
+    if query.time_range is not None and ids:
+        start, end = query.time_range.start, query.time_range.end
+        keep = np.ones(len(ids), dtype=bool)
+        if start is not None:
+            keep &= times >= start
+        if end is not None:
+            keep &= times < end
+        if not keep.all():
+            chosen = np.flatnonzero(keep)
+            ids = [ids[i] for i in chosen.tolist()]
+            vectors, times = vectors[chosen], times[chosen]
+    if not ids:
+        return Prefiltered([], [], [])
+    unit, _ = unit_vector(np.asarray(vector, dtype=np.float64))
+    scores = exact_scores(vectors, unit, unit=True)
+    if index.passages is None:
+        return Prefiltered(ids, scores, times.tolist())
+    best: dict[str, tuple[float, float]] = {}  # a note at its best row, as coniti.passages.note_hits
+    for row, score, when in zip(ids, scores, times.tolist(), strict=True):
+        note = note_id(row)
+        if note not in best or score > best[note][0]:
+            best[note] = (score, when)
+    notes = list(best)
+    return Prefiltered(notes, [best[n][0] for n in notes], [best[n][1] for n in notes])

@@ -1,0 +1,78 @@
+"""The catch-up before a write (coniti.engine.fold): a write to one namespace moves every other
+loaded namespace that was current past its events, so the next write there reads no event; events
+another handle wrote are still folded in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from coniti import ContinuityEngine, Note, Query
+from coniti.embedding import LocalHashEmbedder
+from coniti.events import Event
+from coniti.impl.log import LogBackend
+from coniti.strategy import DefaultStrategy
+from coniti.structure import FlatStructure
+
+EMBEDDER = LocalHashEmbedder(dim=32)
+
+
+class Feeds(LogBackend):
+    """A log backend that counts the calls of its event feed (the real backend underneath)."""
+
+    calls = 0
+
+    def events(
+        self,
+        after: int = 0,
+        *,
+        until: int | None = None,
+        namespace: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Event]:
+        self.calls += 1
+        return super().events(after, until=until, namespace=namespace, limit=limit)
+
+
+def engine(memory: LogBackend) -> ContinuityEngine:
+    return ContinuityEngine(memory, EMBEDDER, [FlatStructure()], DefaultStrategy())
+
+
+def note(i: int) -> Note:
+    return Note(id=f"n{i}", text=f"budget plan {i}", timestamp=float(i))
+
+
+def test_writes_taking_turns_across_namespaces_read_no_event(tmp_path: Path) -> None:
+    """Once each namespace was written, batches taking turns over them fold no event before each
+    write: the events of the other namespaces are never read again."""
+    memory = Feeds(tmp_path)
+    e = engine(memory)
+    spaces = [("a",), ("b",), ("c",)]
+    for j, ns in enumerate(spaces):
+        e.ingest(note(j), namespace=ns)
+    memory.calls = 0
+    for i in range(3, 30):
+        e.ingest(note(i), namespace=spaces[i % 3])
+    e.remove(["n3"], namespace=("a",))
+    e.ingest(note(30), namespace=("b",))
+    assert memory.calls == 0
+
+
+def test_a_write_by_another_handle_is_still_folded_in(tmp_path: Path) -> None:
+    """Another handle's write to ``a`` between this engine's writes to ``b`` and ``a``: the write
+    to ``a`` folds it, and ``a`` answers both notes, as a fresh engine does."""
+    e = engine(LogBackend(tmp_path))
+    e.ingest(note(0), namespace=("a",))
+    e.ingest(note(1), namespace=("b",))
+    other = engine(LogBackend(tmp_path))
+    other.ingest(note(2), namespace=("a",))
+    other.close()
+    e.ingest(note(3), namespace=("b",))
+    e.ingest(note(4), namespace=("a",))
+    query = Query(text="budget plan", k=10, strategy="semantic")
+    got = sorted(h.note.id for h in e.ask(query, namespace=("a",)).hits)
+    assert got == ["n0", "n2", "n4"]
+    fresh = engine(LogBackend(tmp_path))
+    assert [h.note.id for h in fresh.ask(query, prefix=()).hits] == [
+        h.note.id for h in e.ask(query, prefix=()).hits
+    ]
