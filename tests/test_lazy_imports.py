@@ -87,3 +87,13 @@ def test_an_engine_in_memory_never_loads_crc32c() -> None:
         "e.ingest('a note'); e.ask('note')"
     )
     assert "coniti.derived" in loaded and "crc32c" not in loaded
+
+
+def test_what_ask_and_add_import_leaves_out_cryptography() -> None:
+    """The modules ``coniti ask`` and ``coniti add`` import do not import cryptography (30 ms here):
+    signing and checking checkpoints import it when they run."""
+    loaded = _loaded_after(
+        "import coniti.cli.app, coniti.cli.engine_cmds, coniti.container, coniti.impl.log, "
+        "coniti.minilm"
+    )
+    assert "cryptography" not in loaded and "coniti.checkpoint" not in loaded

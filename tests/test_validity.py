@@ -221,3 +221,29 @@ def test_cli_ask_hides_superseded_and_answers_at_a_moment(
     hits = cli.ok("ask", "atlas launch", "--strategy", "keyword", "--json", "--include-superseded").json()["hits"]
     assert {h["id"]: h["superseded"] for h in hits} == {"old": True, "new": False}
     assert "atlas launch march (superseded)" in cli.ok("ask", "atlas launch", "--include-superseded").out
+
+
+def test_an_ask_at_a_moment_does_not_prefer_the_newer_note(tmp_path: Path) -> None:
+    """An ask about the present moves an older note below a newer one that says the same
+    (signal ``superseded_by``); an ask with ``valid_at`` is about that moment, so it moves none."""
+    with Container(memory="log", path=tmp_path / "s", embedding="minilm") as c:
+        c.engine.ingest_many([
+            Note(id="plan", text="The Atlas launch date is set for April 1.", timestamp=1_700_000_000),
+            Note(id="moved", text="The Atlas launch date is moved to May 15.", timestamp=1_700_900_000),
+        ])  # fmt: skip
+        now = c.engine.ask("When is the Atlas launch date?").hits
+        assert any(h.signals is not None and h.signals.superseded_by == "moved" for h in now)
+        then = c.engine.ask("When is the Atlas launch date?", valid_at=1_700_100_000).hits
+        assert then and all(h.signals is None or h.signals.superseded_by is None for h in then)
+
+
+def test_a_receipt_is_refused_for_an_ask_at_a_moment(tmp_path: Path) -> None:
+    """ask(receipt=True) with valid_at or include_superseded is a ContractError and writes nothing
+    (a receipt keeps asks about the present)."""
+    with Container(memory="log", path=tmp_path / "s", embedding="local_hash") as c:
+        c.engine.ingest("a note")
+        head = c.memory.head
+        for extra in ({"valid_at": 1.0}, {"include_superseded": True}):
+            with pytest.raises(ContractError, match="receipt"):
+                c.engine.ask("note", receipt=True, **extra)  # type: ignore[arg-type]
+        assert c.memory.head == head

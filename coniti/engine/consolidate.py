@@ -30,7 +30,6 @@ no model: :class:`ExtractiveSummarizer` and :class:`PassThroughExtractor`.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import hashlib
 import inspect
@@ -184,6 +183,7 @@ def _resolved(value: Any) -> Any:
     this works inside and outside a running loop)."""
     if not inspect.isawaitable(value):
         return value
+    import asyncio  # only for an async summariser or extractor (coniti ask/add leave it out)
 
     async def wait() -> Any:
         return await value

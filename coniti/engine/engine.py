@@ -101,6 +101,7 @@ from coniti.errors import (
     NotSupported,
     ReadOnlyError,
 )
+from coniti.fusion import Fusion
 from coniti.keyword import KeywordIndex
 from coniti.memory import (
     DeleteResult,
@@ -337,7 +338,9 @@ class ContinuityEngine(Accountable, KeepingTrue):
         (``valid_to <= now``) are left out; with ``valid_at`` (epoch seconds or an aware datetime)
         the notes not valid at that moment of the world are. ``include_superseded=True`` leaves
         none out and marks those hits ``superseded``. Combine with :meth:`at` for what coniti
-        believed at a seq about what was true at ``valid_at``.
+        believed at a seq about what was true at ``valid_at``. An ask with ``valid_at`` is about
+        that moment, not the present, so the newer of two notes that say the same is not preferred
+        (:func:`coniti.fusion.supersede` is off); a ``receipt`` is refused with either argument.
         """
         moment = None if valid_at is None else validity.moment_of(valid_at)
         if type(include_superseded) is not bool:
@@ -829,6 +832,11 @@ def _answered(
     """The answer of ``query`` (checked, its ``vector`` made) by ``engine``, under its lock; once
     more after healing a snapshot block that failed its check. ``receipt``, ``moment`` (``valid_at``
     read) and ``include_superseded``: as :meth:`ContinuityEngine.ask`."""
+    if receipt and (moment is not None or include_superseded):
+        raise ContractError("a recall receipt keeps asks about the present: leave out valid_at and include_superseded")
+    asked_query = query
+    if moment is not None:  # about a moment of the world, not the present: no "the newer says it now"
+        query = query.model_copy(update={"fusion": (query.fusion or Fusion()).model_copy(update={"supersede": 0.0})})
     spaces = [ns] if scope is None else engine.memory.namespaces(scope)
     point = engine.memory.as_of if engine.memory.as_of is not None else engine._indexes.head()
 
@@ -866,7 +874,7 @@ def _answered(
             query, kept, point=point, embedder=engine.spec_id, namespace=ns, prefix=scope,
             with_query=receipt == "with_query",
         ))  # fmt: skip
-    return answer({"query": query, "namespace": ns, "prefix": scope, "hits": kept, "receipt": receipt_seq})
+    return answer({"query": asked_query, "namespace": ns, "prefix": scope, "hits": kept, "receipt": receipt_seq})
 
 
 def _check_text(query: Query, limit: int) -> None:

@@ -43,7 +43,6 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from coniti.actor import Note, to_timestamp
 from coniti.batch import RecordBatch, check_batch_ids
-from coniti.checkpoint import verify_checkpoint as open_checkpoint
 from coniti.cursor import CursorCodec
 from coniti.errors import (
     ContractError,
@@ -852,6 +851,10 @@ class LogBackend(ClusterNode, _Reads, AuditTrail, Proving, MemoryBackend):
         if checkpoint is not None or verifier is not None:
             if checkpoint is None or verifier is None:
                 raise ContractError("import_log: checkpoint and verifier are given together")
+            from coniti.checkpoint import (
+                verify_checkpoint as open_checkpoint,  # cryptography: on use
+            )
+
             expected = open_checkpoint(checkpoint, verifier)
             check = functools.partial(extends, checkpoint=expected)
         logfile.import_log(source, path, check)

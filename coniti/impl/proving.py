@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coniti.checkpoint import Checkpoint, sign_checkpoint
-from coniti.checkpoint import verify_checkpoint as _open_checkpoint
 from coniti.errors import CheckpointError
 from coniti.log.tree import TreeReads, consistency_at, inclusion_at, root_at
 
 if TYPE_CHECKING:
+    from coniti.checkpoint import Checkpoint
     from coniti.log import EventLog
 
 __all__ = ["CHECKPOINTS", "CHECKPOINT_KEY", "Proving", "extends"]
@@ -103,6 +102,8 @@ class Proving:
         as a C2SP checkpoint of ``origin`` (default: :attr:`origin`) and keep it in the log as an
         audited event (actor and reason as for any write, :meth:`audit`); returns the signed note.
         Raises :class:`CheckpointError` for a malformed key or origin, and then writes nothing."""
+        from coniti.checkpoint import Checkpoint, sign_checkpoint  # cryptography: on first use
+
         size, root = self.root()
         note = sign_checkpoint(Checkpoint(self.origin if origin is None else origin, size, root), signer)
         self.set_meta_seq(CHECKPOINTS, CHECKPOINT_KEY, note)
@@ -122,6 +123,8 @@ class Proving:
         origin is ``origin`` (default: :attr:`origin`) and this store's history extends it (its
         root at the checkpoint's size is the checkpoint's). Raises :class:`CheckpointError` with a
         one-line message otherwise; reads only."""
-        checkpoint = _open_checkpoint(note, verifier, origin=self.origin if origin is None else origin)
+        from coniti.checkpoint import verify_checkpoint as open_checkpoint  # cryptography: on use
+
+        checkpoint = open_checkpoint(note, verifier, origin=self.origin if origin is None else origin)
         extends(self._log, checkpoint)
         return checkpoint
