@@ -131,3 +131,28 @@ def test_bad_results_are_refused_in_one_line(tmp_path: Path, rows: list[dict[str
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and message in proc.stderr
     assert not out.exists()
+
+
+def test_a_peers_run_becomes_a_chart_of_exact_answers(tmp_path: Path) -> None:
+    """--from-peers keeps a query phase's systems at recall@10 >= 0.99 only, marks a peer that does
+    not sync, leaves out coniti@base and close, and the chart is drawn from the result."""
+    run = {
+        "n": 1000, "namespaces": 2, "rounds": 1, "queries": 5,
+        "rows": [{"phase": "all", "label": "top-10", "higher_is_better": False, "unit": "ms"},
+                 {"phase": "close", "label": "close", "higher_is_better": False, "unit": "s"},
+                 {"phase": "ingest", "label": "ingest", "higher_is_better": True, "unit": "notes/s"}],
+        "medians": {"coniti": {"all": 2.0, "all_recall": 1.0, "close": 0.01, "ingest": 900.0},
+                    "coniti@base": {"all": 3.0, "all_recall": 1.0, "close": 0.01, "ingest": 500.0},
+                    "fast": {"all": 0.5, "all_recall": 0.5, "close": 0.0, "ingest": 3000.0},
+                    "exact": {"all": 4.0, "all_recall": 1.0, "close": 0.01, "ingest": 800.0}},
+        "syncs": {"coniti": "yes", "fast": "no (strace)", "exact": "yes"},
+    }  # fmt: skip
+    source = tmp_path / "run.json"
+    source.write_text(json.dumps(run), encoding="utf-8")
+    results, out = tmp_path / "results.json", tmp_path / "chart.svg"
+    proc = _tool("plot_bench.py", "--from-peers", str(source), "--results", str(results), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = {(r["phase"], r["system"]) for r in json.loads(results.read_text(encoding="utf-8"))["results"]}
+    assert rows == {("top-10", "coniti"), ("top-10", "exact"), ("ingest", "coniti"),
+                    ("ingest", "fast (no sync)"), ("ingest", "exact")}  # fmt: skip
+    assert out.read_text(encoding="utf-8").startswith("<svg")

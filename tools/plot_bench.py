@@ -21,8 +21,9 @@ that ratio and, for lower-is-better units, the plain ratio of the figures ("3.44
 
 ``--from-bench BENCH_JSON`` first turns the output of ``tools/bench.py --json`` into this form
 (medians, with the bench's labels), ``--from-recall RECALL_JSON`` that of ``tools/bench_recall.py
---json`` (recall@5 of each strategy of ``--embedder``, relative to ``keyword``), and writes it to
-``--results``. A value may be 0 when higher is better (a zero bar); a baseline of 0 leaves its phase
+--json`` (recall@5 of each strategy of ``--embedder``, relative to ``keyword``), ``--from-peers
+PEERS_JSON`` that of ``tools/bench_peers.py`` (each phase against coniti; query phases only for
+systems at recall@10 >= 0.99; a peer that does not sync marked), and writes it to ``--results``. A value may be 0 when higher is better (a zero bar); a baseline of 0 leaves its phase
 out.
 
 Run::
@@ -144,6 +145,35 @@ def from_recall(report: dict[str, Any], embedder: str, baseline: str = "keyword"
     }
 
 
+def from_peers(report: dict[str, Any], min_recall: float = 0.99) -> dict[str, Any]:
+    """``tools/bench_peers.py`` JSON output as a results document: each phase's median per system
+    against coniti; a query phase leaves out a system whose recall@10 is under ``min_recall`` (its
+    answer is not the exact top 10), a system that does not sync to disk is marked so, and ``close``
+    is left out (all systems close in under 60 ms; its ratios of near-zero times would set the scale)."""
+    medians = report["medians"]
+    syncs = report.get("syncs", {})
+    results = []
+    for row in report["rows"]:
+        phase = row["phase"]
+        if phase == "close":  # every system under 60 ms: ratios of near-zero times would fill the chart
+            continue
+        for system, figures in medians.items():
+            value = figures.get(phase)
+            recall = figures.get(f"{phase}_recall")
+            if value is None or (recall is not None and recall < min_recall) or system == "coniti@base":
+                continue
+            name = system if str(syncs.get(system, "yes")).startswith("yes") else f"{system} (no sync)"
+            results.append({"phase": row["label"], "system": name, "value": value, "unit": row["unit"],
+                            "better": "higher" if row["higher_is_better"] else "lower"})
+    return {
+        "title": f"coniti against embedded vector stores, N={report['n']:,} in {report['namespaces']} "
+                 f"namespaces, medians of {report['rounds']} rounds (query rows: recall@10 >= {min_recall})",
+        "baseline": "coniti",
+        "source": f"tools/bench_peers.py --n {report['n']} --rounds {report['rounds']} --queries {report['queries']}",
+        "results": results,
+    }
+
+
 def _without_output_options(command: Sequence[str]) -> list[str]:
     """The bench command without where it wrote its files (--json PATH, --dir PATH) and -q: what
     was measured."""
@@ -255,16 +285,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("results", type=Path, nargs="?", help="the results JSON file")
     parser.add_argument("--from-bench", type=Path, help="a tools/bench.py --json file to convert first")
     parser.add_argument("--from-recall", type=Path, help="a tools/bench_recall.py --json file to convert first")
+    parser.add_argument("--from-peers", type=Path, help="a tools/bench_peers.py JSON file to convert first")
     parser.add_argument("--embedder", default="minilm", help="with --from-recall: whose figures (default minilm)")
     parser.add_argument("--results", dest="results_out", type=Path,
-                        help="with --from-bench or --from-recall: where the converted results go")
+                        help="with --from-bench, --from-recall or --from-peers: where the converted results go")
     parser.add_argument("--out", type=Path, required=True, help="the SVG file to write")
     parser.add_argument("--baseline", help="the system the others are compared with (default: the file's)")
     parser.add_argument("--title", help="the chart's title (default: the file's)")
     args = parser.parse_args(argv)
     try:
-        if args.from_bench is not None or args.from_recall is not None:
-            if args.from_bench is not None:
+        if args.from_bench is not None or args.from_recall is not None or args.from_peers is not None:
+            if args.from_peers is not None:
+                document = from_peers(json.loads(args.from_peers.read_text(encoding="utf-8")))
+            elif args.from_bench is not None:
                 document = from_bench(json.loads(args.from_bench.read_text(encoding="utf-8")))
             else:
                 document = from_recall(json.loads(args.from_recall.read_text(encoding="utf-8")), args.embedder)
@@ -273,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.results is not None:
             document = json.loads(args.results.read_text(encoding="utf-8"))
         else:
-            parser.error("give a results file, --from-bench or --from-recall")
+            parser.error("give a results file, --from-bench, --from-recall or --from-peers")
         rows, meta = read_results(document)
         baseline = args.baseline or meta.get("baseline")
         if not baseline:
