@@ -44,7 +44,6 @@ import copy
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Self
@@ -61,6 +60,7 @@ from coniti.memory import (
     Namespace,
     ScanRequest,
     as_namespace,
+    audited,
     time_travel,
 )
 from coniti.recall import ContextBlock, Hit, estimate_tokens
@@ -579,7 +579,7 @@ class Conversation:
             MemoryRecord.trusted(note, vectors[i].copy(), spec, self.namespace) for i, note in enumerate(notes)
         ]
         snapshot = Snapshot(namespace=self.namespace, embedding_id=spec, records=records)
-        with self._audit(actor, reason):
+        with audited(self.memory, actor, reason):
             engine.restore(snapshot)
         got = self.memory.get(GetRequest(ids=[n.id for n in notes], namespace=self.namespace)).records
         versions = {r.id: r.version for r in got}
@@ -587,14 +587,6 @@ class Conversation:
 
     extend = append
 
-    def _audit(self, actor: str | None, reason: str | None) -> AbstractContextManager[None]:
-        if actor is None and reason is None:
-            return nullcontext()
-        audit = getattr(self.memory, "audit", None)
-        if audit is None:
-            raise NotSupported(f"the {self.memory.kind!r} memory backend keeps no audit trail (actor, reason)")
-        context: AbstractContextManager[None] = audit(actor=actor, reason=reason)
-        return context
 
     # -- reading -----------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -141,6 +142,7 @@ __all__ = [
     "WriteRequest",
     "WriteResult",
     "as_namespace",
+    "audited",
     "closest_namespaces",
     "derived_home",
     "event_feed",
@@ -561,7 +563,12 @@ class TimeTravel(Protocol):
 
 
 class EventFeed(Protocol):
-    """A backend that declares ``supports_event_feed``: the audit trail in sequence order."""
+    """A backend that declares ``supports_event_feed``: the audit trail in sequence order, and the
+    block that stamps the events written inside it with who and why."""
+
+    def audit(self, actor: str | None = None, reason: str | None = None) -> AbstractContextManager[None]:
+        """The block stamping ``actor`` and ``reason`` on the events written inside it."""
+        ...
 
     @property
     def head(self) -> int:
@@ -613,4 +620,16 @@ def time_travel(backend: MemoryBackend) -> TimeTravel | None:
 def event_feed(backend: MemoryBackend) -> EventFeed | None:
     """``backend`` typed as an :class:`EventFeed` if its class declares ``supports_event_feed``."""
     return cast(EventFeed, backend) if backend.supports_event_feed else None
+
+
+def audited(backend: MemoryBackend, actor: str | None, reason: str | None) -> AbstractContextManager[None]:
+    """The block stamping ``actor`` and ``reason`` on the writes inside it (:meth:`EventFeed.audit`);
+    a no-op when both are None. Raises :class:`NotSupported` when either is given and ``backend``
+    keeps no audit trail (declares no ``supports_event_feed``)."""
+    if actor is None and reason is None:
+        return nullcontext()
+    feed = event_feed(backend)
+    if feed is None:
+        raise NotSupported(f"the {backend.kind!r} memory backend keeps no audit trail (actor, reason)")
+    return feed.audit(actor=actor, reason=reason)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any
@@ -34,6 +33,7 @@ from coniti.memory import (
     UpsertOp,
     WriteRequest,
     as_namespace,
+    audited,
 )
 
 __all__ = ["STATE_KIND", "StateEntry", "StateStore"]
@@ -139,17 +139,9 @@ class StateStore:
             raise ContractError(f"expected_version must be a version (an int >= 1), None or left out, got {expected!r}")
         expect = {} if expected is ... else {rid: expected}
         request = WriteRequest(ops=[op], namespace=self.namespace, expect=expect)
-        with self._audit(actor, reason):
+        with audited(self.memory, actor, reason):
             return self.memory.write(request)
 
-    def _audit(self, actor: str | None, reason: str | None) -> AbstractContextManager[None]:
-        if actor is None and reason is None:
-            return nullcontext()
-        audit = getattr(self.memory, "audit", None)
-        if audit is None:
-            raise NotSupported(f"the {self.memory.kind!r} memory backend keeps no audit trail (actor, reason)")
-        context: AbstractContextManager[None] = audit(actor=actor, reason=reason)
-        return context
 
 
 def _key(key: Any) -> str:

@@ -47,10 +47,10 @@ from typing import TYPE_CHECKING, Any
 from coniti.actor import MAX_SOURCES, Note, to_stored_time
 from coniti.embedding import tokenize as word_tokens
 from coniti.engine.lineage import parse_ref
-from coniti.engine.validity import SUPERSEDES, audit_context
+from coniti.engine.validity import SUPERSEDES
 from coniti.errors import ContractError
 from coniti.jsonl import MAX_STAMP_CHARS
-from coniti.memory import DeleteOp, MemoryRecord, UpsertOp, WriteRequest, WriteResult
+from coniti.memory import DeleteOp, MemoryRecord, UpsertOp, WriteRequest, WriteResult, audited
 
 if TYPE_CHECKING:
     from coniti.engine.engine import ContinuityEngine
@@ -337,8 +337,8 @@ def consolidate(
     expect.update({n.id: None for n in notes})
     request = WriteRequest(ops=ops, namespace=ns, expect=expect, op_id=op_id)
     reason = _reason(op_id, decisions)
-    stamp = (actor or "coniti.consolidate", reason) if getattr(memory, "audit", None) is not None else (None, None)
-    with audit_context(memory, *stamp):
+    stamp = (actor or "coniti.consolidate", reason) if memory.supports_event_feed else (None, None)
+    with audited(memory, *stamp):
         result: WriteResult = engine._write(ns, request)
     return ConsolidationReport(
         summarized=len(span) if any(n.kind == "summary" for n in notes) else 0,

@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from coniti.actor import Note, to_stored_time
-from coniti.errors import ContractError, NotSupported, RecordNotFound, namespace_text
+from coniti.errors import ContractError, RecordNotFound, namespace_text
 from coniti.memory import (
     GetRequest,
-    MemoryBackend,
     MemoryRecord,
     UpsertOp,
     WriteRequest,
     WriteResult,
+    audited,
 )
 from coniti.recall import Hit
 
@@ -53,18 +52,6 @@ def moment_of(value: Any, field: str = "valid_at") -> float:
         return to_stored_time(value, field)
     except ValueError as exc:
         raise ContractError(str(exc)) from None
-
-
-def audit_context(memory: MemoryBackend, actor: str | None, reason: str | None) -> AbstractContextManager[None]:
-    """The context stamping ``actor`` and ``reason`` on the writes inside it; NotSupported when
-    either is given and ``memory`` keeps no audit trail."""
-    if actor is None and reason is None:
-        return nullcontext()
-    audit = getattr(memory, "audit", None)
-    if audit is None:
-        raise NotSupported(f"the {memory.kind!r} memory backend keeps no audit trail (actor, reason)")
-    context: AbstractContextManager[None] = audit(actor=actor, reason=reason)
-    return context
 
 
 def supersede(
@@ -121,7 +108,7 @@ def supersede(
         expect={old_id: old.version, new.id: None},
         op_id=op_id,
     )
-    with audit_context(writes.memory, actor, reason):
+    with audited(writes.memory, actor, reason):
         return writes._apply(ns, writes.indexes.writable(ns), request)
 
 
