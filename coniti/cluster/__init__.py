@@ -33,12 +33,21 @@ class Cluster:
     replicas (3: any one server may fail; an existing stream must have this count). ``timeout``:
     seconds a call keeps trying while the stream has no quorum or no leader (an election after a
     server failure takes a few seconds) before it fails with
-    :class:`~coniti.errors.ClusterUnavailable`."""
+    :class:`~coniti.errors.ClusterUnavailable`.
+
+    ``checkpoint`` (a signed checkpoint note, :meth:`LogBackend.checkpoint
+    <coniti.impl.proving.Proving.checkpoint>`) with ``verifier`` (its verifier key): a checkpoint
+    the node trusts. Joining, the node refuses (:class:`~coniti.errors.CheckpointError` naming both
+    sizes, before it folds anything) a stream whose history does not extend it: its first
+    ``size`` events, this node's copy and the stream's messages after it, must have the
+    checkpoint's root."""
 
     servers: Sequence[str]
     stream: str = DEFAULT_STREAM
     replicas: int = 3
     timeout: float = 10.0
+    checkpoint: str | None = None
+    verifier: str | None = None
 
     def __post_init__(self) -> None:
         servers = [self.servers] if isinstance(self.servers, str) else list(self.servers)
@@ -53,6 +62,11 @@ class Cluster:
             raise ContractError(f"cluster replicas must be 1 to 5, got {self.replicas!r}")
         if not isinstance(self.timeout, int | float) or not self.timeout > 0:
             raise ContractError(f"cluster timeout must be a positive number of seconds, got {self.timeout!r}")
+        if (self.checkpoint is None) != (self.verifier is None):
+            raise ContractError("cluster checkpoint and verifier are given together")
+        for field in ("checkpoint", "verifier"):
+            if not isinstance(getattr(self, field), str | None):
+                raise ContractError(f"cluster {field} must be text, got {type(getattr(self, field)).__name__}")
 
     @classmethod
     def parse(cls, text: str, environ: Mapping[str, str] | None = None) -> Cluster:
