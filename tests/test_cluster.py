@@ -156,7 +156,7 @@ def test_write_on_one_node_is_read_on_another_after_refresh(shared_cluster: Loca
         a.put(PutRequest(records=[rec("y")]))
         assert b.refresh() == 1
         assert b.count(CountRequest()).count == 2
-        assert a.head_hash == b.head_hash
+        assert (a.head_hash, a.root()) == (b.head_hash, b.root())
 
 
 def test_follow_on_a_node_yields_writes_of_another(shared_cluster: LocalCluster, tmp_path: Path) -> None:
@@ -233,7 +233,7 @@ def test_nodes_writing_in_turn_interleave_without_loss(shared_cluster: LocalClus
         a.refresh()
         b.refresh()
         assert a.head == b.head == 60
-        assert a.head_hash == b.head_hash
+        assert (a.head_hash, a.root()) == (b.head_hash, b.root())
         assert put_ids(a) == collections.Counter({f"{w}{i}": 1 for w in "ab" for i in range(30)})
         assert a.verify().problems == () and b.verify().problems == ()
 
@@ -257,7 +257,7 @@ def test_threads_on_two_nodes_group_commit_without_loss(shared_cluster: LocalClu
         b.refresh()
         expected = {f"{n}{t}-{i}": 1 for n in "ab" for t in range(4) for i in range(25)}
         assert put_ids(a) == put_ids(b) == expected
-        assert a.head_hash == b.head_hash and a.verify().problems == ()
+        assert (a.head_hash, a.root()) == (b.head_hash, b.root()) and a.verify().problems == ()
 
 
 def test_compare_and_set_race_has_one_winner(shared_cluster: LocalCluster, tmp_path: Path) -> None:
@@ -289,7 +289,7 @@ def test_compare_and_set_race_has_one_winner(shared_cluster: LocalCluster, tmp_p
             winner = next(k for k, v in outcome.items() if v == "won")
             for node in (a, b):
                 assert node.get(GetRequest(ids=[rid]), fresh=True).records[0].note.text == winner
-        assert a.head_hash == b.head_hash
+        assert (a.head_hash, a.root()) == (b.head_hash, b.root())
 
 
 def test_op_id_replays_across_nodes(shared_cluster: LocalCluster, tmp_path: Path) -> None:
@@ -412,6 +412,9 @@ def test_node_given_a_checkpoint_folds_a_stream_that_extends_it_and_refuses_a_di
             LogBackend(tmp_path / "b", cluster=diverged)
         with LogBackend(tmp_path / "b", read_only=True) as b:
             assert b.head == 22
+        _, stranger = generate_key("stranger")
+        with pytest.raises(CheckpointError, match="cluster checkpoint: the note is not signed by key stranger"):
+            LogBackend(tmp_path / "b", cluster=Cluster(shared_cluster.urls, stream="ckpt", checkpoint=note, verifier=stranger))
 
 
 def test_checkpoint_beyond_the_stream_is_refused(shared_cluster: LocalCluster, tmp_path: Path) -> None:
@@ -459,7 +462,7 @@ def test_node_joins_from_a_checkpointed_export_and_folds_only_the_rest(
                 assert (node.head, node.head_hash, node.root()) == (a.head, a.head_hash, a.root())
             assert joined.verify().problems == ()
             joined.put(PutRequest(records=[rec("from-joined")]))
-            assert a.refresh() == 1 and a.head_hash == joined.head_hash
+            assert a.refresh() == 1 and (a.head_hash, a.root()) == (joined.head_hash, joined.root())
     with LogBackend(tmp_path / "other") as other:
         other.put(PutRequest(records=[rec(f"o{i}") for i in range(exported)]))
         other.export_log(tmp_path / "other.coniti-log")
@@ -530,7 +533,7 @@ def test_erase_on_one_node_erases_on_every_node_and_in_the_stream(shared_cluster
                 assert node.get(GetRequest(ids=["keep"])).records[0].note.text == "nothing to hide"
                 assert all(e.record is None for e in node.history("s") if e.kind == "put")
                 assert node.verify().problems == ()
-            assert a.head_hash == b.head_hash == c.head_hash
+            assert a.head_hash == b.head_hash == c.head_hash and a.root() == b.root() == c.root()
     for stream in ("erasure", "erasure-content"):
         assert not any(secret.encode() in m for m in _stream_bytes(shared_cluster.urls, stream)), stream
 
@@ -559,6 +562,20 @@ def test_bad_cluster_options_are_refused() -> None:
         Cluster([])
     with pytest.raises(ContractError, match="not a nats:// URL"):
         Cluster.parse("http://x:1")
+
+
+def test_cluster_checkpoint_options_go_together(tmp_path: Path) -> None:
+    """A trusted checkpoint needs its verifier (and the reverse), in ``Cluster`` and in the
+    environment; ``$CONITI_CLUSTER_CHECKPOINT`` names a file whose note ``Cluster.parse`` reads."""
+    with pytest.raises(ContractError, match="checkpoint and verifier are given together"):
+        Cluster(["nats://127.0.0.1:1"], checkpoint="note")
+    with pytest.raises(ContractError, match="CONITI_CLUSTER_CHECKPOINT and CONITI_CLUSTER_VERIFIER"):
+        Cluster.parse("nats://127.0.0.1:1", {"CONITI_CLUSTER_VERIFIER": "key"})
+    with pytest.raises(ContractError, match="cannot read checkpoint file"):
+        Cluster.parse("nats://127.0.0.1:1", {"CONITI_CLUSTER_CHECKPOINT": str(tmp_path / "no"), "CONITI_CLUSTER_VERIFIER": "k"})
+    (tmp_path / "note").write_text("the note\n")
+    parsed = Cluster.parse("nats://127.0.0.1:1", {"CONITI_CLUSTER_CHECKPOINT": str(tmp_path / "note"), "CONITI_CLUSTER_VERIFIER": "k"})
+    assert (parsed.checkpoint, parsed.verifier) == ("the note\n", "k")
 
 
 def _delete_stream(urls: list[str], stream: str) -> None:

@@ -72,7 +72,9 @@ class Cluster:
     def parse(cls, text: str, environ: Mapping[str, str] | None = None) -> Cluster:
         """The cluster of a ``--cluster`` / ``$CONITI_CLUSTER`` value: comma-separated server URLs
         (``nats://h1:4222,nats://h2:4222``); the stream is ``$CONITI_CLUSTER_STREAM`` (default
-        ``coniti``) and the replica count ``$CONITI_CLUSTER_REPLICAS`` (default 3)."""
+        ``coniti``) and the replica count ``$CONITI_CLUSTER_REPLICAS`` (default 3). A trusted
+        checkpoint is the signed note in the file ``$CONITI_CLUSTER_CHECKPOINT`` with the verifier
+        key ``$CONITI_CLUSTER_VERIFIER`` (both or neither)."""
         env = environ or {}
         servers = [s.strip() for s in text.split(",") if s.strip()]
         for s in servers:
@@ -81,7 +83,23 @@ class Cluster:
         replicas = env.get("CONITI_CLUSTER_REPLICAS", "3")
         if not replicas.isdigit():
             raise ContractError(f"CONITI_CLUSTER_REPLICAS must be a number, got {replicas!r}")
-        return cls(servers, env.get("CONITI_CLUSTER_STREAM", DEFAULT_STREAM), int(replicas))
+        note_file, verifier = env.get("CONITI_CLUSTER_CHECKPOINT"), env.get("CONITI_CLUSTER_VERIFIER")
+        if (note_file is None) != (verifier is None):
+            raise ContractError("CONITI_CLUSTER_CHECKPOINT and CONITI_CLUSTER_VERIFIER are set together")
+        note = None
+        if note_file is not None:
+            try:
+                with open(note_file, encoding="utf-8") as f:
+                    note = f.read()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ContractError(
+                    f"CONITI_CLUSTER_CHECKPOINT: cannot read checkpoint file {note_file}: "
+                    f"{getattr(exc, 'strerror', None) or exc}"
+                ) from None
+        return cls(
+            servers, env.get("CONITI_CLUSTER_STREAM", DEFAULT_STREAM), int(replicas),
+            checkpoint=note, verifier=verifier,
+        )
 
     def connect(self) -> JetStreamTransport:
         """A connection to the stream (created if missing); raises

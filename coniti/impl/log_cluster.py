@@ -67,7 +67,10 @@ class ClusterNode:
         have the checkpoint's root; the signature by ``verifier`` is checked first."""
         from coniti.checkpoint import verify_checkpoint  # cryptography: on use
 
-        checkpoint = verify_checkpoint(note, verifier)
+        try:
+            checkpoint = verify_checkpoint(note, verifier)
+        except CheckpointError as e:
+            raise CheckpointError(f"cluster checkpoint: {e}") from None
         name = self._transport.stream
         with self._log.store.read() as txn:
             pos = self._replica.position(txn)
