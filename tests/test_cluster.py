@@ -383,8 +383,9 @@ def test_node_given_a_checkpoint_folds_a_stream_that_extends_it_and_refuses_a_di
     shared_cluster: LocalCluster, tmp_path: Path
 ) -> None:
     """``Cluster(checkpoint=, verifier=)``: a new node given a checkpoint of the stream's history
-    folds it; a new node, and a caught-up node, given a checkpoint signed over another store's
-    history refuse with CheckpointError naming the checkpoint's size, and fold nothing."""
+    folds it; a new node, a node part-way and a caught-up node, given a checkpoint signed over
+    another store's history refuse with CheckpointError naming the checkpoint's size, and fold
+    nothing; a note not signed by the verifier is refused."""
     from coniti.checkpoint import generate_key
     from coniti.errors import CheckpointError
 
@@ -393,6 +394,8 @@ def test_node_given_a_checkpoint_folds_a_stream_that_extends_it_and_refuses_a_di
     with LogBackend(tmp_path / "a", cluster=cl) as a:
         for i in range(5):
             a.put(PutRequest(records=[rec(f"a{i}-{j}") for j in range(4)]))
+            if i == 1:
+                LogBackend(tmp_path / "early", cluster=cl).close()  # a node holding 8 events
         note = a.checkpoint(signer)  # size 20
         a.put(PutRequest(records=[rec("after")]))
         with LogBackend(tmp_path / "other") as other:  # the same count of events, another history
@@ -407,6 +410,10 @@ def test_node_given_a_checkpoint_folds_a_stream_that_extends_it_and_refuses_a_di
             LogBackend(tmp_path / "c", cluster=diverged)
         with LogBackend(tmp_path / "c", read_only=True) as c:
             assert c.head == 0
+        with pytest.raises(CheckpointError, match="does not extend the checkpoint of size 20.*this node holds 8"):
+            LogBackend(tmp_path / "early", cluster=diverged)
+        with LogBackend(tmp_path / "early", cluster=trusted) as early:
+            assert (early.folded, early.head_hash, early.root()) == (a.head - 8, a.head_hash, a.root())
         a.put(PutRequest(records=[rec("later")]))
         with pytest.raises(CheckpointError, match="history of 22 events does not extend the checkpoint of size 20"):
             LogBackend(tmp_path / "b", cluster=diverged)

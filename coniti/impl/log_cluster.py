@@ -29,7 +29,7 @@ from coniti.memory import (
     ScanRequest,
     ScanResult,
 )
-from coniti.proofs import leaf_hash, merkle_root
+from coniti.proofs import CompactRange, leaf_hash
 
 if TYPE_CHECKING:
     from coniti.cluster import Cluster
@@ -81,14 +81,15 @@ class ClusterNode:
             except CheckpointError as e:
                 raise CheckpointError(f"node {self._log.store.path} of stream {name!r}: {e}") from None
             return
-        leaves = [leaf_hash(e.hash) for e in self._log.events(until=pos.event_seq)]
-        leaves += [leaf_hash(h) for h in self._replica.event_hashes(pos, size)]
-        if len(leaves) < size:
+        edge = self._log.proving(lambda tree, _, head: CompactRange.from_nodes(tree, head))
+        for event_hash in self._replica.event_hashes(pos, size):
+            edge.append(leaf_hash(event_hash))
+        if edge.size < size:
             raise CheckpointError(
-                f"stream {name!r} holds {len(leaves)} events, fewer than the checkpoint's size {size}: "
+                f"stream {name!r} holds {edge.size} events, fewer than the checkpoint's size {size}: "
                 "it does not extend the checkpoint"
             )
-        if merkle_root(leaves) != checkpoint.root:
+        if edge.root() != checkpoint.root:
             raise CheckpointError(
                 f"stream {name!r} does not extend the checkpoint of size {size}: the root of its "
                 f"first {size} events differs (this node holds {pos.event_seq}; nothing folded)"
