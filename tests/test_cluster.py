@@ -156,7 +156,7 @@ def test_write_on_one_node_is_read_on_another_after_refresh(shared_cluster: Loca
         a.put(PutRequest(records=[rec("y")]))
         assert b.refresh() == 1
         assert b.count(CountRequest()).count == 2
-        assert a.head_hash == b.head_hash
+        assert (a.head_hash, a.root()) == (b.head_hash, b.root())
 
 
 def test_follow_on_a_node_yields_writes_of_another(shared_cluster: LocalCluster, tmp_path: Path) -> None:
@@ -233,7 +233,7 @@ def test_nodes_writing_in_turn_interleave_without_loss(shared_cluster: LocalClus
         a.refresh()
         b.refresh()
         assert a.head == b.head == 60
-        assert a.head_hash == b.head_hash
+        assert (a.head_hash, a.root()) == (b.head_hash, b.root())
         assert put_ids(a) == collections.Counter({f"{w}{i}": 1 for w in "ab" for i in range(30)})
         assert a.verify().problems == () and b.verify().problems == ()
 
@@ -257,7 +257,7 @@ def test_threads_on_two_nodes_group_commit_without_loss(shared_cluster: LocalClu
         b.refresh()
         expected = {f"{n}{t}-{i}": 1 for n in "ab" for t in range(4) for i in range(25)}
         assert put_ids(a) == put_ids(b) == expected
-        assert a.head_hash == b.head_hash and a.verify().problems == ()
+        assert (a.head_hash, a.root()) == (b.head_hash, b.root()) and a.verify().problems == ()
 
 
 def test_compare_and_set_race_has_one_winner(shared_cluster: LocalCluster, tmp_path: Path) -> None:
@@ -289,7 +289,7 @@ def test_compare_and_set_race_has_one_winner(shared_cluster: LocalCluster, tmp_p
             winner = next(k for k, v in outcome.items() if v == "won")
             for node in (a, b):
                 assert node.get(GetRequest(ids=[rid]), fresh=True).records[0].note.text == winner
-        assert a.head_hash == b.head_hash
+        assert (a.head_hash, a.root()) == (b.head_hash, b.root())
 
 
 def test_op_id_replays_across_nodes(shared_cluster: LocalCluster, tmp_path: Path) -> None:
@@ -379,6 +379,107 @@ def test_diverged_or_foreign_store_is_refused(shared_cluster: LocalCluster, tmp_
         assert n.head_hash == before
 
 
+def test_node_given_a_checkpoint_folds_a_stream_that_extends_it_and_refuses_a_diverged_one(
+    shared_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``Cluster(checkpoint=, verifier=)``: a new node given a checkpoint of the stream's history
+    folds it; a new node, a node part-way and a caught-up node, given a checkpoint signed over
+    another store's history refuse with CheckpointError naming the checkpoint's size, and fold
+    nothing; a note not signed by the verifier is refused."""
+    from coniti.checkpoint import generate_key
+    from coniti.errors import CheckpointError
+
+    signer, verifier = generate_key("ops")
+    cl = Cluster(shared_cluster.urls, stream="ckpt")
+    with LogBackend(tmp_path / "a", cluster=cl) as a:
+        for i in range(5):
+            a.put(PutRequest(records=[rec(f"a{i}-{j}") for j in range(4)]))
+            if i == 1:
+                LogBackend(tmp_path / "early", cluster=cl).close()  # a node holding 8 events
+        note = a.checkpoint(signer)  # size 20
+        a.put(PutRequest(records=[rec("after")]))
+        with LogBackend(tmp_path / "other") as other:  # the same count of events, another history
+            for i in range(5):
+                other.put(PutRequest(records=[rec(f"o{i}-{j}") for j in range(4)]))
+            rival = other.checkpoint(signer)
+        trusted = Cluster(shared_cluster.urls, stream="ckpt", checkpoint=note, verifier=verifier)
+        with LogBackend(tmp_path / "b", cluster=trusted) as b:
+            assert (b.head, b.head_hash, b.root()) == (a.head, a.head_hash, a.root())
+        diverged = Cluster(shared_cluster.urls, stream="ckpt", checkpoint=rival, verifier=verifier)
+        with pytest.raises(CheckpointError, match="stream 'ckpt' does not extend the checkpoint of size 20"):
+            LogBackend(tmp_path / "c", cluster=diverged)
+        with LogBackend(tmp_path / "c", read_only=True) as c:
+            assert c.head == 0
+        with pytest.raises(CheckpointError, match="does not extend the checkpoint of size 20.*this node holds 8"):
+            LogBackend(tmp_path / "early", cluster=diverged)
+        with LogBackend(tmp_path / "early", cluster=trusted) as early:
+            assert (early.folded, early.head_hash, early.root()) == (a.head - 8, a.head_hash, a.root())
+        a.put(PutRequest(records=[rec("later")]))
+        with pytest.raises(CheckpointError, match="history of 22 events does not extend the checkpoint of size 20"):
+            LogBackend(tmp_path / "b", cluster=diverged)
+        with LogBackend(tmp_path / "b", read_only=True) as b:
+            assert b.head == 22
+        _, stranger = generate_key("stranger")
+        with pytest.raises(CheckpointError, match="cluster checkpoint: the note is not signed by key stranger"):
+            LogBackend(tmp_path / "b", cluster=Cluster(shared_cluster.urls, stream="ckpt", checkpoint=note, verifier=stranger))
+
+
+def test_checkpoint_beyond_the_stream_is_refused(shared_cluster: LocalCluster, tmp_path: Path) -> None:
+    """A node given a checkpoint larger than the stream's history refuses it, naming both sizes."""
+    from coniti.checkpoint import generate_key
+    from coniti.errors import CheckpointError
+
+    signer, verifier = generate_key("ops")
+    with LogBackend(tmp_path / "big") as big:
+        big.put(PutRequest(records=[rec(f"x{i}") for i in range(10)]))
+        note = big.checkpoint(signer)
+    with LogBackend(tmp_path / "a", cluster=Cluster(shared_cluster.urls, stream="short")) as a:
+        a.put(PutRequest(records=[rec("one"), rec("two")]))
+        cl = Cluster(shared_cluster.urls, stream="short", checkpoint=note, verifier=verifier)
+        with pytest.raises(CheckpointError, match="holds 2 events, fewer than the checkpoint's size 10"):
+            LogBackend(tmp_path / "b", cluster=cl)
+
+
+def test_node_joins_from_a_checkpointed_export_and_folds_only_the_rest(
+    shared_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A node imported from a node's export (checked against a signed checkpoint) joins the stream
+    where the export ends and folds only the messages after it: it converges to the head hash and
+    Merkle root of the others and folds fewer events than a node that starts empty; an import of
+    another history is refused with ClusterError and folds nothing."""
+    from coniti.checkpoint import generate_key
+
+    signer, verifier = generate_key("ops")
+    cl = Cluster(shared_cluster.urls, stream="exported")
+    export = tmp_path / "a.coniti-log"
+    with LogBackend(tmp_path / "a", cluster=cl) as a:
+        for i in range(20):
+            a.put(PutRequest(records=[rec(f"a{i}-{j}") for j in range(10)]))
+        note = a.checkpoint(signer)
+        a.export_log(export)
+        exported = a.head
+        for i in range(5):
+            a.put(PutRequest(records=[rec(f"b{i}")]))
+        LogBackend.import_log(export, tmp_path / "joined", checkpoint=note, verifier=verifier).close()
+        trusted = Cluster(shared_cluster.urls, stream="exported", checkpoint=note, verifier=verifier)
+        with LogBackend(tmp_path / "joined", cluster=trusted) as joined, LogBackend(tmp_path / "empty", cluster=cl) as empty:
+            assert joined.folded == a.head - exported == 5
+            assert empty.folded == a.head
+            for node in (joined, empty):
+                assert (node.head, node.head_hash, node.root()) == (a.head, a.head_hash, a.root())
+            assert joined.verify().problems == ()
+            joined.put(PutRequest(records=[rec("from-joined")]))
+            assert a.refresh() == 1 and (a.head_hash, a.root()) == (joined.head_hash, joined.root())
+    with LogBackend(tmp_path / "other") as other:
+        other.put(PutRequest(records=[rec(f"o{i}") for i in range(exported)]))
+        other.export_log(tmp_path / "other.coniti-log")
+    LogBackend.import_log(tmp_path / "other.coniti-log", tmp_path / "stranger").close()
+    with pytest.raises(ClusterError, match="is not a copy of stream 'exported'"):
+        LogBackend(tmp_path / "stranger", cluster=cl)
+    with LogBackend(tmp_path / "stranger", read_only=True) as stranger:
+        assert stranger.head == exported
+
+
 def test_node_copy_refuses_writes_without_its_cluster(shared_cluster: LocalCluster, tmp_path: Path) -> None:
     """A node's store opened without its cluster is readable but refuses writes (ReadOnlyError),
     so it can never hold an event the stream lacks."""
@@ -439,7 +540,7 @@ def test_erase_on_one_node_erases_on_every_node_and_in_the_stream(shared_cluster
                 assert node.get(GetRequest(ids=["keep"])).records[0].note.text == "nothing to hide"
                 assert all(e.record is None for e in node.history("s") if e.kind == "put")
                 assert node.verify().problems == ()
-            assert a.head_hash == b.head_hash == c.head_hash
+            assert a.head_hash == b.head_hash == c.head_hash and a.root() == b.root() == c.root()
     for stream in ("erasure", "erasure-content"):
         assert not any(secret.encode() in m for m in _stream_bytes(shared_cluster.urls, stream)), stream
 
@@ -470,6 +571,20 @@ def test_bad_cluster_options_are_refused() -> None:
         Cluster.parse("http://x:1")
 
 
+def test_cluster_checkpoint_options_go_together(tmp_path: Path) -> None:
+    """A trusted checkpoint needs its verifier (and the reverse), in ``Cluster`` and in the
+    environment; ``$CONITI_CLUSTER_CHECKPOINT`` names a file whose note ``Cluster.parse`` reads."""
+    with pytest.raises(ContractError, match="checkpoint and verifier are given together"):
+        Cluster(["nats://127.0.0.1:1"], checkpoint="note")
+    with pytest.raises(ContractError, match="CONITI_CLUSTER_CHECKPOINT and CONITI_CLUSTER_VERIFIER"):
+        Cluster.parse("nats://127.0.0.1:1", {"CONITI_CLUSTER_VERIFIER": "key"})
+    with pytest.raises(ContractError, match="cannot read checkpoint file"):
+        Cluster.parse("nats://127.0.0.1:1", {"CONITI_CLUSTER_CHECKPOINT": str(tmp_path / "no"), "CONITI_CLUSTER_VERIFIER": "k"})
+    (tmp_path / "note").write_text("the note\n")
+    parsed = Cluster.parse("nats://127.0.0.1:1", {"CONITI_CLUSTER_CHECKPOINT": str(tmp_path / "note"), "CONITI_CLUSTER_VERIFIER": "k"})
+    assert (parsed.checkpoint, parsed.verifier) == ("the note\n", "k")
+
+
 def _delete_stream(urls: list[str], stream: str) -> None:
     import nats
 
@@ -485,7 +600,7 @@ def _delete_stream(urls: list[str], stream: str) -> None:
 
 def _check_converged(stores: list[Path], urls: list[str], stream: str, expected: set[str]) -> None:
     """Every store, caught up, holds each expected id exactly once (no other), one head hash (and
-    one Merkle root, on a coniti whose LogBackend has ``root()``), and verifies clean."""
+    one Merkle root), and verifies clean."""
     hashes = set()
     roots = set()
     for path in stores:
@@ -495,10 +610,9 @@ def _check_converged(stores: list[Path], urls: list[str], stream: str, expected:
             assert set(ids.values()) == {1}, f"{path}: duplicated {[k for k, v in ids.items() if v > 1][:5]}"
             assert node.verify().problems == ()
             hashes.add(node.head_hash)
-            if hasattr(node, "root"):  # the Merkle tree (issue 31), built by the same fold
-                roots.add(node.root())
+            roots.add(node.root())  # the Merkle tree, built by the same fold
     assert len(hashes) == 1
-    assert len(roots) <= 1
+    assert len(roots) == 1
 
 
 def _leader_index(cluster: LocalCluster, stream: str) -> int:

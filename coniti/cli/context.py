@@ -349,7 +349,9 @@ def _add_common_options(func: F, *, store_help: str) -> F:
         _shared("--cluster", setting="cluster", metavar="URLS",
                 help="Cluster mode: the store is this node's copy of a NATS JetStream stream on these "
                      "servers (nats://h1:4222,nats://h2:4222; default: $CONITI_CLUSTER; stream "
-                     "$CONITI_CLUSTER_STREAM, default coniti). See docs/cluster.md."),
+                     "$CONITI_CLUSTER_STREAM, default coniti; a trusted checkpoint the stream must "
+                     "extend: $CONITI_CLUSTER_CHECKPOINT, a note file, with $CONITI_CLUSTER_VERIFIER). "
+                     "See docs/cluster.md."),
     ]
     for option in reversed(options):
         func = option(func)

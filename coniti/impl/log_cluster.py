@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from coniti.errors import StoreError
+from coniti.errors import CheckpointError, StoreError
+from coniti.impl.proving import extends
 from coniti.memory import (
     CountRequest,
     CountResult,
@@ -28,6 +29,7 @@ from coniti.memory import (
     ScanRequest,
     ScanResult,
 )
+from coniti.proofs import CompactRange, leaf_hash
 
 if TYPE_CHECKING:
     from coniti.cluster import Cluster
@@ -43,16 +45,55 @@ class ClusterNode:
     cluster: Cluster | None
     _transport: Any
     _replica: Any
+    folded = 0
+    """How many events this handle folded from the stream (at open and in :meth:`refresh`)."""
 
     def _join(self, cluster: Cluster) -> None:
         """Connect, bind or check the store against the stream, then fold the stream."""
         from coniti.log.replica import Replica
 
+        self.folded = 0
         self._transport = cluster.connect()
         log = self._log
         self._replica = Replica(self._transport, lambda: log.dbs)
         self._replica.attach(log.store)
+        if cluster.checkpoint is not None and cluster.verifier is not None:
+            self._check_extends(cluster.checkpoint, cluster.verifier)
         self.refresh()
+
+    def _check_extends(self, note: str, verifier: str) -> None:
+        """Refuse (:class:`CheckpointError`, nothing folded) a stream whose first ``size`` events
+        (the signed checkpoint's), this node's copy then the stream's messages after it, do not
+        have the checkpoint's root; the signature by ``verifier`` is checked first."""
+        from coniti.checkpoint import verify_checkpoint  # cryptography: on use
+
+        try:
+            checkpoint = verify_checkpoint(note, verifier)
+        except CheckpointError as e:
+            raise CheckpointError(f"cluster checkpoint: {e}") from None
+        name = self._transport.stream
+        with self._log.store.read() as txn:
+            pos = self._replica.position(txn)
+        size = checkpoint.size
+        if pos.event_seq >= size:
+            try:
+                extends(self._log, checkpoint)
+            except CheckpointError as e:
+                raise CheckpointError(f"node {self._log.store.path} of stream {name!r}: {e}") from None
+            return
+        edge = self._log.proving(lambda tree, _, head: CompactRange.from_nodes(tree, head))
+        for event_hash in self._replica.event_hashes(pos, size):
+            edge.append(leaf_hash(event_hash))
+        if edge.size < size:
+            raise CheckpointError(
+                f"stream {name!r} holds {edge.size} events, fewer than the checkpoint's size {size}: "
+                "it does not extend the checkpoint"
+            )
+        if edge.root() != checkpoint.root:
+            raise CheckpointError(
+                f"stream {name!r} does not extend the checkpoint of size {size}: the root of its "
+                f"first {size} events differs (this node holds {pos.event_seq}; nothing folded)"
+            )
 
     def _leave(self) -> None:
         """Detach this handle's replica hook and close its connection (nothing in single mode)."""
@@ -70,7 +111,9 @@ class ClusterNode:
         before = self._log.head().seq
         self._log.store.catch_up()
         self._log.forget_namespaces()
-        return self._log.head().seq - before
+        folded = self._log.head().seq - before
+        self.folded += folded
+        return folded
 
     def get(self, request: GetRequest, *, fresh: bool = False) -> GetResult:
         """See :meth:`MemoryBackend.get`; ``fresh``: :meth:`refresh` first (cluster mode)."""

@@ -25,8 +25,10 @@ the folding node's clock.
   :data:`FOLD_CHUNK` per transaction; each frame must decode strictly and follow the one before it
   on the hash chain, else :class:`~coniti.log.chain.FoldError`: a store is never merged with a
   stream it diverges from.
-* **Attaching** (:meth:`Replica.attach`) binds an empty store to the stream, or checks that a bound
-  store is this stream's copy: the same stream name, a position the stream still holds, and the
+* **Attaching** (:meth:`Replica.attach`) binds an empty store to the stream, binds an unbound
+  store whose events are the stream's first ones up to the end of a message (its head hash the
+  stream's there: an import of a node's export, which then folds only the rest), or checks that a
+  bound store is this stream's copy: the same stream name, a position the stream still holds, and the
   stream's message at that position ending at the store's head hash. Anything else is refused with
   :class:`~coniti.errors.ClusterError`.
 """
@@ -34,7 +36,7 @@ the folding node's clock.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from coniti.errors import ClusterError
@@ -190,12 +192,8 @@ class Replica:
             pos = self.position(txn)
             head = Projections(txn, self.dbs).head()
             if pos is None:
-                if head.seq:
-                    raise ClusterError(
-                        f"store {store.path} holds {head.seq} events and is not a copy of stream "
-                        f"{name!r}: a node starts from an empty store"
-                    )
-                self._set_position(txn, Position(0, 0, name))
+                at = self._join_point(store, head.seq, head.hash) if head.seq else 0
+                self._set_position(txn, Position(at, head.seq, name))
                 return
             if pos.stream != name:
                 raise ClusterError(
@@ -226,6 +224,52 @@ class Replica:
         except BaseException:
             store.replicate(None)
             raise
+
+    def _messages(self, after: int) -> Iterator[tuple[int, list[bytes]]]:
+        """The stream's messages after message ``after`` up to its last (as of the call), as
+        ``(stream seq, frames)``, fetched :data:`_FETCH` at a time as the caller goes on."""
+        last = self.transport.last_seq()
+        seq = after
+        while seq < last:
+            upto = min(last, seq + _FETCH)
+            for stream_seq, payload in enumerate(self.transport.fetch(seq + 1, upto), seq + 1):
+                yield stream_seq, decode_message(payload, stream_seq)
+            seq = upto
+
+    def _join_point(self, store: Store, events: int, head_hash: bytes) -> int:
+        """The stream message that ends at event ``events`` with hash ``head_hash``: where an
+        unbound store holding the stream's first ``events`` events (an import of a node's export)
+        joins the stream. Raises :class:`ClusterError` when the stream's history does not pass
+        through that head on a message boundary (the store is then not a copy of the stream)."""
+        name = self.transport.stream
+        seen = 0
+        for stream_seq, frames in self._messages(0):
+            seen += len(frames)
+            if seen < events:
+                continue
+            if seen == events and decode_event(frames[-1], strict=False).hash == head_hash:
+                return stream_seq
+            raise ClusterError(
+                f"store {store.path} holds {events} events and is not a copy of stream {name!r}: its "
+                f"head (event {events}) is not the stream's event {events} at the end of a message"
+            )
+        raise ClusterError(
+            f"store {store.path} holds {events} events and is not a copy of stream {name!r}: the "
+            f"stream holds {seen} events"
+        )
+
+    def event_hashes(self, pos: Position, size: int) -> list[bytes]:
+        """The chain hashes of the stream's events after position ``pos`` up to event ``size``
+        (fewer when the stream ends before), read from the messages without folding them."""
+        hashes: list[bytes] = []
+        want = size - pos.event_seq
+        if want <= 0:
+            return hashes
+        for _, frames in self._messages(pos.stream_seq):
+            hashes += [decode_event(f, strict=False).hash for f in frames[: want - len(hashes)]]
+            if len(hashes) >= want:
+                break
+        return hashes
 
     # -- WriteHook ---------------------------------------------------------------------------------
 
