@@ -67,6 +67,8 @@ from coniti.recall import ContextBlock, Hit, estimate_tokens
 
 if TYPE_CHECKING:
     from coniti.engine import ContinuityEngine
+    from coniti.scope import Scope
+    from coniti.scoped import ScopedEngine
 
 __all__ = [
     "ROLES",
@@ -528,13 +530,26 @@ class Conversation:
     """One conversation of an engine's memory (see the module docstring)."""
 
     def __init__(
-        self, source: ContinuityEngine | MemoryBackend, name: str, *, namespace: Sequence[str] = ()
+        self,
+        source: ContinuityEngine | ScopedEngine | MemoryBackend,
+        name: str,
+        *,
+        namespace: Sequence[str] = (),
     ) -> None:
-        """``source``: the engine (every method), or a memory backend alone (the reads: turns,
-        window, context and state; append and recall then raise
-        :class:`~coniti.errors.NotSupported`)."""
+        """``source``: the engine (every method), a scoped handle (every method, confined to its
+        scope: ``namespace`` is relative to the scope's home, an absolute one must lie under the
+        scope, else :class:`~coniti.scope.ScopeError`; appends go through the handle's write path
+        and recall through its ``ask``), or a memory backend alone (the reads: turns, window,
+        context and state; append and recall then raise :class:`~coniti.errors.NotSupported`)."""
+        from coniti.scoped import ScopedEngine
+
         self.namespace: tuple[str, ...] = conversation_namespace(name, namespace)
-        """The namespace holding the turns."""
+        """The namespace holding the turns (absolute: under the scope's home for a scoped handle)."""
+        self._scoped: ScopedEngine | None = None
+        if isinstance(source, ScopedEngine):
+            self._scoped = source
+            self.namespace = source.namespace(self.namespace, field="conversation namespace")
+            source = source._engine
         if isinstance(source, MemoryBackend):
             self._engine: ContinuityEngine | None = None
             self.memory: MemoryBackend = source
@@ -547,10 +562,25 @@ class Conversation:
 
     @property
     def engine(self) -> ContinuityEngine:
-        """The engine (:class:`~coniti.errors.NotSupported` for a conversation over memory alone)."""
+        """The engine (:class:`~coniti.errors.NotSupported` for a conversation over memory alone,
+        and for one opened through a scoped handle: its writes and recall go through the handle)."""
+        if self._scoped is not None:
+            raise NotSupported(
+                f"conversation {self.name!r} was opened through a scoped handle: use the handle, not the engine"
+            )
+        return self._writer()
+
+    def _writer(self) -> ContinuityEngine:
+        """The engine under the conversation (also under a scoped handle), for append and recall."""
         if self._engine is None:
             raise NotSupported(f"conversation {self.name!r} was opened over memory alone: append and recall need an engine")
         return self._engine
+
+    @property
+    def scope(self) -> Scope | None:
+        """The scope of the handle this conversation was opened through (None for an engine or a
+        memory backend)."""
+        return None if self._scoped is None else self._scoped.scope
 
     def __repr__(self) -> str:
         return f"Conversation({self.name!r}, namespace={self.namespace!r})"
@@ -565,14 +595,21 @@ class Conversation:
         version, in order. Raises :class:`ContractError` for a value that is not a Turn (naming
         ``turns[i]``), :class:`~coniti.errors.DuplicateRecord` for an id stored already or
         repeated; nothing is written then. The strategy's admission is not consulted: every turn
-        is kept (a conversation is what was said)."""
+        is kept (a conversation is what was said). Through a scoped handle the put is the handle's
+        :meth:`~coniti.scoped.ScopedEngine.restore` (its checks: a turn's metadata must not hold
+        ``"scope"``, a read-only handle refuses)."""
         listed = [turns] if isinstance(turns, Turn) else _listed(turns)
         notes = [t.to_note() for t in listed]
         if not notes:
             return []
         from coniti.engine import Snapshot
 
-        engine = self.engine
+        engine = self._writer()
+        if self._scoped is not None:
+            from coniti.scope import check_metadata
+
+            for i, turn in enumerate(listed):
+                check_metadata(turn.metadata, f"turns[{i}].metadata")
         vectors = engine.embedder.embed([n.text for n in notes])
         spec = engine.spec_id
         records = [
@@ -580,7 +617,10 @@ class Conversation:
         ]
         snapshot = Snapshot(namespace=self.namespace, embedding_id=spec, records=records)
         with self._audit(actor, reason):
-            engine.restore(snapshot)
+            if self._scoped is not None:
+                self._scoped.restore(snapshot, namespace=self.namespace)
+            else:
+                engine.restore(snapshot)
         got = self.memory.get(GetRequest(ids=[n.id for n in notes], namespace=self.namespace)).records
         versions = {r.id: r.version for r in got}
         return [int(versions[n.id] or 0) for n in notes]
@@ -715,7 +755,11 @@ class Conversation:
         ):
             if values is not None:
                 where[f"{TURN_KEY}.{field}"] = {"$in": sorted(_names_of(values, f"{field}s", check))}
-        answer = self.engine.ask(Query(text=query, k=k, filter=where, strategy=strategy), namespace=self.namespace)
+        asked = Query(text=query, k=k, filter=where, strategy=strategy)
+        if self._scoped is not None:
+            answer = self._scoped.ask(asked, namespace=self.namespace)
+        else:
+            answer = self._writer().ask(asked, namespace=self.namespace)
         out = []
         for hit in answer.hits:
             record = MemoryRecord.trusted(hit.note, None, None, self.namespace, hit.version)
