@@ -304,17 +304,25 @@ class ScopedEngine(_AsyncTwins):
         return self._engine.get(ids, namespace=self.namespace(namespace))
 
     def ask(
-        self, query: Query | str, *, namespace: Sequence[str] = (), prefix: Sequence[str] | None = None
+        self,
+        query: Query | str,
+        *,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> Answer:
         """:meth:`ContinuityEngine.ask <coniti.engine.ContinuityEngine.ask>` within the scope: from
         ``namespace`` (relative; default the scope's home), or with ``prefix`` from every namespace
-        under it (``prefix=()``: the whole scope and the scopes that extend it)."""
+        under it (``prefix=()``: the whole scope and the scopes that extend it); ``valid_at`` and
+        ``include_superseded`` as there."""
         if isinstance(query, Query):
             check_filter(query.filter, "query.filter")
         ns, pre = self._where(namespace, prefix)
+        when: dict[str, Any] = {"valid_at": valid_at, "include_superseded": include_superseded}
         if pre is not None:
-            return self._engine.ask(query, prefix=pre)
-        return self._engine.ask(query, namespace=ns)
+            return self._engine.ask(query, prefix=pre, **when)
+        return self._engine.ask(query, namespace=ns, **when)
 
     def context(
         self,
@@ -325,14 +333,21 @@ class ScopedEngine(_AsyncTwins):
         prefix: Sequence[str] | None = None,
         estimator: Callable[[str], int] | None = None,
         render: Callable[[HitLike], str] | None = None,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> ContextBlock:
-        """:meth:`ContinuityEngine.context <coniti.engine.ContinuityEngine.context>` within the scope."""
+        """:meth:`ContinuityEngine.context <coniti.engine.ContinuityEngine.context>` within the
+        scope (``valid_at`` and ``include_superseded`` as there)."""
         if isinstance(query, Query):
             check_filter(query.filter, "query.filter")
         ns, pre = self._where(namespace, prefix)
+        options: dict[str, Any] = {
+            "token_budget": token_budget, "estimator": estimator, "render": render,
+            "valid_at": valid_at, "include_superseded": include_superseded,
+        }  # fmt: skip
         if pre is not None:
-            return self._engine.context(query, token_budget=token_budget, prefix=pre, estimator=estimator, render=render)
-        return self._engine.context(query, token_budget=token_budget, namespace=ns, estimator=estimator, render=render)
+            return self._engine.context(query, prefix=pre, **options)
+        return self._engine.context(query, namespace=ns, **options)
 
     def _where(
         self, namespace: Sequence[str], prefix: Sequence[str] | None
