@@ -11,8 +11,8 @@ and session under the metadata key ``"turn"`` (``{"turn": {"speaker": ..., "role
 prefix=(*namespace, "conversations"))`` asks across every conversation under ``namespace``.
 
 Order. A conversation's turns are in chronological order: by timestamp, then write order (the
-order of a scan). Its *write order* is the order of the turns' versions (the seq of the event that
-wrote each, or the in-memory backend's counter): what :meth:`Conversation.state` folds in.
+order of a scan). Its *write order* is the order of its writes (the seq of the event that wrote
+each turn, or the in-memory backend's counter): what :meth:`Conversation.state` folds in.
 
 Windows. :meth:`Conversation.window` applies, in this order, the filters (``roles``, ``speakers``,
 ``sessions``), the point (``until``: a turn id, the window then ends before that turn, or a seq,
@@ -24,16 +24,23 @@ a window as a prompt block under the rules of :func:`~coniti.recall.to_context_b
 first in priority: ``[... N earlier turns omitted ...]`` heads the block when older turns did not
 fit, and the newest turn always renders (so the budget is an estimate).
 
-State. :meth:`Conversation.state` folds ``fold(state, turn)`` over the turns in write order from
-``init``, under a bound: :class:`Full`, :class:`Last` ``(n)`` (the last ``n`` turns written),
-:class:`FromSeq` ``(s)`` (turns of version ``>= s``), :class:`FromCheckpoint` ``(cp)`` (resume
-from a :class:`Checkpoint`'s state with the turns written after it) or :class:`At` ``(cp)`` (the
-state as of the checkpoint, folded again from ``init``). A checkpoint is a value (``to_dict`` /
+State. :meth:`Conversation.state` folds ``fold(state, turn)`` over the conversation's writes
+(:meth:`Conversation.written`) in write order from ``init``, under a bound: :class:`Full`,
+:class:`Last` ``(n)`` (the last ``n`` turns written), :class:`FromSeq` ``(s)`` (turns of version
+``>= s``), :class:`FromCheckpoint` ``(cp)`` (resume from a :class:`Checkpoint`'s state with the
+turns written after it) or :class:`At` ``(cp)`` (the state as of the checkpoint, folded again from
+``init``). A checkpoint is a value (``to_dict`` /
 ``from_dict``; keep it in a :class:`~coniti.state.StateStore`) that names its conversation and
 store, the next version to read and the JSON state reached: a fold from it equals the full fold.
-A turn rewritten (upserted) after a checkpoint has a newer version and is folded again from it.
+On a backend with an event feed (LogBackend) the writes folded are the conversation's ``put``
+events, an append-only sequence: a turn rewritten later is folded again at its new version, a turn
+deleted or expired since is still folded, by a full fold as by a fold from a checkpoint, so the two
+stay equal whatever happens to the live turns (an erased write, its content gone, is left out of
+folds made after the erasure). On a backend without one (in memory, a view of the past) they are
+the live turns by version: the same while turns are only appended.
 
-Reads are linear in the conversation's turns (a scan of its namespace); nothing here writes but
+Reads are linear in the conversation's turns (a scan of its namespace; a fold on a log store reads
+the namespace's events); nothing here writes but
 :meth:`Conversation.append`. Bad input raises :class:`~coniti.errors.ContractError` (one line,
 naming the field) and writes nothing; a fold that raises gives :class:`~coniti.errors.FoldError`.
 """
@@ -61,6 +68,7 @@ from coniti.memory import (
     Namespace,
     ScanRequest,
     as_namespace,
+    event_feed,
     time_travel,
 )
 from coniti.recall import ContextBlock, Hit, estimate_tokens
@@ -768,15 +776,32 @@ class Conversation:
 
     # -- state -------------------------------------------------------------------------------------
 
+    def written(self) -> list[Turn]:
+        """The turns in write order, as :meth:`state` folds them, each with ``version`` the seq of
+        its write. On a backend with an event feed (LogBackend): every turn the conversation's
+        ``put`` events wrote, once per write, so a turn rewritten later appears at each version and
+        a turn deleted or expired since stays (an erased write, its content gone, is left out).
+        Elsewhere (the in-memory backend, a view of the past): the live turns by version."""
+        feed = event_feed(self.memory)
+        if feed is None:
+            return sorted(self.turns(), key=lambda t: t.version or 0)
+        out: list[Turn] = []
+        for event in feed.events(0, namespace=self.namespace):
+            record = event.record
+            if event.kind != "put" or record is None or record.note.kind != MESSAGE:
+                continue
+            out.append(Turn.from_record(record).model_copy(update={"version": event.seq}))
+        return out
+
     def state(self, init: Any, fold: Callable[[Any, Turn], Any], bound: Bound | None = None) -> ConversationState:
-        """``fold(state, turn)`` over the turns in write order under ``bound`` (default
-        :class:`Full`; module docstring). Raises :class:`ContractError` naming ``bound`` for a bound
+        """``fold(state, turn)`` over :meth:`written` (the conversation's writes, in order) under
+        ``bound`` (default :class:`Full`; module docstring). Raises :class:`ContractError` naming ``bound`` for a bound
         past the head or a checkpoint of another conversation or store, and
         :class:`~coniti.errors.FoldError` naming the turn when ``fold`` raises. Writes nothing."""
         if not callable(fold):
             raise ContractError(f"fold must be a function (state, turn) -> state, got {type(fold).__name__}")
         bound = Full() if bound is None else bound
-        written = sorted(self.turns(), key=lambda t: t.version or 0)
+        written = self.written()
         head = (written[-1].version or 0) if written else 0
         store = store_identity(self.memory)
         value, turns, start, stop = init, 0, 1, head + 1
