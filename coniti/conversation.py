@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, cast
 
 import pydantic
 
@@ -72,10 +72,10 @@ from coniti.memory import (
     time_travel,
 )
 from coniti.recall import ContextBlock, Hit, estimate_tokens
+from coniti.scope import Scope, check_metadata
 
 if TYPE_CHECKING:
     from coniti.engine import ContinuityEngine
-    from coniti.scope import Scope
     from coniti.scoped import ScopedEngine
 
 __all__ = [
@@ -549,23 +549,24 @@ class Conversation:
         scope, else :class:`~coniti.scope.ScopeError`; appends go through the handle's write path
         and recall through its ``ask``), or a memory backend alone (the reads: turns, window,
         context and state; append and recall then raise :class:`~coniti.errors.NotSupported`)."""
-        from coniti.scoped import ScopedEngine
-
         self.namespace: tuple[str, ...] = conversation_namespace(name, namespace)
         """The namespace holding the turns (absolute: under the scope's home for a scoped handle)."""
         self._scoped: ScopedEngine | None = None
-        if isinstance(source, ScopedEngine):
-            self._scoped = source
-            self.namespace = source.namespace(self.namespace, field="conversation namespace")
-            source = source._engine
+        if isinstance(getattr(source, "scope", None), Scope):  # a ScopedEngine (not imported: a cycle)
+            handle = cast("ScopedEngine", source)
+            self._scoped = handle
+            self.namespace = handle.namespace(self.namespace, field="conversation namespace")
+            source = handle._engine
         if isinstance(source, MemoryBackend):
             self._engine: ContinuityEngine | None = None
             self.memory: MemoryBackend = source
         else:
             memory = getattr(source, "memory", None)
             if not isinstance(memory, MemoryBackend):
-                raise ContractError(f"source must be an engine or a memory backend, got {type(source).__name__}")
-            self._engine, self.memory = source, memory
+                raise ContractError(
+                    f"source must be an engine, a scoped handle or a memory backend, got {type(source).__name__}"
+                )
+            self._engine, self.memory = cast("ContinuityEngine", source), memory
         self.name = name
 
     @property
@@ -610,12 +611,10 @@ class Conversation:
         notes = [t.to_note() for t in listed]
         if not notes:
             return []
-        from coniti.engine import Snapshot
+        from coniti.engine.results import Snapshot
 
         engine = self._writer()
         if self._scoped is not None:
-            from coniti.scope import check_metadata
-
             for i, turn in enumerate(listed):
                 check_metadata(turn.metadata, f"turns[{i}].metadata")
         vectors = engine.embedder.embed([n.text for n in notes])
