@@ -11,8 +11,8 @@ and session under the metadata key ``"turn"`` (``{"turn": {"speaker": ..., "role
 prefix=(*namespace, "conversations"))`` asks across every conversation under ``namespace``.
 
 Order. A conversation's turns are in chronological order: by timestamp, then write order (the
-order of a scan). Its *write order* is the order of the turns' versions (the seq of the event that
-wrote each, or the in-memory backend's counter): what :meth:`Conversation.state` folds in.
+order of a scan). Its *write order* is the order of its writes (the seq of the event that wrote
+each turn, or the in-memory backend's counter): what :meth:`Conversation.state` folds in.
 
 Windows. :meth:`Conversation.window` applies, in this order, the filters (``roles``, ``speakers``,
 ``sessions``), the point (``until``: a turn id, the window then ends before that turn, or a seq,
@@ -24,16 +24,23 @@ a window as a prompt block under the rules of :func:`~coniti.recall.to_context_b
 first in priority: ``[... N earlier turns omitted ...]`` heads the block when older turns did not
 fit, and the newest turn always renders (so the budget is an estimate).
 
-State. :meth:`Conversation.state` folds ``fold(state, turn)`` over the turns in write order from
-``init``, under a bound: :class:`Full`, :class:`Last` ``(n)`` (the last ``n`` turns written),
-:class:`FromSeq` ``(s)`` (turns of version ``>= s``), :class:`FromCheckpoint` ``(cp)`` (resume
-from a :class:`Checkpoint`'s state with the turns written after it) or :class:`At` ``(cp)`` (the
-state as of the checkpoint, folded again from ``init``). A checkpoint is a value (``to_dict`` /
+State. :meth:`Conversation.state` folds ``fold(state, turn)`` over the conversation's writes
+(:meth:`Conversation.written`) in write order from ``init``, under a bound: :class:`Full`,
+:class:`Last` ``(n)`` (the last ``n`` turns written), :class:`FromSeq` ``(s)`` (turns of version
+``>= s``), :class:`FromCheckpoint` ``(cp)`` (resume from a :class:`Checkpoint`'s state with the
+turns written after it) or :class:`At` ``(cp)`` (the state as of the checkpoint, folded again from
+``init``). A checkpoint is a value (``to_dict`` /
 ``from_dict``; keep it in a :class:`~coniti.state.StateStore`) that names its conversation and
 store, the next version to read and the JSON state reached: a fold from it equals the full fold.
-A turn rewritten (upserted) after a checkpoint has a newer version and is folded again from it.
+On a backend with an event feed (LogBackend) the writes folded are the conversation's ``put``
+events, an append-only sequence: a turn rewritten later is folded again at its new version, a turn
+deleted or expired since is still folded, by a full fold as by a fold from a checkpoint, so the two
+stay equal whatever happens to the live turns (an erased write, its content gone, is left out of
+folds made after the erasure). On a backend without one (in memory, a view of the past) they are
+the live turns by version: the same while turns are only appended.
 
-Reads are linear in the conversation's turns (a scan of its namespace); nothing here writes but
+Reads are linear in the conversation's turns (a scan of its namespace; a fold on a log store reads
+the namespace's events); nothing here writes but
 :meth:`Conversation.append`. Bad input raises :class:`~coniti.errors.ContractError` (one line,
 naming the field) and writes nothing; a fold that raises gives :class:`~coniti.errors.FoldError`.
 """
@@ -46,7 +53,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, cast
 
 import pydantic
 
@@ -61,12 +68,15 @@ from coniti.memory import (
     ScanRequest,
     as_namespace,
     audited,
+    event_feed,
     time_travel,
 )
 from coniti.recall import ContextBlock, Hit, estimate_tokens
+from coniti.scope import Scope, check_metadata
 
 if TYPE_CHECKING:
     from coniti.engine import ContinuityEngine
+    from coniti.scoped import ScopedEngine
 
 __all__ = [
     "ROLES",
@@ -528,29 +538,58 @@ class Conversation:
     """One conversation of an engine's memory (see the module docstring)."""
 
     def __init__(
-        self, source: ContinuityEngine | MemoryBackend, name: str, *, namespace: Sequence[str] = ()
+        self,
+        source: ContinuityEngine | ScopedEngine | MemoryBackend,
+        name: str,
+        *,
+        namespace: Sequence[str] = (),
     ) -> None:
-        """``source``: the engine (every method), or a memory backend alone (the reads: turns,
-        window, context and state; append and recall then raise
-        :class:`~coniti.errors.NotSupported`)."""
+        """``source``: the engine (every method), a scoped handle (every method, confined to its
+        scope: ``namespace`` is relative to the scope's home, an absolute one must lie under the
+        scope, else :class:`~coniti.scope.ScopeError`; appends go through the handle's write path
+        and recall through its ``ask``), or a memory backend alone (the reads: turns, window,
+        context and state; append and recall then raise :class:`~coniti.errors.NotSupported`)."""
         self.namespace: tuple[str, ...] = conversation_namespace(name, namespace)
-        """The namespace holding the turns."""
+        """The namespace holding the turns (absolute: under the scope's home for a scoped handle)."""
+        self._scoped: ScopedEngine | None = None
+        if isinstance(getattr(source, "scope", None), Scope):  # a ScopedEngine (not imported: a cycle)
+            handle = cast("ScopedEngine", source)
+            self._scoped = handle
+            self.namespace = handle.namespace(self.namespace, field="conversation namespace")
+            source = handle._engine
         if isinstance(source, MemoryBackend):
             self._engine: ContinuityEngine | None = None
             self.memory: MemoryBackend = source
         else:
             memory = getattr(source, "memory", None)
             if not isinstance(memory, MemoryBackend):
-                raise ContractError(f"source must be an engine or a memory backend, got {type(source).__name__}")
-            self._engine, self.memory = source, memory
+                raise ContractError(
+                    f"source must be an engine, a scoped handle or a memory backend, got {type(source).__name__}"
+                )
+            self._engine, self.memory = cast("ContinuityEngine", source), memory
         self.name = name
 
     @property
     def engine(self) -> ContinuityEngine:
-        """The engine (:class:`~coniti.errors.NotSupported` for a conversation over memory alone)."""
+        """The engine (:class:`~coniti.errors.NotSupported` for a conversation over memory alone,
+        and for one opened through a scoped handle: its writes and recall go through the handle)."""
+        if self._scoped is not None:
+            raise NotSupported(
+                f"conversation {self.name!r} was opened through a scoped handle: use the handle, not the engine"
+            )
+        return self._writer()
+
+    def _writer(self) -> ContinuityEngine:
+        """The engine under the conversation (also under a scoped handle), for append and recall."""
         if self._engine is None:
             raise NotSupported(f"conversation {self.name!r} was opened over memory alone: append and recall need an engine")
         return self._engine
+
+    @property
+    def scope(self) -> Scope | None:
+        """The scope of the handle this conversation was opened through (None for an engine or a
+        memory backend)."""
+        return None if self._scoped is None else self._scoped.scope
 
     def __repr__(self) -> str:
         return f"Conversation({self.name!r}, namespace={self.namespace!r})"
@@ -565,14 +604,19 @@ class Conversation:
         version, in order. Raises :class:`ContractError` for a value that is not a Turn (naming
         ``turns[i]``), :class:`~coniti.errors.DuplicateRecord` for an id stored already or
         repeated; nothing is written then. The strategy's admission is not consulted: every turn
-        is kept (a conversation is what was said)."""
+        is kept (a conversation is what was said). Through a scoped handle the put is the handle's
+        :meth:`~coniti.scoped.ScopedEngine.restore` (its checks: a turn's metadata must not hold
+        ``"scope"``, a read-only handle refuses)."""
         listed = [turns] if isinstance(turns, Turn) else _listed(turns)
         notes = [t.to_note() for t in listed]
         if not notes:
             return []
-        from coniti.engine import Snapshot
+        from coniti.engine.results import Snapshot
 
-        engine = self.engine
+        engine = self._writer()
+        if self._scoped is not None:
+            for i, turn in enumerate(listed):
+                check_metadata(turn.metadata, f"turns[{i}].metadata")
         vectors = engine.embedder.embed([n.text for n in notes])
         spec = engine.spec_id
         records = [
@@ -580,7 +624,10 @@ class Conversation:
         ]
         snapshot = Snapshot(namespace=self.namespace, embedding_id=spec, records=records)
         with audited(self.memory, actor, reason):
-            engine.restore(snapshot)
+            if self._scoped is not None:
+                self._scoped.restore(snapshot, namespace=self.namespace)
+            else:
+                engine.restore(snapshot)
         got = self.memory.get(GetRequest(ids=[n.id for n in notes], namespace=self.namespace)).records
         versions = {r.id: r.version for r in got}
         return [int(versions[n.id] or 0) for n in notes]
@@ -707,7 +754,11 @@ class Conversation:
         ):
             if values is not None:
                 where[f"{TURN_KEY}.{field}"] = {"$in": sorted(_names_of(values, f"{field}s", check))}
-        answer = self.engine.ask(Query(text=query, k=k, filter=where, strategy=strategy), namespace=self.namespace)
+        asked = Query(text=query, k=k, filter=where, strategy=strategy)
+        if self._scoped is not None:
+            answer = self._scoped.ask(asked, namespace=self.namespace)
+        else:
+            answer = self._writer().ask(asked, namespace=self.namespace)
         out = []
         for hit in answer.hits:
             record = MemoryRecord.trusted(hit.note, None, None, self.namespace, hit.version)
@@ -716,15 +767,32 @@ class Conversation:
 
     # -- state -------------------------------------------------------------------------------------
 
+    def written(self) -> list[Turn]:
+        """The turns in write order, as :meth:`state` folds them, each with ``version`` the seq of
+        its write. On a backend with an event feed (LogBackend): every turn the conversation's
+        ``put`` events wrote, once per write, so a turn rewritten later appears at each version and
+        a turn deleted or expired since stays (an erased write, its content gone, is left out).
+        Elsewhere (the in-memory backend, a view of the past): the live turns by version."""
+        feed = event_feed(self.memory)
+        if feed is None:
+            return sorted(self.turns(), key=lambda t: t.version or 0)
+        out: list[Turn] = []
+        for event in feed.events(0, namespace=self.namespace):
+            record = event.record
+            if event.kind != "put" or record is None or record.note.kind != MESSAGE:
+                continue
+            out.append(Turn.from_record(record).model_copy(update={"version": event.seq}))
+        return out
+
     def state(self, init: Any, fold: Callable[[Any, Turn], Any], bound: Bound | None = None) -> ConversationState:
-        """``fold(state, turn)`` over the turns in write order under ``bound`` (default
-        :class:`Full`; module docstring). Raises :class:`ContractError` naming ``bound`` for a bound
+        """``fold(state, turn)`` over :meth:`written` (the conversation's writes, in order) under
+        ``bound`` (default :class:`Full`; module docstring). Raises :class:`ContractError` naming ``bound`` for a bound
         past the head or a checkpoint of another conversation or store, and
         :class:`~coniti.errors.FoldError` naming the turn when ``fold`` raises. Writes nothing."""
         if not callable(fold):
             raise ContractError(f"fold must be a function (state, turn) -> state, got {type(fold).__name__}")
         bound = Full() if bound is None else bound
-        written = sorted(self.turns(), key=lambda t: t.version or 0)
+        written = self.written()
         head = (written[-1].version or 0) if written else 0
         store = store_identity(self.memory)
         value, turns, start, stop = init, 0, 1, head + 1

@@ -246,7 +246,8 @@ def estimate_tokens(text: str) -> int:
 
 def render_hit(hit: HitLike) -> str:
     """The default line of a hit: ``- [YYYY-MM-DD] text (id)``, or ``- [YYYY-MM-DD] text (id,
-    alice/work)`` when the hit has a non-root ``namespace``.
+    alice/work)`` when the hit has a non-root ``namespace``; ``, superseded`` ends the parenthesis
+    of a hit marked ``superseded`` (an ask with ``include_superseded=True``).
 
     The date is the note's timestamp in UTC. Line breaks in the text become spaces, so every hit
     is one line.
@@ -257,6 +258,8 @@ def render_hit(hit: HitLike) -> str:
     where = note.id
     if isinstance(hit, _WithNamespace) and hit.namespace:
         where = f"{note.id}, {'/'.join(hit.namespace)}"
+    if getattr(hit, "superseded", False) is True:
+        where = f"{where}, superseded"
     return f"- [{day}] {text} ({where})"
 
 

@@ -22,6 +22,10 @@ naming the field or record; nothing written, nothing read):
 Async twins (``aingest``, ``aingest_many``, ``aupsert``, ``aupdate``, ``aremove``, ``aget``,
 ``aask``, ``acontext``) run the sync call on a worker thread, with the same checks.
 
+``conversation(name)`` opens a :class:`~coniti.conversation.Conversation` under the scope's home:
+its appends go through the handle's write path (``restore``), its reads, windows, recall and state
+stay in the scope.
+
 Reads (``get``, ``ask``, ``context``, ``scan``, ``count``, ``namespaces``, ``history``, ``events``,
 ``follow``, ``diff``, ``feedback``, ``snapshot``, ``dump``, and a handle of the past from
 :meth:`ScopedEngine.at`) see only namespaces under the scope's root. ``ask(prefix=())`` answers from
@@ -38,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import EllipsisType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from coniti.actor import Note, Query, TimeRange
 from coniti.batch import NoteBatch
@@ -66,6 +70,7 @@ from coniti.scope import (
 )
 
 if TYPE_CHECKING:
+    from coniti.conversation import Conversation
     from coniti.engine import Answer, ContinuityEngine, IngestResult, Snapshot
     from coniti.events import Diff, EraseResult, Event
 
@@ -83,7 +88,51 @@ def as_scope(value: Any) -> Scope:
     raise ContractError(f"scope must be a Scope, a mapping or 'field=value,...', got {type(value).__name__}")
 
 
-class ScopedEngine:
+class _AsyncTwins:
+    """The scoped handle's async twins: the sync call on a worker thread, with the same checks
+    (a base of :class:`ScopedEngine` only)."""
+
+    async def aingest(self, note: Note | str, **options: Any) -> IngestResult:
+        """:meth:`ingest` on a worker thread."""
+        return await to_thread(_handle(self).ingest, note, **options)
+
+    async def aingest_many(
+        self, notes: Iterable[Note | str] | NoteBatch, **options: Any
+    ) -> list[IngestResult]:
+        """:meth:`ingest_many` on a worker thread."""
+        return await to_thread(_handle(self).ingest_many, notes, **options)
+
+    async def aupsert(self, note: Note | str, **options: Any) -> WriteResult:
+        """:meth:`upsert` on a worker thread."""
+        return await to_thread(_handle(self).upsert, note, **options)
+
+    async def aupdate(self, id: str, **options: Any) -> WriteResult:
+        """:meth:`update` on a worker thread."""
+        return await to_thread(_handle(self).update, id, **options)
+
+    async def aremove(self, ids: Iterable[str], **options: Any) -> DeleteResult:
+        """:meth:`remove` on a worker thread."""
+        return await to_thread(_handle(self).remove, ids, **options)
+
+    async def aget(self, ids: Iterable[str], **options: Any) -> GetResult:
+        """:meth:`get` on a worker thread."""
+        return await to_thread(_handle(self).get, ids, **options)
+
+    async def aask(self, query: Query | str, **options: Any) -> Answer:
+        """:meth:`ask` on a worker thread."""
+        return await to_thread(_handle(self).ask, query, **options)
+
+    async def acontext(self, query: Query | str, **options: Any) -> ContextBlock:
+        """:meth:`context` on a worker thread."""
+        return await to_thread(_handle(self).context, query, **options)
+
+
+def _handle(twins: _AsyncTwins) -> ScopedEngine:
+    """The scoped handle the twins belong to."""
+    return cast("ScopedEngine", twins)
+
+
+class ScopedEngine(_AsyncTwins):
     """An engine seen through a trusted :class:`Scope` (module docstring)."""
 
     def __init__(self, engine: ContinuityEngine, scope: Scope | Mapping[str, str] | str) -> None:
@@ -255,17 +304,25 @@ class ScopedEngine:
         return self._engine.get(ids, namespace=self.namespace(namespace))
 
     def ask(
-        self, query: Query | str, *, namespace: Sequence[str] = (), prefix: Sequence[str] | None = None
+        self,
+        query: Query | str,
+        *,
+        namespace: Sequence[str] = (),
+        prefix: Sequence[str] | None = None,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> Answer:
         """:meth:`ContinuityEngine.ask <coniti.engine.ContinuityEngine.ask>` within the scope: from
         ``namespace`` (relative; default the scope's home), or with ``prefix`` from every namespace
-        under it (``prefix=()``: the whole scope and the scopes that extend it)."""
+        under it (``prefix=()``: the whole scope and the scopes that extend it); ``valid_at`` and
+        ``include_superseded`` as there."""
         if isinstance(query, Query):
             check_filter(query.filter, "query.filter")
         ns, pre = self._where(namespace, prefix)
+        when: dict[str, Any] = {"valid_at": valid_at, "include_superseded": include_superseded}
         if pre is not None:
-            return self._engine.ask(query, prefix=pre)
-        return self._engine.ask(query, namespace=ns)
+            return self._engine.ask(query, prefix=pre, **when)
+        return self._engine.ask(query, namespace=ns, **when)
 
     def context(
         self,
@@ -276,14 +333,21 @@ class ScopedEngine:
         prefix: Sequence[str] | None = None,
         estimator: Callable[[str], int] | None = None,
         render: Callable[[HitLike], str] | None = None,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> ContextBlock:
-        """:meth:`ContinuityEngine.context <coniti.engine.ContinuityEngine.context>` within the scope."""
+        """:meth:`ContinuityEngine.context <coniti.engine.ContinuityEngine.context>` within the
+        scope (``valid_at`` and ``include_superseded`` as there)."""
         if isinstance(query, Query):
             check_filter(query.filter, "query.filter")
         ns, pre = self._where(namespace, prefix)
+        options: dict[str, Any] = {
+            "token_budget": token_budget, "estimator": estimator, "render": render,
+            "valid_at": valid_at, "include_superseded": include_superseded,
+        }  # fmt: skip
         if pre is not None:
-            return self._engine.context(query, token_budget=token_budget, prefix=pre, estimator=estimator, render=render)
-        return self._engine.context(query, token_budget=token_budget, namespace=ns, estimator=estimator, render=render)
+            return self._engine.context(query, prefix=pre, **options)
+        return self._engine.context(query, namespace=ns, **options)
 
     def _where(
         self, namespace: Sequence[str], prefix: Sequence[str] | None
@@ -377,6 +441,16 @@ class ScopedEngine:
         ``time``): :meth:`ContinuityEngine.at <coniti.engine.ContinuityEngine.at>`."""
         return ScopedEngine(self._engine.at(seq, time=time), self._scope)
 
+    def conversation(self, name: str, *, namespace: Sequence[str] = ()) -> Conversation:
+        """The conversation ``name`` under the scope's ``namespace`` (relative; its turns live in
+        ``(*home, *namespace, "conversations", name)``): appends go through this handle's write
+        path, reads and recall stay in the scope (:class:`~coniti.conversation.Conversation`).
+        :class:`ScopeError` for a ``namespace`` of another scope. Nothing is written until a turn
+        is appended."""
+        from coniti.conversation import Conversation
+
+        return Conversation(self, name, namespace=namespace)
+
     def refresh(self) -> int:
         """:meth:`ContinuityEngine.refresh <coniti.engine.ContinuityEngine.refresh>`."""
         return self._engine.refresh()
@@ -386,40 +460,6 @@ class ScopedEngine:
         engine's owner closes the engine)."""
         if self._engine.memory.as_of is not None:
             self._engine.close()
-
-    # -- async twins: the sync call on a worker thread -------------------------------------------
-
-    async def aingest(self, note: Note | str, **options: Any) -> IngestResult:
-        """:meth:`ingest` on a worker thread."""
-        return await to_thread(self.ingest, note, **options)
-
-    async def aingest_many(self, notes: Iterable[Note | str] | NoteBatch, **options: Any) -> list[IngestResult]:
-        """:meth:`ingest_many` on a worker thread."""
-        return await to_thread(self.ingest_many, notes, **options)
-
-    async def aupsert(self, note: Note | str, **options: Any) -> WriteResult:
-        """:meth:`upsert` on a worker thread."""
-        return await to_thread(self.upsert, note, **options)
-
-    async def aupdate(self, id: str, **options: Any) -> WriteResult:
-        """:meth:`update` on a worker thread."""
-        return await to_thread(self.update, id, **options)
-
-    async def aremove(self, ids: Iterable[str], **options: Any) -> DeleteResult:
-        """:meth:`remove` on a worker thread."""
-        return await to_thread(self.remove, ids, **options)
-
-    async def aget(self, ids: Iterable[str], **options: Any) -> GetResult:
-        """:meth:`get` on a worker thread."""
-        return await to_thread(self.get, ids, **options)
-
-    async def aask(self, query: Query | str, **options: Any) -> Answer:
-        """:meth:`ask` on a worker thread."""
-        return await to_thread(self.ask, query, **options)
-
-    async def acontext(self, query: Query | str, **options: Any) -> ContextBlock:
-        """:meth:`context` on a worker thread."""
-        return await to_thread(self.context, query, **options)
 
 
 def _outside(scope: Scope, ns: tuple[str, ...], field: str, what: str) -> ScopeError:

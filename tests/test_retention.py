@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from coniti import Container, Note, Scope
+from coniti.conversation import Turn
 from coniti.errors import ContractError
 from coniti.impl.log import LogBackend
 from coniti.memory import UpsertOp, WriteRequest
@@ -200,10 +201,6 @@ def test_a_plain_write_request_upsert_gets_the_retention(path: Path) -> None:
         assert expiry(c, "a") is not None
 
 
-KINDS = "kind" in Note.model_fields
-
-
-@pytest.mark.skipif(not KINDS, reason="Note.kind is not on this branch yet (issue 32, conversations)")
 def test_retention_per_kind(path: Path) -> None:
     """kind_retention overrides the default for its kind; None keeps that kind forever."""
     with Container(
@@ -227,3 +224,31 @@ def test_per_kind_retention_is_kept_in_the_store(path: Path) -> None:
     with LogBackend(path) as store:
         assert store.retention.timedelta("message") == timedelta(days=7)
         assert store.retention.timedelta("preference") is None and store.retention.default is None
+
+
+WRITES = {
+    "ingest": lambda c: c.engine.ingest(Note(id="m", text="hi", timestamp=1.0, kind="message")),
+    "ingest_many": lambda c: c.engine.ingest_many([Note(id="m", text="hi", timestamp=1.0, kind="message")]),
+    "upsert": lambda c: c.engine.upsert(Note(id="m", text="hi", timestamp=1.0, kind="message")),
+    "scoped upsert": lambda c: c.scoped(Scope(user="a")).upsert(Note(id="m", text="hi", timestamp=1.0, kind="message")),
+    "conversation append": lambda c: c.conversation("chat").append(
+        Turn(id="m", speaker="ada", text="hi", timestamp=1.0)
+    ),
+    "scoped conversation append": lambda c: c.scoped(Scope(user="a")).conversation("chat").append(
+        Turn(id="m", speaker="ada", text="hi", timestamp=1.0)
+    ),
+}
+
+
+@pytest.mark.parametrize("write", WRITES.values(), ids=WRITES.keys())
+def test_kind_retention_applies_on_every_write_path(path: Path, write: Any) -> None:
+    """A note of kind 'message' takes the message retention (1 minute, not the 1 hour default)
+    whichever engine path writes it: ingest, ingest_many, upsert, a scoped upsert, a conversation's
+    append (also through a scoped handle)."""
+    with Container(memory="log", path=path, retention=HOUR, kind_retention={"message": timedelta(minutes=1)}) as c:
+        before = time.time()
+        write(c)
+        found = [r for ns in c.memory.namespaces(()) for r in c.memory.iter_all(namespace=ns) if r.note.id == "m"]
+    [record] = found
+    assert record.note.kind == "message"
+    assert before + 60 <= (record.expires_at or 0) <= time.time() + 60

@@ -150,14 +150,13 @@ def ask(
         text=text, time_range=time_range(start, end), k=k, filter=where, min_relevance=min_score,
         strategy=cast(Any, strategy), mmr=mmr,
     )
-    if as_context and (valid_at is not None or include_superseded):
-        raise click.UsageError("--valid-at and --include-superseded do not apply to --context")
     with s.open_store() as store, s.open_engine(store) as engine:
         if as_of is not None:
             engine = at_point(engine, as_of)
         scope = namespace if prefix is None else prefix
         if as_context:
-            block = engine.context(query, token_budget=budget, namespace=namespace, prefix=prefix)
+            block = engine.context(query, token_budget=budget, namespace=namespace, prefix=prefix,
+                                   valid_at=valid_at, include_superseded=include_superseded)  # fmt: skip
             hits = cast("list[Hit]", block.hits)  # the engine's blocks hold its own Hits
         else:
             hits = list(engine.ask(query, namespace=namespace, prefix=prefix, valid_at=valid_at,

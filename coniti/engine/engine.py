@@ -402,15 +402,21 @@ class ContinuityEngine(Accountable, KeepingTrue):
         prefix: Sequence[str] | None = None,
         estimator: Callable[[str], int] | None = None,
         render: Callable[[HitLike], str] | None = None,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> ContextBlock:
         """The answer to ``query`` rendered for a prompt: :func:`coniti.recall.to_context_block` of
         :meth:`ask`'s hits within about ``token_budget`` tokens (an estimate: the first hit always
         renders). ``seq`` is the memory point read (the ``as_of`` of a time-travel view, else
-        ``head`` of a backend with an event feed, else None): ``engine.at(seq).context(...)`` gives the same block again."""
+        ``head`` of a backend with an event feed, else None): ``engine.at(seq).context(...)`` gives the same block again.
+        ``valid_at`` and ``include_superseded`` choose the notes as in :meth:`ask` (by default the
+        notes whose validity ended are left out); the block's hits keep their ``superseded`` mark."""
         to_context_block([], token_budget, estimator=estimator, render=render)  # check arguments first
         with self._lock:
             seq = self.memory.as_of if self.memory.as_of is not None else self._indexes.head()
-            hits = self.ask(query, namespace=namespace, prefix=prefix).hits
+            hits = self.ask(
+                query, namespace=namespace, prefix=prefix, valid_at=valid_at, include_superseded=include_superseded
+            ).hits
         return to_context_block(hits, token_budget, estimator=estimator, render=render, seq=seq)
 
     # -- feedback ----------------------------------------------------------------------------------
@@ -731,6 +737,8 @@ class ContinuityEngine(Accountable, KeepingTrue):
         prefix: Sequence[str] | None = None,
         estimator: Callable[[str], int] | None = None,
         render: Callable[[HitLike], str] | None = None,
+        valid_at: float | datetime | None = None,
+        include_superseded: bool = False,
     ) -> ContextBlock:
         """:meth:`context` on a worker thread (``estimator`` and ``render`` run there too)."""
         return await to_thread(
@@ -741,6 +749,8 @@ class ContinuityEngine(Accountable, KeepingTrue):
             prefix=prefix,
             estimator=estimator,
             render=render,
+            valid_at=valid_at,
+            include_superseded=include_superseded,
         )
 
     async def aimprove(

@@ -180,11 +180,13 @@ class NoteInfo(Contract):
 class HitInfo(NoteInfo):
     """A recalled note, its score (higher is closer; the ranking's own scale) and its relevance
     (the score read on a 0-1 scale, :attr:`coniti.recall.Hit.relevance`; None for ``recent``);
-    ``turn`` for a turn of a conversation."""
+    ``turn`` for a turn of a conversation; ``superseded`` True for a note no longer (or not yet)
+    valid, shown only by ``include_superseded``."""
 
     score: float
     relevance: float | None = None
     turn: TurnFields | None = None
+    superseded: bool = False
 
 
 class Remembered(Contract):
@@ -636,12 +638,19 @@ class _Tools:
             min_length=1, description="Answer from the turns of this conversation (under namespace, "
             "default the namespace this server serves); each hit names its speaker and session.",
         )] = None,
+        valid_at: Annotated[TimeArg | None, pydantic.Field(
+            description=f"Answer with the facts valid in the world at this time: {_TIME} "
+            "(default: leave out those whose validity ended).")] = None,
+        include_superseded: Annotated[bool, pydantic.Field(
+            strict=True, description="Also return facts no longer valid, marked superseded.")] = False,
     ) -> Recalled:  # fmt: skip
         """Recall the notes that best answer a query, best first: from one namespace, or from
         every namespace under a prefix, or from one conversation's turns. Give a query, or
         start/end for the notes of a time window (most recent first); as_of answers from the
-        memory as it was at an earlier point."""
+        memory as it was at an earlier point. Facts whose validity ended are left out unless
+        include_superseded; valid_at answers about another moment of the world."""
         window = _window(start, end)
+        moment = None if valid_at is None else _seconds(valid_at, "valid_at")
         if query is None and window is None:
             raise ToolError("query: give a query, or start/end for the notes of a time window")
         if namespace is not None and prefix is not None:
@@ -665,14 +674,16 @@ class _Tools:
         seq = self._store.head if as_of is None else self._view(as_of, "as_of").seq
         engine = self._engine if as_of is None else self._engine.at(seq)
         try:
-            answer = engine.ask(question, namespace=ns, prefix=scope)
+            answer = engine.ask(
+                question, namespace=ns, prefix=scope, valid_at=moment, include_superseded=include_superseded
+            )
         finally:
             if engine is not self._engine:
                 engine.close()
         hits = [
             HitInfo(
                 **_note_fields(h.note, h.namespace, h.version),
-                score=h.score, relevance=h.relevance, turn=turn_fields(h.note),
+                score=h.score, relevance=h.relevance, turn=turn_fields(h.note), superseded=h.superseded,
             )
             for h in answer.hits
         ]
