@@ -402,16 +402,22 @@ class ContinuityEngine(Accountable, KeepingTrue):
         prefix: Sequence[str] | None = None,
         estimator: Callable[[str], int] | None = None,
         render: Callable[[HitLike], str] | None = None,
+        receipt: bool | Literal["with_query"] = False,
     ) -> ContextBlock:
         """The answer to ``query`` rendered for a prompt: :func:`coniti.recall.to_context_block` of
         :meth:`ask`'s hits within about ``token_budget`` tokens (an estimate: the first hit always
         renders). ``seq`` is the memory point read (the ``as_of`` of a time-travel view, else
-        ``head`` of a backend with an event feed, else None): ``engine.at(seq).context(...)`` gives the same block again."""
+        ``head`` of a backend with an event feed, else None): ``engine.at(seq).context(...)`` gives the same block again.
+        ``receipt`` (True or ``"with_query"``): the ask's answer (all its hits, rendered or not) is
+        kept as a recall receipt exactly as :meth:`ask` keeps one; ``ContextBlock.receipt`` is its
+        seq and :meth:`replay` replays it (the block is ``to_context_block`` of the replayed hits
+        with the same budget). Arguments are checked before the receipt is written."""
         to_context_block([], token_budget, estimator=estimator, render=render)  # check arguments first
         with self._lock:
             seq = self.memory.as_of if self.memory.as_of is not None else self._indexes.head()
-            hits = self.ask(query, namespace=namespace, prefix=prefix).hits
-        return to_context_block(hits, token_budget, estimator=estimator, render=render, seq=seq)
+            found = self.ask(query, namespace=namespace, prefix=prefix, receipt=receipt)
+        block = to_context_block(found.hits, token_budget, estimator=estimator, render=render, seq=seq)
+        return block if found.receipt is None else block.model_copy(update={"receipt": found.receipt})
 
     # -- feedback ----------------------------------------------------------------------------------
 
