@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import EllipsisType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from coniti.actor import Note, Query, TimeRange
 from coniti.batch import NoteBatch
@@ -255,17 +255,19 @@ class ScopedEngine:
         return self._engine.get(ids, namespace=self.namespace(namespace))
 
     def ask(
-        self, query: Query | str, *, namespace: Sequence[str] = (), prefix: Sequence[str] | None = None
+        self, query: Query | str, *, namespace: Sequence[str] = (), prefix: Sequence[str] | None = None,
+        receipt: bool | Literal["with_query"] = False,
     ) -> Answer:
         """:meth:`ContinuityEngine.ask <coniti.engine.ContinuityEngine.ask>` within the scope: from
         ``namespace`` (relative; default the scope's home), or with ``prefix`` from every namespace
-        under it (``prefix=()``: the whole scope and the scopes that extend it)."""
+        under it (``prefix=()``: the whole scope and the scopes that extend it). ``receipt``: as
+        the engine's (a recall receipt of the answer, kept in the store's log)."""
         if isinstance(query, Query):
             check_filter(query.filter, "query.filter")
         ns, pre = self._where(namespace, prefix)
         if pre is not None:
-            return self._engine.ask(query, prefix=pre)
-        return self._engine.ask(query, namespace=ns)
+            return self._engine.ask(query, prefix=pre, receipt=receipt)
+        return self._engine.ask(query, namespace=ns, receipt=receipt)
 
     def context(
         self,
@@ -276,14 +278,16 @@ class ScopedEngine:
         prefix: Sequence[str] | None = None,
         estimator: Callable[[str], int] | None = None,
         render: Callable[[HitLike], str] | None = None,
+        receipt: bool | Literal["with_query"] = False,
     ) -> ContextBlock:
         """:meth:`ContinuityEngine.context <coniti.engine.ContinuityEngine.context>` within the scope."""
         if isinstance(query, Query):
             check_filter(query.filter, "query.filter")
         ns, pre = self._where(namespace, prefix)
-        if pre is not None:
-            return self._engine.context(query, token_budget=token_budget, prefix=pre, estimator=estimator, render=render)
-        return self._engine.context(query, token_budget=token_budget, namespace=ns, estimator=estimator, render=render)
+        where: dict[str, tuple[str, ...]] = {"namespace": ns} if pre is None else {"prefix": pre}
+        return self._engine.context(
+            query, token_budget=token_budget, estimator=estimator, render=render, receipt=receipt, **where
+        )
 
     def _where(
         self, namespace: Sequence[str], prefix: Sequence[str] | None
