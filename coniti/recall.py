@@ -219,7 +219,8 @@ class _WithNamespace(Protocol):
 
 class ContextBlock(Contract):
     """A rendered block: its ``text``, the ``hits`` rendered in it (in order), how many hits were
-    ``omitted``, the estimated ``tokens`` of ``text`` and the memory point ``seq`` that was read.
+    ``omitted``, the estimated ``tokens`` of ``text`` and the memory point ``seq`` that was read;
+``receipt``: the seq of the recall receipt kept of the answer (``context(..., receipt=True)``), else None.
 
     ``hits`` holds the objects given, not copies. With :class:`~coniti.engine.Hit` items the block
     round-trips through ``to_dict``/``from_dict`` like every contract (its JSON schema describes
@@ -234,6 +235,7 @@ class ContextBlock(Contract):
     omitted: int = pydantic.Field(ge=0, strict=True)
     tokens: int = pydantic.Field(ge=0, strict=True)
     seq: int | None = pydantic.Field(default=None, ge=0, strict=True)
+    receipt: int | None = pydantic.Field(default=None, ge=1, strict=True)
 
 
 def estimate_tokens(text: str) -> int:

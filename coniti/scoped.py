@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import EllipsisType
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 from coniti.actor import Note, Query, TimeRange
 from coniti.batch import NoteBatch
@@ -311,15 +311,16 @@ class ScopedEngine(_AsyncTwins):
         prefix: Sequence[str] | None = None,
         valid_at: float | datetime | None = None,
         include_superseded: bool = False,
+        receipt: bool | Literal["with_query"] = False,
     ) -> Answer:
         """:meth:`ContinuityEngine.ask <coniti.engine.ContinuityEngine.ask>` within the scope: from
         ``namespace`` (relative; default the scope's home), or with ``prefix`` from every namespace
-        under it (``prefix=()``: the whole scope and the scopes that extend it); ``valid_at`` and
-        ``include_superseded`` as there."""
+        under it (``prefix=()``: the whole scope and the scopes that extend it); ``valid_at``,
+        ``include_superseded`` and ``receipt`` as there (a receipt is kept in the store's log)."""
         if isinstance(query, Query):
             check_filter(query.filter, "query.filter")
         ns, pre = self._where(namespace, prefix)
-        when: dict[str, Any] = {"valid_at": valid_at, "include_superseded": include_superseded}
+        when: dict[str, Any] = {"valid_at": valid_at, "include_superseded": include_superseded, "receipt": receipt}
         if pre is not None:
             return self._engine.ask(query, prefix=pre, **when)
         return self._engine.ask(query, namespace=ns, **when)
@@ -335,6 +336,7 @@ class ScopedEngine(_AsyncTwins):
         render: Callable[[HitLike], str] | None = None,
         valid_at: float | datetime | None = None,
         include_superseded: bool = False,
+        receipt: bool | Literal["with_query"] = False,
     ) -> ContextBlock:
         """:meth:`ContinuityEngine.context <coniti.engine.ContinuityEngine.context>` within the
         scope (``valid_at`` and ``include_superseded`` as there)."""
@@ -343,7 +345,7 @@ class ScopedEngine(_AsyncTwins):
         ns, pre = self._where(namespace, prefix)
         options: dict[str, Any] = {
             "token_budget": token_budget, "estimator": estimator, "render": render,
-            "valid_at": valid_at, "include_superseded": include_superseded,
+            "valid_at": valid_at, "include_superseded": include_superseded, "receipt": receipt,
         }  # fmt: skip
         if pre is not None:
             return self._engine.context(query, prefix=pre, **options)

@@ -177,7 +177,7 @@ def test_a_block_of_engine_hits_serialises_to_json() -> None:
     """to_dict gives JSON-compatible data with the rendered hits' notes."""
     data = to_context_block(HITS[:2], 1000, seq=3).to_dict()
     assert json.loads(json.dumps(data))["hits"][1]["note"]["id"] == "n1"
-    assert set(data) == {"text", "hits", "omitted", "tokens", "seq"}
+    assert set(data) == {"text", "hits", "omitted", "tokens", "seq", "receipt"}
 
 
 def test_a_block_is_reproduced_from_the_memory_point_it_read(tmp_path: Path) -> None:

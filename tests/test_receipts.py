@@ -83,3 +83,90 @@ def test_coniti_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[str], monk
     assert cli.ok("receipt", str(seq), "--query", "cat sleeps", "--json").json()["replays"] is True
     refused = cli("receipt", str(seq), "--query", "dog")
     assert refused.code == 1 and "is not the one of receipt" in refused.err
+
+
+def test_a_context_block_with_a_receipt_keeps_its_answer_and_replays(tmp_path: Path) -> None:
+    """context(receipt=True) keeps the ask's answer as a recall receipt like ask's (the same
+    digest, point and hits); ContextBlock.receipt is its seq, and after later writes replay gives
+    the same hits, so to_context_block of them is the same block. Without receipt nothing is kept."""
+    from coniti.recall import to_context_block
+
+    with _container(tmp_path / "s") as c:
+        head = c.memory.head
+        assert c.engine.context("cat sleeps", token_budget=30).receipt is None and c.memory.head == head
+        block = c.engine.context("cat sleeps", token_budget=30, receipt=True)
+        assert block.receipt == head + 1 and block.omitted > 0
+        kept = read_receipt(c.memory, head + 1)
+        asked = c.engine.ask("cat sleeps")
+        assert kept.point == block.seq == head and kept.query is None
+        assert kept.hits == tuple((tuple(h.namespace), h.note.id, h.version, h.score) for h in asked.hits)
+        c.engine.remove([block.hits[0].note.id])
+        replayed, same = c.engine.replay(block.receipt, "cat sleeps")
+        assert same
+        again = to_context_block(replayed.hits, 30, seq=kept.point)
+        assert (again.text, again.omitted, again.tokens) == (block.text, block.omitted, block.tokens)
+
+
+def test_a_context_receipt_with_query_replays_without_it_and_bad_arguments_write_nothing(tmp_path: Path) -> None:
+    """context(receipt="with_query") keeps the query's text (replay needs no query); a bad
+    token_budget is refused before any receipt is written."""
+    with _container(tmp_path / "s") as c:
+        block = c.engine.context(Query(text="cat", k=3), token_budget=50, receipt="with_query")
+        assert block.receipt is not None
+        assert c.engine.replay(block.receipt)[1]
+        head = c.memory.head
+        with pytest.raises(ContractError, match="token_budget"):
+            c.engine.context("cat", token_budget=0, receipt=True)
+        assert c.memory.head == head
+
+
+def test_coniti_ask_receipt_prints_its_seq_and_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """coniti ask --receipt-with-query keeps a receipt of the answer and names its seq (stderr;
+    "receipt" in --json); coniti receipt SEQ then replays it after later writes. --receipt keeps
+    only the digest; without either nothing is written."""
+    with _container(tmp_path / "s") as c:
+        head = c.memory.head
+    cli = Cli(tmp_path / "s", capsys, monkeypatch)
+    plain = cli.ok("ask", "cat sleeps", "--json").json()
+    assert "receipt" not in plain
+    shown = cli.ok("ask", "cat sleeps", "-k", "3", "--receipt-with-query", "--json").json()
+    assert shown["receipt"] == head + 1 and len(shown["hits"]) == 3
+    text = cli.ok("ask", "cat sleeps", "--receipt")
+    assert f"receipt: event {head + 2}" in text.err and "n" in text.out
+    cli.ok("rm", "n1", "n2")
+    replayed = cli.ok("receipt", str(head + 1), "--json").json()
+    assert replayed["replays"] is True
+    with Container(memory="log", path=tmp_path / "s", embedding="local_hash") as c:
+        assert read_receipt(c.memory, head + 2).query is None and read_receipt(c.memory, head + 1).k == 3
+
+
+def test_coniti_ask_context_receipt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """coniti ask --context --receipt keeps the block's answer as a receipt: its seq in --json
+    beside the block's seq, on stderr otherwise (stdout stays the block)."""
+    with _container(tmp_path / "s") as c:
+        head = c.memory.head
+    cli = Cli(tmp_path / "s", capsys, monkeypatch)
+    doc = cli.ok("ask", "cat sleeps", "--context", "--budget", "30", "--receipt", "--json").json()
+    assert (doc["receipt"], doc["seq"]) == (head + 1, head)
+    text = cli.ok("ask", "cat sleeps", "--context", "--budget", "30", "--receipt-with-query")
+    assert "receipt" not in text.out and f"receipt: event {head + 2}" in text.err
+    assert cli.ok("receipt", str(head + 2), "--json").json()["replays"] is True
+
+
+def test_coniti_ask_receipt_refusals_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--receipt with --as-of, --valid-at or --receipt-with-query: a one-line usage error, nothing written."""
+    with _container(tmp_path / "s") as c:
+        head = c.memory.head
+    cli = Cli(tmp_path / "s", capsys, monkeypatch)
+    for extra, says in ((["--as-of", "3"], "--as-of"), (["--valid-at", "2025-01-01"], "--valid-at"),
+                        (["--receipt-with-query"], "not both")):  # fmt: skip
+        refused = cli("ask", "cat", "--receipt", *extra)
+        assert refused.code == 2 and says in refused.err
+    with Container(memory="log", path=tmp_path / "s", embedding="local_hash") as c:
+        assert c.memory.head == head

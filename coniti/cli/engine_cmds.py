@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import click
 
@@ -103,6 +103,12 @@ def add(
                    "validity ended).")
 @click.option("--include-superseded", is_flag=True,
               help="Also show notes no longer valid, marked (superseded).")
+@click.option("--receipt", "receipt", is_flag=True,
+              help="Keep a recall receipt of the answer in the log (the query's digest, the point read, "
+                   "every hit and score) and print its seq on stderr; 'coniti receipt SEQ' shows it.")
+@click.option("--receipt-with-query", "receipt_with_query", is_flag=True,
+              help="As --receipt, keeping the whole query (text, k, filter, strategy) too: "
+                   "'coniti receipt SEQ' then replays it.")
 @range_options
 @as_of_option
 @common_options
@@ -123,9 +129,12 @@ def ask(
     as_of: int | float | None,
     valid_at: float | None = None,
     include_superseded: bool = False,
+    receipt: bool = False,
+    receipt_with_query: bool = False,
 ) -> None:
     """Recall the notes that best answer TEXT, best first (facts no longer valid hidden: see
-    --valid-at, --include-superseded).
+    --valid-at, --include-superseded). --receipt (or --receipt-with-query) keeps a recall receipt
+    of the answer (with --context too) and prints its seq ("receipt" in --json).
 
     Each hit shows its relevance, 0 to 1: the score of the ranking read on one scale (semantic:
     the cosine; keyword: BM25 over the score of a note holding every word of TEXT once, 1 when
@@ -150,31 +159,36 @@ def ask(
         text=text, time_range=time_range(start, end), k=k, filter=where, min_relevance=min_score,
         strategy=cast(Any, strategy), mmr=mmr,
     )
-    with s.open_store() as store, s.open_engine(store) as engine:
+    keep = _receipt_mode(receipt, receipt_with_query, as_of, valid_at, include_superseded)
+    with s.open_store("write" if keep else "read") as store, s.open_engine(store) as engine, s.stamp(store):
         if as_of is not None:
             engine = at_point(engine, as_of)
         scope = namespace if prefix is None else prefix
         if as_context:
             block = engine.context(query, token_budget=budget, namespace=namespace, prefix=prefix,
-                                   valid_at=valid_at, include_superseded=include_superseded)  # fmt: skip
-            hits = cast("list[Hit]", block.hits)  # the engine's blocks hold its own Hits
+                                   valid_at=valid_at, include_superseded=include_superseded, receipt=keep)  # fmt: skip
+            hits, kept = cast("list[Hit]", block.hits), block.receipt  # the engine's blocks hold its own Hits
         else:
-            hits = list(engine.ask(query, namespace=namespace, prefix=prefix, valid_at=valid_at,
-                                   include_superseded=include_superseded).hits)  # fmt: skip
+            found = engine.ask(query, namespace=namespace, prefix=prefix, valid_at=valid_at,
+                               include_superseded=include_superseded, receipt=keep)  # fmt: skip
+            hits, kept = list(found.hits), found.receipt
         if not hits:
             hint_if_unknown(s, engine.memory, scope, prefix=prefix is not None)
     where_json = {"namespace": list(namespace)} if prefix is None else {"prefix": list(prefix)}
+    receipt_json = {} if kept is None else {"receipt": kept}
     if as_context:
         if s.json:
             s.out.json({"query": text, **where_json, "text": block.text, "tokens": block.tokens,
                         "omitted": block.omitted, "seq": block.seq,
-                        "hits": [_hit_json(h) for h in hits]})  # fmt: skip
+                        "hits": [_hit_json(h) for h in hits], **receipt_json})  # fmt: skip
         else:
             s.out.line(block.text)
+            _receipt_line(s, kept)
         return
     if s.json:
-        s.out.json({"query": text, **where_json, "hits": [_hit_json(h) for h in hits]})
+        s.out.json({"query": text, **where_json, "hits": [_hit_json(h) for h in hits], **receipt_json})
         return
+    _receipt_line(s, kept)
     if show_signals:
         s.out.table(
             ["rank", "id", "relevance", "score", "semantic", "keyword", "feedback", "ranks"],
@@ -194,6 +208,28 @@ def ask(
             for h in hits
         )  # fmt: skip
     s.out.table(columns, rows, wrap=["text"])
+
+
+def _receipt_mode(
+    receipt: bool, with_query: bool, as_of: int | float | None, valid_at: float | None, include_superseded: bool
+) -> bool | Literal["with_query"]:
+    """What ``ask`` keeps as a receipt (False, True or ``"with_query"``), after the usage checks."""
+    if not (receipt or with_query):
+        return False
+    if receipt and with_query:
+        raise click.UsageError("give --receipt or --receipt-with-query, not both")
+    if as_of is not None or valid_at is not None or include_superseded:
+        raise click.UsageError(
+            "a receipt keeps answers about the present: --receipt does not go with --as-of, --valid-at "
+            "or --include-superseded"
+        )
+    return "with_query" if with_query else True
+
+
+def _receipt_line(s: Any, kept: int | None) -> None:
+    """The line naming the receipt kept (on stderr, so that stdout stays the answer), if one was."""
+    if kept is not None:
+        s.out.hint(f"receipt: event {kept} (coniti receipt {kept})")
 
 
 def _relevance(hit: Hit) -> str:

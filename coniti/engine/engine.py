@@ -404,20 +404,27 @@ class ContinuityEngine(Accountable, KeepingTrue):
         render: Callable[[HitLike], str] | None = None,
         valid_at: float | datetime | None = None,
         include_superseded: bool = False,
+        receipt: bool | Literal["with_query"] = False,
     ) -> ContextBlock:
         """The answer to ``query`` rendered for a prompt: :func:`coniti.recall.to_context_block` of
         :meth:`ask`'s hits within about ``token_budget`` tokens (an estimate: the first hit always
         renders). ``seq`` is the memory point read (the ``as_of`` of a time-travel view, else
         ``head`` of a backend with an event feed, else None): ``engine.at(seq).context(...)`` gives the same block again.
         ``valid_at`` and ``include_superseded`` choose the notes as in :meth:`ask` (by default the
-        notes whose validity ended are left out); the block's hits keep their ``superseded`` mark."""
+        notes whose validity ended are left out); the block's hits keep their ``superseded`` mark.
+        ``receipt`` (True or ``"with_query"``): the ask's answer (all its hits, rendered or not) is
+        kept as a recall receipt exactly as :meth:`ask` keeps one; ``ContextBlock.receipt`` is its
+        seq and :meth:`replay` replays it (the block is ``to_context_block`` of the replayed hits
+        with the same budget). Arguments are checked before the receipt is written."""
         to_context_block([], token_budget, estimator=estimator, render=render)  # check arguments first
         with self._lock:
             seq = self.memory.as_of if self.memory.as_of is not None else self._indexes.head()
-            hits = self.ask(
-                query, namespace=namespace, prefix=prefix, valid_at=valid_at, include_superseded=include_superseded
-            ).hits
-        return to_context_block(hits, token_budget, estimator=estimator, render=render, seq=seq)
+            found = self.ask(
+                query, namespace=namespace, prefix=prefix, valid_at=valid_at,
+                include_superseded=include_superseded, receipt=receipt,
+            )  # fmt: skip
+        block = to_context_block(found.hits, token_budget, estimator=estimator, render=render, seq=seq)
+        return block if found.receipt is None else block.model_copy(update={"receipt": found.receipt})
 
     # -- feedback ----------------------------------------------------------------------------------
 

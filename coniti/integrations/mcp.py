@@ -201,12 +201,14 @@ class Remembered(Contract):
 
 class Recalled(Contract):
     """The hits of ``recall``, best first, and the point read (``seq``: ``as_of``, or the head
-    when the call began): ``recall`` with ``as_of=seq`` answers the same again."""
+    when the call began): ``recall`` with ``as_of=seq`` answers the same again. ``receipt``: the
+    seq of the recall receipt kept (``receipt=true``), else None."""
 
     seq: int
     namespace: list[str] | None
     prefix: list[str] | None
     hits: list[HitInfo]
+    receipt: int | None = None
 
 
 class Notes(Contract):
@@ -643,6 +645,10 @@ class _Tools:
             "(default: leave out those whose validity ended).")] = None,
         include_superseded: Annotated[bool, pydantic.Field(
             strict=True, description="Also return facts no longer valid, marked superseded.")] = False,
+        receipt: Annotated[bool, pydantic.Field(strict=True, description="Keep a recall receipt of the answer "
+            "in the log (the query's digest, the point read, every hit and score: `coniti receipt SEQ` "
+            "replays it); the result's receipt is its seq. Not with as_of; refused by a read-only server.")] = False,
+        ctx: Context[Any, Any] | None = None,
     ) -> Recalled:  # fmt: skip
         """Recall the notes that best answer a query, best first: from one namespace, or from
         every namespace under a prefix, or from one conversation's turns. Give a query, or
@@ -653,6 +659,11 @@ class _Tools:
         moment = None if valid_at is None else _seconds(valid_at, "valid_at")
         if query is None and window is None:
             raise ToolError("query: give a query, or start/end for the notes of a time window")
+        if receipt and (valid_at is not None or include_superseded):
+            raise ToolError("receipt: a receipt keeps answers about the present: leave out valid_at and include_superseded")
+        if receipt and (self._read_only or as_of is not None):
+            raise ToolError("receipt: a read-only server keeps no receipt" if self._read_only
+                            else "receipt, as_of: a receipt keeps answers about the present: leave out as_of")
         if namespace is not None and prefix is not None:
             raise ToolError("namespace, prefix: give one of them, not both")
         if conversation is not None:
@@ -674,9 +685,11 @@ class _Tools:
         seq = self._store.head if as_of is None else self._view(as_of, "as_of").seq
         engine = self._engine if as_of is None else self._engine.at(seq)
         try:
-            answer = engine.ask(
-                question, namespace=ns, prefix=scope, valid_at=moment, include_superseded=include_superseded
-            )
+            with self._store.audit(actor=self._actor or (None if ctx is None else _client_name(ctx)), reason=self._reason):
+                answer = engine.ask(
+                    question, namespace=ns, prefix=scope, valid_at=moment, include_superseded=include_superseded,
+                    receipt=receipt,
+                )  # fmt: skip
         finally:
             if engine is not self._engine:
                 engine.close()
@@ -689,7 +702,7 @@ class _Tools:
         ]
         return Recalled(
             seq=seq, namespace=None if scope is not None else list(ns),
-            prefix=None if scope is None else list(scope), hits=hits,
+            prefix=None if scope is None else list(scope), hits=hits, receipt=answer.receipt,
         )  # fmt: skip
 
     def window(

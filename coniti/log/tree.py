@@ -27,7 +27,7 @@ from typing import Any
 from coniti.errors import ProofError, StoreCorrupted, StoreError
 from coniti.log.codec import event_hash
 from coniti.log.keys import seq_key
-from coniti.log.layout import TREE_VALUE_LEN, Dbs, completed_key, tree_covers, tree_key
+from coniti.log.layout import TREE_VALUE_LEN, Dbs, pack_completed_key, tree_covers, tree_key
 from coniti.proofs import (
     consistency_proof,
     inclusion_proof,
@@ -204,20 +204,27 @@ class TreeAppends:
             edge = self._edge = self._load(first, prev)
         if not chain_hashes:
             return
-        sha, key = hashlib.sha256, completed_key
+        # One pass, locals bound: an odd-numbered event only pushes its leaf; an even one completes
+        # the level-1 node and then one more level per trailing 1 bit of (n - 1) >> 1.
+        sha, key = hashlib.sha256, pack_completed_key
         entries: list[tuple[bytes, bytes]] = []
+        add, pop, push = entries.append, edge.pop, edge.append
         n = self._size
         for chain_hash in chain_hashes:
             node = sha(b"\x00" + chain_hash).digest()  # leaf_hash
             n += 1
-            if not n & 1:
-                level, i = 0, n - 1
-                while i & 1:  # node_hash of the completed pairs, as CompactRange.append
-                    node = sha(b"\x01" + edge.pop() + node).digest()
-                    level += 1
-                    i >>= 1
-                    entries.append((key(n, level), node))
-            edge.append(node)
+            if n & 1:
+                push(node)
+                continue
+            node = sha(b"\x01" + pop() + node).digest()  # node_hash, as CompactRange.append
+            add((key(n, 1), node))
+            level, i = 1, (n - 1) >> 1
+            while i & 1:
+                level += 1
+                node = sha(b"\x01" + pop() + node).digest()
+                add((key(n, level), node))
+                i >>= 1
+            push(node)
         self._size = n
         if len(_EDGES) >= _EDGES_KEPT:
             del _EDGES[next(iter(_EDGES))]

@@ -221,6 +221,36 @@ async def test_an_op_id_reused_for_other_text_is_a_conflict(store: Path) -> None
     assert "'k1'" in message
 
 
+async def test_recall_with_a_receipt_keeps_one_that_replays(store: Path) -> None:
+    """recall with receipt=true appends a recall receipt stamped with the client's name and
+    returns its seq; engine.replay of it gives the same hits. Without it recall writes nothing."""
+    async with connect(store) as client:
+        await ok(client, "remember", {"text": "Alice lives in Lyon", "reason": "r"})
+        await ok(client, "remember", {"text": "Bob lives in Oslo", "reason": "r"})
+        before = head(store)
+        plain = await ok(client, "recall", {"query": "Alice lives"})
+        assert plain["receipt"] is None and head(store) == before
+        found = await ok(client, "recall", {"query": "Alice lives", "receipt": True})
+        assert found["receipt"] == before + 1 == head(store)
+    with Container(memory="log", path=store, embedding="local_hash") as c:
+        [event] = c.memory.events(after=before)
+        assert event.actor == "test-agent"
+        replayed, same = c.engine.replay(found["receipt"], "Alice lives")
+        assert same and [h.note.id for h in replayed.hits] == [h["id"] for h in found["hits"]]
+
+
+async def test_recall_receipt_is_refused_with_as_of_and_by_a_read_only_server(store: Path) -> None:
+    """receipt with as_of, or on a read-only server: a tool error naming receipt, nothing written."""
+    async with connect(store) as client:
+        await ok(client, "remember", {"text": "Alice lives in Lyon", "reason": "r"})
+        before = head(store)
+        message = await refused(client, "recall", {"query": "Alice", "receipt": True, "as_of": before})
+        assert "receipt, as_of" in message and head(store) == before
+    async with connect(store, read_only=True) as client:
+        message = await refused(client, "recall", {"query": "Alice", "receipt": True})
+        assert "receipt: a read-only server keeps no receipt" in message and head(store) == before
+
+
 async def test_recall_with_a_prefix_ranks_its_namespaces_together(store: Path) -> None:
     """recall with a prefix answers from every namespace under it, and none outside."""
     async with connect(store) as client:
