@@ -206,7 +206,7 @@ class FoldedIndexes(CurrentIndexes):
         """Fold the namespace's events (the write's among them); when the write's events directly
         followed the index's seq, every other loaded index that reflected the event right before
         them moves past them (:meth:`_passed`: without it, the catch-up before the next write to
-        each other namespace read every update, patch or delete-by-op written since; issue 33)."""
+        each other namespace read every update, upsert or ingest with an op id written since; issue 33)."""
         follows = wrote.follows(index.seq)
         self.fold(ns, index)
         if follows:
