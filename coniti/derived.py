@@ -55,6 +55,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import mmap
 import os
 import secrets
 import shutil
@@ -456,6 +457,39 @@ class DerivedDir:
                     shutil.rmtree(old, ignore_errors=True)
 
 
+def _mapped(file: Path) -> np.ndarray:
+    """The array of the ``.npy`` file ``file``, read-only and memory mapped, as
+    ``np.load(file, mmap_mode="r", allow_pickle=False)`` gives it, without numpy's ``memmap``
+    subclass and its resolution of the path (about 0.4 ms less an array here, and a snapshot has
+    about 33 arrays a namespace). Raises ValueError for an object dtype, Fortran order or a file
+    shorter than its header says; a header version other than 1.0 and 2.0 goes through ``np.load``."""
+    with open(file, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            loaded: np.ndarray = np.load(file, mmap_mode="r", allow_pickle=False)
+            return loaded
+        if dtype.hasobject:
+            raise ValueError(f"{file.name} holds Python objects")
+        if fortran:
+            raise ValueError(f"{file.name} is in Fortran order")
+        offset = f.tell()
+        count = 1
+        for side in shape:
+            count *= int(side)
+        if count == 0:
+            empty = np.empty(shape, dtype)
+            empty.flags.writeable = False
+            return empty
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    if len(mapped) < offset + count * dtype.itemsize:
+        raise ValueError(f"{file.name} is shorter than its header says")
+    return np.frombuffer(mapped, dtype=dtype, count=count, offset=offset).reshape(shape)
+
+
 def _load_array(name: str, data: Path, entry: Any) -> tuple[np.ndarray, BlockCheck]:
     """One array of a manifest, mapped, after its size, dtype and shape are checked, and the
     check of its checksum blocks (not run yet)."""
@@ -467,7 +501,7 @@ def _load_array(name: str, data: Path, entry: Any) -> tuple[np.ndarray, BlockChe
             raise ValueError(f"{entry['file']} is a symbolic link")
         if file.stat().st_size != int(entry["bytes"]):
             raise StaleSnapshot(f"snapshot {name}: {entry['file']} has another size (torn?)")
-        array: np.ndarray = np.load(file, mmap_mode="r", allow_pickle=False)
+        array = _mapped(file)
     except StaleSnapshot:
         raise
     except (OSError, ValueError, KeyError, TypeError) as exc:

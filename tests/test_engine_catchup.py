@@ -76,3 +76,24 @@ def test_a_write_by_another_handle_is_still_folded_in(tmp_path: Path) -> None:
     assert [h.note.id for h in fresh.ask(query, prefix=()).hits] == [
         h.note.id for h in e.ask(query, prefix=()).hits
     ]
+
+
+def test_updates_taking_turns_across_namespaces_read_only_their_own_events(tmp_path: Path) -> None:
+    """Updates taking turns over namespaces each read the feed once (the fold of the update's own
+    events): the catch-up before the next update elsewhere reads no event; every namespace then
+    answers as a fresh engine does."""
+    memory = Feeds(tmp_path)
+    e = engine(memory)
+    spaces = [("a",), ("b",), ("c",)]
+    for i in range(9):
+        e.ingest(note(i), namespace=spaces[i % 3])
+    memory.calls = 0
+    for i in range(9):
+        e.update(f"n{i}", text=f"revised forecast {i}", namespace=spaces[i % 3])
+    assert memory.calls == 9
+    query = Query(text="revised forecast", k=10, strategy="semantic")
+    fresh = engine(LogBackend(tmp_path))
+    for ns in spaces:
+        assert [(h.note.id, h.note.text) for h in e.ask(query, namespace=ns).hits] == [
+            (h.note.id, h.note.text) for h in fresh.ask(query, namespace=ns).hits
+        ]

@@ -203,8 +203,14 @@ class FoldedIndexes(CurrentIndexes):
                     column.seq = last  # type: ignore[attr-defined]
 
     def written(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str], wrote: Wrote) -> None:
-        """Fold the namespace's events (the write's among them)."""
+        """Fold the namespace's events (the write's among them); when the write's events directly
+        followed the index's seq, every other loaded index that reflected the event right before
+        them moves past them (:meth:`_passed`: without it, the catch-up before the next write to
+        each other namespace read every update, upsert or ingest with an op id written since; issue 33)."""
+        follows = wrote.follows(index.seq)
         self.fold(ns, index)
+        if follows:
+            self._passed(index, wrote.seqs[0] - wrote.apart - 1, wrote.seqs[-1])
 
     # -- snapshots --------------------------------------------------------------------------------
 
