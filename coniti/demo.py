@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -32,6 +32,7 @@ from coniti.engine.consolidate import ConsolidationReport
 from coniti.errors import ConitiError
 from coniti.events import Event
 from coniti.impl.log import LogBackend, VerifyReport
+from coniti.recall import Hit
 
 __all__ = [
     "CORPUS",
@@ -322,7 +323,7 @@ def _asked(engine: ContinuityEngine, namespace: tuple[str, ...], question: str, 
            before: float | None = None, as_of: str = "now", seq: int | None = None) -> Asked:
     window = None if before is None else TimeRange(end=before)
     answer = engine.ask(Query(text=question, time_range=window, k=k), namespace=namespace)
-    hits = [(h.score if h.relevance is None else h.relevance, h.note) for h in answer.hits]
+    hits = _relevances(answer.hits)
     return Asked(question, namespace, hits, as_of, before, seq)
 
 
@@ -426,10 +427,15 @@ def _supersede_and_consolidate(report: DemoReport, store: LogBackend, engine: Co
     summary = engine.get(list(consolidated.notes), namespace=chat.namespace).records[0].note.text
     report.truth = Truth(
         store=copy, old="atlas-launch-plan", new=fact.id, seq=seq, actor=actor, reason=reason,
-        now=Asked(question, namespace, [(h.score, h.note) for h in now.hits]),
+        now=Asked(question, namespace, _relevances(now.hits)),
         then_day=then_day,
-        then=Asked(question, namespace, [(h.score, h.note) for h in then.hits], as_of=f"true on {then_day}"),
+        then=Asked(question, namespace, _relevances(then.hits), as_of=f"true on {then_day}"),
         marked=[(h.note.id, h.superseded) for h in marked.hits],
         conversation=chat.namespace, consolidation=consolidated, summary=summary,
         blame=engine.blame(consolidated.notes[0], namespace=chat.namespace),
     )  # fmt: skip
+
+
+def _relevances(hits: Sequence[Hit]) -> list[tuple[float, Note]]:
+    """Each hit as (its relevance, 0-1; its score for a ranking without one, ``recent``), note)."""
+    return [(h.score if h.relevance is None else h.relevance, h.note) for h in hits]
