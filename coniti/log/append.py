@@ -205,9 +205,17 @@ class Appends:
             p.exv_put(nsid, put_seq, expires_at, idk, tsk)
         self.seq, self.hash = seq - 1, h
 
-    def delete(self, namespace: Namespace, nsid: bytes, record_id: str, idk: bytes) -> bool:
-        """A delete of record ``record_id`` (id key ``idk``); whether it ended a live version."""
-        return self.p.delete(self._event(DELETE, namespace, id=record_id), nsid, idk)
+    def delete(
+        self, namespace: Namespace, nsid: bytes, record_id: str, idk: bytes, live: tuple[int, bytes] | None = None
+    ) -> bool:
+        """A delete of record ``record_id`` (id key ``idk``); whether it ended a live version.
+        ``live``: its live version's ``(put seq, timestamp key)`` when the caller found it in this
+        transaction (:meth:`~coniti.log.projections.Projections.visible`), not looked up again."""
+        seq = self._event(DELETE, namespace, id=record_id)
+        if live is None:
+            return self.p.delete(seq, nsid, idk)
+        self.p.end_live(seq, nsid, idk, live[0], live[1])
+        return True
 
     def meta(self, namespace: Namespace, nsid: bytes, key: str, payload: bytes) -> int:
         """A meta event setting ``key`` (``payload``: :func:`~coniti.log.codec.encode_meta_payload`)."""
