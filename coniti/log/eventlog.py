@@ -590,8 +590,7 @@ class EventLog:
             if not found:
                 return [], missing, range(0)
             appends = Appends(p, actor, reason)
-            for record_id, idk, live in found:  # ids hold no repeats: each live version is as found
-                appends.delete(namespace, nsid, record_id, idk, live)
+            appends.deletes(namespace, nsid, found)  # ids hold no repeats: each version is as found
             return [record_id for record_id, _, _ in found], missing, appends.commit()
 
         return self._commit(write)
