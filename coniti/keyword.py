@@ -457,16 +457,22 @@ class KeywordIndex:
             posting[0].frombytes(row_bytes[a:b])
             posting[1].frombytes(tf_bytes[a:b])
 
-    def remove(self, ids: Iterable[str], died: int = ALIVE - 1) -> int:
+    def remove(self, ids: Iterable[str], died: int | Sequence[int] = ALIVE - 1) -> int:
         """End the live rows of ``ids`` at sequence number ``died`` (unknown ids are ignored; the
         default ends them for every search but as-of ones before it); returns how many ended.
+        ``died`` a sequence as long as ``ids``: each id ends at its own (a batch of deletes, one
+        event each), as one call a pair would.
 
         Ended rows stay for as-of searches until :meth:`compact` drops them."""
         ended = 0
-        for id_ in dict.fromkeys(ids):
+        if isinstance(died, Sequence):
+            pairs: Iterable[tuple[str, int]] = zip(ids, died, strict=True)
+        else:
+            pairs = ((id_, died) for id_ in dict.fromkeys(ids))
+        for id_, at in pairs:
             row = self._end_live(id_)
             if row is not None:
-                self._died[row] = int(died)
+                self._died[row] = int(at)
                 ended += 1
         self._live -= ended
         self._ends += ended

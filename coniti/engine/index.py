@@ -144,11 +144,16 @@ class NamespaceIndex:
 
     def end(self, ids: Sequence[str], seqs: Sequence[int]) -> None:
         """End the live rows of ``ids`` at ``seqs`` (a delete or a replacement): kept for history."""
-        for id_, seq in zip(ids, seqs, strict=True):
-            rows = self._rows([id_])
+        if self.passages is None:
             for structure in self.structures:
-                structure.remove(rows, seq=seq)
-            self.keyword.remove([id_], died=seq)
+                structure.end_each(ids, seqs)
+            self.keyword.remove(ids, died=seqs)
+        else:  # a note's passage rows end at its seq
+            for id_, seq in zip(ids, seqs, strict=True):
+                rows = self._rows([id_])
+                for structure in self.structures:
+                    structure.remove(rows, seq=seq)
+                self.keyword.remove([id_], died=seq)
         self.content.remove(ids)
 
     def end_live(self, seq: int) -> None:

@@ -209,6 +209,25 @@ class Appends:
         """A delete of record ``record_id`` (id key ``idk``); whether it ended a live version."""
         return self.p.delete(self._event(DELETE, namespace, id=record_id), nsid, idk)
 
+    def deletes(self, namespace: Namespace, nsid: bytes, live: Sequence[tuple[str, bytes, tuple[int, bytes]]]) -> None:
+        """The delete events of live records ``(record id, id key, (put seq, timestamp key))``, the
+        live versions as :meth:`~coniti.log.projections.Projections.visible` found them in this
+        transaction (not looked up again; no repeats), in order: the same events and projections
+        as :meth:`delete` for each, the Merkle leaves added in one run."""
+        first, prev = self.seq + 1, self.hash
+        hashes: list[bytes] = []
+        p = self.p
+        for record_id, idk, (put_seq, tsk) in live:
+            seq = self.seq + 1
+            frame, self.hash = encode_event(
+                seq, self.at, DELETE, namespace, self.hash, id=record_id, actor=self.actor, reason=self.reason
+            )
+            p.append(seq, frame)
+            hashes.append(self.hash)
+            self.seq = seq
+            p.end_live(seq, nsid, idk, put_seq, tsk)
+        p.tree().extend(first, hashes, prev)
+
     def meta(self, namespace: Namespace, nsid: bytes, key: str, payload: bytes) -> int:
         """A meta event setting ``key`` (``payload``: :func:`~coniti.log.codec.encode_meta_payload`)."""
         seq = self._event(META, namespace, payload, key=key)

@@ -578,21 +578,20 @@ class EventLog:
             nsid = p.nsid(canonical)
             if nsid is None:
                 return [], list(ids), range(0)
-            found: list[tuple[str, bytes]] = []
+            found: list[tuple[str, bytes, tuple[int, bytes]]] = []
             missing: list[str] = []
             for record_id in ids:
                 idk = name_key(record_id)
-                live = p.live_seq(nsid, idk)
-                if live is None or (is_hashed(idk) and not self._live_id_matches(p, live, record_id)):
+                live = p.visible(nsid, idk)
+                if live is None or (is_hashed(idk) and not self._live_id_matches(p, live[0], record_id)):
                     missing.append(record_id)
                 else:
-                    found.append((record_id, idk))
+                    found.append((record_id, idk, live))
             if not found:
                 return [], missing, range(0)
             appends = Appends(p, actor, reason)
-            for record_id, idk in found:
-                appends.delete(namespace, nsid, record_id, idk)
-            return [record_id for record_id, _ in found], missing, appends.commit()
+            appends.deletes(namespace, nsid, found)  # ids hold no repeats: each version is as found
+            return [record_id for record_id, _, _ in found], missing, appends.commit()
 
         return self._commit(write)
 

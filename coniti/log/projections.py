@@ -774,9 +774,14 @@ class Projections(IndexView):
         latest = self.latest(nsid, idk)
         if latest is None or not latest[1]:
             return False
-        counted = self._end(seq, nsid, idk, latest[0], latest[2])
-        self._set_count(nsid, seq, self.count(nsid) - counted)
+        self.end_live(seq, nsid, idk, latest[0], latest[2])
         return True
+
+    def end_live(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> None:
+        """Fold a delete of a record whose live version (put at ``put_seq``, timestamp key
+        ``tsk``, as :meth:`visible` found it in this transaction) the caller knows: end it."""
+        counted = self._end(seq, nsid, idk, put_seq, tsk)
+        self._set_count(nsid, seq, self.count(nsid) - counted)
 
     def clear(self, seq: int, nsid: bytes) -> int:
         """Fold a clear: end every live version of the namespace. Returns how many."""

@@ -53,6 +53,12 @@ class SortedRowsStructure(Structure):
     def _remove(self, ids: list[str], seq: int | None) -> None:
         self._rows.remove(ids, seq)
 
+    def _end_each(self, ids: list[str], seqs: list[int]) -> None:
+        if type(self)._remove is not SortedRowsStructure._remove:  # a subclass's own removal
+            super()._end_each(ids, seqs)
+        else:
+            self._rows.end_each(ids, seqs)
+
     def _purge(self, ids: set[str]) -> int:
         return self._rows.purge(ids)
 

@@ -464,6 +464,27 @@ class SortedRowStore:
             self.purged += seq is None
         self._maybe_compact()
 
+    def end_each(self, ids: list[str], seqs: list[int]) -> None:
+        """End the live row of each of the stored, distinct ``ids`` at its event in ``seqs`` (the
+        rows stay, for as-of reads): :meth:`remove` with each id's ``seq``, the main rows ended in
+        one array assignment."""
+        rows: list[int] = []
+        ends: list[int] = []
+        for id_, seq in zip(ids, seqs, strict=True):
+            if id_ in self.buffer.pos:
+                self.buffer.kill(id_, seq)
+                continue
+            row = self._live_main(id_)
+            if self._pos is not None:
+                del self._pos[id_]
+            rows.append(row)
+            ends.append(seq)
+        if rows:
+            self.alive[rows] = False
+            self.died[rows] = ends
+            self.dead += len(rows)
+        self._maybe_compact()
+
     def purge(self, ids: set[str]) -> int:
         """Drop every row (live or kept for history) of ``ids``; returns how many. O(rows)."""
         gone = [i for i, x in enumerate(self.buffer.ids) if x in ids]
