@@ -50,6 +50,7 @@ from __future__ import annotations
 import copy
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -275,11 +276,12 @@ def omitted_turns_line(count: int) -> str:
 # -- window policies -------------------------------------------------------------------------------
 
 
-class Policy:
+class Policy(ABC):
     """A step of a window: turns in chronological order in, a chronological sublist out."""
 
+    @abstractmethod
     def apply(self, turns: list[Turn]) -> list[Turn]:
-        raise NotImplementedError
+        """The turns this step keeps, in the order given."""
 
 
 def _names_of(values: Any, field: str, check: Callable[[Any, str], str]) -> frozenset[str]:
