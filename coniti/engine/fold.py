@@ -152,12 +152,7 @@ class FoldedIndexes(CurrentIndexes):
             born = [versions[p] for p in rows.positions]
             if rows.rows:
                 index.set_born(rows.ids, born)
-                index.add_text(
-                    rows.ids, rows.texts, rows.times, born, rows.keys, expires=rows.expires,
-                    tokens=rows.tokens, threads=rows.threads,
-                )  # fmt: skip
-            else:
-                index.content.add(rows.ids, rows.keys)
+            rows.add_to(index, born)
         except BaseException:
             self.recover(ns)
             raise

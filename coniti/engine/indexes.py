@@ -159,6 +159,17 @@ class PutRows:
     expires: Sequence[float | None] | None = None
     threads: Sequence[str | None] | None = None
 
+    def add_to(self, index: NamespaceIndex, born: Sequence[int]) -> None:
+        """Add the put's parts still to add to ``index``: the rows' text and tokens, born at
+        ``born`` (one per id), or only the content keys of a put whose records have no vector."""
+        if self.rows:
+            index.add_text(
+                self.ids, self.texts, self.times, born, self.keys, expires=self.expires,
+                tokens=self.tokens, threads=self.threads,
+            )  # fmt: skip
+        else:
+            index.content.add(self.ids, self.keys)
+
 
 @dataclass(frozen=True)
 class Wrote:

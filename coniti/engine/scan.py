@@ -105,14 +105,7 @@ class ScannedIndexes(CurrentIndexes):
     def put(self, ns: tuple[str, ...], index: NamespaceIndex, rows: PutRows, wrote: Wrote) -> None:
         """Add the rows' text (born at the head), and skip the write's own events on the next
         refresh when nobody else wrote."""
-        if rows.rows:
-            born = [self.head() or 0] * len(rows.ids)
-            index.add_text(
-                rows.ids, rows.texts, rows.times, born, rows.keys, expires=rows.expires,
-                tokens=rows.tokens, threads=rows.threads,
-            )  # fmt: skip
-        else:
-            index.content.add(rows.ids, rows.keys)
+        rows.add_to(index, [self.head() or 0] * len(rows.ids))
         self.advance(index, wrote)
 
     def deleted(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str], wrote: Wrote) -> None:
