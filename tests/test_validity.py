@@ -247,3 +247,16 @@ def test_a_receipt_is_refused_for_an_ask_at_a_moment(tmp_path: Path) -> None:
             with pytest.raises(ContractError, match="receipt"):
                 c.engine.ask("note", receipt=True, **extra)  # type: ignore[arg-type]
         assert c.memory.head == head
+
+
+def test_include_superseded_must_be_a_bool(tmp_path: Path) -> None:
+    """ask and ask_many refuse an include_superseded that is not True or False, naming it, and
+    write nothing."""
+    with Container(memory="log", path=tmp_path / "s", embedding="local_hash") as c:
+        c.engine.ingest("a note")
+        head = c.memory.head
+        with pytest.raises(ContractError, match="include_superseded"):
+            c.engine.ask("note", include_superseded="yes")  # type: ignore[arg-type]
+        with pytest.raises(ContractError, match="include_superseded"):
+            c.engine.ask_many(["note"], include_superseded=1)  # type: ignore[arg-type]
+        assert c.memory.head == head
