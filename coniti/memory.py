@@ -401,6 +401,15 @@ class BackendOperations(ABC):
         require(request, WriteRequest)
         raise NotSupported(f"the {self.kind!r} memory backend has no write (upsert, patch, compare-and-set)")
 
+    def write_changes(self, request: WriteRequest) -> tuple[WriteResult, list[Change] | None]:
+        """:meth:`write`, and the changes it made (each a :data:`~coniti.requests.Change`: the
+        record as written, or None for a delete), in the order of the result's ``seqs`` (an op
+        id's receipt, last, is none of them; a replay made none): for a caller that keeps derived
+        state of the records (the engine's index) without reading them back. None when the backend
+        does not report them, as here: the base class returns what :meth:`write` returns, and
+        None."""
+        return self.write(request), None
+
     def op_result(self, op_id: str, namespace: Sequence[str] = ()) -> WriteResult | None:
         """The result of the write that recorded ``op_id`` in ``namespace`` (``replayed=True``), or
         None when no write did. Only where :attr:`supports_write` is True."""

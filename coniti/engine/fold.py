@@ -198,11 +198,31 @@ class FoldedIndexes(CurrentIndexes):
                     column.seq = last  # type: ignore[attr-defined]
 
     def written(self, ns: tuple[str, ...], index: NamespaceIndex, ids: Sequence[str], wrote: Wrote) -> None:
-        """Fold the namespace's events (the write's among them); when the write's events directly
+        """When the write's events directly follow the index's seq and memory reported the records
+        they hold (``wrote.changes``, one per event before the op id's receipt): fold those records
+        in as their events would be, without reading the events back (issue 33); when it reported
+        that nothing was written, nothing (the next catch-up folds what others wrote). Else fold the
+        namespace's events (the write's among them). Either way, when the write's events directly
         followed the index's seq, every other loaded index that reflected the event right before
         them moves past them (:meth:`_passed`: without it, the catch-up before the next write to
-        each other namespace read every update, upsert or ingest with an op id written since; issue 33)."""
+        each other namespace read every update, upsert or ingest with an op id written since;
+        issue 33)."""
         follows = wrote.follows(index.seq)
+        changes = wrote.changes
+        if changes is not None and not changes and not wrote.seqs:
+            return  # memory reported that nothing was written (a replay, or every op unchanged)
+        if follows and changes is not None and len(changes) + wrote.receipt == len(wrote.seqs):
+            folder = Folder(self.recipe, ns, index, EMBEDDING_KEY)
+            try:
+                for seq, (id_, record) in zip(wrote.seqs, changes, strict=False):
+                    folder.change(seq, id_, record)
+                folder.flush()
+            except BaseException:
+                self.recover(ns)
+                raise
+            index.keyword.seq = wrote.seqs[-1]
+            self._moved(index, wrote)
+            return
         self.fold(ns, index)
         if follows:
             self._passed(index, wrote.seqs[0] - wrote.apart - 1, wrote.seqs[-1])

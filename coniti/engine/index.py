@@ -338,22 +338,29 @@ class Folder:
         id_ = event.id
         if id_ is None:
             return
-        if id_ in self.pending:
-            self.flush()
         if kind == "erase":
+            if id_ in self.pending:
+                self.flush()
             index.purge([id_])
             return
+        self.change(event.seq, id_, event.record if kind == "put" else None)
+
+    def change(self, seq: int, id_: str, record: MemoryRecord | None) -> None:
+        """The change of ``id_`` by event ``seq``: a put of ``record``, or (None) a delete or a put
+        whose content was erased. What :meth:`event` does with a ``put`` or ``delete`` event."""
+        if id_ in self.pending:
+            self.flush()
+        index = self.index
         if id_ in index:  # a delete, or a put that replaces the live version
-            index.end([id_], [event.seq])
-        record = event.record
-        if kind != "put" or record is None or record.vector is None:
+            index.end([id_], [seq])
+        if record is None or record.vector is None:
             return
         if record.embedding_id is not None and record.embedding_id != self.recipe.spec_id:
             self.recipe.refuse_mismatch(record.embedding_id, self.ns, what=f"record {id_!r}")
         self.ids.append(id_)
         self.vectors.append(record.vector)
         self.times.append(record.note.timestamp)
-        self.born.append(event.seq)
+        self.born.append(seq)
         self.notes.append(record.note)
         self.expires.append(record.expires_at)
         self.pending.add(id_)

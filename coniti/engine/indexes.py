@@ -29,7 +29,7 @@ import numpy as np
 
 from coniti.engine.index import NamespaceIndex, Recipe, differences
 from coniti.engine.results import EMBEDDING_KEY, DerivedReport, derived_report
-from coniti.memory import MemoryBackend, MetaGetRequest, event_feed
+from coniti.memory import Change, MemoryBackend, MetaGetRequest, event_feed
 
 __all__ = ["CurrentIndexes", "Indexes", "PutRows", "Wrote"]
 
@@ -176,11 +176,16 @@ class Wrote:
     """What memory says a write did, from its result: ``seqs``, the sequence numbers of its
     changes in order (its events, over an event feed), made after ``apart`` events of the writer's
     own just before them (a namespace claim set on its own); for a put, ``versions``, the version
-    each record received, in the order written (over an event feed, its put event's seq)."""
+    each record received, in the order written (over an event feed, its put event's seq); for a
+    write, ``changes``, the records it wrote (None: a delete) in the order of ``seqs``, when memory
+    reported them (:meth:`~coniti.memory.MemoryBackend.write_changes`; None: not reported), and
+    ``receipt``, whether an op id's receipt follows them (one more seq, no record changed)."""
 
     seqs: Sequence[int]
     apart: int = 0
     versions: Sequence[int] = ()
+    changes: Sequence[Change] | None = None
+    receipt: bool = False
 
     def follows(self, seq: int | None) -> bool:
         """Whether the write's events (its ``apart`` ones first) come right after event ``seq``:

@@ -403,7 +403,7 @@ class Writes:
         if claim is not None:
             self.memory.set_meta(claim)
         try:
-            result = self.memory.write(request)
+            result, changes = self.memory.write_changes(request)
         except BaseException:
             if claim is not None:
                 with contextlib.suppress(Exception):  # best effort: the original error is raised
@@ -411,8 +411,8 @@ class Writes:
             raise
         index.meta_checked = True
         ids = [op.record.id if isinstance(op, UpsertOp) else op.id for op in request.ops]
-        # a replay wrote nothing now: its seqs are the first write's
-        wrote = Wrote([] if result.replayed else result.seqs, int(claim is not None))
+        seqs = [] if result.replayed else result.seqs  # a replay wrote nothing now: its seqs are the first write's
+        wrote = Wrote(seqs, int(claim is not None), changes=changes, receipt=bool(seqs) and request.op_id is not None)
         self.indexes.written(ns, index, ids, wrote)
         return result
 

@@ -73,6 +73,7 @@ from coniti.log.codec import OP as OP_KIND
 from coniti.log.codec import PUT as PUT_KIND
 from coniti.log.eventlog import Change, WriteView
 from coniti.log.keys import Namespace
+from coniti.memory import Change as RecordChange
 from coniti.memory import (
     ClearRequest,
     ClearResult,
@@ -220,13 +221,17 @@ def _replayed(receipt: dict[str, Any], op_seq: int) -> WriteResult:
     return WriteResult.from_dict({**receipt, "replayed": True, "seqs": seqs})
 
 
-def _decide(request: WriteRequest, digest: str | None) -> Callable[[WriteView], tuple[list[Change], WriteResult]]:
+def _decide(
+    request: WriteRequest, digest: str | None, planned: list[RecordChange]
+) -> Callable[[WriteView], tuple[list[Change], WriteResult]]:
     """The decision of one :meth:`LogBackend.write`, made inside its write transaction: the op id's
-    replay, the expectations, then each op planned against the live state."""
+    replay, the expectations, then each op planned against the live state. ``planned`` is set to
+    the record changes planned by the last run (a transaction may run it again)."""
     ns = request.namespace
     op_id = request.op_id
 
     def decide(view: WriteView) -> tuple[list[Change], WriteResult]:
+        planned.clear()
         if op_id is not None:
             seen = view.op(op_id)
             if seen is not None:
@@ -238,16 +243,17 @@ def _decide(request: WriteRequest, digest: str | None) -> Callable[[WriteView], 
             row = view.live(record_id)
             return None if row is None else _record(row, ns)
 
-        plan, planned = plan_write(request, live, lambda record_id: view.held(record_id) is not None)
+        plan, outcome = plan_write(request, live, lambda record_id: view.held(record_id) is not None)
         changes: list[Change] = []
-        versions = dict(planned.versions)
+        versions = dict(outcome.versions)
         for record_id, new in plan:
             if new is None:
                 changes.append(Change(DELETE_KIND, id=record_id))
             else:
                 changes.append(Change(PUT_KIND, item=_put_item(new), replaces=view.held(record_id)))
                 versions[record_id] = view.next_seq + len(changes) - 1
-        unchanged, deleted, missing = planned.unchanged, planned.deleted, planned.missing
+        planned.extend(plan)
+        unchanged, deleted, missing = outcome.unchanged, outcome.deleted, outcome.missing
         result = {"versions": versions, "unchanged": unchanged, "deleted": deleted, "missing": missing}
         if op_id is not None:
             changes.append(Change(OP_KIND, op_id=op_id, digest=digest, receipt=result))
@@ -593,13 +599,26 @@ class LogBackend(ClusterNode, _Reads, AuditTrail, Proving, MemoryBackend):
         event holding the request's digest and result (also when it wrote nothing else). Every
         event carries the call's audit stamp. Op ids are kept as long as the log: export, import,
         rebuild and compaction keep them."""
+        return self._write(request)[0]
+
+    def write_changes(self, request: WriteRequest) -> tuple[WriteResult, list[RecordChange] | None]:
+        """:meth:`write`, and the records its put events hold (None for a delete), as the write
+        transaction planned them: the records the events decode to. A subclass that overrides
+        :meth:`write` gets its result and None (the changes unknown)."""
+        if type(self).write is not LogBackend.write:
+            return self.write(request), None
+        return self._write(request)
+
+    def _write(self, request: WriteRequest) -> tuple[WriteResult, list[RecordChange]]:
         request = require(request, WriteRequest)
         digest = None if request.op_id is None else request.digest()  # of the request as given
         request = retained_write(request, policy_now(self._retention))
         actor, reason = self._stamp()
-        return self._log.transact(
-            request.namespace, _decide(request, digest), actor=actor, reason=reason
+        planned: list[RecordChange] = []
+        result = self._log.transact(
+            request.namespace, _decide(request, digest, planned), actor=actor, reason=reason
         )
+        return result, planned
 
     def op_result(self, op_id: str, namespace: Sequence[str] = ()) -> WriteResult | None:
         found = self._log.op_result(as_namespace(namespace), op_id)
