@@ -1,6 +1,7 @@
 """The log engine's fast paths give exactly what its reference paths give.
 
 * ``encode_puts`` (bulk writes) encodes the same bytes and hashes as ``encode_event`` one by one;
+* ``encode_deletes`` (a batch of deletes) likewise;
 * ``Projections.put_many`` leaves every sub-database byte-identical to ``append`` + ``put`` per event;
 * ``decode_content`` (reads) returns the content the strict ``decode_event`` returns, and refuses a
   damaged payload with ``StoreCorrupted`` rather than decoding it to something else.
@@ -21,10 +22,12 @@ from hypothesis import strategies as st
 
 from coniti.errors import StoreCorrupted
 from coniti.log.codec import (
+    DELETE,
     GENESIS,
     PUT,
     decode_content,
     decode_event,
+    encode_deletes,
     encode_event,
     encode_put_payload,
     encode_puts,
@@ -76,6 +79,29 @@ def test_encode_puts_gives_the_bytes_of_encode_event(
     )
     assert frames == expected
     assert last == h
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    namespaces, st.lists(names, min_size=1, max_size=6), st.integers(1, 2**40),
+    st.floats(0, 2e9) | st.integers(0, 2**33), stamps, stamps,
+)
+def test_encode_deletes_gives_the_bytes_of_encode_event(
+    ns: tuple[str, ...], ids: list[str], first: int, at: float, actor: str | None, reason: str | None
+) -> None:
+    """Frames and hashes of encode_deletes equal encode_event's for each delete in turn (actor and
+    reason present or absent, long ids, lone surrogates, any namespace, sequence number and
+    recorded time), and each event's hash is collected in order."""
+    expected: list[bytes] = []
+    chain: list[bytes] = []
+    h = GENESIS
+    for k, rid in enumerate(ids):
+        frame, h = encode_event(first + k, at, DELETE, ns, h, id=rid, actor=actor, reason=reason)
+        expected.append(frame)
+        chain.append(h)
+    hashes: list[bytes] = []
+    frames, last = encode_deletes(first, at, GENESIS, ns, ids, actor=actor, reason=reason, hashes=hashes)
+    assert (frames, last, hashes) == (expected, h, chain)
 
 
 def _dbs(env: lmdb.Environment) -> Dbs:

@@ -23,6 +23,7 @@ from coniti.log.codec import (
     OP,
     PUT,
     LogEvent,
+    encode_deletes,
     encode_event,
     encode_op_payload,
     encode_put_payload,
@@ -30,7 +31,7 @@ from coniti.log.codec import (
     payload_digests,
 )
 from coniti.log.keys import Namespace, name_key, name_keys, ns_bytes, ts_key
-from coniti.log.projections import Head, Projections, payload_crcs
+from coniti.log.projections import Head, Projections, Version, payload_crcs
 
 __all__ = ["Appends", "PutCall", "PutItem", "Puts", "prepare"]
 
@@ -209,23 +210,27 @@ class Appends:
         """A delete of record ``record_id`` (id key ``idk``); whether it ended a live version."""
         return self.p.delete(self._event(DELETE, namespace, id=record_id), nsid, idk)
 
-    def deletes(self, namespace: Namespace, nsid: bytes, live: Sequence[tuple[str, bytes, tuple[int, bytes]]]) -> None:
-        """The delete events of live records ``(record id, id key, (put seq, timestamp key))``, the
-        live versions as :meth:`~coniti.log.projections.Projections.visible` found them in this
-        transaction (not looked up again; no repeats), in order: the same events and projections
-        as :meth:`delete` for each, the Merkle leaves added in one run."""
+    def deletes(self, namespace: Namespace, nsid: bytes, live: Sequence[tuple[str, bytes, Version]]) -> None:
+        """The delete events of live records ``(record id, id key, version)``, each version as
+        :meth:`~coniti.log.projections.Projections.newest` found it in this transaction (not looked
+        up again; no repeats), in order: the same events and projections as :meth:`delete` for
+        each, the events encoded as one run (:func:`~coniti.log.codec.encode_deletes`) and their
+        Merkle leaves added in one run."""
+        if not live:
+            return
         first, prev = self.seq + 1, self.hash
         hashes: list[bytes] = []
+        frames, self.hash = encode_deletes(
+            first, self.at, prev, namespace, [record_id for record_id, _, _ in live],
+            actor=self.actor, reason=self.reason, hashes=hashes,
+        )  # fmt: skip
         p = self.p
-        for record_id, idk, (put_seq, tsk) in live:
-            seq = self.seq + 1
-            frame, self.hash = encode_event(
-                seq, self.at, DELETE, namespace, self.hash, id=record_id, actor=self.actor, reason=self.reason
-            )
+        seq = first
+        for frame, (_, idk, version) in zip(frames, live, strict=True):
             p.append(seq, frame)
-            hashes.append(self.hash)
-            self.seq = seq
-            p.end_live(seq, nsid, idk, put_seq, tsk)
+            p.end_live(seq, nsid, idk, version[0], version[2], version[2:])
+            seq += 1
+        self.seq = seq - 1
         p.tree().extend(first, hashes, prev)
 
     def meta(self, namespace: Namespace, nsid: bytes, key: str, payload: bytes) -> int:

@@ -40,7 +40,8 @@ from coniti.log.codec import (
 from coniti.log.feed import read_events
 from coniti.log.group import GroupCommit
 from coniti.log.keys import Namespace, is_hashed, name_key, name_keys, ns_bytes, ts_key, ts_keys
-from coniti.log.projections import Dbs, Head, IndexView, Projections, Row, payload_crcs
+from coniti.log.layout import LIVE
+from coniti.log.projections import Dbs, Head, IndexView, Projections, Row, Version, payload_crcs
 from coniti.log.reads import RecordReads
 from coniti.log.store import DEFAULT_MAP_SIZE, Store
 from coniti.log.tree import TreeReads
@@ -578,12 +579,15 @@ class EventLog:
             nsid = p.nsid(canonical)
             if nsid is None:
                 return [], list(ids), range(0)
-            found: list[tuple[str, bytes, tuple[int, bytes]]] = []
+            found: list[tuple[str, bytes, Version]] = []
             missing: list[str] = []
             for record_id in ids:
                 idk = name_key(record_id)
-                live = p.visible(nsid, idk)
-                if live is None or (is_hashed(idk) and not self._live_id_matches(p, live[0], record_id)):
+                live = p.newest(nsid, idk)  # the visible version, when live (expiry is not applied)
+                if (
+                    live is None or live[1] != LIVE
+                    or (is_hashed(idk) and not self._live_id_matches(p, live[0], record_id))
+                ):
                     missing.append(record_id)
                 else:
                     found.append((record_id, idk, live))

@@ -100,10 +100,15 @@ from coniti.log.layout import (
 from coniti.log.store import SYS_HEAD
 from coniti.log.tree import TreeAppends
 
-__all__ = ["Dbs", "Head", "IndexView", "Projections", "Row", "payload_crcs"]
+__all__ = ["Dbs", "Head", "IndexView", "Projections", "Row", "Version", "payload_crcs"]
 
 _U64 = struct.Struct(">Q")
 _F64 = struct.Struct(">d")
+
+Version = tuple[int, bytes, bytes, bytes, bytes]
+"""``(put seq, E, T, X or b"", P)``: a record's version and the parts of its ``ver`` value (its end,
+:data:`~coniti.log.layout.LIVE` while live; its timestamp key; its expiry key; its payload CRC), as
+:meth:`Projections.newest` reads them."""
 
 
 def damaged(
@@ -299,13 +304,20 @@ class IndexView:
     def latest(self, nsid: bytes, idk: bytes) -> tuple[int, bool, bytes] | None:
         """``(put seq, live, timestamp key)`` of the newest version of a record, or None if it
         never existed."""
+        found = self.newest(nsid, idk)
+        return None if found is None else (found[0], found[1] == LIVE, found[2])
+
+    def newest(self, nsid: bytes, idk: bytes) -> Version | None:
+        """``(put seq, E, T, X or b"", P)``: the newest version of a record and its ``ver`` value's
+        parts (``E`` is :data:`LIVE` while it is live), or None if it never existed; the parts let
+        :meth:`end_live` end it without reading the entry again."""
         prefix = nsid + idk
         cur = self._vcur()
         if not seek_newest(cur, prefix, prefix):
             return None
         key = cur.key()
-        end, tsk, _, _ = self._ver_parts(key, cur.value())
-        return seq_from_inv(key[-SEQ_LEN:]), end == LIVE, tsk
+        end, tsk, xk, crc = self._ver_parts(key, cur.value())
+        return seq_from_inv(key[-SEQ_LEN:]), end, tsk, xk, crc
 
     def live_seq(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> int | None:
         """The put seq of the version visible now (or right after event ``as_of``), else None."""
@@ -667,10 +679,10 @@ class Projections(IndexView):
         ``crc``: the CRC-32 of its payload, which the index entries keep (default: computed from
         the frame the log holds at ``seq``, appended by the caller)."""
         if replaces is not None:
-            latest = self.latest(nsid, idk)
-            if latest is None or not latest[1] or latest[0] != replaces:
+            newest = self.newest(nsid, idk)
+            if newest is None or newest[1] != LIVE or newest[0] != replaces:
                 raise FoldError(seq, f"event {seq}: replaces version {replaces}, which is not the live one")
-            counted = self._end(seq, nsid, idk, replaces, latest[2])
+            counted = self._end(seq, nsid, idk, replaces, newest[2], newest[2:])
             self._counts[nsid] = self.count(nsid) - counted
         if erased:
             self.put_erased(seq, nsid, idk, tsk)
@@ -741,12 +753,17 @@ class Projections(IndexView):
         txn.put(tk, time_value(tk, idk, NO_PAYLOAD), db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid))
 
-    def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> bool:
+    def _end(
+        self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes,
+        rest: tuple[bytes, bytes, bytes] | None = None,
+    ) -> bool:
         """End a version at ``seq``; returns whether it was counted (False: erased). A version
-        with an expiry keeps it in its ``ver`` value, and its ``exv`` entry records the end."""
+        with an expiry keeps it in its ``ver`` value, and its ``exv`` entry records the end.
+        ``rest``: ``(T, X or b"", P)`` of its ``ver`` value as read in this transaction (None:
+        read here)."""
         txn = self.txn
         end = seq_key(seq)
-        crc = self._end_ver(nsid, idk, put_seq, end)
+        crc = self._end_ver(nsid, idk, put_seq, end, rest)
         tk = time_key(nsid, tsk, seq_key(put_seq))
         counted = txn.get(tk, db=self.d.tver) is not None
         if counted:
@@ -757,11 +774,17 @@ class Projections(IndexView):
             del self._max[nsid]  # found again from ``time`` when the count is written
         return counted
 
-    def _end_ver(self, nsid: bytes, idk: bytes, put_seq: int, end: bytes) -> bytes:
+    def _end_ver(
+        self, nsid: bytes, idk: bytes, put_seq: int, end: bytes, rest: tuple[bytes, bytes, bytes] | None = None
+    ) -> bytes:
         """Write the end ``end`` into the ``ver`` value of the version put at ``put_seq``, keeping
-        its expiry (and ending its ``exv`` entry) if it has one; returns its payload CRC ``P``."""
+        its expiry (and ending its ``exv`` entry) if it has one; returns its payload CRC ``P``.
+        ``rest``: ``(T, X or b"", P)`` of that value as read in this transaction (None: read here)."""
         key = ver_key(nsid, idk, put_seq)
-        _, tsk, xk, crc = self._ver_parts(key, self.txn.get(key, db=self.d.ver))
+        if rest is None:
+            _, tsk, xk, crc = self._ver_parts(key, self.txn.get(key, db=self.d.ver))
+        else:
+            tsk, xk, crc = rest
         if xk:
             xkey = exv_key(nsid, xk, put_seq)
             if self.txn.get(xkey, db=self.d.exv) is not None:
@@ -771,16 +794,21 @@ class Projections(IndexView):
 
     def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
         """Fold a delete (or erase): end the live version. False if the record is not live."""
-        latest = self.latest(nsid, idk)
-        if latest is None or not latest[1]:
+        newest = self.newest(nsid, idk)
+        if newest is None or newest[1] != LIVE:
             return False
-        self.end_live(seq, nsid, idk, latest[0], latest[2])
+        self.end_live(seq, nsid, idk, newest[0], newest[2], newest[2:])
         return True
 
-    def end_live(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> None:
+    def end_live(
+        self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes,
+        rest: tuple[bytes, bytes, bytes] | None = None,
+    ) -> None:
         """Fold a delete of a record whose live version (put at ``put_seq``, timestamp key
-        ``tsk``, as :meth:`visible` found it in this transaction) the caller knows: end it."""
-        counted = self._end(seq, nsid, idk, put_seq, tsk)
+        ``tsk``, as :meth:`visible` found it in this transaction) the caller knows: end it.
+        ``rest``: ``(T, X or b"", P)`` of its ``ver`` value as :meth:`newest` read it in this
+        transaction (None: read here)."""
+        counted = self._end(seq, nsid, idk, put_seq, tsk, rest)
         self._set_count(nsid, seq, self.count(nsid) - counted)
 
     def clear(self, seq: int, nsid: bytes) -> int:
