@@ -42,3 +42,24 @@ def test_batch_delete_writes_the_projections_a_refold_writes(tmp_path: Path) -> 
     assert_verified(b)
     b.close()
     assert _projections(path) == written
+
+
+def test_batch_delete_of_a_whole_namespace_newest_first_writes_what_a_refold_writes(tmp_path: Path) -> None:
+    """Deleting every record of a namespace, newest timestamp first (each delete ends the last
+    position in ``time``, so every count entry records a new last position, and the last none),
+    beside another namespace, leaves every projection byte-equal to a refold."""
+    path = tmp_path / "store"
+    b = LogBackend(path, durability="sync")
+    b.put(PutRequest(records=[rec(f"r{i}", float(i), ("a",)) for i in range(12)]))
+    b.put(PutRequest(records=[rec(f"r{i}", float(100 + i), ("b",)) for i in range(3)]))
+    result = b.delete(DeleteRequest(ids=[f"r{i}" for i in reversed(range(12))], namespace=("a",)))
+    assert len(result.deleted) == 12
+    b.close()
+    written = _projections(path)
+    b = LogBackend(path, durability="sync")
+    b.rebuild()
+    store = b._log.store
+    store.write(lambda txn: _build_tree(txn, Dbs(store.dbs)))
+    assert_verified(b)
+    b.close()
+    assert _projections(path) == written

@@ -214,8 +214,9 @@ class Appends:
         """The delete events of live records ``(record id, id key, version)``, each version as
         :meth:`~coniti.log.projections.Projections.newest` found it in this transaction (not looked
         up again; no repeats), in order: the same events and projections as :meth:`delete` for
-        each, the events encoded as one run (:func:`~coniti.log.codec.encode_deletes`) and their
-        Merkle leaves added in one run."""
+        each, the events encoded as one run (:func:`~coniti.log.codec.encode_deletes`), folded
+        together (:meth:`~coniti.log.projections.Projections.end_many`) and their Merkle leaves
+        added in one run."""
         if not live:
             return
         first, prev = self.seq + 1, self.hash
@@ -226,10 +227,10 @@ class Appends:
         )  # fmt: skip
         p = self.p
         seq = first
-        for frame, (_, idk, version) in zip(frames, live, strict=True):
+        for frame in frames:
             p.append(seq, frame)
-            p.end_live(seq, nsid, idk, version[0], version[2], version[2:])
             seq += 1
+        p.end_many(first, nsid, [(idk, version) for _, idk, version in live])
         self.seq = seq - 1
         p.tree().extend(first, hashes, prev)
 

@@ -811,6 +811,43 @@ class Projections(IndexView):
         counted = self._end(seq, nsid, idk, put_seq, tsk, rest)
         self._set_count(nsid, seq, self.count(nsid) - counted)
 
+    def end_many(self, first: int, nsid: bytes, ended: Sequence[tuple[bytes, Version]]) -> None:
+        """Fold the deletes of events ``first, first + 1, ...`` of namespace ``nsid``, each of a
+        live record ``(id key, its live version as :meth:`newest` read it in this transaction)``,
+        no record twice: the same writes as :meth:`end_live` for each in turn (a batch of
+        deletes), the ``ver``, ``tver`` and ``cnt`` entries put in one ``putmulti`` each at the end
+        (no entry of one is read again by a later one: each version has its own keys)."""
+        txn, d = self.txn, self.d
+        vers: list[tuple[bytes, bytes]] = []
+        tvers: list[tuple[bytes, bytes]] = []
+        cnts: list[tuple[bytes, bytes]] = []
+        count = self.count(nsid)
+        last = self._time_last(nsid)
+        seq = first
+        for idk, (put_seq, _, tsk, xk, crc) in ended:
+            end = seq_key(seq)
+            key = ver_key(nsid, idk, put_seq)
+            if xk:
+                xkey = exv_key(nsid, xk, put_seq)
+                if txn.get(xkey, db=d.exv) is not None:
+                    txn.put(xkey, sealed(xkey, end), db=d.exv)
+            vers.append((key, ver_value(key, end, tsk, xk, crc)))
+            tk = time_key(nsid, tsk, seq_key(put_seq))
+            if txn.get(tk, db=d.tver) is not None:  # counted (not erased)
+                tvers.append((tk, tver_value(tk, end, idk, crc)))
+                count -= 1
+            txn.delete(tk, db=d.time)
+            if tk[POSITION] == last:
+                del self._max[nsid]  # found again from ``time``
+                last = self._time_last(nsid)
+            ck = cnt_key(nsid, seq)
+            cnts.append((ck, cnt_value(ck, count, last)))
+            seq += 1
+        self._counts[nsid] = count
+        txn.cursor(db=d.ver).putmulti(vers)
+        txn.cursor(db=d.tver).putmulti(tvers)
+        txn.cursor(db=d.cnt).putmulti(cnts)
+
     def clear(self, seq: int, nsid: bytes) -> int:
         """Fold a clear: end every live version of the namespace. Returns how many."""
         txn = self.txn
