@@ -581,9 +581,9 @@ class EventLog:
                 return [], list(ids), range(0)
             found: list[tuple[str, bytes, Version]] = []
             missing: list[str] = []
-            for record_id in ids:
-                idk = name_key(record_id)
-                live = p.newest(nsid, idk)  # the visible version, when live (expiry is not applied)
+            idks = name_keys(ids)
+            versions = p.newest_each(nsid, idks)  # the visible version, when live (expiry is not applied)
+            for record_id, idk, live in zip(ids, idks, versions, strict=True):
                 if (
                     live is None or live[1] != LIVE
                     or (is_hashed(idk) and not self._live_id_matches(p, live[0], record_id))

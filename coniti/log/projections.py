@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import struct
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import takewhile
 from typing import Any, NamedTuple
 
@@ -88,7 +88,6 @@ from coniti.log.layout import (
     payload_crcs,
     put_entries,
     sealed,
-    seek_newest,
     sound_landing,
     time_key,
     time_value,
@@ -311,13 +310,27 @@ class IndexView:
         """``(put seq, E, T, X or b"", P)``: the newest version of a record and its ``ver`` value's
         parts (``E`` is :data:`LIVE` while it is live), or None if it never existed; the parts let
         :meth:`end_live` end it without reading the entry again."""
-        prefix = nsid + idk
+        return self.newest_each(nsid, (idk,))[0]
+
+    def newest_each(self, nsid: bytes, idks: Iterable[bytes]) -> list[Version | None]:
+        """:meth:`newest` of each id key of ``idks``, in order (one cursor walk, for a batch)."""
         cur = self._vcur()
-        if not seek_newest(cur, prefix, prefix):
-            return None
-        key = cur.key()
-        end, tsk, xk, crc = self._ver_parts(key, cur.value())
-        return seq_from_inv(key[-SEQ_LEN:]), end, tsk, xk, crc
+        set_range, key_of, value_of = cur.set_range, cur.key, cur.value
+        parts = self._ver_parts
+        out: list[Version | None] = []
+        add = out.append
+        for idk in idks:
+            prefix = nsid + idk
+            if not set_range(prefix):
+                add(None)
+                continue
+            key = key_of()
+            if not is_entry(key, prefix):
+                add(None)
+                continue
+            end, tsk, xk, crc = parts(key, value_of())
+            add((seq_from_inv(key[-SEQ_LEN:]), end, tsk, xk, crc))
+        return out
 
     def live_seq(self, nsid: bytes, idk: bytes, as_of: int | None = None) -> int | None:
         """The put seq of the version visible now (or right after event ``as_of``), else None."""
