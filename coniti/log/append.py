@@ -226,12 +226,9 @@ class Appends:
             actor=self.actor, reason=self.reason, hashes=hashes,
         )  # fmt: skip
         p = self.p
-        seq = first
-        for frame in frames:
-            p.append(seq, frame)
-            seq += 1
+        p.append_many(first, frames)
         p.end_many(first, nsid, [(idk, version) for _, idk, version in live])
-        self.seq = seq - 1
+        self.seq = first + len(frames) - 1
         p.tree().extend(first, hashes, prev)
 
     def meta(self, namespace: Namespace, nsid: bytes, key: str, payload: bytes) -> int:

@@ -163,9 +163,10 @@ class Structure(ABC):
         pairs = list(zip(ids, seqs, strict=True))
         if pairs and not self.supports_as_of:
             raise NotSupported(f"the {self.name} structure keeps no versions")
+        stored = self.stored_among({id_ for id_, _ in pairs if isinstance(id_, str)})  # in bulk
         present: dict[str, int] = {}
         for id_, seq in pairs:
-            if isinstance(id_, str) and id_ not in present and id_ in self:
+            if isinstance(id_, str) and id_ in stored and id_ not in present:
                 present[id_] = seq
         if present:
             self._end_each(list(present), list(present.values()))
