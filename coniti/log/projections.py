@@ -105,9 +105,7 @@ _U64 = struct.Struct(">Q")
 _F64 = struct.Struct(">d")
 
 Version = tuple[int, bytes, bytes, bytes, bytes]
-"""``(put seq, E, T, X or b"", P)``: a record's version and the parts of its ``ver`` value (its end,
-:data:`~coniti.log.layout.LIVE` while live; its timestamp key; its expiry key; its payload CRC), as
-:meth:`Projections.newest` reads them."""
+"""``(put seq, E, T, X or b"", P)``: a version and its ``ver`` value's parts (:meth:`IndexView.newest_each`)."""
 
 
 def damaged(
@@ -303,17 +301,12 @@ class IndexView:
     def latest(self, nsid: bytes, idk: bytes) -> tuple[int, bool, bytes] | None:
         """``(put seq, live, timestamp key)`` of the newest version of a record, or None if it
         never existed."""
-        found = self.newest(nsid, idk)
+        found = self.newest_each(nsid, (idk,))[0]
         return None if found is None else (found[0], found[1] == LIVE, found[2])
 
-    def newest(self, nsid: bytes, idk: bytes) -> Version | None:
-        """``(put seq, E, T, X or b"", P)``: the newest version of a record and its ``ver`` value's
-        parts (``E`` is :data:`LIVE` while it is live), or None if it never existed; the parts let
-        :meth:`end_live` end it without reading the entry again."""
-        return self.newest_each(nsid, (idk,))[0]
-
     def newest_each(self, nsid: bytes, idks: Iterable[bytes]) -> list[Version | None]:
-        """:meth:`newest` of each id key of ``idks``, in order (one cursor walk, for a batch)."""
+        """For each id key of ``idks``, in order (one cursor walk): the record's newest version and its ``ver``
+        value's parts (``E`` is :data:`LIVE` while live; a fold ends it with them), or None if it never existed."""
         cur = self._vcur()
         set_range, key_of, value_of = cur.set_range, cur.key, cur.value
         parts = self._ver_parts
@@ -321,11 +314,7 @@ class IndexView:
         add = out.append
         for idk in idks:
             prefix = nsid + idk
-            if not set_range(prefix):
-                add(None)
-                continue
-            key = key_of()
-            if not is_entry(key, prefix):
+            if not (set_range(prefix) and is_entry(key := key_of(), prefix)):
                 add(None)
                 continue
             end, tsk, xk, crc = parts(key, value_of())
@@ -630,13 +619,10 @@ class Projections(IndexView):
             raise StoreCorrupted(f"event {seq} cannot be appended: the log already holds it or later")
 
     def append_many(self, seq: int, frames: Sequence[bytes]) -> None:
-        """Append ``frames`` as events ``seq, seq + 1, ...`` (what :meth:`append` does for each in
-        turn, in one ``putmulti``)."""
+        """:meth:`append` of ``frames`` as events ``seq, seq + 1, ...``, in one ``putmulti``."""
         entries = [(seq_key(seq + i), frame) for i, frame in enumerate(frames)]
         if self.txn.cursor(db=self.d.log).putmulti(entries, append=True)[1] != len(entries):
-            raise StoreCorrupted(
-                f"events {seq} to {seq + len(frames) - 1} cannot be appended: the log already holds one or later"
-            )
+            raise StoreCorrupted(f"events {seq} to {seq + len(frames) - 1} cannot be appended: the log already holds one or later")
 
     def replace_frame(self, seq: int, frame: bytes) -> None:
         """Overwrite the stored frame of event ``seq`` (erasure: the same envelope and digest, no
@@ -701,7 +687,7 @@ class Projections(IndexView):
         ``crc``: the CRC-32 of its payload, which the index entries keep (default: computed from
         the frame the log holds at ``seq``, appended by the caller)."""
         if replaces is not None:
-            newest = self.newest(nsid, idk)
+            newest = self.newest_each(nsid, (idk,))[0]
             if newest is None or newest[1] != LIVE or newest[0] != replaces:
                 raise FoldError(seq, f"event {seq}: replaces version {replaces}, which is not the live one")
             counted = self._end(seq, nsid, idk, replaces, newest[2], newest[2:])
@@ -775,14 +761,10 @@ class Projections(IndexView):
         txn.put(tk, time_value(tk, idk, NO_PAYLOAD), db=self.d.time)
         self._set_count(nsid, seq, self.count(nsid))
 
-    def _end(
-        self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes,
-        rest: tuple[bytes, bytes, bytes] | None = None,
-    ) -> bool:
-        """End a version at ``seq``; returns whether it was counted (False: erased). A version
-        with an expiry keeps it in its ``ver`` value, and its ``exv`` entry records the end.
-        ``rest``: ``(T, X or b"", P)`` of its ``ver`` value as read in this transaction (None:
-        read here)."""
+    def _end(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes, rest: tuple[bytes, bytes, bytes] | None = None) -> bool:
+        """End a version at ``seq``; returns whether it was counted (False: erased). A version with an expiry
+        keeps it in its ``ver`` value, and its ``exv`` entry records the end. ``rest``: its ``ver`` value's
+        ``(T, X or b"", P)`` as read in this transaction (None: read here)."""
         txn = self.txn
         end = seq_key(seq)
         crc = self._end_ver(nsid, idk, put_seq, end, rest)
@@ -796,12 +778,9 @@ class Projections(IndexView):
             del self._max[nsid]  # found again from ``time`` when the count is written
         return counted
 
-    def _end_ver(
-        self, nsid: bytes, idk: bytes, put_seq: int, end: bytes, rest: tuple[bytes, bytes, bytes] | None = None
-    ) -> bytes:
-        """Write the end ``end`` into the ``ver`` value of the version put at ``put_seq``, keeping
-        its expiry (and ending its ``exv`` entry) if it has one; returns its payload CRC ``P``.
-        ``rest``: ``(T, X or b"", P)`` of that value as read in this transaction (None: read here)."""
+    def _end_ver(self, nsid: bytes, idk: bytes, put_seq: int, end: bytes, rest: tuple[bytes, bytes, bytes] | None = None) -> bytes:
+        """Write ``end`` into the ``ver`` value of the version put at ``put_seq``, keeping its expiry (and
+        ending its ``exv`` entry) if it has one (``rest``: as :meth:`_end`'s); returns its payload CRC ``P``."""
         key = ver_key(nsid, idk, put_seq)
         if rest is None:
             _, tsk, xk, crc = self._ver_parts(key, self.txn.get(key, db=self.d.ver))
@@ -816,37 +795,27 @@ class Projections(IndexView):
 
     def delete(self, seq: int, nsid: bytes, idk: bytes) -> bool:
         """Fold a delete (or erase): end the live version. False if the record is not live."""
-        newest = self.newest(nsid, idk)
-        if newest is None or newest[1] != LIVE:
+        latest = self.latest(nsid, idk)
+        if latest is None or not latest[1]:
             return False
-        self.end_live(seq, nsid, idk, newest[0], newest[2], newest[2:])
+        self.end_live(seq, nsid, idk, latest[0], latest[2])
         return True
 
-    def end_live(
-        self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes,
-        rest: tuple[bytes, bytes, bytes] | None = None,
-    ) -> None:
+    def end_live(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> None:
         """Fold a delete of a record whose live version (put at ``put_seq``, timestamp key
-        ``tsk``, as :meth:`visible` found it in this transaction) the caller knows: end it.
-        ``rest``: ``(T, X or b"", P)`` of its ``ver`` value as :meth:`newest` read it in this
-        transaction (None: read here)."""
-        counted = self._end(seq, nsid, idk, put_seq, tsk, rest)
+        ``tsk``, as :meth:`visible` found it in this transaction) the caller knows: end it."""
+        counted = self._end(seq, nsid, idk, put_seq, tsk)
         self._set_count(nsid, seq, self.count(nsid) - counted)
 
     def end_many(self, first: int, nsid: bytes, ended: Sequence[tuple[bytes, Version]]) -> None:
-        """Fold the deletes of events ``first, first + 1, ...`` of namespace ``nsid``, each of a
-        live record ``(id key, its live version as :meth:`newest` read it in this transaction)``,
-        no record twice: the same writes as :meth:`end_live` for each in turn (a batch of
-        deletes), the ``ver``, ``tver`` and ``cnt`` entries put in one ``putmulti`` each at the end
-        (no entry of one is read again by a later one: each version has its own keys)."""
+        """Fold the deletes of events ``first, first + 1, ...`` of live records of ``nsid``, each
+        ``(id key, its version as :meth:`newest_each` read it in this transaction)``, none twice: the
+        writes of :meth:`end_live` for each in turn, the ``ver``, ``tver`` and ``cnt`` entries in one
+        ``putmulti`` each at the end (no later delete reads them: each version has its own keys)."""
         txn, d = self.txn, self.d
-        vers: list[tuple[bytes, bytes]] = []
-        tvers: list[tuple[bytes, bytes]] = []
-        cnts: list[tuple[bytes, bytes]] = []
-        count = self.count(nsid)
-        last = self._time_last(nsid)
-        seq = first
-        for idk, (put_seq, _, tsk, xk, crc) in ended:
+        vers, tvers, cnts = [], [], []  # entries (key, value), one kind each
+        count, last = self.count(nsid), self._time_last(nsid)
+        for seq, (idk, (put_seq, _, tsk, xk, crc)) in enumerate(ended, first):
             end = seq_key(seq)
             key = ver_key(nsid, idk, put_seq)
             if xk:
@@ -864,7 +833,6 @@ class Projections(IndexView):
                 last = self._time_last(nsid)
             ck = cnt_key(nsid, seq)
             cnts.append((ck, cnt_value(ck, count, last)))
-            seq += 1
         self._counts[nsid] = count
         txn.cursor(db=d.ver).putmulti(vers)
         txn.cursor(db=d.tver).putmulti(tvers)
