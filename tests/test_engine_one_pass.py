@@ -1,0 +1,183 @@
+"""One scoring pass over the rows of every namespace of a prefix (coniti.engine.across.one_pass,
+coniti.structure.rows.top_across): an unfiltered semantic ask over a prefix of ``flat`` or
+``segment_tree`` namespaces answers what each namespace's own search, merged, answers (deleted and
+updated rows, buffered rows, time ranges, ties across namespaces), and any other ask or structure
+takes one search per namespace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coniti import ContinuityEngine, Note, Query, TimeRange
+from coniti.embedding import LocalHashEmbedder
+from coniti.engine import across
+from coniti.engine.recall import Scope
+from coniti.impl.log import LogBackend
+from coniti.recall import Hit
+from coniti.strategy import DefaultStrategy
+from coniti.structure import AnnStructure, FlatStructure, SegmentTreeStructure, Structure
+
+EMBEDDER = LocalHashEmbedder(dim=32)
+WORDS = ["budget", "kitchen", "holiday", "review", "plan", "garden"]
+SPACES = [("a", "one"), ("a", "two"), ("b",)]
+
+
+def structure(kind: str) -> Structure:
+    if kind == "flat":
+        return FlatStructure(buffer_min=3, buffer_fraction=0.5)
+    return SegmentTreeStructure(leaf_size=2, direct_rows=2, buffer_min=3, buffer_fraction=0.5)
+
+
+def engine(path: Path, first: Structure) -> ContinuityEngine:
+    return ContinuityEngine(LogBackend(path), EMBEDDER, [first], DefaultStrategy())
+
+
+def merged_by_hand(e: ContinuityEngine, query: Query) -> list[tuple[object, ...]]:
+    """Each namespace's own answer (its structure's search), merged by (score, newer, id,
+    namespace), cut to k, with the merged rank."""
+    hits: list[Hit] = []
+    for ns in SPACES:
+        hits += e.ask(query, namespace=ns).hits
+    hits.sort(key=lambda h: (-h.score, -h.note.timestamp, h.note.id, h.namespace))
+    return [view(h, r) for r, h in enumerate(hits[: query.k], start=1)]
+
+
+def view(h: Hit, rank: int) -> tuple[object, ...]:
+    assert h.signals is not None
+    return (h.namespace, h.note.id, h.note.timestamp, h.score, h.signals.semantic, rank)
+
+
+def answered(e: ContinuityEngine, query: Query) -> list[tuple[object, ...]]:
+    out = []
+    for h in e.ask(query, prefix=()).hits:
+        assert h.signals is not None
+        out.append(view(h, h.signals.ranks["semantic"]))
+    return out
+
+
+def scopes(e: ContinuityEngine) -> list[Scope]:
+    return [Scope.of(ns, e._indexes.get(ns)) for ns in SPACES]
+
+
+def vector(text: str) -> np.ndarray:
+    return EMBEDDER.embed([text])[0]
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data(), kind=st.sampled_from(["flat", "segment_tree"]))
+def test_one_pass_equals_the_merge_of_each_namespaces_search(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, kind: str
+) -> None:
+    """Over notes written out of time order (buffered rows, merges), some removed, some updated
+    (the old row ended, a new one added), the same ids in several namespaces (ties decided by the
+    namespace), with or without a time range and a ``min_score``: the prefix ask, answered by one
+    pass, gives each namespace's own answer merged and cut to k (namespace, id, time, score,
+    semantic signal, merged rank)."""
+    e = engine(tmp_path_factory.mktemp("pass"), structure(kind))
+    for ns in SPACES:
+        count = data.draw(st.integers(0, 10))
+        ids = data.draw(st.lists(st.integers(0, 12), min_size=count, max_size=count, unique=True))
+        notes = [
+            Note(
+                id=f"n{i:03}",
+                text=" ".join(data.draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3)))
+                + f" {i}",  # distinct within a namespace (no duplicate refused); may tie across
+                timestamp=float(data.draw(st.integers(0, 6))),
+            )
+            for i in ids
+        ]
+        half = len(notes) // 2
+        for part in (notes[:half], notes[half:]):
+            if part:
+                e.ingest_many(part, namespace=ns)
+        gone = data.draw(st.lists(st.sampled_from(ids), unique=True, max_size=3)) if ids else []
+        if gone:
+            e.remove([f"n{i:03}" for i in gone], namespace=ns)
+        for i in [i for i in ids if i not in gone][:2]:
+            if data.draw(st.booleans()):
+                e.update(f"n{i:03}", text=data.draw(st.sampled_from(WORDS)) + " new", namespace=ns)
+    window = data.draw(
+        st.sampled_from([None, TimeRange(start=2.0), TimeRange(end=4.0), TimeRange(start=1.0, end=3.0)])
+    )
+    query = Query(
+        text=data.draw(st.sampled_from(WORDS)),
+        k=data.draw(st.integers(1, 7)),
+        strategy="semantic",
+        time_range=window,
+        min_score=data.draw(st.sampled_from([None, 0.2])),
+    )
+    passed = across.one_pass(scopes(e), query, vector(query.text or ""), e.strategy, query.k)
+    assert passed is not None  # the one pass answers this ask
+    assert answered(e, query) == merged_by_hand(e, query)
+    e.close()
+
+
+def test_one_pass_breaks_a_tie_across_namespaces_by_the_namespace(tmp_path: Path) -> None:
+    """The same note (id, text, time) in three namespaces scores the same everywhere: the prefix
+    ask answers it in the namespaces' order, as the per-namespace merge does."""
+    e = engine(tmp_path, FlatStructure())
+    for ns in reversed(SPACES):
+        e.ingest_many([Note(id="same", text="budget plan", timestamp=1.0)], namespace=ns)
+    hits = e.ask(Query(text="budget plan", k=2, strategy="semantic"), prefix=()).hits
+    assert [h.namespace for h in hits] == sorted(SPACES)[:2]
+    e.close()
+
+
+def test_one_pass_reads_rows_restored_from_a_snapshot(tmp_path: Path) -> None:
+    """After a reopen (the rows memory mapped from the snapshot, checked on first read), the prefix
+    ask by one pass answers what it answered before the close."""
+    e = engine(tmp_path, FlatStructure())
+    for j, ns in enumerate(SPACES):
+        e.ingest_many(
+            [Note(id=f"n{j}-{i}", text=f"{WORDS[i % 6]} plan {i}", timestamp=float(i)) for i in range(40)],
+            namespace=ns,
+        )
+    query = Query(text="garden plan", k=6, strategy="semantic")
+    before = answered(e, query)
+    e.persist()
+    e.close()
+    again = engine(tmp_path, FlatStructure())
+    assert answered(again, query) == before == merged_by_hand(again, query)
+    again.close()
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["near", "filter", "ann", "strategy"],
+)
+def test_other_asks_and_structures_take_one_search_per_namespace(tmp_path: Path, change: str) -> None:
+    """``one_pass`` declines (None) an ask with ``near`` or a filter, a namespace whose first
+    structure is ``ann``, and a strategy that answers its own way; the ask still answers what each
+    namespace's search, merged, answers."""
+    first: Structure = AnnStructure() if change == "ann" else FlatStructure()
+
+    class Own(DefaultStrategy):
+        def answer(self, query, vector, context):  # type: ignore[no-untyped-def]
+            return super().answer(query, vector, context)
+
+    strategy = Own() if change == "strategy" else DefaultStrategy()
+    e = ContinuityEngine(LogBackend(tmp_path), EMBEDDER, [first], strategy)
+    for j, ns in enumerate(SPACES):
+        e.ingest_many(
+            [Note(id=f"n{j}-{i}", text=f"{WORDS[i % 6]} plan {i}", timestamp=float(i)) for i in range(8)],
+            namespace=ns,
+        )
+    update: dict[str, object] = {}
+    if change == "near":
+        update = {"near": "n0-1"}
+    elif change == "filter":
+        update = {"filter": {"missing": None}}
+    query = Query(text="kitchen plan", k=4, strategy="semantic").model_copy(update=update)
+    assert across.one_pass(scopes(e), query, vector("kitchen plan"), e.strategy, 4) is None
+    if change in ("ann", "strategy"):
+        assert answered(e, query) == merged_by_hand(e, query)
+    e.close()
