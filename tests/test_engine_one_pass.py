@@ -1,8 +1,8 @@
 """One scoring pass over the rows of every namespace of a prefix (coniti.engine.across.one_pass,
-coniti.structure.rows.top_across): an unfiltered semantic ask over a prefix of ``flat`` or
-``segment_tree`` namespaces answers what each namespace's own search, merged, answers (deleted and
-updated rows, buffered rows, time ranges, ties across namespaces), and any other ask or structure
-takes one search per namespace."""
+coniti.structure.rows.top_across; filtered: coniti.engine.where.first_of): a semantic ask over a
+prefix of ``flat`` or ``segment_tree`` namespaces answers what each namespace's own search, merged,
+answers (deleted and updated rows, buffered rows, time ranges, ties across namespaces), and any
+other ask or structure takes one search per namespace."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from coniti import ContinuityEngine, Note, Query, TimeRange
 from coniti.embedding import LocalHashEmbedder
-from coniti.engine import across
+from coniti.engine import across, where
 from coniti.engine.recall import Scope
+from coniti.filters import compile_record_filter
 from coniti.impl.log import LogBackend
 from coniti.recall import Hit
 from coniti.strategy import DefaultStrategy
@@ -117,6 +118,55 @@ def test_one_pass_equals_the_merge_of_each_namespaces_search(
     )
     passed = across.one_pass(scopes(e), query, vector(query.text or ""), e.strategy, query.k)
     assert passed is not None  # the one pass answers this ask
+    assert answered(e, query) == merged_by_hand(e, query)
+    e.close()
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data(), kind=st.sampled_from(["flat", "segment_tree"]))
+def test_a_filtered_prefix_ask_scored_as_one_equals_the_merge_of_each_namespace(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, kind: str
+) -> None:
+    """With ``user == X`` over notes written out of time order, some removed, some updated, with or
+    without a time range: the prefix ask (each namespace's matching rows gathered, then scored as
+    one by ``where.first_of``) gives each namespace's own filtered answer merged and cut to k."""
+    e = engine(tmp_path_factory.mktemp("where"), structure(kind))
+    for ns in SPACES:
+        ids = data.draw(st.lists(st.integers(0, 12), max_size=10, unique=True))
+        notes = [
+            Note(
+                id=f"n{i:03}",
+                text=" ".join(data.draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))) + f" {i}",
+                timestamp=float(data.draw(st.integers(0, 6))),
+                metadata={"user": data.draw(st.sampled_from(["ada", "bob"]))},
+            )
+            for i in ids
+        ]
+        for part in (notes[: len(notes) // 2], notes[len(notes) // 2 :]):
+            if part:
+                e.ingest_many(part, namespace=ns)
+        gone = data.draw(st.lists(st.sampled_from(ids), unique=True, max_size=3)) if ids else []
+        if gone:
+            e.remove([f"n{i:03}" for i in gone], namespace=ns)
+        for i in [i for i in ids if i not in gone][:2]:
+            if data.draw(st.booleans()):
+                e.update(f"n{i:03}", text=data.draw(st.sampled_from(WORDS)) + " new", namespace=ns)
+    query = Query(
+        text=data.draw(st.sampled_from(WORDS)),
+        k=data.draw(st.integers(1, 7)),
+        strategy="semantic",
+        filter={"user": "ada"},
+        time_range=data.draw(st.sampled_from([None, TimeRange(start=2.0), TimeRange(end=4.0)])),
+    )
+    found = [
+        where.prefiltered(query, vector(query.text or ""), s.namespace, s.index, e.memory, compile_record_filter(query.filter))
+        for s in scopes(e)
+    ]
+    assert where.first_of(found, query.k) is not None  # scored as one
     assert answered(e, query) == merged_by_hand(e, query)
     e.close()
 

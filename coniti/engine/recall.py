@@ -249,7 +249,10 @@ def recall(
                 pre[n] = where.prefiltered(query, vector, scope.namespace, scope.index, memory, match)
     if merged and vector is not None and query.resolved_strategy == "semantic" and (match is None or len(pre) == len(scopes)):
         rankings = [pre[n].rank if n in pre else asks.ranking(query, s) for n, s in enumerate(scopes)]
-        passed = None if match is not None else across.one_pass(scopes, query, vector, strategy, want)
+        if match is None:
+            passed = across.one_pass(scopes, query, vector, strategy, want)
+        else:  # every namespace prefiltered: their matching rows scored as one
+            passed = where.first_of([pre[n] for n in range(len(scopes))], want)
         if passed is not None:  # every namespace's rows scored as one
             rankings = [_first(ranked) for ranked in passed]
         first = across.first_across(scopes, rankings, want, query.min_score, match, memory, asks.hits)
