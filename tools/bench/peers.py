@@ -43,6 +43,7 @@ systems sync their writes to disk, on stdout; every figure and every round's raw
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -83,6 +84,7 @@ NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the workload's fixed "now"
 ROWS: tuple[tuple[str, str, bool, str], ...] = (
     ("ingest", "ingest, batches of {batch}", True, "notes/s"),
     ("all", "top-10 over all namespaces (exact)", False, "ms"),
+    ("ann", "top-10 over all namespaces (approximate: HNSW)", False, "ms"),
     ("filtered", "top-10 with a metadata filter (user == X)", False, "ms"),
     ("window", "top-10 in the last 30 days", False, "ms"),
     ("one_ns", "top-10 in one namespace", False, "ms"),
@@ -93,6 +95,12 @@ ROWS: tuple[tuple[str, str, bool, str], ...] = (
     ("delete", "delete, batches of {batch}", True, "notes/s"),
 )
 ASKS = ("all", "filtered", "window", "one_ns")
+ANN = "coniti-ann"
+"""coniti with structure ``ann`` (``bench/peer_worker.py``'s ``ANN_OPTIONS``): run beside ``coniti``
+in every round (ingest and the top-10 over all namespaces only), shown in the ``ann`` row beside
+chroma's top-10 over all namespaces (its HNSW index); the other peers have no such row."""
+APPROXIMATE = {ANN: "coniti", "chroma": "chroma"}
+"""Whose top-10 over all namespaces fills the ``ann`` row, and in which column."""
 WRITES = ("ingest", "update", "delete", "close")
 """Rows whose best peer is the best among the peers that sync their writes (a faster one that does
 not is named beside it)."""
@@ -252,7 +260,7 @@ def run_child(
     env["OPENBLAS_NUM_THREADS"] = (
         "1"  # numpy's product on one core, as coniti's ask (see NUMPY_BLAS)
     )
-    if system == "coniti":
+    if system.startswith("coniti"):
         env["PYTHONPATH"] = str(code)
     else:
         env.pop("PYTHONPATH", None)
@@ -278,15 +286,18 @@ def figures_of(
     result: dict[str, Any], n: int, truth: dict[str, list[list[str]]]
 ) -> dict[str, float]:
     """One round's figures of one system (the table's units) and its recall@10 per ask."""
-    out = {
-        "ingest": n / result["ingest_s"],
-        "close": result["close_s"],
-        "reopen": result["reopen_s"],
-        "disk": result["disk_bytes"] / n,
-        "update": statistics.median(result["update_s"]) * 1e3,
-        "delete": result["deleted"] / result["delete_s"],
-    }
+    out = {"ingest": n / result["ingest_s"]}
+    if "close_s" in result:  # every phase (not an asks-only system)
+        out |= {
+            "close": result["close_s"],
+            "reopen": result["reopen_s"],
+            "disk": result["disk_bytes"] / n,
+            "update": statistics.median(result["update_s"]) * 1e3,
+            "delete": result["deleted"] / result["delete_s"],
+        }
     for ask in ASKS:
+        if f"{ask}_s" not in result:
+            continue
         out[ask] = statistics.median(result[f"{ask}_s"]) * 1e3
         if f"numpy_{ask}_s" in result:  # numpy timed beside this system's asks
             out[f"numpy_{ask}"] = statistics.median(result[f"numpy_{ask}_s"]) * 1e3
@@ -336,7 +347,9 @@ def table(
             cells.append(cell)
         cells.append(fmt(numpy_ms[phase], "ms") if phase in numpy_ms else "")
         every = {p: medians[p][phase] for p in peers if phase in medians[p]}
-        if phase in WRITES:  # against the peers that sync their writes, as coniti does
+        if phase == "ann":  # approximate beside approximate, each with its recall
+            exact = every
+        elif phase in WRITES:  # against the peers that sync their writes, as coniti does
             exact = {p: v for p, v in every.items() if syncs.get(p, "").startswith("yes")}
         else:
             exact = {
@@ -385,6 +398,10 @@ def write_results(
     medians = {
         s: {k: statistics.median(f[k] for f in fs) for k in fs[0]} for s, fs in per_round.items()
     }
+    for source, column in APPROXIMATE.items():  # the approximate row
+        if source in medians and column in medians and "all" in medians[source]:
+            medians[column]["ann"] = medians[source]["all"]
+            medians[column]["ann_recall"] = medians[source]["all_recall"]
     beside = "coniti" if "coniti" in per_round else next(iter(per_round), None)
     numpy_rounds = {
         ask: [f[f"numpy_{ask}"] for f in per_round[beside]] for ask in ASKS if beside is not None
@@ -429,6 +446,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--from-json", type=Path, default=None, help="print the table of a run's JSON, then stop"
     )  # fmt: skip
     p.add_argument("--setup-only", action="store_true", help="build the peers' venv, then stop")
+    p.add_argument(
+        "--no-ann", action="store_true",
+        help="leave out coniti with structure ann (the approximate row)",
+    )  # fmt: skip
     a = p.parse_args(argv)
     if a.systems is None:  # qdrant's local mode is for small collections (it warns past 20,000)
         systems = [s for s in SYSTEMS if s != "qdrant" or a.n <= QDRANT_LOCAL_MAX]
@@ -441,6 +462,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (a.baseline_code / "coniti" / "__init__.py").is_file():
             p.error(f"--baseline-code: {a.baseline_code} holds no coniti package")
         systems.insert(1 if "coniti" in systems else 0, "coniti@base")
+    if "coniti" in systems and not a.no_ann and importlib.util.find_spec("usearch") is not None:
+        runs_too = [ANN]  # the approximate row (coniti's ann structure needs usearch)
+    else:
+        runs_too = []
     if a.from_json is not None:
         saved = json.loads(a.from_json.read_text())
         order = [s for s in ("coniti", "coniti@base", *PEER_SYSTEMS) if s in saved["medians"]]
@@ -465,10 +490,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         w = make_workload(work / "data", a.n, a.namespaces, a.users, a.batch, a.queries, a.seed)
         truth = exact_answers(w)
-        runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+        everyone = [*systems, *runs_too]
+        runs: dict[str, list[dict[str, Any]]] = {s: [] for s in everyone}
         errors: dict[str, Any] = {}
         for r in range(a.rounds):
-            order = systems[r % len(systems) :] + systems[: r % len(systems)]
+            order = everyone[r % len(everyone) :] + everyone[: r % len(everyone)]
             for s in order:
                 python = Path(sys.executable) if s.startswith("coniti") else peer_python
                 assert python is not None
