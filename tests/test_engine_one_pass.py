@@ -254,3 +254,38 @@ def test_a_past_engine_asks_each_namespace_as_of_its_event(tmp_path: Path) -> No
     assert answered(past, query) == before == merged_by_hand(past, query)
     assert across.one_pass(scopes(past), query, vector("garden plan"), e.strategy, 4) is None
     e.close()
+
+
+def test_one_pass_ranks_a_long_note_by_its_best_passage(tmp_path: Path) -> None:
+    """With an embedder that splits long notes into passages (minilm), the prefix ask by one pass
+    ranks each long note at its best passage row, once, as each namespace's own answer merged:
+    the note whose answer sits past its first passage comes first; when the best rows are a few
+    notes' passages, the pass goes deeper until it holds k notes."""
+    from coniti.minilm import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    e = ContinuityEngine(LogBackend(tmp_path), embedder, [FlatStructure()], DefaultStrategy())
+    filler = " ".join(f"Meeting notes item {i} about the quarterly logistics schedule." for i in range(60))
+    fruits = ["mango", "apple", "pear"]
+    for j, ns in enumerate(SPACES):
+        e.ingest_many(
+            [
+                Note(id=f"long{j}", text=f"{filler} Ada's favourite fruit is the {fruits[j]}.", timestamp=1.0),
+                Note(id=f"long{j}b", text=f"{filler} The van leaves at {j + 6} o'clock.", timestamp=2.0),
+                *[Note(id=f"s{j}-{i}", text=f"Shipping forms for warehouse {i}.", timestamp=3.0) for i in range(3)],
+            ],
+            namespace=ns,
+        )
+    query = Query(text="Which fruit does Ada like?", k=4, strategy="semantic")
+    got = answered(e, query)
+    assert got == merged_by_hand(e, query)
+    assert str(got[0][1]).startswith("long") and not str(got[0][1]).endswith("b")
+    assert len({(g[0], g[1]) for g in got}) == len(got)  # each note once
+    passed = across.one_pass(scopes(e), query, embedder.embed([query.text or ""])[0], e.strategy, 4)
+    assert passed is not None
+    # the best rows all passages of the six long notes: eight notes need a deeper pass
+    wide = Query(text="meeting notes about the quarterly logistics schedule", k=8, strategy="semantic")
+    got = answered(e, wide)
+    assert got == merged_by_hand(e, wide)
+    assert len(got) == 8 and len({(g[0], g[1]) for g in got}) == 8
+    e.close()

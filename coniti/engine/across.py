@@ -15,14 +15,15 @@ filter) since the index saw it, :func:`first_across` gives up (None) and the ask
 that reads each namespace's candidates in turn.
 
 **One scoring pass** (:func:`one_pass`): when every namespace in scope ranks by a ``flat`` or
-``segment_tree`` structure first (no passage rows), with the default strategy, an unfiltered
+``segment_tree`` structure first, with the default strategy, an unfiltered
 ``semantic`` ask without ``near`` scores the rows of all of them as one
 (:func:`~coniti.structure.rows.top_across`: one array of fast scores, one ``k``-th best, the
 candidates near it scored exactly), and each namespace's ranking is its share of the first ``want``
 of that pass, in the structure's order. The hits are those of each structure's own search merged:
 the same rows, scores (the canonical exact score) and order (score, then the newer, then the
 smaller id, then the namespace); deleted rows, rows outside the time range and buffered rows
-are treated as the structures treat them. Any other ask, or a structure of another kind in scope,
+are treated as the structures treat them. A long note's passage rows (:mod:`coniti.passages`)
+count as their note at its best row, the pass asked twice as deep until ``want`` notes are sure. Any other ask, or a structure of another kind in scope,
 takes one search per namespace.
 """
 
@@ -38,6 +39,7 @@ from coniti.actor import Query
 from coniti.filters import RecordPredicate
 from coniti.hybrid import Ranked
 from coniti.memory import MemoryBackend
+from coniti.passages import note_id
 from coniti.strategy import DefaultStrategy, Strategy
 from coniti.structure.flat import FlatStructure, SortedRowsStructure
 from coniti.structure.rows import top_across
@@ -109,7 +111,7 @@ def one_pass(
     structures = []
     for scope in scopes:
         index = scope.index
-        if not index.structures or index.passages is not None:
+        if not index.structures:
             return None
         first = index.structures[0]
         if type(first) not in _ONE_PASS or not isinstance(first, SortedRowsStructure):
@@ -127,15 +129,45 @@ def one_pass(
     rankings: list[list[Ranked]] = [[] for _ in scopes]
     if start >= end:
         return rankings
-    found = top_across([s.sorted_rows for s in structures], unit, want, start, end)
-    if found is None:
-        return None
+    rows = [s.sorted_rows for s in structures]
+    passages = any(scope.index.passages is not None for scope in scopes)
+    deep = want
+    while True:
+        found = top_across(rows, unit, deep, start, end)
+        if found is None:
+            return None
+        if not passages:
+            break
+        every = len(found) < deep  # every row in range is a candidate
+        found = _notes(found, deep)  # a note at its best row (coniti.passages.note_hits)
+        if every or len(found) >= want:
+            break
+        deep *= 2  # fewer than want notes reach the deep-th best row: deeper
     found.sort(key=lambda f: (-f[2], -f[3], f[1], scopes[f[0]].namespace))
     for n, id_, score, _ in found[:want]:
         ranked = rankings[n]
         signals = {"strategy": "semantic", "semantic": score, "ranks": {"semantic": len(ranked) + 1}}
         ranked.append(Ranked(id_, score, signals))
     return rankings
+
+
+def _notes(
+    found: list[tuple[int, str, float, float]], deep: int
+) -> list[tuple[int, str, float, float]]:
+    """The notes of the candidate rows ``found`` (of :func:`top_across` for ``deep``), each at its
+    best row, that are sure to be among the best notes: those whose best row reaches the
+    ``deep``-th best exact score (every row that does is in ``found``, so no other note can rank
+    before them). All of them when ``found`` holds fewer than ``deep`` rows (every row in range)."""
+    scores = sorted((f[2] for f in found), reverse=True)
+    floor = scores[deep - 1] if len(scores) >= deep else -math.inf
+    best: dict[tuple[int, str], tuple[int, str, float, float]] = {}
+    for n, row, score, when in found:
+        if score < floor:
+            continue
+        key = (n, note_id(row))
+        if key not in best or score > best[key][2]:
+            best[key] = (n, key[1], score, when)
+    return list(best.values())
 
 
 def _bounds(query: Query) -> tuple[float, float]:
