@@ -6,9 +6,13 @@ its index, and only their rows are scored, exactly, in the structure's own order
 (:func:`~coniti.structure.scoring.exact_scores` of the stored unit row and the unit query), then the
 newer note, then the smaller id (:func:`~coniti.structure.scoring.top_by_key`). Scoring only the
 matching rows the same way gives the structure's ranking with the non-matching rows removed, score
-for score: what a filtered ask answers (:mod:`coniti.engine.recall`). The ranking is then read by a
-:class:`~coniti.engine.recall.Stream` as any other, so a candidate's record is still read from
-memory, the filter tested again on it, and a record that vanished left out.
+for score: what a filtered ask answers (:mod:`coniti.engine.recall`). When every namespace of the
+prefix is prefiltered, :func:`first_of` scores their matching rows as one (fast scores, one
+``k``-th best, only the rows near it scored exactly) and the merge reads those
+(:func:`~coniti.engine.across.first_across`); otherwise, or when the merge gives up, each
+namespace's ranking is read by a :class:`~coniti.engine.recall.Stream` as any other (every
+matching row then scored exactly). Either way a candidate's record is still read from memory, the
+filter tested again on it, and a record that vanished left out.
 
 **When it applies** (else the ask takes the unfiltered ranking and filters its candidates): strategy
 ``semantic`` with a query vector and no ``near``; the asks merged over a prefix (each hit's rank is
