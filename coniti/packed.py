@@ -5,7 +5,8 @@ A snapshot holds a column of strings (ids, content keys) as their UTF-8 bytes on
 of them into a list, and a dict from id to row, costs about half a second: more than the rest of an
 ``ask``. :class:`PackedStrings` reads such a column in place: one string by index, or every index
 holding a given string (:meth:`PackedStrings.find`: a binary search over a sorted key of each
-string, built by the first find or given by its owner: :meth:`PackedStrings.sort_index`), and
+string, built by the first find or given by its owner: :meth:`PackedStrings.sort_index`; or, in a
+column kept in sorted order, :meth:`PackedStrings.bisect`: a binary search of the strings), and
 decodes everything only when asked (:meth:`PackedStrings.tolist`). :class:`IdColumn` is the id of each row of a table that grows: a
 packed base plus the rows appended since, or, once :meth:`IdColumn.unpack` ran, one list.
 
@@ -127,6 +128,25 @@ class PackedStrings:
             keep = self._raw[starts + j] == needle[j]
             rows, starts = rows[keep], starts[keep]
         return rows
+
+    def bisect(self, value: str) -> int | None:
+        """The index of ``value`` in a column whose strings are in strictly ascending order of
+        their UTF-8 bytes (as ``sorted`` orders ``str``; the caller's promise, unchecked: out of
+        order, a find may miss), or None: a binary search, O(log n) slices, nothing decoded and no
+        sort index made."""
+        encoded = value.encode("utf-8", "surrogatepass")
+        raw, ends = self._raw, self._ends
+        lo, hi = 0, int(ends.shape[0])
+        while lo < hi:
+            mid = (lo + hi) // 2
+            here = raw[int(ends[mid - 1]) if mid else 0 : int(ends[mid])].tobytes()
+            if here < encoded:
+                lo = mid + 1
+            elif here > encoded:
+                hi = mid
+            else:
+                return mid
+        return None
 
     def tolist(self) -> list[str]:
         """Every string, decoded (ASCII columns on the fast path)."""

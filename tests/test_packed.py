@@ -326,3 +326,16 @@ def test_an_add_and_an_ask_on_a_restored_store_leave_its_ids_packed(tmp_path: Pa
         assert space.content.packed is not None and space.keyword.packed
         assert space.structures[0]._rows.packed  # type: ignore[attr-defined]
         assert restored.verify().ok
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sets(IDS, max_size=30), st.lists(IDS, max_size=10))
+def test_bisect_finds_each_string_of_a_sorted_column_and_nothing_else(values: set[str], probes: list[str]) -> None:
+    """In a column of distinct strings in ascending order of their UTF-8 bytes, bisect(x) is x's
+    index, and None for a string not in it (non-ASCII, surrogates and prefixes of members too)."""
+    ordered = sorted(values, key=lambda v: v.encode("utf-8", "surrogatepass"))
+    column = PackedStrings(*pack_strings(ordered))
+    for i, value in enumerate(ordered):
+        assert column.bisect(value) == i
+    for probe in [*probes, *(v[:-1] for v in ordered), *(v + "a" for v in ordered)]:
+        assert column.bisect(probe) == (ordered.index(probe) if probe in values else None)
