@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["KEY_SCHEME", "LOOKUP_BUDGET", "IdColumn", "PackedStrings"]
+__all__ = ["KEY_SCHEME", "LOOKUP_BUDGET", "IdColumn", "PackedStrings", "index_arrays", "indexed"]
 
 LOOKUP_BUDGET = 1024
 """Finds over a packed column after which its owner should unpack it (see the module docstring)."""
@@ -29,6 +29,27 @@ LOOKUP_BUDGET = 1024
 KEY_SCHEME = f"mix64-{sys.byteorder}-1"
 """The name of the 64-bit key :meth:`PackedStrings.sort_index` sorts (it depends on the machine's
 byte order): a sort index kept on disk applies only where this name is the one it was made with."""
+
+
+def index_arrays(strings: PackedStrings) -> dict[str, np.ndarray]:
+    """``strings``' :meth:`~PackedStrings.sort_index` as the arrays a snapshot keeps beside them:
+    ``id_order`` (int64), ``id_keys`` (uint64) and ``id_key_scheme`` (:data:`KEY_SCHEME`, ASCII
+    ``uint8``)."""
+    order, keys = strings.sort_index()
+    scheme = np.frombuffer(KEY_SCHEME.encode("ascii"), dtype=np.uint8).copy()
+    return {"id_order": order, "id_keys": keys, "id_key_scheme": scheme}
+
+
+def indexed(raw: np.ndarray, ends: np.ndarray, state: dict[str, np.ndarray]) -> PackedStrings:
+    """The column ``raw``/``ends`` with the sort index :func:`index_arrays` put in ``state``, when
+    it is there under this machine's :data:`KEY_SCHEME` (else made at the first find). Raises
+    ``ValueError`` for arrays that do not fit (see :class:`PackedStrings`)."""
+    scheme = state.get("id_key_scheme")
+    if scheme is None or "id_order" not in state or "id_keys" not in state:
+        return PackedStrings(raw, ends)
+    if np.asarray(scheme, dtype=np.uint8).tobytes().decode("ascii", "replace") != KEY_SCHEME:
+        return PackedStrings(raw, ends)
+    return PackedStrings(raw, ends, (state["id_order"], state["id_keys"]))
 
 
 class PackedStrings:

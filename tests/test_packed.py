@@ -279,6 +279,25 @@ def test_restored_rows_answer_and_accept_writes_as_the_original_without_unpackin
     assert restored._rows.packed  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("make", [FlatStructure, lambda: SegmentTreeStructure(leaf_size=4)])
+def test_restored_rows_look_ids_up_without_sorting_them(make: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """derived_state() carries the ids' sort index: a structure restored from it finds, ends and
+    replaces rows by id without sorting its packed ids, with the original's answers."""
+    assert callable(make)
+    original, restored = make(), make()
+    ids, vectors, times, born = _rows(40, 3)
+    original.add(ids, vectors, times, born=born)
+    state = {k: _read_only(v) for k, v in original.derived_state().items()}
+    monkeypatch.setattr("coniti.packed.np.argsort", lambda *_a, **_k: pytest.fail("the ids were sorted"))
+    restored.restore_derived_state(state)
+    for s in (original, restored):
+        s.remove(["r3", "r17", "r5"], seq=41)
+        s.add(["r5"], vectors[:1], np.array([45.0]), born=np.array([42]))
+    monkeypatch.undo()
+    probe = np.random.default_rng(1).standard_normal(DIM).astype(np.float32)
+    assert _structure_answers(restored, probe) == _structure_answers(original, probe)
+
+
 # -- the engine on a restored store -------------------------------------------------------------
 
 EMBEDDER = LocalHashEmbedder(dim=32)
