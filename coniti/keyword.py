@@ -72,7 +72,7 @@ from coniti import windows as conversation
 from coniti.actor import TimeRange
 from coniti.embedding import tokenize as word_tokens
 from coniti.errors import ContractError
-from coniti.packed import KEY_SCHEME, LOOKUP_BUDGET, IdColumn, PackedStrings
+from coniti.packed import LOOKUP_BUDGET, IdColumn, PackedStrings, indexed, scheme_array
 from coniti.structure import StructureHit
 from coniti.windows import QUESTION_WORDS, THREAD_KEY, question_text, thread_of
 
@@ -806,7 +806,7 @@ class KeywordIndex:
             "id_offsets": np.concatenate(([0], id_ends)).astype(np.int64),
             "id_order": np.array(id_order, dtype=np.int64),
             "id_keys": np.array(id_keys, dtype=np.uint64),
-            "id_key_scheme": np.frombuffer(KEY_SCHEME.encode("ascii"), dtype=np.uint8).copy(),
+            "id_key_scheme": scheme_array(),
             "born": np.frombuffer(self._born, dtype=np.int64).copy(),
             "died": np.frombuffer(self._died, dtype=np.int64).copy(),
             "length": np.frombuffer(self._length, dtype=np.int_).astype(np.int64),
@@ -869,14 +869,13 @@ class KeywordIndex:
                 raise ContractError("keyword index state: terms and postings disagree")
         except KeyError as exc:
             raise ContractError(f"keyword index state lacks {exc.args[0]!r}") from None
-        try:
-            ids = PackedStrings(id_bytes, id_off[1:])
+        try:  # with the ids' sort index, when written under this key scheme (older states: made later)
+            ids = indexed(id_bytes, id_off[1:], state)
         except ValueError:
-            raise ContractError("keyword index state: the id offsets are not in order") from None
-        try:  # the ids' sort index, when written under this key scheme (older states: made later)
-            if _scheme(state.get("id_key_scheme")) == KEY_SCHEME:
-                ids = PackedStrings(id_bytes, id_off[1:], (state["id_order"], state["id_keys"]))
-        except (KeyError, ValueError):
+            try:
+                PackedStrings(id_bytes, id_off[1:])
+            except ValueError:
+                raise ContractError("keyword index state: the id offsets are not in order") from None
             raise ContractError("keyword index state: id_order and id_keys do not fit the ids") from None
         index._ids = IdColumn(ids)
         index._born = array("q", born.tobytes())
@@ -923,13 +922,6 @@ def _column(code: str, values: Sequence[Any] | np.ndarray) -> array[Any]:
     if isinstance(values, np.ndarray):
         return array(code, values.astype(np.int64 if code == "q" else np.float64).tobytes())
     return array(code, map(int, values) if code == "q" else map(float, values))
-
-
-def _scheme(value: Any) -> str | None:
-    """The key scheme a state names (``uint8`` ASCII), None when it names none."""
-    if value is None:
-        return None
-    return np.asarray(value, dtype=np.uint8).tobytes().decode("ascii", "replace")
 
 
 class _AsOf(KeywordIndex):

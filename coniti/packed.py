@@ -21,7 +21,9 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["KEY_SCHEME", "LOOKUP_BUDGET", "IdColumn", "PackedStrings", "index_arrays", "indexed"]
+__all__ = [
+    "KEY_SCHEME", "LOOKUP_BUDGET", "IdColumn", "PackedStrings", "index_arrays", "indexed", "scheme_array",
+]  # fmt: skip
 
 LOOKUP_BUDGET = 1024
 """Finds over a packed column after which its owner should unpack it (see the module docstring)."""
@@ -36,8 +38,12 @@ def index_arrays(strings: PackedStrings) -> dict[str, np.ndarray]:
     ``id_order`` (int64), ``id_keys`` (uint64) and ``id_key_scheme`` (:data:`KEY_SCHEME`, ASCII
     ``uint8``)."""
     order, keys = strings.sort_index()
-    scheme = np.frombuffer(KEY_SCHEME.encode("ascii"), dtype=np.uint8).copy()
-    return {"id_order": order, "id_keys": keys, "id_key_scheme": scheme}
+    return {"id_order": order, "id_keys": keys, "id_key_scheme": scheme_array()}
+
+
+def scheme_array() -> np.ndarray:
+    """:data:`KEY_SCHEME` as a state keeps it (``id_key_scheme``: ASCII ``uint8``)."""
+    return np.frombuffer(KEY_SCHEME.encode("ascii"), dtype=np.uint8).copy()
 
 
 def indexed(raw: np.ndarray, ends: np.ndarray, state: dict[str, np.ndarray]) -> PackedStrings:
