@@ -196,7 +196,7 @@ def answer(
 ) -> list[Hit]:
     """The hits of ``query`` over ``namespaces`` (their indexes loaded from ``indexes``):
     :func:`recall` of :func:`pool` hits, then :func:`second_stage`."""
-    scopes = [Scope.of(ns, indexes.get(ns)) for ns in namespaces]
+    scopes = [Scope.of(ns, index) for ns, index in zip(namespaces, indexes.get_many(namespaces), strict=True)]
     found = recall(
         query, vector, scopes, memory=memory, strategy=strategy, want=pool(query, reranker),
         merged=merged,
