@@ -72,7 +72,14 @@ from coniti import windows as conversation
 from coniti.actor import TimeRange
 from coniti.embedding import tokenize as word_tokens
 from coniti.errors import ContractError
-from coniti.packed import LOOKUP_BUDGET, IdColumn, PackedStrings, indexed, scheme_array
+from coniti.packed import (
+    LOOKUP_BUDGET,
+    IdColumn,
+    PackedPostings,
+    PackedStrings,
+    indexed,
+    scheme_array,
+)
 from coniti.structure import StructureHit
 from coniti.windows import QUESTION_WORDS, THREAD_KEY, question_text, thread_of
 
@@ -195,13 +202,10 @@ class KeywordIndex:
         self._lookups = 0
         """Searches of the packed ids so far (past :data:`~coniti.packed.LOOKUP_BUDGET`: unpack)."""
         self._postings: dict[str, tuple[array[int], array[int]]] = {}
-        self._packed_terms: PackedStrings | None = None
-        """The terms of a restored state, packed in ascending order (looked up by
-        :meth:`~coniti.packed.PackedStrings.bisect`, never decoded into a dict until every
-        posting is thawed): term ``t``'s postings are the slices ``_packed_postings`` gives (rows
-        ``posting_rows[offsets[t]:offsets[t + 1]]``) until a write first touches the term and
-        moves them to ``_postings``, which is read first."""
-        self._packed_postings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._packed: PackedPostings | None = None
+        """The postings of a restored state, still packed, until a write first touches a term and
+        moves its postings to ``_postings``, which is read first (a thawed term's packed ones are
+        stale); every term is decoded only by :meth:`_thaw_all`."""
         self._term_number: dict[str, int] = {}
         """Every term added since this index was made (or cleared), numbered in order of first use."""
         self._terms: list[str] = []
@@ -315,23 +319,12 @@ class KeywordIndex:
         posting = self._postings.get(term)
         if posting is not None:
             return np.frombuffer(posting[0], dtype=np.int_), np.frombuffer(posting[1], dtype=np.int_)
-        return self._packed_posting(term)
-
-    def _packed_posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """The rows and term frequencies of ``term`` in the packed postings of a restored state
-        (a thawed term's there are stale: :meth:`_posting` reads ``_postings`` first), or None."""
-        t = None if self._packed_terms is None else self._packed_terms.bisect(term)
-        if t is None:
-            return None
-        assert self._packed_postings is not None
-        offsets, rows, tfs = self._packed_postings
-        a, z = int(offsets[t]), int(offsets[t + 1])
-        return rows[a:z], tfs[a:z]
+        return None if self._packed is None else self._packed.get(term)
 
     def _thaw(self, term: str) -> tuple[array[int], array[int]]:
         """The growable postings of ``term`` (which is not in ``_postings``: a new term, or one
         whose postings are still packed), moved out of the packed ones."""
-        packed = self._packed_posting(term)
+        packed = None if self._packed is None else self._packed.get(term)
         out: tuple[array[int], array[int]] = (array("l"), array("l"))
         if packed is not None:
             rows, tfs = packed
@@ -342,12 +335,11 @@ class KeywordIndex:
     def _thaw_all(self) -> None:
         """Every posting into ``_postings`` (the packed terms decoded once, then dropped)."""
         self._flush()
-        if self._packed_terms is not None:
-            for term in self._packed_terms.tolist():
+        if self._packed is not None:
+            for term in self._packed.terms.tolist():
                 if term not in self._postings:
                     self._thaw(term)
-        self._packed_terms = None
-        self._packed_postings = None
+        self._packed = None
 
     @property
     def threaded(self) -> bool:
@@ -909,10 +901,10 @@ class KeywordIndex:
         if term_off[0] != 0 or unordered:
             raise ContractError("keyword index state: terms and postings disagree")
         try:
-            index._packed_terms = PackedStrings(term_bytes, term_off[1:])
+            terms = PackedStrings(term_bytes, term_off[1:])
         except ValueError:
             raise ContractError("keyword index state: the term offsets are not in order") from None
-        index._packed_postings = (post_off, post_rows, post_tfs)
+        index._packed = PackedPostings(terms, post_off, post_rows, post_tfs)
         return index
 
 

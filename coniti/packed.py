@@ -185,6 +185,24 @@ class PackedStrings:
         return [blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, stops, strict=True)]
 
 
+class PackedPostings:
+    """The postings of a restored keyword index, left packed: ``terms`` in ascending order (of
+    their UTF-8 bytes; looked up by :meth:`PackedStrings.bisect`, never decoded into a dict), term
+    ``t``'s rows and term frequencies ``rows[offsets[t]:offsets[t + 1]]`` and ``tfs[...]``."""
+
+    def __init__(self, terms: PackedStrings, offsets: np.ndarray, rows: np.ndarray, tfs: np.ndarray) -> None:
+        self.terms = terms
+        self._offsets, self._rows, self._tfs = offsets, rows, tfs
+
+    def get(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The rows and term frequencies of ``term``, or None when it has none."""
+        t = self.terms.bisect(term)
+        if t is None:
+            return None
+        a, z = int(self._offsets[t]), int(self._offsets[t + 1])
+        return self._rows[a:z], self._tfs[a:z]
+
+
 class IdColumn:
     """The id of each row of a growing table: a :class:`PackedStrings` base (rows ``[0, base)``)
     plus a list of the rows appended since, or one list once :meth:`unpack` ran (or when made

@@ -1,5 +1,5 @@
 """One scoring pass over the rows of every namespace of a prefix (coniti.engine.across.one_pass,
-coniti.structure.rows.top_across; filtered: coniti.engine.where.first_of): a semantic ask over a
+coniti.structure.across.top_across; filtered: coniti.engine.where.first_of): a semantic ask over a
 prefix of ``flat`` or ``segment_tree`` namespaces answers what each namespace's own search, merged,
 answers (deleted and updated rows, buffered rows, time ranges, ties across namespaces), and any
 other ask or structure takes one search per namespace."""

@@ -17,7 +17,7 @@ that reads each namespace's candidates in turn.
 **One scoring pass** (:func:`one_pass`): when every namespace in scope ranks by a ``flat`` or
 ``segment_tree`` structure first, with the default strategy, an unfiltered
 ``semantic`` ask without ``near`` scores the rows of all of them as one
-(:func:`~coniti.structure.rows.top_across`: one array of fast scores, one ``k``-th best, the
+(:func:`~coniti.structure.across.top_across`: one array of fast scores, one ``k``-th best, the
 candidates near it scored exactly), and each namespace's ranking is its share of the first ``want``
 of that pass, in the structure's order. The hits are those of each structure's own search merged:
 the same rows, scores (the canonical exact score) and order (score, then the newer, then the
@@ -41,8 +41,8 @@ from coniti.hybrid import Ranked
 from coniti.memory import MemoryBackend
 from coniti.passages import note_id
 from coniti.strategy import DefaultStrategy, Strategy
+from coniti.structure.across import top_across
 from coniti.structure.flat import FlatStructure, SortedRowsStructure
-from coniti.structure.rows import top_across
 from coniti.structure.scoring import unit_vector
 from coniti.structure.segment_tree import SegmentTreeStructure
 

@@ -172,7 +172,7 @@ def first_of(found: Sequence[Prefiltered], want: int) -> list[list[Ranked]] | No
     its own order, scored in one pass: every row's fast float32 score into one array, its ``want``-th
     best taken once, and only the rows within twice the float32 error bound of it scored exactly
     (they hold every row whose exact score reaches the ``want``-th best exact score, ties included:
-    :func:`~coniti.structure.rows.top_across`'s rule), so the first ``want`` of their merge are those
+    :func:`~coniti.structure.across.top_across`'s rule), so the first ``want`` of their merge are those
     of every namespace's full ranking merged. None when a namespace has passage rows or a fast score
     is NaN (the caller reads each namespace's full ranking)."""
     if any(f.passages for f in found):

@@ -112,7 +112,7 @@ class SortedRowsStructure(Structure):
     @property
     def sorted_rows(self) -> SortedRows:
         """The rows themselves, for searches over several structures at once
-        (:func:`~coniti.structure.rows.top_across`); read them, never modify."""
+        (:func:`~coniti.structure.across.top_across`); read them, never modify."""
         return self._rows
 
     def derived_state(self) -> dict[str, np.ndarray]:
