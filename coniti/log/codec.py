@@ -556,6 +556,61 @@ def _stored_record(payload: Any) -> RecordData:
     return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob, kind, facts))
 
 
+_MAP3 = b"\x83"
+"""A packed map header of three entries: the head of a usual put payload (``tx``, ``md``, ``e``)."""
+_FIXMAP6 = 0x86
+"""The first byte of a usual put payload: a map of six entries."""
+_tail: list[tuple[bytes, np.dtype[Any], int, int] | None] = [None]
+"""The vector tail :func:`_stored_content` tries first: ``(the packed bytes from key "vd" up to the
+vector's first byte, dtype, element count, vector bytes)`` of the last usual payload it decoded."""
+_TAILS: dict[tuple[str, int], tuple[bytes, np.dtype[Any], int, int]] = {}
+"""The vector tails seen, per (dtype string, element count); at most 64 kept."""
+
+
+def _stored_content(payload: bytes) -> RecordData:
+    """``_stored_record`` of ``payload`` decoded (a put payload the store wrote and a checksum
+    confirmed), without decoding the vector through msgpack when it can: a usual payload (six
+    entries, the vector last) ends with the packed ``"vd"``, ``"vs"`` and ``"vb"`` entries, whose
+    bytes up to the vector depend on its dtype and length alone. When the payload ends with those of
+    the last such payload read, only its first three entries are decoded (as a map of three: they
+    must decode completely, as ``tx``, ``md`` and ``e``) and the vector is copied straight from its
+    bytes. msgpack decodes left to right, so the result is the one the full decode gives; anything
+    else (another tail, a payload with more fields, a damaged one) takes the full decode, which
+    raises for a damaged payload."""
+    tail = _tail[0]
+    if tail is not None:
+        mid, dtype, count, nbytes = tail
+        vector_at = len(payload) - nbytes
+        cut = vector_at - len(mid)
+        if cut > 1 and payload[0] == _FIXMAP6 and payload.startswith(mid, cut):
+            try:
+                head = _unpackb(_MAP3 + payload[1:cut], ext_hook=_ext_hook)
+                if len(head) == 3:
+                    vector = _frombuffer(payload, dtype, count, vector_at).copy()
+                    return _tuple_new(RecordData, (head["tx"], head["md"], head["e"], vector, None, None, None))
+            except _MALFORMED:
+                pass  # not this tail after all (or a lone surrogate in the text): the full decode
+    decoded = _unpack(payload)
+    record = _stored_record(decoded)
+    if record.vector is not None and len(decoded) == 6:
+        _learn_tail(decoded["vd"], record.vector)
+    return record
+
+
+def _learn_tail(vd: str, vector: np.ndarray) -> None:
+    """Make the tail of a usual payload with vector dtype string ``vd`` and ``vector``'s length the
+    one :func:`_stored_content` tries first."""
+    key = (vd, len(vector))
+    tail = _TAILS.get(key)
+    if tail is None:
+        raw = vector.tobytes()
+        packed = packb({"vd": vd, "vs": [len(vector)], "vb": raw})
+        tail = (packed[1 : len(packed) - len(raw)], vector.dtype, len(vector), len(raw))
+        if len(_TAILS) < 64:
+            _TAILS[key] = tail
+    _tail[0] = tail
+
+
 def _record(payload: Any, strict: bool) -> RecordData:
     if not strict:
         return _stored_record(payload)
@@ -923,10 +978,7 @@ def read_content(frame: bytes, seq: int, crc: int | None = None, checksum: Check
                 raise ValueError("its payload does not match the CRC its index entry holds")
             if not payload_bytes:
                 return None
-            try:
-                return _stored_record(_unpackb(payload_bytes, ext_hook=_ext_hook))
-            except UnicodeDecodeError:
-                return _stored_record(_unpack(payload_bytes))
+            return _stored_content(payload_bytes)
         if not frame.startswith(_PUT_HEAD + _packed_uint(seq), _HEAD + 1):
             env = _unpack(split_frame(frame)[0])
             if type(env) is not dict or env.get("k") != PUT or env.get("s") != seq:
