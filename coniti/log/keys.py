@@ -99,7 +99,7 @@ def ts_keys(values: np.ndarray) -> list[bytes]:
 
 def decode_ts_key(key: bytes) -> float:
     """The float of an 8-byte :func:`ts_key` (``-0.0`` comes back as ``0.0``)."""
-    (flipped,) = _unpack_f64(key)
+    flipped: float = _unpack_f64(key)[0]
     if flipped < 0.0:  # a timestamp above 0.0: its bits with the sign bit set (see unpack_position)
         return -flipped
     (bits,) = _U64.unpack(key)
