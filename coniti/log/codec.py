@@ -32,7 +32,7 @@ import math
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgpack
 import numpy as np
@@ -40,8 +40,18 @@ import numpy as np
 from coniti.errors import StoreCorrupted, StoreVersionError
 from coniti.jsonl import MAX_BLOB_BYTES
 from coniti.log.payloads import (
+    _BLOB,
+    _DTYPES,
+    _FACTS,
+    _KIND,
     EMPTY_DIGEST,
     EXT_BIGINT,
+    RecordData,
+    _ext_hook,
+    _facts,
+    _stored_content,
+    _stored_record,
+    _unpack,
     encode_feedback_payload,
     encode_meta_payload,
     encode_op_payload,
@@ -143,8 +153,6 @@ _U32 = struct.Struct(">I")
 _unpack_u32 = _U32.unpack_from
 _HEAD = 4
 _DIGEST = 32
-_VECTOR_DTYPES = frozenset({"<f2", "<f4", "<f8", ">f2", ">f4", ">f8"})
-_DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name) for name in _VECTOR_DTYPES}
 _sha256 = hashlib.sha256
 _unpackb = msgpack.unpackb
 _frombuffer = np.frombuffer
@@ -152,20 +160,6 @@ _tuple_new = tuple.__new__
 """Builds a NamedTuple without its Python-level ``__new__`` (hot read paths)."""
 _pack = packb
 """The log's msgpack encoder (:func:`coniti.log.payloads.packb`), by its name in the codec's tests."""
-
-
-class RecordData(NamedTuple):
-    """The content of a put event (absent once erased): ``vector`` None for a record without one,
-    ``blob`` the binary payload or None, ``kind`` the note's kind (payload field ``kd``) or None,
-    ``facts`` the note's ``(valid_from, valid_to, derived_from)`` (payload field ``vl``) or None."""
-
-    text: str
-    metadata: dict[str, Any]
-    embedding_id: str | None
-    vector: np.ndarray | None
-    blob: bytes | None = None
-    kind: str | None = None
-    facts: tuple[float | None, float | None, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,24 +403,6 @@ def _corrupted(what: str, exc: BaseException) -> StoreCorrupted:
     return StoreCorrupted(f"{what} does not decode: {exc}")
 
 
-def _ext_hook(code: int, data: bytes) -> Any:
-    if code == EXT_BIGINT:
-        text = data.decode("ascii")
-        if not text or not text.lstrip("-").isdigit():
-            raise ValueError("malformed big integer")
-        return int(text)
-    raise ValueError(f"unknown msgpack ext type {code}")
-
-
-def _unpack(data: bytes | memoryview) -> Any:
-    # msgpack >= 1.0 defaults: raw=False (str as str), strict_map_key=True, use_list=True.
-    # Strict UTF-8 first (fast); a lone surrogate, written with "surrogatepass", takes the retry.
-    try:
-        return msgpack.unpackb(data, ext_hook=_ext_hook)
-    except UnicodeDecodeError:
-        return msgpack.unpackb(data, ext_hook=_ext_hook, unicode_errors="surrogatepass")
-
-
 def _current(env: Any, payload: Any) -> tuple[dict[str, Any], Any]:
     """``(env, payload)`` of the current event version: as they are when the envelope ``env`` is of
     :data:`EVENT_VERSION`, else upcast through :data:`UPCASTERS` (``payload``: decoded, or None).
@@ -502,113 +478,6 @@ def _vector(payload: dict[str, Any]) -> np.ndarray:
 
 _PUT_KEYS = frozenset({"tx", "md", "e"})
 _VECTOR_KEYS = frozenset({"vd", "vs", "vb"})
-_BLOB = "bl"
-_KIND = "kd"
-_FACTS = "vl"
-
-
-def _facts(value: Any) -> tuple[float | None, float | None, tuple[str, ...]]:
-    """Payload field ``vl``: ``[valid_from or nil, valid_to or nil, [source, ...]]``."""
-    if type(value) is not list or len(value) != 3:
-        raise ValueError("field vl (valid time and sources) is not an array of three")
-    start, end, sources = value
-    for name, t in (("valid_from", start), ("valid_to", end)):
-        if t is not None and (type(t) is not float or not np.isfinite(t)):
-            raise ValueError(f"field vl ({name}) is not a finite float or nil")
-    if start is not None and end is not None and end < start:
-        raise ValueError("field vl: valid_to is before valid_from")
-    if type(sources) is not list or not all(type(r) is str and r for r in sources):
-        raise ValueError("field vl (sources) is not an array of non-empty strings")
-    return (start, end, tuple(sources))
-
-
-def _stored_record(payload: Any) -> RecordData:
-    """The content of a put payload the store wrote, with just the checks that make a damaged one
-    raise (ValueError, KeyError, TypeError) instead of decoding to something else. The vector is a
-    fresh writable array that owns its data (a copy, not a view of a bytearray: no buffer object
-    and memoryview behind it for the garbage collector to track, per record read)."""
-    size = len(payload)
-    vector = None
-    if size == 6 or "vb" in payload:  # six fields: the usual put, a vector and no blob
-        raw = payload["vb"]
-        if type(raw) is not bytes:
-            raise ValueError("field vb (vector bytes) is not binary")
-        dtype = _DTYPES.get(payload["vd"])
-        if dtype is None:
-            raise ValueError(f"unsupported vector dtype {payload['vd']!r}")
-        vector = _frombuffer(raw, dtype).copy()
-        n = len(vector)
-        if not n or payload["vs"] != [n]:
-            raise ValueError("vector shape and bytes disagree")
-        if size == 6:
-            return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, None, None, None))
-    blob = payload.get(_BLOB)
-    if blob is not None and type(blob) is not bytes:
-        raise ValueError("field bl (blob) is not binary")
-    kind = payload.get(_KIND)
-    if kind is not None and type(kind) is not str:
-        raise ValueError("field kd (kind) is not a string")
-    facts = payload.get(_FACTS)
-    if facts is not None:
-        facts = _facts(facts)
-    if size != 3 + 3 * (vector is not None) + (blob is not None) + (kind is not None) + (facts is not None):
-        raise ValueError("put payload has unknown or missing fields")
-    return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob, kind, facts))
-
-
-_MAP3 = b"\x83"
-"""A packed map header of three entries: the head of a usual put payload (``tx``, ``md``, ``e``)."""
-_FIXMAP6 = 0x86
-"""The first byte of a usual put payload: a map of six entries."""
-_tail: list[tuple[bytes, np.dtype[Any], int, int] | None] = [None]
-"""The vector tail :func:`_stored_content` tries first: ``(the packed bytes from key "vd" up to the
-vector's first byte, dtype, element count, vector bytes)`` of the last usual payload it decoded."""
-_TAILS: dict[tuple[str, int], tuple[bytes, np.dtype[Any], int, int]] = {}
-"""The vector tails seen, per (dtype string, element count); at most 64 kept."""
-
-
-def _stored_content(payload: bytes) -> RecordData:
-    """``_stored_record`` of ``payload`` decoded (a put payload the store wrote and a checksum
-    confirmed), without decoding the vector through msgpack when it can: a usual payload (six
-    entries, the vector last) ends with the packed ``"vd"``, ``"vs"`` and ``"vb"`` entries, whose
-    bytes up to the vector depend on its dtype and length alone. When the payload ends with those of
-    the last such payload read, only its first three entries are decoded (as a map of three: they
-    must decode completely, as ``tx``, ``md`` and ``e``) and the vector is copied straight from its
-    bytes. msgpack decodes left to right, so the result is the one the full decode gives; anything
-    else (another tail, a payload with more fields, a damaged one) takes the full decode, which
-    raises for a damaged payload."""
-    tail = _tail[0]
-    if tail is not None:
-        mid, dtype, count, nbytes = tail
-        vector_at = len(payload) - nbytes
-        cut = vector_at - len(mid)
-        if cut > 1 and payload[0] == _FIXMAP6 and payload.startswith(mid, cut):
-            try:
-                head = _unpackb(_MAP3 + payload[1:cut], ext_hook=_ext_hook)
-                if len(head) == 3:
-                    vector = _frombuffer(payload, dtype, count, vector_at).copy()
-                    return _tuple_new(RecordData, (head["tx"], head["md"], head["e"], vector, None, None, None))
-            except _MALFORMED:
-                pass  # not this tail after all (or a lone surrogate in the text): the full decode
-    decoded = _unpack(payload)
-    record = _stored_record(decoded)
-    if record.vector is not None and len(decoded) == 6:
-        _learn_tail(decoded["vd"], record.vector)
-    return record
-
-
-def _learn_tail(vd: str, vector: np.ndarray) -> None:
-    """Make the tail of a usual payload with vector dtype string ``vd`` and ``vector``'s length the
-    one :func:`_stored_content` tries first."""
-    key = (vd, len(vector))
-    tail = _TAILS.get(key)
-    if tail is None:
-        raw = vector.tobytes()
-        packed = packb({"vd": vd, "vs": [len(vector)], "vb": raw})
-        tail = (packed[1 : len(packed) - len(raw)], vector.dtype, len(vector), len(raw))
-        if len(_TAILS) < 64:
-            _TAILS[key] = tail
-    _tail[0] = tail
 
 
 def _record(payload: Any, strict: bool) -> RecordData:
