@@ -128,9 +128,13 @@ class Rows:
         self.times[n : n + m] = times
         self.born[n : n + m] = born
         self.died[n : n + m] = LIVE
-        for offset, id_ in enumerate(ids, n):
-            self.pos[id_] = offset
+        self.pos.update(zip(ids, range(n, n + m), strict=True))
         self.ids.extend(ids)
+
+    def empty(self) -> None:
+        """Drop every row, keeping the arrays (their capacity) for the rows appended next."""
+        self.ids = []
+        self.pos = {}
 
     def kill(self, id_: str, seq: int) -> None:
         """End the live row of ``id_`` at event ``seq``; the row stays (history)."""
@@ -548,7 +552,7 @@ class SortedRowStore:
         b_ids = [buf.ids[i] for i in order]
         b_vecs, b_times = b_vecs[order], b_times[order]
         b_born, b_died = buf.born[:m][order], buf.died[:m][order]
-        self.buffer = Rows()
+        buf.empty()  # its rows copied out above; its capacity kept for the next buffered rows
         n = self.n
         ins = np.searchsorted(self.times[:n], b_times, "right")  # after equal main rows
         first = int(ins[0])
@@ -613,9 +617,13 @@ class SortedRowStore:
         self._reposition(first)
 
     def _reposition(self, first: int) -> None:
-        n = self.n
-        live = first + np.flatnonzero(self.alive[first:n])
-        self.pos.update(zip([self.ids[i] for i in live.tolist()], live.tolist(), strict=True))
+        n, ids, pos = self.n, self.ids, self.pos
+        alive = self.alive[first:n]
+        if alive.all():  # the usual case: every moved row is live
+            pos.update(zip(ids[first:n], range(first, n), strict=True))
+        else:
+            live = (first + np.flatnonzero(alive)).tolist()
+            pos.update(zip(map(ids.__getitem__, live), live, strict=True))
         self.dirty_from = min(self.dirty_from, first)
 
     # -- the rows as arrays (a snapshot of derived state) ------------------------------------------
