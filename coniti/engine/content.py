@@ -86,6 +86,13 @@ class ContentIndex:
         self.pairs()
         return _holders(self.keys.get(key))
 
+    def held_among(self, keys: set[str]) -> set[str]:
+        """The keys among ``keys`` that some id holds (:meth:`holders` of each, at once while
+        unpacked)."""
+        if self.packed is None:
+            return keys & self.keys.keys()
+        return {key for key in keys if self.holders(key)}
+
     def pairs(self) -> dict[str, str]:
         """Every id with its key (the index unpacked first, if packed)."""
         if self.packed is not None:
