@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -516,6 +516,10 @@ class SortedRowStore:
     def set_born(self, ids: list[str], born: list[int]) -> None:
         """Correct the ``born`` of the live rows of ``ids`` (one array assignment per part)."""
         in_buffer, main = self.buffer.pos, self._main
+        buffered_rows = list(map(in_buffer.get, ids))
+        if None not in buffered_rows:  # the usual batch: every row still buffered (one C-level pass)
+            self.buffer.born[cast("list[int]", buffered_rows)] = born
+            return
         buffered: list[int] = []
         buffered_born: list[int] = []
         rows: list[int] = []
