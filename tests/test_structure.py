@@ -683,7 +683,8 @@ def test_set_born_stamps_the_live_rows_for_as_of_searches(kind: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_set_born_of_rows_all_buffered_stamps_each(kind: str) -> None:
     """A batch stamped while every one of its rows is still buffered (added out of time order):
-    each row visible from its own stamp on, the rows already stamped left as they were."""
+    each row visible from its own stamp on, the rows already stamped left as they were (a batch of
+    rows all in the sorted rows is stamped at once too: "a")."""
     s = make(kind)
     s.add(["a"], np.eye(1, 4), [50.0])
     s.set_born(["a"], [3])

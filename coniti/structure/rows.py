@@ -516,10 +516,15 @@ class SortedRowStore:
     def set_born(self, ids: list[str], born: list[int]) -> None:
         """Correct the ``born`` of the live rows of ``ids`` (one array assignment per part)."""
         in_buffer, main = self.buffer.pos, self._main
-        buffered_rows = list(map(in_buffer.get, ids))
-        if None not in buffered_rows:  # the usual batch: every row still buffered (one C-level pass)
+        buffered_rows = list(map(in_buffer.get, ids))  # the usual batches in C-level passes:
+        if None not in buffered_rows:  # every row still buffered
             self.buffer.born[cast("list[int]", buffered_rows)] = born
             return
+        if self._packed is None and buffered_rows.count(None) == len(ids):
+            main_rows = list(map(self.pos.get, ids))
+            if None not in main_rows:  # every row in the main rows (appended, or merged)
+                self.born[cast("list[int]", main_rows)] = born
+                return
         buffered: list[int] = []
         buffered_born: list[int] = []
         rows: list[int] = []
