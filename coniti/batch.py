@@ -415,6 +415,8 @@ def _first_too_large(
     else ``bad``. The metadata column is encoded once: a row whose id and text, at six bytes a
     character, and the whole column's metadata fit is not measured on its own (the usual case)."""
     spare = MAX_NOTE_BYTES - len(orjson.dumps(metadata)) - 4
+    if bad and 6 * (max(map(len, ids[:bad])) + max(map(len, texts[:bad]))) <= spare:
+        return bad  # no row's id and text can be over (the usual batch: no per-row pass)
     for i, (id_, text) in enumerate(zip(ids[:bad], texts[:bad], strict=False)):
         if 6 * (len(id_) + len(text)) > spare and note_size_problem(id_, text, metadata[i]) is not None:
             return i
