@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coniti.structure import FlatStructure
+from coniti.structure import FlatStructure, rows
 
 
 @settings(max_examples=60, deadline=None)
@@ -16,13 +16,23 @@ from coniti.structure import FlatStructure
     batches=st.lists(st.integers(1, 30), min_size=2, max_size=12),
     removed=st.lists(st.sets(st.integers(0, 400), max_size=8), min_size=12, max_size=12),
     with_seq=st.booleans(),
+    chunk=st.sampled_from([rows._CHUNK, 3]),
     seed=st.integers(0, 2**16),
 )
 def test_every_live_id_keeps_its_vector_and_time_across_merges(
-    batches: list[int], removed: list[set[int]], with_seq: bool, seed: int
+    batches: list[int], removed: list[set[int]], with_seq: bool, chunk: int, seed: int
 ) -> None:
     """Each live id's vector and timestamp are those it was added with, removed ids are gone, and
-    the main rows stay in time order, whatever the merges moved."""
+    the main rows stay in time order, whatever the merges moved (in steps of ``chunk`` rows: 3
+    makes every merge and compaction take many)."""
+    default, rows._CHUNK = rows._CHUNK, chunk
+    try:
+        _merges(batches, removed, with_seq, seed)
+    finally:
+        rows._CHUNK = default
+
+
+def _merges(batches: list[int], removed: list[set[int]], with_seq: bool, seed: int) -> None:
     s = FlatStructure(buffer_min=4, buffer_fraction=0.25)
     rng = np.random.default_rng(seed)
     added: dict[str, tuple[np.ndarray, float]] = {}
