@@ -4,29 +4,34 @@ This module is the one place that knows the on-disk layout of derived state (``l
 describes it for readers of the store). Derived state is never authoritative: a snapshot that fails
 any check is not used, and the engine rebuilds it from memory. What it holds and how it is checked:
 
-* A **snapshot** is one manifest plus a directory of numpy ``.npy`` files, under a name the caller
-  chooses (the engine: one per namespace and engine configuration). The manifest
-  ``<name>.json`` records the format (:data:`FORMAT`), the store's id, the caller's ``key`` (what
-  must match for the snapshot to apply: embedding id, structures and their options), the sequence
-  number ``seq`` the state reflects and the hash of the event at ``seq``, and per array its file,
-  dtype, shape, size in bytes, its ``checksum`` (:data:`CHECKSUM`, CRC-32C; an entry without one
-  was written with zlib's CRC-32, and is checked with it) and that checksum of each 16 MiB block of
-  its data.
+* A **snapshot** is one manifest plus a data directory holding one file of arrays
+  (:data:`ARRAYS_FILE`: every array's bytes in C order at an offset that is a multiple of
+  :data:`ALIGN`), under a name the caller chooses (the engine: one per namespace and engine
+  configuration). The manifest ``<name>.json`` records the format (:data:`FORMAT`), the store's
+  id, the caller's ``key`` (what must match for the snapshot to apply: embedding id, structures
+  and their options), the sequence number ``seq`` the state reflects and the hash of the event at
+  ``seq``, the file and its size, and per array its offset, dtype (numpy's ``dtype.str``, byte
+  order explicit), shape, size in bytes, its ``checksum`` (:data:`CHECKSUM`, CRC-32C; an entry
+  without one was written with zlib's CRC-32, and is checked with it) and that checksum of each 16
+  MiB block of its data. The bytes between arrays (zeros) are never read. A snapshot of format 2
+  (one numpy ``.npy`` file per array, the entry naming its file and the file's size) is still
+  read, with the same checks.
 * **Parts.** A snapshot holds named parts, each a dict of named arrays: the engine writes
   ``structure.0``, ``structure.1`` ... from :meth:`~coniti.structure.Structure.derived_state`.
   Another derived index (a keyword index, say) adds its own part: it must give its whole state as
   arrays that reflect exactly the events up to ``seq``, and be able to catch up from the events
   after ``seq`` (the engine's event feed) once restored. Bytes go in as ``uint8`` arrays.
 * **Writing** (:meth:`DerivedDir.save`) is crash-safe: the arrays go to a fresh directory
-  ``<name>.<random>`` (files fsynced, then the directory), then the manifest is replaced atomically
+  ``<name>.<random>`` (the file fsynced, then the directory), then the manifest is replaced atomically
   (temporary file, fsync, rename, directory fsync); only then are older directories of the name
   removed. A kill at any point leaves the previous snapshot or the new one, never a mix; leftovers
   are removed by the next save. Saves of one name are serialised by an ``flock`` on ``<name>.lock``.
 * **Reading** (:meth:`DerivedDir.load`) refuses, with :class:`StaleSnapshot` naming the reason, a
   manifest that is missing, unreadable or of another format, another store's id, another key, a
-  ``seq`` beyond the head or whose event hash differs (a store rebuilt, swapped or rolled back), and
-  any file missing, of another size, dtype or shape, or a symbolic link. Arrays are memory mapped read-only
-  (``np.load(mmap_mode="r")``) and their checksum blocks checked at load, except the arrays the
+  ``seq`` beyond the head or whose event hash differs (a store rebuilt, swapped or rolled back), a
+  file missing, of another size or a symbolic link, and an array entry whose dtype, shape, size or
+  offset does not fit the file. The file is memory mapped read-only once (each array a view of the
+  map, ``np.frombuffer``) and the arrays' checksum blocks checked at load, except the arrays the
   caller names in ``defer`` that span several blocks: those come with a :class:`BlockCheck`, and
   their owner checks each block on first touch, before any of its bytes is read (a full-range
   search checks the next blocks on a thread pool while it scores the ones already checked). A
@@ -86,12 +91,23 @@ __all__ = [
     "unpack_strings",
 ]
 
-FORMAT = 2
-"""The manifest format this module writes and reads. Format 1, the same layout, is refused (the
-engine rebuilds from the log once): code that wrote it could save wrong structure rows (after a
-merge of restored rows, a removed id pointed at another note's row and a later write of it ended
-that row; or a merge that failed left the rows moved and their ids not, and a later save kept
-that). ``log/DERIVED.md`` says more."""
+FORMAT = 3
+"""The manifest format this module writes: every array of a snapshot in one file
+(:data:`ARRAYS_FILE`). Format 2 (one ``.npy`` file per array) is still read; format 1, the layout of
+format 2, is refused (the engine rebuilds from the log once): code that wrote it could save wrong
+structure rows (after a merge of restored rows, a removed id pointed at another note's row and a
+later write of it ended that row; or a merge that failed left the rows moved and their ids not, and
+a later save kept that). ``log/DERIVED.md`` says more."""
+
+_FORMAT_FILES = 2
+"""The older format still read: one ``.npy`` file per array in the data directory."""
+
+ARRAYS_FILE = "arrays"
+"""The one file of a format-3 snapshot's data directory: each array's bytes (C order) at its
+manifest entry's ``offset``, a multiple of :data:`ALIGN`, zeros between them."""
+
+ALIGN = 64
+"""Where a format-3 snapshot's arrays start: at multiples of this many bytes."""
 
 CHECKSUM = "crc32c"
 """The checksum of the blocks a save writes (a manifest entry's ``checksum``): CRC-32C (Castagnoli),
@@ -352,26 +368,8 @@ class DerivedDir:
             token = secrets.token_hex(8)
             data = self.path / f"{name}.{token}"
             data.mkdir(mode=0o700)
-            files: dict[str, dict[str, Any]] = {}
             try:
-                for part, arrays in parts.items():
-                    for field, array in arrays.items():
-                        file = f"{len(files)}.npy"
-                        target = data / file
-                        with open(target, "xb") as out:
-                            # np.require keeps a 0-d array 0-d (ascontiguousarray makes it 1-d)
-                            np.save(out, np.require(array, requirements="C"), allow_pickle=False)
-                            out.flush()
-                            os.fsync(out.fileno())
-                        files[f"{part}/{field}"] = {
-                            "file": file,
-                            "dtype": str(array.dtype),
-                            "shape": list(array.shape),
-                            "bytes": target.stat().st_size,
-                            "checksum": CHECKSUM,
-                            "crc32_block": CRC_BLOCK,
-                            "crc32_blocks": _crcs(array),
-                        }
+                entries, size = _write_arrays(data / ARRAYS_FILE, parts)
                 fsync_dir(data)
                 manifest = {
                     "format": FORMAT,
@@ -380,7 +378,9 @@ class DerivedDir:
                     "seq": seq,
                     "seq_hash": seq_hash,
                     "data": data.name,
-                    "arrays": files,
+                    "file": ARRAYS_FILE,
+                    "bytes": size,
+                    "arrays": entries,
                 }
                 with atomic_writer(self.path / f"{name}.json") as out:
                     out.write(json.dumps(manifest, sort_keys=True).encode("utf-8"))
@@ -416,9 +416,9 @@ class DerivedDir:
             raise StaleSnapshot(f"no snapshot {name}") from None
         except (OSError, ValueError) as exc:
             raise StaleSnapshot(f"snapshot {name}: unreadable manifest ({exc})") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            found = manifest.get("format") if isinstance(manifest, dict) else None
-            raise StaleSnapshot(f"snapshot {name}: format {found!r}, not {FORMAT}")
+        fmt = manifest.get("format") if isinstance(manifest, dict) else None
+        if fmt not in (FORMAT, _FORMAT_FILES) or isinstance(fmt, bool):
+            raise StaleSnapshot(f"snapshot {name}: format {fmt!r}, not {FORMAT}")
         if manifest.get("store_id") != self.store_id:
             raise StaleSnapshot(f"snapshot {name}: written for another store")
         if manifest.get("key") != json.loads(json.dumps(dict(key))):
@@ -437,9 +437,13 @@ class DerivedDir:
         arrays = manifest.get("arrays")
         if not isinstance(arrays, dict):
             raise StaleSnapshot(f"snapshot {name}: no array table")
+        mapped = _map_arrays(name, data, manifest) if fmt == FORMAT else None
         for label, entry in arrays.items():
             part, _, field_name = str(label).partition("/")
-            array, check = _load_array(name, data, entry)
+            if mapped is None:
+                array, check = _load_array(name, data, entry)
+            else:
+                array, check = _view_array(name, mapped, str(label), entry)
             if check.blocks > 1 and label in defer:
                 checks[label] = check
             else:
@@ -490,6 +494,120 @@ def _mapped(file: Path) -> np.ndarray:
     return np.frombuffer(mapped, dtype=dtype, count=count, offset=offset).reshape(shape)
 
 
+def _write_arrays(
+    path: Path, parts: Mapping[str, Mapping[str, np.ndarray]]
+) -> tuple[dict[str, dict[str, Any]], int]:
+    """Write every array of ``parts`` into the new file ``path`` (format 3: C order, each at an
+    offset that is a multiple of :data:`ALIGN`), fsynced; returns the manifest's array table and
+    the file's size. Raises ``ValueError`` for an array of Python objects."""
+    entries: dict[str, dict[str, Any]] = {}
+    offset = 0
+    with open(path, "xb", opener=lambda p, flags: os.open(p, flags, 0o600)) as out:
+        for part, arrays in parts.items():
+            for field_name, array in arrays.items():
+                # np.require keeps a 0-d array 0-d (ascontiguousarray makes it 1-d)
+                held = np.require(array, requirements="C")
+                if held.dtype.hasobject or held.dtype.fields is not None:
+                    raise ValueError(f"{part}/{field_name}: a snapshot holds plain arrays only")
+                pad = -offset % ALIGN
+                out.write(bytes(pad))
+                offset += pad
+                out.write(held.reshape(-1).view(np.uint8).data)
+                entries[f"{part}/{field_name}"] = {
+                    "offset": offset,
+                    "dtype": held.dtype.str,
+                    "shape": list(held.shape),
+                    "bytes": held.nbytes,
+                    "checksum": CHECKSUM,
+                    "crc32_block": CRC_BLOCK,
+                    "crc32_blocks": _crcs(held),
+                }
+                offset += held.nbytes
+        out.flush()
+        os.fsync(out.fileno())
+    return entries, offset
+
+
+def _map_arrays(name: str, data: Path, manifest: dict[str, Any]) -> mmap.mmap | bytes:
+    """The format-3 file of the snapshot ``name`` mapped read-only (``b""`` when empty), after its
+    name, kind (a regular file, not a symbolic link) and size are checked against ``manifest``."""
+    file = manifest.get("file")
+    size = manifest.get("bytes")
+    if not isinstance(file, str) or os.path.basename(file) != file or file in ("", ".", ".."):
+        raise StaleSnapshot(f"snapshot {name}: its arrays file is not a file name")
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise StaleSnapshot(f"snapshot {name}: no size of its arrays file")
+    try:
+        fd = os.open(data / file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        why = "is a symbolic link" if exc.errno == errno.ELOOP else f"is unreadable ({exc})"
+        raise StaleSnapshot(f"snapshot {name}: {file} {why}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StaleSnapshot(f"snapshot {name}: {file} is not a regular file")
+        if info.st_size != size:
+            raise StaleSnapshot(f"snapshot {name}: {file} has another size (torn?)")
+        if size == 0:
+            return b""
+        try:
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except OSError as exc:
+            raise StaleSnapshot(f"snapshot {name}: {file} cannot be mapped ({exc})") from None
+    finally:
+        os.close(fd)
+
+
+def _view_array(
+    name: str, mapped: mmap.mmap | bytes, label: str, entry: Any
+) -> tuple[np.ndarray, BlockCheck]:
+    """The array ``label`` of a format-3 snapshot: a read-only view of the mapped file at the
+    entry's offset, after its dtype, shape, size and place are checked, and the check of its
+    checksum blocks (not run yet)."""
+    try:
+        offset, shape, size = entry["offset"], entry["shape"], entry["bytes"]
+        dtype = np.dtype(str(entry["dtype"]))
+        if dtype.str != entry["dtype"] or dtype.hasobject or dtype.fields is not None:
+            raise ValueError(f"dtype {entry['dtype']!r} is not a plain one")
+        if not isinstance(shape, list) or not all(
+            isinstance(side, int) and not isinstance(side, bool) and side >= 0 for side in shape
+        ):
+            raise ValueError(f"shape {shape!r}")
+        count = 1
+        for side in shape:
+            count *= side
+        if (
+            any(isinstance(v, bool) or not isinstance(v, int) for v in (offset, size))
+            or size != count * dtype.itemsize or offset < 0 or offset % ALIGN
+            or offset + size > len(mapped)
+        ):  # fmt: skip
+            raise ValueError(f"offset {offset!r} and size {size!r} are not in the file")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StaleSnapshot(f"snapshot {name}: unreadable array {label} ({exc})") from None
+    if count == 0:
+        array = np.empty(shape, dtype)
+        array.flags.writeable = False
+    else:
+        array = np.frombuffer(mapped, dtype=dtype, count=count, offset=offset).reshape(shape)
+    return array, _block_check(name, label, array, entry)
+
+
+def _block_check(name: str, what: str, array: np.ndarray, entry: dict[str, Any]) -> BlockCheck:
+    """The check of ``array``'s checksum blocks as ``entry`` lists them (not run yet); raises
+    :class:`StaleSnapshot` for a list that cannot be its checks (``what`` names the array)."""
+    block, crcs = entry.get("crc32_block", _FORMAT1_BLOCK), entry.get("crc32_blocks")
+    checksum = entry.get("checksum", _FORMAT1_CHECKSUM)
+    if not isinstance(checksum, str) or checksum not in _CHECKSUMS:
+        raise StaleSnapshot(f"snapshot {name}: {what} has an unknown checksum {checksum!r}")
+    if (
+        isinstance(block, bool) or not isinstance(block, int) or block < 1
+        or not isinstance(crcs, list) or len(crcs) != -(-array.nbytes // block)
+        or not all(isinstance(c, int) and not isinstance(c, bool) for c in crcs)
+    ):  # fmt: skip
+        raise StaleSnapshot(f"snapshot {name}: {what} has no valid checksum list")
+    return BlockCheck(name, what, array, crcs, block, checksum)
+
+
 def _load_array(name: str, data: Path, entry: Any) -> tuple[np.ndarray, BlockCheck]:
     """One array of a manifest, mapped, after its size, dtype and shape are checked, and the
     check of its checksum blocks (not run yet)."""
@@ -508,18 +626,7 @@ def _load_array(name: str, data: Path, entry: Any) -> tuple[np.ndarray, BlockChe
         raise StaleSnapshot(f"snapshot {name}: unreadable array ({exc})") from None
     if str(array.dtype) != entry.get("dtype") or list(array.shape) != entry.get("shape"):
         raise StaleSnapshot(f"snapshot {name}: {entry['file']} has another dtype or shape")
-    block, crcs = entry.get("crc32_block", _FORMAT1_BLOCK), entry.get("crc32_blocks")
-    checksum = entry.get("checksum", _FORMAT1_CHECKSUM)
-    if not isinstance(checksum, str) or checksum not in _CHECKSUMS:
-        raise StaleSnapshot(
-            f"snapshot {name}: {entry['file']} has an unknown checksum {checksum!r}"
-        )
-    if (
-        isinstance(block, bool) or not isinstance(block, int) or block < 1
-        or not isinstance(crcs, list) or len(crcs) != -(-array.nbytes // block)
-        or not all(isinstance(c, int) and not isinstance(c, bool) for c in crcs)
-    ):  # fmt: skip
-        raise StaleSnapshot(f"snapshot {name}: {entry['file']} has no valid checksum list")
+    check = _block_check(name, str(entry["file"]), array, entry)
     if not array.flags.c_contiguous:
         raise StaleSnapshot(f"snapshot {name}: {entry['file']} is not in C order")
-    return array, BlockCheck(name, str(entry["file"]), array, crcs, block, checksum)
+    return array, check

@@ -47,6 +47,12 @@ takes the state with every value as a numpy array (scalars as 0-d arrays), as an
 of named arrays gives it back. The state carries the ids' sort index (``id_order``, ``id_keys``,
 ``id_key_scheme``: :meth:`coniti.packed.PackedStrings.sort_index`), so a restored index looks ids up
 without sorting them first; a state without it (or of another key scheme) restores all the same.
+Its terms are in ascending order (of their UTF-8 bytes, as ``sorted`` orders them): a restored
+index keeps them packed and finds a query's or a write's terms by binary search
+(:meth:`coniti.packed.PackedStrings.bisect`); a term's postings move into a growable list when a
+write first touches it, and every term is decoded only by :meth:`state` or :meth:`compact`. That
+order is not checked at restore (a snapshot's checksums vouch for the bytes written): out of order,
+a lookup may miss a term.
 """
 
 from __future__ import annotations
@@ -66,7 +72,14 @@ from coniti import windows as conversation
 from coniti.actor import TimeRange
 from coniti.embedding import tokenize as word_tokens
 from coniti.errors import ContractError
-from coniti.packed import KEY_SCHEME, LOOKUP_BUDGET, IdColumn, PackedStrings
+from coniti.packed import (
+    LOOKUP_BUDGET,
+    IdColumn,
+    PackedPostings,
+    PackedStrings,
+    indexed,
+    scheme_array,
+)
 from coniti.structure import StructureHit
 from coniti.windows import QUESTION_WORDS, THREAD_KEY, question_text, thread_of
 
@@ -189,11 +202,10 @@ class KeywordIndex:
         self._lookups = 0
         """Searches of the packed ids so far (past :data:`~coniti.packed.LOOKUP_BUDGET`: unpack)."""
         self._postings: dict[str, tuple[array[int], array[int]]] = {}
-        self._packed_terms: dict[str, int] = {}
-        """Terms of a restored state whose postings are still the slices ``_packed_postings``
-        gives (``term -> t``: rows ``posting_rows[offsets[t]:offsets[t + 1]]``); a term leaves it for
-        ``_postings`` when a write first touches it."""
-        self._packed_postings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._packed: PackedPostings | None = None
+        """The postings of a restored state, still packed, until a write first touches a term and
+        moves its postings to ``_postings``, which is read first (a thawed term's packed ones are
+        stale); every term is decoded only by :meth:`_thaw_all`."""
         self._term_number: dict[str, int] = {}
         """Every term added since this index was made (or cleared), numbered in order of first use."""
         self._terms: list[str] = []
@@ -307,18 +319,12 @@ class KeywordIndex:
         posting = self._postings.get(term)
         if posting is not None:
             return np.frombuffer(posting[0], dtype=np.int_), np.frombuffer(posting[1], dtype=np.int_)
-        t = self._packed_terms.get(term)
-        if t is None:
-            return None
-        assert self._packed_postings is not None
-        offsets, rows, tfs = self._packed_postings
-        a, z = int(offsets[t]), int(offsets[t + 1])
-        return rows[a:z], tfs[a:z]
+        return None if self._packed is None else self._packed.get(term)
 
     def _thaw(self, term: str) -> tuple[array[int], array[int]]:
-        """The growable postings of ``term`` (empty for a new term), moved out of the packed ones."""
-        packed = self._posting(term) if term in self._packed_terms else None
-        self._packed_terms.pop(term, None)
+        """The growable postings of ``term`` (which is not in ``_postings``: a new term, or one
+        whose postings are still packed), moved out of the packed ones."""
+        packed = None if self._packed is None else self._packed.get(term)
         out: tuple[array[int], array[int]] = (array("l"), array("l"))
         if packed is not None:
             rows, tfs = packed
@@ -327,10 +333,13 @@ class KeywordIndex:
         return out
 
     def _thaw_all(self) -> None:
+        """Every posting into ``_postings`` (the packed terms decoded once, then dropped)."""
         self._flush()
-        for term in list(self._packed_terms):
-            self._thaw(term)
-        self._packed_postings = None
+        if self._packed is not None:
+            for term in self._packed.terms.tolist():
+                if term not in self._postings:
+                    self._thaw(term)
+        self._packed = None
 
     @property
     def threaded(self) -> bool:
@@ -792,7 +801,7 @@ class KeywordIndex:
             "id_offsets": np.concatenate(([0], id_ends)).astype(np.int64),
             "id_order": np.array(id_order, dtype=np.int64),
             "id_keys": np.array(id_keys, dtype=np.uint64),
-            "id_key_scheme": np.frombuffer(KEY_SCHEME.encode("ascii"), dtype=np.uint8).copy(),
+            "id_key_scheme": scheme_array(),
             "born": np.frombuffer(self._born, dtype=np.int64).copy(),
             "died": np.frombuffer(self._died, dtype=np.int64).copy(),
             "length": np.frombuffer(self._length, dtype=np.int_).astype(np.int64),
@@ -840,7 +849,7 @@ class KeywordIndex:
                 or id_off[0] != 0 or id_off[-1] != len(id_bytes)
             ):
                 raise ContractError("keyword index state: ids, born, died, length and time disagree")
-            term_bytes = np.asarray(state["terms"], dtype=np.uint8).tobytes()
+            term_bytes = np.asarray(state["terms"], dtype=np.uint8)
             term_off = np.asarray(state["term_offsets"], dtype=np.int64)
             post_off = np.asarray(state["posting_offsets"], dtype=np.int64)
             post_rows = np.asarray(state["posting_rows"], dtype=np.int64)
@@ -855,14 +864,13 @@ class KeywordIndex:
                 raise ContractError("keyword index state: terms and postings disagree")
         except KeyError as exc:
             raise ContractError(f"keyword index state lacks {exc.args[0]!r}") from None
-        try:
-            ids = PackedStrings(id_bytes, id_off[1:])
+        try:  # with the ids' sort index, when written under this key scheme (older states: made later)
+            ids = indexed(id_bytes, id_off[1:], state)
         except ValueError:
-            raise ContractError("keyword index state: the id offsets are not in order") from None
-        try:  # the ids' sort index, when written under this key scheme (older states: made later)
-            if _scheme(state.get("id_key_scheme")) == KEY_SCHEME:
-                ids = PackedStrings(id_bytes, id_off[1:], (state["id_order"], state["id_keys"]))
-        except (KeyError, ValueError):
+            try:
+                PackedStrings(id_bytes, id_off[1:])
+            except ValueError:
+                raise ContractError("keyword index state: the id offsets are not in order") from None
             raise ContractError("keyword index state: id_order and id_keys do not fit the ids") from None
         index._ids = IdColumn(ids)
         index._born = array("q", born.tobytes())
@@ -892,15 +900,14 @@ class KeywordIndex:
         index._threaded = int(np.count_nonzero(threads >= 0))
         index._row_of = None  # the ids stay packed until a write touches many (see _live_row)
         index._live = int(np.count_nonzero(died == ALIVE))
-        stops = term_off.tolist()
-        index._packed_terms = {
-            term_bytes[a:z].decode("utf-8"): t
-            for t, (a, z) in enumerate(zip(stops, stops[1:], strict=False))
-        }
         unordered = len(post_off) > 1 and not (np.diff(post_off) >= 0).all()
-        if len(index._packed_terms) != len(stops) - 1 or unordered:
+        if term_off[0] != 0 or unordered:
             raise ContractError("keyword index state: terms and postings disagree")
-        index._packed_postings = (post_off, post_rows, post_tfs)
+        try:
+            terms = PackedStrings(term_bytes, term_off[1:])
+        except ValueError:
+            raise ContractError("keyword index state: the term offsets are not in order") from None
+        index._packed = PackedPostings(terms, post_off, post_rows, post_tfs)
         return index
 
 
@@ -910,13 +917,6 @@ def _column(code: str, values: Sequence[Any] | np.ndarray) -> array[Any]:
     if isinstance(values, np.ndarray):
         return array(code, values.astype(np.int64 if code == "q" else np.float64).tobytes())
     return array(code, map(int, values) if code == "q" else map(float, values))
-
-
-def _scheme(value: Any) -> str | None:
-    """The key scheme a state names (``uint8`` ASCII), None when it names none."""
-    if value is None:
-        return None
-    return np.asarray(value, dtype=np.uint8).tobytes().decode("ascii", "replace")
 
 
 class _AsOf(KeywordIndex):

@@ -5,7 +5,8 @@ A snapshot holds a column of strings (ids, content keys) as their UTF-8 bytes on
 of them into a list, and a dict from id to row, costs about half a second: more than the rest of an
 ``ask``. :class:`PackedStrings` reads such a column in place: one string by index, or every index
 holding a given string (:meth:`PackedStrings.find`: a binary search over a sorted key of each
-string, built by the first find or given by its owner: :meth:`PackedStrings.sort_index`), and
+string, built by the first find or given by its owner: :meth:`PackedStrings.sort_index`; or, in a
+column kept in sorted order, :meth:`PackedStrings.bisect`: a binary search of the strings), and
 decodes everything only when asked (:meth:`PackedStrings.tolist`). :class:`IdColumn` is the id of each row of a table that grows: a
 packed base plus the rows appended since, or, once :meth:`IdColumn.unpack` ran, one list.
 
@@ -20,7 +21,9 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["KEY_SCHEME", "LOOKUP_BUDGET", "IdColumn", "PackedStrings"]
+__all__ = [
+    "KEY_SCHEME", "LOOKUP_BUDGET", "IdColumn", "PackedStrings", "index_arrays", "indexed", "scheme_array",
+]  # fmt: skip
 
 LOOKUP_BUDGET = 1024
 """Finds over a packed column after which its owner should unpack it (see the module docstring)."""
@@ -28,6 +31,31 @@ LOOKUP_BUDGET = 1024
 KEY_SCHEME = f"mix64-{sys.byteorder}-1"
 """The name of the 64-bit key :meth:`PackedStrings.sort_index` sorts (it depends on the machine's
 byte order): a sort index kept on disk applies only where this name is the one it was made with."""
+
+
+def index_arrays(strings: PackedStrings) -> dict[str, np.ndarray]:
+    """``strings``' :meth:`~PackedStrings.sort_index` as the arrays a snapshot keeps beside them:
+    ``id_order`` (int64), ``id_keys`` (uint64) and ``id_key_scheme`` (:data:`KEY_SCHEME`, ASCII
+    ``uint8``)."""
+    order, keys = strings.sort_index()
+    return {"id_order": order, "id_keys": keys, "id_key_scheme": scheme_array()}
+
+
+def scheme_array() -> np.ndarray:
+    """:data:`KEY_SCHEME` as a state keeps it (``id_key_scheme``: ASCII ``uint8``)."""
+    return np.frombuffer(KEY_SCHEME.encode("ascii"), dtype=np.uint8).copy()
+
+
+def indexed(raw: np.ndarray, ends: np.ndarray, state: dict[str, np.ndarray]) -> PackedStrings:
+    """The column ``raw``/``ends`` with the sort index :func:`index_arrays` put in ``state``, when
+    it is there under this machine's :data:`KEY_SCHEME` (else made at the first find). Raises
+    ``ValueError`` for arrays that do not fit (see :class:`PackedStrings`)."""
+    scheme = state.get("id_key_scheme")
+    if scheme is None or "id_order" not in state or "id_keys" not in state:
+        return PackedStrings(raw, ends)
+    if np.asarray(scheme, dtype=np.uint8).tobytes().decode("ascii", "replace") != KEY_SCHEME:
+        return PackedStrings(raw, ends)
+    return PackedStrings(raw, ends, (state["id_order"], state["id_keys"]))
 
 
 class PackedStrings:
@@ -128,6 +156,25 @@ class PackedStrings:
             rows, starts = rows[keep], starts[keep]
         return rows
 
+    def bisect(self, value: str) -> int | None:
+        """The index of ``value`` in a column whose strings are in strictly ascending order of
+        their UTF-8 bytes (as ``sorted`` orders ``str``; the caller's promise, unchecked: out of
+        order, a find may miss), or None: a binary search, O(log n) slices, nothing decoded and no
+        sort index made."""
+        encoded = value.encode("utf-8", "surrogatepass")
+        raw, ends = self._raw, self._ends
+        lo, hi = 0, int(ends.shape[0])
+        while lo < hi:
+            mid = (lo + hi) // 2
+            here = raw[int(ends[mid - 1]) if mid else 0 : int(ends[mid])].tobytes()
+            if here < encoded:
+                lo = mid + 1
+            elif here > encoded:
+                hi = mid
+            else:
+                return mid
+        return None
+
     def tolist(self) -> list[str]:
         """Every string, decoded (ASCII columns on the fast path)."""
         blob, stops = self._raw.tobytes(), self._ends.tolist()
@@ -136,6 +183,24 @@ class PackedStrings:
             text = blob.decode("ascii")
             return [text[a:b] for a, b in zip(starts, stops, strict=True)]
         return [blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, stops, strict=True)]
+
+
+class PackedPostings:
+    """The postings of a restored keyword index, left packed: ``terms`` in ascending order (of
+    their UTF-8 bytes; looked up by :meth:`PackedStrings.bisect`, never decoded into a dict), term
+    ``t``'s rows and term frequencies ``rows[offsets[t]:offsets[t + 1]]`` and ``tfs[...]``."""
+
+    def __init__(self, terms: PackedStrings, offsets: np.ndarray, rows: np.ndarray, tfs: np.ndarray) -> None:
+        self.terms = terms
+        self._offsets, self._rows, self._tfs = offsets, rows, tfs
+
+    def get(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The rows and term frequencies of ``term``, or None when it has none."""
+        t = self.terms.bisect(term)
+        if t is None:
+            return None
+        a, z = int(self._offsets[t]), int(self._offsets[t + 1])
+        return self._rows[a:z], self._tfs[a:z]
 
 
 class IdColumn:

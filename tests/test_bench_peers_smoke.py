@@ -43,6 +43,19 @@ def test_coniti_alone_gets_every_row_with_exact_answers(tmp_path: Path) -> None:
         assert coniti[f"{ask}_recall"] == 1.0, ask
 
 
+def test_numpy_is_timed_beside_coniti_and_the_approximate_row_is_filled(tmp_path: Path) -> None:
+    """The numpy column comes from coniti's own child (timed beside each of its asks, every ask
+    present), and the approximate row holds coniti with structure ``ann`` (at N=300 its graph is
+    not used: every namespace is under ``exact_rows``, so its recall is 1.0)."""
+    proc, figures = _run(tmp_path, "--systems", "coniti")
+    assert figures["numpy_beside"] == "coniti"
+    assert set(figures["numpy_ms"]) == {"all", "filtered", "window", "one_ns"}
+    assert all(v > 0 for v in figures["numpy_ms"].values())
+    assert "| top-10 over all namespaces (approximate: HNSW) |" in proc.stdout
+    assert figures["medians"]["coniti"]["ann_recall"] == 1.0
+    assert "coniti-ann" in figures["medians"]
+
+
 def test_every_peer_runs_beside_coniti(tmp_path: Path) -> None:
     """With the peers' venv, every peer gets a column and the best peer's ratio is printed."""
     setup = subprocess.run(

@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers_derived import array_place, flip_byte
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coniti import ContinuityEngine, Note, Query, TimeRange
-from coniti.derived import DerivedDir, StaleSnapshot, pack_strings, unpack_strings
+from coniti.derived import ARRAYS_FILE, DerivedDir, StaleSnapshot, pack_strings, unpack_strings
 from coniti.embedding import LocalHashEmbedder
 from coniti.errors import NotSupported, StoreError
 from coniti.impl.log import LogBackend
@@ -205,16 +206,12 @@ def test_a_torn_vector_file_is_detected_and_rebuilt(tmp_path: Path) -> None:
         e = engine(store)
         e.ingest_many(notes(30))
         e.persist()
-        manifest = json.loads(snapshot_files(store)[0].read_bytes())
-        data = Path(store.derived_path) / manifest["data"]
-        vecs = data / manifest["arrays"]["structure.0/vecs"]["file"]
-        raw = bytearray(vecs.read_bytes())
-        raw[-3] ^= 0xFF
-        vecs.write_bytes(bytes(raw))
+        flip_byte(snapshot_files(store)[0], "structure.0/vecs", -3, 0xFF)
         report = engine(store).verify()
         assert "checksum" in report.snapshot and report.ok
-        with open(vecs, "r+b") as f:
-            f.truncate(len(raw) - 10)
+        file, _, _ = array_place(snapshot_files(store)[0], "structure.0/vecs")
+        with open(file, "r+b") as f:
+            f.truncate(file.stat().st_size - 10)
         assert "size" in engine(store).verify().snapshot
         assert answers(engine(store)) == answers(fresh(store))
 
@@ -298,8 +295,8 @@ def test_links_under_the_derived_directory_are_not_followed(tmp_path: Path) -> N
     def load() -> Any:
         return d.load("x", key={}, head=1, hash_at=lambda s: "h")
 
-    (data / "0.npy").rename(tmp_path / "0.npy")
-    (data / "0.npy").symlink_to(tmp_path / "0.npy")
+    (data / ARRAYS_FILE).rename(tmp_path / ARRAYS_FILE)
+    (data / ARRAYS_FILE).symlink_to(tmp_path / ARRAYS_FILE)
     with pytest.raises(StaleSnapshot, match="symbolic link"):
         load()
     data.rename(tmp_path / "data")

@@ -13,6 +13,7 @@ from pathlib import Path
 import crc32c
 import numpy as np
 import pytest
+from helpers_derived import flip_byte, read_parts
 
 from coniti import ContinuityEngine, Note, Query, TimeRange, derived
 from coniti.derived import DerivedDir, StaleSnapshot
@@ -65,14 +66,9 @@ def saved_store(path: Path, monkeypatch: pytest.MonkeyPatch, structure: Structur
 
 def damage_row(store: LogBackend, row: int) -> None:
     """Negate row ``row`` of the snapshot's vector matrix (rows of 32 float32: the sign bits)."""
-    manifest = json.loads(next(Path(store.derived_path).glob("*.json")).read_bytes())
-    entry = manifest["arrays"]["structure.0/vecs"]
-    path = Path(store.derived_path) / manifest["data"] / entry["file"]
-    raw = bytearray(path.read_bytes())
-    data = len(raw) - entry["shape"][0] * 128  # the .npy header comes first
-    for sign in range(data + row * 128 + 3, data + (row + 1) * 128, 4):
-        raw[sign] ^= 0x80
-    path.write_bytes(bytes(raw))
+    manifest_path = next(Path(store.derived_path).glob("*.json"))
+    for sign in range(row * 128 + 3, (row + 1) * 128, 4):
+        flip_byte(manifest_path, "structure.0/vecs", sign, 0x80)
 
 
 # -- DerivedDir and BlockCheck ----------------------------------------------------------------
@@ -88,12 +84,7 @@ def small_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matrix: np.nda
 
 def flip(place: DerivedDir, byte: int) -> None:
     """Flip one byte of the data of array ``p/m`` (``byte`` counts from the first data byte)."""
-    manifest = json.loads((place.path / "x.json").read_bytes())
-    entry = manifest["arrays"]["p/m"]
-    path = place.path / manifest["data"] / entry["file"]
-    raw = bytearray(path.read_bytes())
-    raw[len(raw) - int(np.prod(entry["shape"])) * 4 + byte] ^= 0x01
-    path.write_bytes(bytes(raw))
+    flip_byte(place.path / "x.json", "p/m", byte)
 
 
 MATRIX = np.arange(40 * 32, dtype=np.float32).reshape(40, 32)  # 5,120 bytes: 6 blocks
@@ -309,13 +300,10 @@ def test_a_damaged_content_index_is_never_used_for_admission(tmp_path: Path, mon
     """The content index (duplicate detection) is checked before it is unpacked: with a damaged
     block in its keys, an ask answers, and a duplicate of a stored note is still refused."""
     with saved_store(tmp_path / "s", monkeypatch) as store:
-        manifest = json.loads(next(Path(store.derived_path).glob("*.json")).read_bytes())
-        entry = manifest["arrays"]["content/key_bytes"]
+        manifest_path = next(Path(store.derived_path).glob("*.json"))
+        entry = json.loads(manifest_path.read_bytes())["arrays"]["content/key_bytes"]
         assert len(entry["crc32_blocks"]) > 1  # deferred: checked when first unpacked
-        path = Path(store.derived_path) / manifest["data"] / entry["file"]
-        raw = bytearray(path.read_bytes())
-        raw[len(raw) - 20] ^= 0x01
-        path.write_bytes(bytes(raw))
+        flip_byte(manifest_path, "content/key_bytes", -20)
         e = engine(store)
         assert hits(e, FULL) == hits(fresh(store), FULL)
         duplicate = Note(id="dup", text=notes(60)[59].text, timestamp=59.0)
@@ -330,10 +318,11 @@ def as_zlib_snapshot(manifest_path: Path) -> None:
     """Rewrite a snapshot's manifest as one written before ``checksum`` was recorded: no
     ``checksum`` key, each block's zlib CRC-32."""
     manifest = json.loads(manifest_path.read_bytes())
-    for entry in manifest["arrays"].values():
+    parts = read_parts(manifest_path)
+    for label, entry in manifest["arrays"].items():
         del entry["checksum"]
-        array = np.load(manifest_path.parent / manifest["data"] / entry["file"], mmap_mode="r")
-        raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        part, _, field = label.partition("/")
+        raw = np.ascontiguousarray(parts[part][field]).reshape(-1).view(np.uint8)
         block = entry["crc32_block"]
         entry["crc32_blocks"] = [zlib.crc32(raw[a : a + block].data) for a in range(0, raw.shape[0], block)]
     manifest_path.write_text(json.dumps(manifest))

@@ -28,11 +28,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+from helpers_derived import read_parts
 
 from coniti import ContinuityEngine, Note, Query, TimeRange
-from coniti.derived import DerivedDir
+from coniti.derived import FORMAT, DerivedDir
 from coniti.embedding import LocalHashEmbedder
 from coniti.errors import AnchorNotFound
 from coniti.impl.log import LogBackend
@@ -206,11 +206,7 @@ def resave_with_n10_ended(store: LogBackend, fmt: int) -> None:
     merge and a later write could save), as format ``fmt``; checksums, key and seq stay valid."""
     (manifest_path,) = Path(store.derived_path).glob("*.json")
     manifest = json.loads(manifest_path.read_bytes())
-    data = manifest_path.parent / manifest["data"]
-    parts: dict[str, dict[str, np.ndarray]] = {}
-    for label, entry in manifest["arrays"].items():
-        part, _, field = label.partition("/")
-        parts.setdefault(part, {})[field] = np.load(data / entry["file"])
+    parts = read_parts(manifest_path)
     rows = parts["structure.0"]
     ends = rows["id_ends"].tolist()
     ids = [bytes(rows["id_bytes"][a:b]).decode() for a, b in zip([0, *ends], ends, strict=False)]
@@ -237,13 +233,14 @@ def best_for_n10(store: LogBackend) -> list[str]:
 def test_a_format_1_snapshot_is_rebuilt_not_used(tmp_path: Path) -> None:
     """A snapshot whose manifest says format 1 is refused at open and the rows rebuilt from the
     log: the note its rows wrongly ended is found again, and the snapshot the next writer saves
-    (persist) is format 2. (The same doctored rows as format 2 are used: the premise.)"""
+    (persist) is the current format. (The same doctored rows in the current format are used: the
+    premise.)"""
     with LogBackend(tmp_path / "s", durability="nosync") as store:
         e = engine(store, "flat")
         e.ingest_many([Note(id=f"n{i}", text=text_of(i), timestamp=1000.0 + i) for i in range(40)])
         e.persist()
         e.close()
-        resave_with_n10_ended(store, 2)
+        resave_with_n10_ended(store, FORMAT)
         assert best_for_n10(store) != ["n10"], "premise: the doctored rows hide n10 when used"
         resave_with_n10_ended(store, 1)
         assert best_for_n10(store) == ["n10"]
@@ -251,7 +248,7 @@ def test_a_format_1_snapshot_is_rebuilt_not_used(tmp_path: Path) -> None:
         writer.structures()
         assert writer.persist() == 1
         (manifest_path,) = Path(store.derived_path).glob("*.json")
-        assert json.loads(manifest_path.read_bytes())["format"] == 2
+        assert json.loads(manifest_path.read_bytes())["format"] == FORMAT
 
 
 # -- verify while another process writes --------------------------------------------------------

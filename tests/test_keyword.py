@@ -476,3 +476,42 @@ def test_rows_added_without_threads_are_those_added_with_no_thread_each() -> Non
     for key in a:
         assert np.array_equal(np.asarray(a[key]), np.asarray(b[key])), key
     assert bare.threaded
+
+
+# -- a restored index keeps its terms packed -----------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(_KEY_TEXT, min_size=1, max_size=12),
+    st.lists(_KEY_TEXT, max_size=4),
+    st.lists(_KEY_TEXT, min_size=1, max_size=3),
+    st.integers(0, 11),
+)
+def test_a_restored_index_scores_as_the_original_before_and_after_writes(
+    texts: list[str], later: list[str], queries: list[str], gone: int
+) -> None:
+    """An index restored from its state (terms kept packed, looked up by binary search) gives the
+    same search hits, scores and corpus statistics as the index it was saved from; after the same
+    adds and removes on both (a write thaws the terms it touches), the same again, and the same
+    state."""
+    original = KeywordIndex(context_weight=0.0)
+    original.add([f"n{i}" for i in range(len(texts))], texts, [float(i) for i in range(len(texts))], 1)
+    restored = KeywordIndex.from_state(original.state())
+
+    def same() -> None:
+        ids = [f"n{i}" for i in range(len(texts) + len(later))]
+        for query in [*queries, *texts[:3]]:
+            assert restored.search(query, k=20) == original.search(query, k=20)
+            assert restored.score(query, ids) == original.score(query, ids)
+            assert restored.corpus(query) == original.corpus(query)
+
+    same()
+    for index in (original, restored):
+        index.remove([f"n{gone}"], died=2)
+        start = len(texts)
+        index.add([f"n{start + i}" for i in range(len(later))], later, [float(start + i) for i in range(len(later))], 3)
+    same()
+    a, b = original.state(), restored.state()
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+

@@ -272,3 +272,91 @@ def test_rows_read_through_the_index_keys_are_the_rows_the_events_hold(
             assert seen(paged) == expected
     finally:
         log.close()
+
+
+# -- the sealed read's payload decode (codec._stored_content) ----------------------------------
+
+tail_texts = st.text(max_size=30) | st.just("lone \ud800 surrogate")
+tail_metadata = st.dictionaries(
+    st.text(max_size=4), st.none() | st.integers(-(2**70), 2**70) | st.text(max_size=5) | st.lists(st.integers(), max_size=3),
+    max_size=3,
+)
+tail_vectors = st.sampled_from(["<f2", "<f4", "<f8", ">f4"]).flatmap(
+    lambda dt: st.integers(1, 300).map(lambda n: (np.arange(n) * 0.5 - 3).astype(dt))
+)
+
+
+def _full_decode(payload: bytes) -> Any:
+    from coniti.log import codec
+
+    return codec._stored_record(codec._unpack(payload))
+
+
+def _same_content(a: Any, b: Any) -> None:
+    assert (a.text, a.metadata, a.embedding_id, a.blob, a.kind, a.facts) == (
+        b.text, b.metadata, b.embedding_id, b.blob, b.kind, b.facts,
+    )
+    if b.vector is None:
+        assert a.vector is None
+    else:
+        assert a.vector.dtype == b.vector.dtype and a.vector.tobytes() == b.vector.tobytes()
+        assert a.vector.flags.owndata and a.vector.flags.writeable and a.vector.base is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            tail_texts, tail_metadata, st.none() | st.just("emb"), st.none() | tail_vectors,
+            st.none() | st.binary(max_size=40), st.none() | st.just("fact"),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_sealed_payload_decode_equals_the_full_decode(rows: list[Any]) -> None:
+    """Whatever tail the decoder learnt from the payloads before, each put payload the store writes
+    (texts with lone surrogates, integers past 64 bits, any vector dtype and length, with or
+    without a vector, a blob or a kind) decodes to exactly what the full msgpack decode gives."""
+    from coniti.log import codec
+
+    for text, metadata, emb, vector, blob, kind in rows * 2:  # the second pass meets learnt tails
+        payload = encode_put_payload(text, metadata, emb, vector, blob, kind)
+        _same_content(codec._stored_content(payload), _full_decode(payload))
+
+
+def test_a_payload_ending_like_a_learnt_tail_is_decoded_in_full() -> None:
+    """A payload whose last bytes equal a learnt vector tail but whose head is not the three usual
+    fields (here a blob that ends with them) decodes as the full decode does."""
+    from coniti.log import codec
+
+    vector = np.arange(4, dtype="<f4")
+    usual = encode_put_payload("t", {}, "emb", vector)
+    codec._stored_content(usual)  # learns this tail
+    tail = usual[-(len(usual) - usual.index(b"\xa2vd")) :]
+    payload = msgpack.packb(
+        {"tx": "t", "md": {}, "e": None, "vd": "<f4", "vs": [4], "vb": vector.tobytes(), "bl": b"x" + tail},
+        use_bin_type=True,
+    )
+    assert payload.endswith(tail)
+    _same_content(codec._stored_content(payload), _full_decode(payload))
+    assert codec._stored_content(payload).blob == b"x" + tail
+    # six entries, the usual tail, but a head of other keys: the full decode refuses it
+    other = b"\x86" + msgpack.packb({"tx": "t", "md": {}, "xx": 1})[1:] + tail
+    with pytest.raises(KeyError):
+        codec._stored_content(other)
+
+
+def test_a_damaged_head_before_a_learnt_tail_is_refused() -> None:
+    """A payload (its CRC taken after the damage) whose tail is intact but whose head is cut short
+    raises StoreCorrupted on the sealed read path, as the full decode does."""
+    from coniti.log import codec
+
+    vector = np.arange(6, dtype="<f4")
+    good = encode_put_payload("some text", {"k": 1}, "emb", vector)
+    codec._stored_content(good)
+    cut = good.index(b"\xa2vd")
+    damaged = good[: cut - 3] + good[cut:]  # the embedding id's bytes lost
+    frame, _ = encode_event(7, 1.0, PUT, ("n",), GENESIS, damaged, id="r", timestamp=2.0)
+    with pytest.raises(StoreCorrupted):
+        codec.read_content(frame, 7, crc32c(damaged), crc32c)

@@ -129,3 +129,26 @@ def test_ts_keys_are_the_ts_key_of_each_value(values: list[float]) -> None:
     """The bulk timestamp keys of a put's columns are, value by value, what ts_key gives (-0.0,
     subnormals and negatives included)."""
     assert ts_keys(np.array(values, dtype=np.float64)) == [ts_key(v) for v in values]
+
+
+@given(st.binary(min_size=8, max_size=8))
+def test_decode_ts_key_of_any_eight_bytes_is_the_bit_flip_decode(key: bytes) -> None:
+    """decode_ts_key of any 8 bytes (a damaged key too) gives the float of the key's bits flipped
+    back (sign bit set: cleared; else every bit inverted), bit for bit: its shortcut for keys of
+    positive timestamps (read as a float64, the negated timestamp) changes no value."""
+    (bits,) = struct.unpack(">Q", key)
+    bits = bits ^ (1 << 63) if bits & (1 << 63) else bits ^ (2**64 - 1)
+    expected = struct.unpack(">d", struct.pack(">Q", bits))[0]
+    back = decode_ts_key(key)
+    assert struct.pack(">d", back) == struct.pack(">d", expected) or (math.isnan(back) and math.isnan(expected))
+
+
+@given(st.text(max_size=500) | st.just("\ud800") | st.just("é" * 200) | st.just("x" * 401))
+def test_name_key_is_the_length_prefixed_name_or_its_hash(name: str) -> None:
+    """name_key is 0x00, the u16 length and the UTF-8 bytes (lone surrogates passed) up to
+    INLINE_MAX bytes, else 0x01 and the SHA-256 of those bytes."""
+    import hashlib
+
+    raw = name.encode("utf-8", "surrogatepass")
+    expected = b"\x00" + struct.pack(">H", len(raw)) + raw if len(raw) <= INLINE_MAX else b"\x01" + hashlib.sha256(raw).digest()
+    assert name_key(name) == expected

@@ -110,3 +110,70 @@ def test_the_write_path_writes_the_pinned_bytes(tmp_path: Path, frozen_clock: No
         assert _tables(store) == PINNED
         hashes = [bytes.fromhex(event.hash) for event in store.events()]
         assert store.root() == (store.head, merkle_root(leaf_hash(x) for x in hashes))
+
+
+def _usual_puts(store: LogBackend) -> list[list[MemoryRecord]]:
+    """Put calls of usual records (one namespace, embedding id and vector dtype and shape each; no
+    expiry, blob, kind or valid time), with hashed and non-ASCII ids, the largest 64-bit integer,
+    ``-0.0`` and out-of-order timestamps, a float16 call, a repeat of a deleted id."""
+    rng = np.random.default_rng(5)
+
+    def rec(rid: str, ts: float, ns: tuple[str, ...], dtype: type = np.float32, **md: object) -> MemoryRecord:
+        return MemoryRecord(
+            note=Note(id=rid, text=f"t {rid[:5]}", timestamp=ts, metadata=md),
+            vector=rng.standard_normal(5).astype(dtype), embedding_id="e5", namespace=ns,
+        )
+
+    calls = [
+        [rec("a", 3.0, ()), rec("x" * 450, -0.0, ()), rec("\u00fcn\u00ef \U0001f600", -2.5, (), big=2**63 - 1)],
+        [rec(f"h{k}", 10.0 - k, ("n", "m"), np.float16, k=k) for k in range(6)],
+        [rec("b", 1.0, ()), rec("c", 1.0, ())],
+    ]
+    for call in calls:
+        store.put(PutRequest(records=call))
+    store.delete(DeleteRequest(ids=["b"]))
+    again = [rec("b", 0.5, ()), rec("d", 9.0, ())]
+    store.put(PutRequest(records=again))
+    return [*calls, again]
+
+
+def test_a_put_of_usual_records_writes_the_bytes_of_the_item_path(tmp_path: Path, frozen_clock: None) -> None:
+    """LogBackend.put encodes a call of usual records from columns (EventLog.put_columns); every
+    table, the head and the Merkle tree are byte for byte what the item path (EventLog.put) writes
+    for the same calls."""
+    from coniti.impl import log as impl_log
+
+    with LogBackend(tmp_path / "columns") as store:
+        calls = _usual_puts(store)
+        assert all(impl_log._put_columns(call) is not None for call in calls)  # the columnar route ran
+        columns = (_tables(store), store.root())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(impl_log, "_put_columns", lambda records: None)  # every call takes the item path
+        with LogBackend(tmp_path / "items") as store:
+            _usual_puts(store)
+            items = (_tables(store), store.root())
+    assert columns == items
+
+
+def test_a_put_of_mixed_records_is_put_as_items() -> None:
+    """A call whose records differ in namespace, embedding id, vector dtype or shape, or carry an
+    expiry, a blob, a kind or a valid time, or a single record, is not put from columns."""
+    from coniti.impl.log import _put_columns
+
+    def rec(rid: str, vector: np.ndarray | None = None, ns: tuple[str, ...] = (), emb: str = "e", **note: object) -> MemoryRecord:
+        return MemoryRecord(
+            note=Note(id=rid, text="t", timestamp=1.0, **note),  # type: ignore[arg-type]
+            vector=np.ones(3, np.float32) if vector is None else vector, embedding_id=emb, namespace=ns,
+        )
+
+    base = rec("a")
+    assert _put_columns([base, rec("b")]) is not None
+    for other in (
+        rec("b", ns=("x",)), rec("b", emb="f"), rec("b", np.ones(3, np.float16)), rec("b", np.ones(4, np.float32)),
+        rec("b", kind="fact"), rec("b", valid_from=0.5),
+        MemoryRecord(note=Note(id="b", text="t", timestamp=1.0), vector=None),
+        base.model_copy(update={"note": base.note.model_copy(update={"id": "b"}), "expires_at": 5.0}),
+        base.model_copy(update={"note": base.note.model_copy(update={"id": "b"}), "blob": b"x"}),
+    ):
+        assert _put_columns([base, other]) is None
+    assert _put_columns([base]) is None

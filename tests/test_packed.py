@@ -279,6 +279,25 @@ def test_restored_rows_answer_and_accept_writes_as_the_original_without_unpackin
     assert restored._rows.packed  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("make", [FlatStructure, lambda: SegmentTreeStructure(leaf_size=4)])
+def test_restored_rows_look_ids_up_without_sorting_them(make: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """derived_state() carries the ids' sort index: a structure restored from it finds, ends and
+    replaces rows by id without sorting its packed ids, with the original's answers."""
+    assert callable(make)
+    original, restored = make(), make()
+    ids, vectors, times, born = _rows(40, 3)
+    original.add(ids, vectors, times, born=born)
+    state = {k: _read_only(v) for k, v in original.derived_state().items()}
+    monkeypatch.setattr("coniti.packed.np.argsort", lambda *_a, **_k: pytest.fail("the ids were sorted"))
+    restored.restore_derived_state(state)
+    for s in (original, restored):
+        s.remove(["r3", "r17", "r5"], seq=41)
+        s.add(["r5"], vectors[:1], np.array([45.0]), born=np.array([42]))
+    monkeypatch.undo()
+    probe = np.random.default_rng(1).standard_normal(DIM).astype(np.float32)
+    assert _structure_answers(restored, probe) == _structure_answers(original, probe)
+
+
 # -- the engine on a restored store -------------------------------------------------------------
 
 EMBEDDER = LocalHashEmbedder(dim=32)
@@ -326,3 +345,16 @@ def test_an_add_and_an_ask_on_a_restored_store_leave_its_ids_packed(tmp_path: Pa
         assert space.content.packed is not None and space.keyword.packed
         assert space.structures[0]._rows.packed  # type: ignore[attr-defined]
         assert restored.verify().ok
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sets(IDS, max_size=30), st.lists(IDS, max_size=10))
+def test_bisect_finds_each_string_of_a_sorted_column_and_nothing_else(values: set[str], probes: list[str]) -> None:
+    """In a column of distinct strings in ascending order of their UTF-8 bytes, bisect(x) is x's
+    index, and None for a string not in it (non-ASCII, surrogates and prefixes of members too)."""
+    ordered = sorted(values, key=lambda v: v.encode("utf-8", "surrogatepass"))
+    column = PackedStrings(*pack_strings(ordered))
+    for i, value in enumerate(ordered):
+        assert column.bisect(value) == i
+    for probe in [*probes, *(v[:-1] for v in ordered), *(v + "a" for v in ordered)]:
+        assert column.bisect(probe) == (ordered.index(probe) if probe in values else None)

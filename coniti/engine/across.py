@@ -13,21 +13,46 @@ first ``want`` of the merge are those of the per-namespace answers merged. Shoul
 candidate's record have vanished from memory (or lost its vector, or, re-tested, not match the
 filter) since the index saw it, :func:`first_across` gives up (None) and the ask takes the path
 that reads each namespace's candidates in turn.
+
+**One scoring pass** (:func:`one_pass`): when every namespace in scope ranks by a ``flat`` or
+``segment_tree`` structure first, with the default strategy, an unfiltered
+``semantic`` ask without ``near`` scores the rows of all of them as one
+(:func:`~coniti.structure.across.top_across`: one array of fast scores, one ``k``-th best, the
+candidates near it scored exactly), and each namespace's ranking is its share of the first ``want``
+of that pass, in the structure's order. The hits are those of each structure's own search merged:
+the same rows, scores (the canonical exact score) and order (score, then the newer, then the
+smaller id, then the namespace); deleted rows, rows outside the time range and buffered rows
+are treated as the structures treat them. A long note's passage rows (:mod:`coniti.passages`)
+count as their note at its best row, the pass asked twice as deep until ``want`` notes are sure. Any other ask, or a structure of another kind in scope,
+takes one search per namespace.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from coniti.actor import Query
 from coniti.filters import RecordPredicate
 from coniti.hybrid import Ranked
 from coniti.memory import MemoryBackend
+from coniti.passages import note_id
+from coniti.strategy import DefaultStrategy, Strategy
+from coniti.structure.across import top_across
+from coniti.structure.flat import FlatStructure, SortedRowsStructure
+from coniti.structure.scoring import unit_vector
+from coniti.structure.segment_tree import SegmentTreeStructure
 
 if TYPE_CHECKING:
     from coniti.engine.recall import Found, Scope
 
-__all__ = ["first_across"]
+__all__ = ["first_across", "one_pass"]
+
+_ONE_PASS = (FlatStructure, SegmentTreeStructure)
+"""The structures :func:`one_pass` reads the rows of (exact, over :class:`SortedRows`)."""
 
 
 def first_across(
@@ -71,3 +96,85 @@ def first_across(
                 return None
         found += hits(scope, among)
     return found
+
+
+def one_pass(
+    scopes: Sequence[Scope], query: Query, vector: np.ndarray, strategy: Strategy, want: int
+) -> list[list[Ranked]] | None:
+    """Each of ``scopes``' candidates among the first ``want`` of an unfiltered ``semantic`` ask
+    over all of them scored in one pass, in its structure's order (module docstring); None when the
+    ask or a scope does not allow it (the caller then searches each namespace)."""
+    if query.near is not None or query.filter is not None or want < 1:
+        return None
+    if type(strategy).answer is not DefaultStrategy.answer:
+        return None
+    structures = []
+    for scope in scopes:
+        index = scope.index
+        if not index.structures:
+            return None
+        first = index.structures[0]
+        if type(first) not in _ONE_PASS or not isinstance(first, SortedRowsStructure):
+            return None
+        structures.append(first)
+    q = np.asarray(vector, dtype=np.float64)
+    if q.ndim != 1 or q.size == 0:
+        return None
+    unit, squared = unit_vector(q)
+    if not math.isfinite(squared):
+        return None
+    if any(s.dim is not None and s.dim != q.size for s in structures):
+        return None  # the per-namespace search says what is wrong
+    start, end = _bounds(query)
+    rankings: list[list[Ranked]] = [[] for _ in scopes]
+    if start >= end:
+        return rankings
+    rows = [s.sorted_rows for s in structures]
+    passages = any(scope.index.passages is not None for scope in scopes)
+    deep = want
+    while True:
+        found = top_across(rows, unit, deep, start, end)
+        if found is None:
+            return None
+        if not passages:
+            break
+        every = len(found) < deep  # every row in range is a candidate
+        found = _notes(found, deep)  # a note at its best row (coniti.passages.note_hits)
+        if every or len(found) >= want:
+            break
+        deep *= 2  # fewer than want notes reach the deep-th best row: deeper
+    found.sort(key=lambda f: (-f[2], -f[3], f[1], scopes[f[0]].namespace))
+    for n, id_, score, _ in found[:want]:
+        ranked = rankings[n]
+        signals = {"strategy": "semantic", "semantic": score, "ranks": {"semantic": len(ranked) + 1}}
+        ranked.append(Ranked(id_, score, signals))
+    return rankings
+
+
+def _notes(
+    found: list[tuple[int, str, float, float]], deep: int
+) -> list[tuple[int, str, float, float]]:
+    """The notes of the candidate rows ``found`` (of :func:`top_across` for ``deep``), each at its
+    best row, that are sure to be among the best notes: those whose best row reaches the
+    ``deep``-th best exact score (every row that does is in ``found``, so no other note can rank
+    before them). All of them when ``found`` holds fewer than ``deep`` rows (every row in range)."""
+    scores = sorted((f[2] for f in found), reverse=True)
+    floor = scores[deep - 1] if len(scores) >= deep else -math.inf
+    best: dict[tuple[int, str], tuple[int, str, float, float]] = {}
+    for n, row, score, when in found:
+        if score < floor:
+            continue
+        key = (n, note_id(row))
+        if key not in best or score > best[key][2]:
+            best[key] = (n, key[1], score, when)
+    return list(best.values())
+
+
+def _bounds(query: Query) -> tuple[float, float]:
+    """The query's time range as ``[start, end)`` (unbounded: infinite)."""
+    span = query.time_range
+    if span is None:
+        return -math.inf, math.inf
+    start = -math.inf if span.start is None else span.start
+    end = math.inf if span.end is None else span.end
+    return start, end

@@ -847,7 +847,8 @@ def _answered(
     include_superseded: bool = False,
 ) -> Answer:
     """The answer of ``query`` (checked, its ``vector`` made) by ``engine``, under its lock; once
-    more after healing a snapshot block that failed its check. ``receipt``, ``moment`` (``valid_at``
+    more after each heal of a snapshot block that failed its check (an ask over several
+    namespaces may meet a failed block in each). ``receipt``, ``moment`` (``valid_at``
     read) and ``include_superseded``: as :meth:`ContinuityEngine.ask`."""
     if receipt and (moment is not None or include_superseded):
         raise ContractError("a recall receipt keeps asks about the present: leave out valid_at and include_superseded")
@@ -864,12 +865,12 @@ def _answered(
         )  # fmt: skip
 
     def ranked(asked: Query) -> list[Hit]:
-        try:
-            return hits(asked)
-        except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
-            if not engine._indexes.heal():
-                raise
-            return hits(asked)
+        while True:  # each heal rebuilds at least one namespace: at most one retry per namespace
+            try:
+                return hits(asked)
+            except derived.StaleSnapshot:  # a block of a snapshot failed its check on first touch
+                if not engine._indexes.heal():
+                    raise
 
     now = time.time()
     found = ranked(query)

@@ -41,17 +41,71 @@ class FoldedIndexes(CurrentIndexes):
 
     def load(self, ns: tuple[str, ...]) -> NamespaceIndex:
         """The snapshot of ``ns`` restored and caught up, else a fold of every event of ``ns``."""
-        if self.snapshots is not None:
-            try:
-                loaded = self.snapshots.load(ns, self.feed.head, deferred=True)
-            except derived.StaleSnapshot:
-                loaded = None
-            index = None if loaded is None else self.snapshots.restore(loaded)
-            if index is not None:
-                with contextlib.suppress(derived.StaleSnapshot):  # a block failed: rebuilt below
-                    self._fold_into(ns, index)
-                    return index
+        index = self._restored(ns)
+        if index is not None:
+            with contextlib.suppress(derived.StaleSnapshot):  # a block failed: rebuilt below
+                self._fold_into(ns, index)
+                return index
         return self.build(ns)
+
+    def _restored(self, ns: tuple[str, ...]) -> NamespaceIndex | None:
+        """The index the snapshot of ``ns`` holds, not caught up; None without a usable one."""
+        if self.snapshots is None:
+            return None
+        try:
+            loaded = self.snapshots.load(ns, self.feed.head, deferred=True)
+        except derived.StaleSnapshot:
+            return None
+        return self.snapshots.restore(loaded)
+
+    def get_many(self, namespaces: Sequence[tuple[str, ...]]) -> list[NamespaceIndex]:
+        """The index of each of ``namespaces``, as :meth:`get` gives it; those not loaded yet whose
+        snapshots restore are caught up together, in one pass over the events after the oldest of
+        their snapshots (each event read and its hash chained once, not once per namespace: at a
+        reopen, the first ask over every namespace). That pass reads the events of the other
+        namespaces in its range too (skipped, as a pass per namespace skips them). If a snapshot
+        block fails during it, each of those namespaces is loaded alone (:meth:`load`: restored
+        again, or rebuilt from its events)."""
+        missing = [ns for ns in dict.fromkeys(namespaces) if ns not in self._loaded]
+        if len(missing) > 1 and self.snapshots is not None:
+            for ns in missing:
+                self.check_meta(ns)
+            restored: dict[tuple[str, ...], NamespaceIndex] = {}
+            for ns in missing:
+                index = self._restored(ns)
+                if index is None:
+                    self._loaded[ns] = self.build(ns)
+                else:
+                    restored[ns] = index
+            if self._catch_up(restored):
+                self._loaded.update(restored)
+            else:
+                for ns in restored:
+                    self._loaded[ns] = self.load(ns)
+        return [self.get(ns) for ns in namespaces]
+
+    def _catch_up(self, restored: dict[tuple[str, ...], NamespaceIndex]) -> bool:
+        """Fold into each of the ``restored`` indexes (not registered yet) the events of its
+        namespace after its seq, in one pass; False when a snapshot block failed meanwhile (the
+        indexes must then not be used)."""
+        if not restored:
+            return True
+        head = self.feed.head
+        after = min(index.seq or 0 for index in restored.values())
+        folders = {ns: Folder(self.recipe, ns, index, EMBEDDING_KEY) for ns, index in restored.items()}
+        try:
+            for event in self.feed.events(after=after, until=head):
+                folder = folders.get(tuple(event.namespace))
+                if folder is not None and event.seq > (folder.index.seq or 0):
+                    folder.event(event)
+                    folder.index.changed += 1
+            for folder in folders.values():
+                folder.flush()
+        except derived.StaleSnapshot:
+            return False
+        for index in restored.values():
+            index.seq = index.keyword.seq = max(index.seq or 0, head)
+        return True
 
     def build(self, ns: tuple[str, ...], until: int | None = None) -> NamespaceIndex:
         """A fold of every event of ``ns`` (up to event ``until``; None: the head) into a fresh

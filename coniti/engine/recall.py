@@ -196,7 +196,7 @@ def answer(
 ) -> list[Hit]:
     """The hits of ``query`` over ``namespaces`` (their indexes loaded from ``indexes``):
     :func:`recall` of :func:`pool` hits, then :func:`second_stage`."""
-    scopes = [Scope.of(ns, indexes.get(ns)) for ns in namespaces]
+    scopes = [Scope.of(ns, index) for ns, index in zip(namespaces, indexes.get_many(namespaces), strict=True)]
     found = recall(
         query, vector, scopes, memory=memory, strategy=strategy, want=pool(query, reranker),
         merged=merged,
@@ -249,6 +249,12 @@ def recall(
                 pre[n] = where.prefiltered(query, vector, scope.namespace, scope.index, memory, match)
     if merged and vector is not None and query.resolved_strategy == "semantic" and (match is None or len(pre) == len(scopes)):
         rankings = [pre[n].rank if n in pre else asks.ranking(query, s) for n, s in enumerate(scopes)]
+        if match is None:
+            passed = across.one_pass(scopes, query, vector, strategy, want)
+        else:  # every namespace prefiltered: their matching rows scored as one
+            passed = where.first_of([pre[n] for n in range(len(scopes))], want)
+        if passed is not None:  # every namespace's rows scored as one
+            rankings = [_first(ranked) for ranked in passed]
         first = across.first_across(scopes, rankings, want, query.min_score, match, memory, asks.hits)
         if first is not None:
             first.sort(key=lambda item: _merge_key(item[0]))
@@ -265,6 +271,11 @@ def recall(
         del found[want:]
         found = _reranked(found, query.resolved_strategy)
     return _relevant(found[:want], scale)
+
+
+def _first(ranked: list[Ranked]) -> Callable[[int], list[Ranked]]:
+    """A ranking already made (:func:`~coniti.engine.across.one_pass`), as a function of ``k``."""
+    return lambda k: ranked[:k]
 
 
 def _scale(

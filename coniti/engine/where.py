@@ -6,9 +6,13 @@ its index, and only their rows are scored, exactly, in the structure's own order
 (:func:`~coniti.structure.scoring.exact_scores` of the stored unit row and the unit query), then the
 newer note, then the smaller id (:func:`~coniti.structure.scoring.top_by_key`). Scoring only the
 matching rows the same way gives the structure's ranking with the non-matching rows removed, score
-for score: what a filtered ask answers (:mod:`coniti.engine.recall`). The ranking is then read by a
-:class:`~coniti.engine.recall.Stream` as any other, so a candidate's record is still read from
-memory, the filter tested again on it, and a record that vanished left out.
+for score: what a filtered ask answers (:mod:`coniti.engine.recall`). When every namespace of the
+prefix is prefiltered, :func:`first_of` scores their matching rows as one (fast scores, one
+``k``-th best, only the rows near it scored exactly) and the merge reads those
+(:func:`~coniti.engine.across.first_across`); otherwise, or when the merge gives up, each
+namespace's ranking is read by a :class:`~coniti.engine.recall.Stream` as any other (every
+matching row then scored exactly). Either way a candidate's record is still read from memory, the
+filter tested again on it, and a record that vanished left out.
 
 **When it applies** (else the ask takes the unfiltered ranking and filters its candidates): strategy
 ``semantic`` with a query vector and no ``near``; the asks merged over a prefix (each hit's rank is
@@ -26,6 +30,7 @@ on first use); any other filter is tested on each cached metadata.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -39,10 +44,11 @@ from coniti.memory import GetRequest, MemoryBackend
 from coniti.passages import live_passages, note_id
 from coniti.strategy import DefaultStrategy, Strategy
 from coniti.structure.flat import FlatStructure
-from coniti.structure.scoring import exact_scores, unit_vector
+from coniti.structure.pool import float32_at_most, kth_largest
+from coniti.structure.scoring import error_bound, exact_scores, fast_scores, unit_vector
 from coniti.structure.segment_tree import SegmentTreeStructure
 
-__all__ = ["MetadataColumn", "Prefiltered", "prefiltered"]
+__all__ = ["MetadataColumn", "Prefiltered", "first_of", "prefiltered"]
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -113,23 +119,98 @@ def _value_key(value: Any) -> bytes:
 
 
 class Prefiltered:
-    """The matching rows of one namespace (``ids``, exact ``scores``, ``times``) ranked by the
-    structure's order (score, then the newer, then the smaller id): ``rank(k)`` and ``size()`` as
-    :class:`~coniti.engine.recall.Stream` asks them. ``rank(k)`` orders only the first ``k``
+    """The matching rows of one namespace (row ``ids``, their unit ``vectors`` and ``times``) for
+    the unit ``query``, ranked by the structure's order (score, then the newer, then the smaller
+    id): ``rank(k)`` and ``size()`` as :class:`~coniti.engine.recall.Stream` asks them. Every row
+    is scored exactly on the first of them (a note with ``passages`` at its best row, as
+    :func:`coniti.passages.note_hits`); :func:`first_of` scores only the rows that can be among the
+    first ``want`` over several namespaces. ``rank(k)`` orders only the first ``k``
     (``heapq.nsmallest``: ``sorted(...)[:k]``, the keys being distinct)."""
 
-    def __init__(self, ids: list[str], scores: list[float], times: list[float]) -> None:
-        self._keys = list(zip([-s for s in scores], [-t for t in times], ids, strict=True))
+    def __init__(
+        self,
+        ids: list[str],
+        vectors: np.ndarray,
+        times: np.ndarray,
+        query: np.ndarray,
+        passages: bool = False,
+    ) -> None:
+        self.ids, self.vectors, self.times, self.query = ids, vectors, times, query
+        self.passages = passages
+        self._keys: list[tuple[float, float, str]] | None = None
+
+    def _ranked(self) -> list[tuple[float, float, str]]:
+        if self._keys is None:
+            ids = self.ids
+            scores = exact_scores(self.vectors, self.query, unit=True) if ids else []
+            times = self.times.tolist()
+            if self.passages:  # a note at its best row, as coniti.passages.note_hits
+                best: dict[str, tuple[float, float]] = {}
+                for row, score, when in zip(ids, scores, times, strict=True):
+                    note = note_id(row)
+                    if note not in best or score > best[note][0]:
+                        best[note] = (score, when)
+                ids = list(best)
+                scores, times = [best[n][0] for n in ids], [best[n][1] for n in ids]
+            self._keys = list(zip([-s for s in scores], [-t for t in times], ids, strict=True))
+        return self._keys
 
     def rank(self, k: int) -> list[Ranked]:
-        first = heapq.nsmallest(k, self._keys)
-        return [
-            Ranked(i, -s, {"strategy": "semantic", "semantic": -s, "ranks": {"semantic": r}})
-            for r, (s, _, i) in enumerate(first, start=1)
-        ]
+        first = heapq.nsmallest(k, self._ranked())
+        return [_ranked(i, -s, r) for r, (s, _, i) in enumerate(first, start=1)]
 
     def size(self) -> int:
-        return len(self._keys)
+        return len(self._ranked())
+
+
+def _ranked(id_: str, score: float, rank: int) -> Ranked:
+    return Ranked(id_, score, {"strategy": "semantic", "semantic": score, "ranks": {"semantic": rank}})
+
+
+def first_of(found: Sequence[Prefiltered], want: int) -> list[list[Ranked]] | None:
+    """Each namespace's rows (``found[i]``) that can be among the first ``want`` of all of them, in
+    its own order, scored in one pass: every row's fast float32 score into one array, its ``want``-th
+    best taken once, and only the rows within twice the float32 error bound of it scored exactly
+    (they hold every row whose exact score reaches the ``want``-th best exact score, ties included:
+    :func:`~coniti.structure.across.top_across`'s rule), so the first ``want`` of their merge are those
+    of every namespace's full ranking merged. None when a namespace has passage rows or a fast score
+    is NaN (the caller reads each namespace's full ranking)."""
+    if any(f.passages for f in found):
+        return None
+    total = sum(len(f.ids) for f in found)
+    rankings: list[list[Ranked]] = [[] for _ in found]
+    if not total or want < 1:
+        return rankings
+    approx = np.empty(total, dtype=np.float32)
+    starts = []
+    offset = 0
+    for f in found:
+        starts.append(offset)
+        m = len(f.ids)
+        if m:
+            fast_scores(f.vectors, f.query, approx[offset : offset + m])
+        offset += m
+    if np.isnan(approx).any():
+        return None
+    if total > want:
+        kth = kth_largest(approx, want)
+        eps = error_bound(found[0].query.shape[0])
+        picks = (approx >= float32_at_most(float(kth) - 2.0 * eps)).nonzero()[0]
+    else:
+        picks = np.arange(total)
+    which = np.searchsorted(np.asarray(starts), picks, "right") - 1
+    chosen: list[list[tuple[float, float, str]]] = [[] for _ in found]
+    for n in np.unique(which).tolist():
+        f = found[n]
+        rows = picks[which == n] - starts[n]
+        scores = exact_scores(f.vectors.take(rows, axis=0), f.query, unit=True)
+        times = f.times.take(rows).tolist()
+        chosen[n] = sorted(
+            zip([-s for s in scores], [-t for t in times], [f.ids[r] for r in rows.tolist()], strict=True)
+        )
+    for n, keys in enumerate(chosen):
+        rankings[n] = [_ranked(i, -s, r) for r, (s, _, i) in enumerate(keys, start=1)]
+    return rankings
 
 
 def applies(
@@ -171,16 +252,5 @@ def prefiltered(
             chosen = np.flatnonzero(keep)
             ids = [ids[i] for i in chosen.tolist()]
             vectors, times = vectors[chosen], times[chosen]
-    if not ids:
-        return Prefiltered([], [], [])
     unit, _ = unit_vector(np.asarray(vector, dtype=np.float64))
-    scores = exact_scores(vectors, unit, unit=True)
-    if index.passages is None:
-        return Prefiltered(ids, scores, times.tolist())
-    best: dict[str, tuple[float, float]] = {}  # a note at its best row, as coniti.passages.note_hits
-    for row, score, when in zip(ids, scores, times.tolist(), strict=True):
-        note = note_id(row)
-        if note not in best or score > best[note][0]:
-            best[note] = (score, when)
-    notes = list(best)
-    return Prefiltered(notes, [best[n][0] for n in notes], [best[n][1] for n in notes])
+    return Prefiltered(ids, vectors, times, unit, index.passages is not None)

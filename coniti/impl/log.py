@@ -41,6 +41,8 @@ from datetime import datetime, timedelta
 from types import EllipsisType
 from typing import IO, TYPE_CHECKING, Any, ClassVar, NoReturn
 
+import numpy as np
+
 from coniti.actor import Note, to_timestamp
 from coniti.batch import RecordBatch, check_batch_ids
 from coniti.cursor import CursorCodec
@@ -205,6 +207,43 @@ def _put_item(r: MemoryRecord) -> PutItem:
 
 def _put_items(records: Sequence[MemoryRecord]) -> list[PutItem]:
     return [_put_item(r) for r in records]
+
+
+_Columns = tuple[Namespace, list[str], list[str], np.ndarray, list[dict[str, Any]], str | None, np.ndarray]
+
+
+def _put_columns(records: Sequence[MemoryRecord]) -> _Columns | None:
+    """The records of a put call as the columns of :meth:`~coniti.log.EventLog.put_columns`
+    ``(namespace, ids, texts, timestamps, metadata, embedding id, vectors)`` when they are the usual
+    kind, whose events it appends exactly as :meth:`~coniti.log.EventLog.put` does: two or more, all
+    in one namespace with one embedding id and vectors of one dtype and shape, none with an expiry,
+    a blob, a kind, a valid time or sources. Else None (the caller puts them as items)."""
+    if len(records) < 2:
+        return None
+    first = records[0]
+    ns, emb, v0 = first.namespace, first.embedding_id, first.vector
+    if v0 is None:
+        return None
+    dtype, shape = v0.dtype, v0.shape
+    ids: list[str] = []
+    texts: list[str] = []
+    stamps: list[float] = []
+    metadata: list[dict[str, Any]] = []
+    vectors: list[np.ndarray] = []
+    for r in records:
+        note, v = r.note, r.vector
+        if (
+            v is None or v.dtype != dtype or v.shape != shape or r.namespace != ns or r.embedding_id != emb
+            or r.expires_at is not None or r.blob is not None or note.kind is not None
+            or note.valid_from is not None or note.valid_to is not None or note.derived_from
+        ):  # fmt: skip
+            return None
+        ids.append(note.id)
+        texts.append(note.text)
+        stamps.append(note.timestamp)
+        metadata.append(note.metadata)
+        vectors.append(v)
+    return ns, ids, texts, np.array(stamps, dtype=np.float64), metadata, emb, np.stack(vectors)
 
 
 TTL_ACTOR = "coniti-ttl"
@@ -582,8 +621,12 @@ class LogBackend(ClusterNode, _Reads, AuditTrail, Proving, MemoryBackend):
         records = request.records
         check_put_ids(records)
         actor, reason = self._stamp()
-        items = retained_items(_put_items(records), records, policy_now(self._retention))
-        seqs = self._log.put(items, actor=actor, reason=reason)
+        policy = policy_now(self._retention)
+        columns = None if policy is not None else _put_columns(records)
+        if columns is not None:  # the usual records: encoded from columns, the same events
+            seqs = self._log.put_columns(*columns, actor=actor, reason=reason)
+        else:
+            seqs = self._log.put(retained_items(_put_items(records), records, policy), actor=actor, reason=reason)
         return _put_written(seqs, 0)
 
     def write(self, request: WriteRequest) -> WriteResult:

@@ -29,7 +29,7 @@ from coniti.log.codec import (
     encode_puts,
     payload_digests,
 )
-from coniti.log.keys import Namespace, name_key, name_keys, ns_bytes, ts_key
+from coniti.log.keys import Namespace, name_key, name_keys, ns_bytes, ts_key, ts_keys
 from coniti.log.projections import Head, Projections, payload_crcs
 
 __all__ = ["Appends", "PutCall", "PutItem", "Puts", "prepare"]
@@ -95,7 +95,8 @@ def prepare(items: Sequence[PutItem]) -> Puts:
         ))
         expiries.append(item.expires_at)
     return Puts(
-        canon, namespaces, ids, name_keys(ids), stamps, [ts_key(ts) for ts in stamps], payloads,
+        canon, namespaces, ids, name_keys(ids), stamps,
+        ts_keys(np.array(stamps, dtype=np.float64)) if len(stamps) > 8 else [ts_key(ts) for ts in stamps], payloads,
         payload_digests(payloads), payload_crcs(payloads),
         None if expiries.count(None) == len(expiries) else expiries,
     )

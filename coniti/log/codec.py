@@ -32,7 +32,7 @@ import math
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgpack
 import numpy as np
@@ -40,8 +40,18 @@ import numpy as np
 from coniti.errors import StoreCorrupted, StoreVersionError
 from coniti.jsonl import MAX_BLOB_BYTES
 from coniti.log.payloads import (
+    _BLOB,
+    _DTYPES,
+    _FACTS,
+    _KIND,
     EMPTY_DIGEST,
     EXT_BIGINT,
+    RecordData,
+    _ext_hook,
+    _facts,
+    _stored_content,
+    _stored_record,
+    _unpack,
     encode_feedback_payload,
     encode_meta_payload,
     encode_op_payload,
@@ -143,8 +153,6 @@ _U32 = struct.Struct(">I")
 _unpack_u32 = _U32.unpack_from
 _HEAD = 4
 _DIGEST = 32
-_VECTOR_DTYPES = frozenset({"<f2", "<f4", "<f8", ">f2", ">f4", ">f8"})
-_DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name) for name in _VECTOR_DTYPES}
 _sha256 = hashlib.sha256
 _unpackb = msgpack.unpackb
 _frombuffer = np.frombuffer
@@ -152,20 +160,6 @@ _tuple_new = tuple.__new__
 """Builds a NamedTuple without its Python-level ``__new__`` (hot read paths)."""
 _pack = packb
 """The log's msgpack encoder (:func:`coniti.log.payloads.packb`), by its name in the codec's tests."""
-
-
-class RecordData(NamedTuple):
-    """The content of a put event (absent once erased): ``vector`` None for a record without one,
-    ``blob`` the binary payload or None, ``kind`` the note's kind (payload field ``kd``) or None,
-    ``facts`` the note's ``(valid_from, valid_to, derived_from)`` (payload field ``vl``) or None."""
-
-    text: str
-    metadata: dict[str, Any]
-    embedding_id: str | None
-    vector: np.ndarray | None
-    blob: bytes | None = None
-    kind: str | None = None
-    facts: tuple[float | None, float | None, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,24 +403,6 @@ def _corrupted(what: str, exc: BaseException) -> StoreCorrupted:
     return StoreCorrupted(f"{what} does not decode: {exc}")
 
 
-def _ext_hook(code: int, data: bytes) -> Any:
-    if code == EXT_BIGINT:
-        text = data.decode("ascii")
-        if not text or not text.lstrip("-").isdigit():
-            raise ValueError("malformed big integer")
-        return int(text)
-    raise ValueError(f"unknown msgpack ext type {code}")
-
-
-def _unpack(data: bytes | memoryview) -> Any:
-    # msgpack >= 1.0 defaults: raw=False (str as str), strict_map_key=True, use_list=True.
-    # Strict UTF-8 first (fast); a lone surrogate, written with "surrogatepass", takes the retry.
-    try:
-        return msgpack.unpackb(data, ext_hook=_ext_hook)
-    except UnicodeDecodeError:
-        return msgpack.unpackb(data, ext_hook=_ext_hook, unicode_errors="surrogatepass")
-
-
 def _current(env: Any, payload: Any) -> tuple[dict[str, Any], Any]:
     """``(env, payload)`` of the current event version: as they are when the envelope ``env`` is of
     :data:`EVENT_VERSION`, else upcast through :data:`UPCASTERS` (``payload``: decoded, or None).
@@ -502,58 +478,6 @@ def _vector(payload: dict[str, Any]) -> np.ndarray:
 
 _PUT_KEYS = frozenset({"tx", "md", "e"})
 _VECTOR_KEYS = frozenset({"vd", "vs", "vb"})
-_BLOB = "bl"
-_KIND = "kd"
-_FACTS = "vl"
-
-
-def _facts(value: Any) -> tuple[float | None, float | None, tuple[str, ...]]:
-    """Payload field ``vl``: ``[valid_from or nil, valid_to or nil, [source, ...]]``."""
-    if type(value) is not list or len(value) != 3:
-        raise ValueError("field vl (valid time and sources) is not an array of three")
-    start, end, sources = value
-    for name, t in (("valid_from", start), ("valid_to", end)):
-        if t is not None and (type(t) is not float or not np.isfinite(t)):
-            raise ValueError(f"field vl ({name}) is not a finite float or nil")
-    if start is not None and end is not None and end < start:
-        raise ValueError("field vl: valid_to is before valid_from")
-    if type(sources) is not list or not all(type(r) is str and r for r in sources):
-        raise ValueError("field vl (sources) is not an array of non-empty strings")
-    return (start, end, tuple(sources))
-
-
-def _stored_record(payload: Any) -> RecordData:
-    """The content of a put payload the store wrote, with just the checks that make a damaged one
-    raise (ValueError, KeyError, TypeError) instead of decoding to something else. The vector is a
-    fresh writable array that owns its data (a copy, not a view of a bytearray: no buffer object
-    and memoryview behind it for the garbage collector to track, per record read)."""
-    size = len(payload)
-    vector = None
-    if size == 6 or "vb" in payload:  # six fields: the usual put, a vector and no blob
-        raw = payload["vb"]
-        if type(raw) is not bytes:
-            raise ValueError("field vb (vector bytes) is not binary")
-        dtype = _DTYPES.get(payload["vd"])
-        if dtype is None:
-            raise ValueError(f"unsupported vector dtype {payload['vd']!r}")
-        vector = _frombuffer(raw, dtype).copy()
-        n = len(vector)
-        if not n or payload["vs"] != [n]:
-            raise ValueError("vector shape and bytes disagree")
-        if size == 6:
-            return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, None, None, None))
-    blob = payload.get(_BLOB)
-    if blob is not None and type(blob) is not bytes:
-        raise ValueError("field bl (blob) is not binary")
-    kind = payload.get(_KIND)
-    if kind is not None and type(kind) is not str:
-        raise ValueError("field kd (kind) is not a string")
-    facts = payload.get(_FACTS)
-    if facts is not None:
-        facts = _facts(facts)
-    if size != 3 + 3 * (vector is not None) + (blob is not None) + (kind is not None) + (facts is not None):
-        raise ValueError("put payload has unknown or missing fields")
-    return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob, kind, facts))
 
 
 def _record(payload: Any, strict: bool) -> RecordData:
@@ -923,10 +847,7 @@ def read_content(frame: bytes, seq: int, crc: int | None = None, checksum: Check
                 raise ValueError("its payload does not match the CRC its index entry holds")
             if not payload_bytes:
                 return None
-            try:
-                return _stored_record(_unpackb(payload_bytes, ext_hook=_ext_hook))
-            except UnicodeDecodeError:
-                return _stored_record(_unpack(payload_bytes))
+            return _stored_content(payload_bytes)
         if not frame.startswith(_PUT_HEAD + _packed_uint(seq), _HEAD + 1):
             env = _unpack(split_frame(frame)[0])
             if type(env) is not dict or env.get("k") != PUT or env.get("s") != seq:

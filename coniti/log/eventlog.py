@@ -910,7 +910,7 @@ class EventLog:
         txn = store.begin_read()  # the pair, not store.read(): the hot path of a get
         try:
             p = RecordReads(txn, self._dbs)
-            nsid = self._nsid(p, namespace)
+            nsid = self._nsids.get(namespace) or self._nsid(p, namespace)  # the cache first, without a call
             if nsid is None:
                 return [], list(ids)
             return p.get_rows(namespace, nsid, ids, as_of)
@@ -935,7 +935,7 @@ class EventLog:
         txn = store.begin_read()  # the pair, not store.read(): the hot path of a scan page
         try:
             p = RecordReads(txn, self._dbs)
-            nsid = self._nsid(p, namespace)
+            nsid = self._nsids.get(namespace) or self._nsid(p, namespace)
             if nsid is None:
                 return [], None
             return p.scan_rows(namespace, nsid, start, end, after, limit, as_of)

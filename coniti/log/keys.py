@@ -61,6 +61,7 @@ _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 _F64 = struct.Struct(">d")
 _POSITION = struct.Struct(">dQ")
+_unpack_f64 = _F64.unpack
 _SIGN = 1 << 63
 _ALL = MAX_SEQ
 
@@ -98,6 +99,9 @@ def ts_keys(values: np.ndarray) -> list[bytes]:
 
 def decode_ts_key(key: bytes) -> float:
     """The float of an 8-byte :func:`ts_key` (``-0.0`` comes back as ``0.0``)."""
+    flipped: float = _unpack_f64(key)[0]
+    if flipped < 0.0:  # a timestamp above 0.0: its bits with the sign bit set (see unpack_position)
+        return -flipped
     (bits,) = _U64.unpack(key)
     bits = bits ^ _SIGN if bits & _SIGN else bits ^ _ALL
     return float(_F64.unpack(_U64.pack(bits))[0])
@@ -121,15 +125,22 @@ def decode_position(key: bytes, offset: int) -> tuple[float, int]:
     return decode_ts_key(key[offset : offset + 8]), seq
 
 
+_INLINE_HEADS = [b"\x00" + _U16.pack(n) for n in range(INLINE_MAX + 1)]
+"""The first three bytes of the inline key of a name of ``n`` bytes (index ``n``)."""
+
+
 def _blob_key(raw: bytes) -> bytes:
     if len(raw) <= INLINE_MAX:
-        return b"\x00" + _U16.pack(len(raw)) + raw
+        return _INLINE_HEADS[len(raw)] + raw
     return b"\x01" + hashlib.sha256(raw).digest()
 
 
 def name_key(name: str) -> bytes:
     """The key form of a record id or metadata key (inline up to :data:`INLINE_MAX` bytes, else hashed)."""
-    return _blob_key(name.encode("utf-8", "surrogatepass"))
+    raw = name.encode("utf-8", "surrogatepass")
+    if len(raw) <= INLINE_MAX:  # _blob_key written out: the lookup of every get
+        return _INLINE_HEADS[len(raw)] + raw
+    return b"\x01" + hashlib.sha256(raw).digest()
 
 
 def name_keys(names: Iterable[str]) -> list[bytes]:

@@ -1,6 +1,9 @@
 """The payloads of events, encoded: what follows a frame's digest (``log/FORMAT.md`` §3), and the
-msgpack the log writes it with. The envelope and the frame around a payload, and every decoding and
-check of one, are :mod:`coniti.log.codec`'s (which re-exports these encoders).
+msgpack the log writes it with; and a put payload's content read back (:class:`RecordData`, with the
+checks the read paths make and their shortcut for the usual payload). The envelope and the frame
+around a payload, the strict decoding of every event and the checks against the frame's digest or
+its index entry's CRC are :mod:`coniti.log.codec`'s (which re-exports these encoders and
+:class:`RecordData`).
 
 Payload maps: ``put`` ``{"tx", "md", "e"[, "vd", "vs", "vb"][, "bl"][, "kd"][, "vl"]}`` (text, metadata, embedding
 id, the vector's dtype, shape and raw bytes, the binary payload), ``meta`` ``{"mv"}``, ``feedback``
@@ -13,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 import numpy as np
@@ -24,11 +27,14 @@ from coniti.jsonl import MAX_BLOB_BYTES
 __all__ = [
     "EMPTY_DIGEST",
     "EXT_BIGINT",
+    "VECTOR_TAIL",
+    "RecordData",
     "encode_feedback_payload",
     "encode_meta_payload",
     "encode_op_payload",
     "encode_put_payload",
     "encode_put_payloads",
+    "learn_vector_tail",
     "packb",
     "packer",
     "payload_digest",
@@ -192,6 +198,29 @@ _VECTOR_HEADS: dict[tuple[np.dtype[Any], tuple[int, ...]], bytes] = {}
 byte (``"vd"``, its value, ``"vs"``, its value, ``"vb"`` and the bin header). At most 64 kept."""
 
 
+VectorTail = tuple[bytes, np.dtype[Any], int, int]
+VECTOR_TAIL: list[VectorTail | None] = [None]
+"""The vector tail a read tries first (:func:`coniti.log.codec.read_content`): ``(the packed bytes of
+a usual payload from key "vd" up to the vector's first byte, dtype, element count, vector bytes)``
+of the last usual payload read, as :func:`learn_vector_tail` made it; None before any."""
+_TAILS: dict[tuple[str, int], VectorTail] = {}
+"""The vector tails made, per (dtype string, element count); at most 64 kept."""
+
+
+def learn_vector_tail(vd: str, vector: np.ndarray) -> None:
+    """Make the tail of a usual payload whose vector has dtype string ``vd`` (as stored) and
+    ``vector``'s length (and dtype) :data:`VECTOR_TAIL`."""
+    key = (vd, len(vector))
+    tail = _TAILS.get(key)
+    if tail is None:
+        raw = vector.tobytes()
+        packed = packb({"vd": vd, "vs": [len(vector)], "vb": raw})
+        tail = (packed[1 : len(packed) - len(raw)], vector.dtype, len(vector), len(raw))
+        if len(_TAILS) < 64:
+            _TAILS[key] = tail
+    VECTOR_TAIL[0] = tail
+
+
 def payload_digest(payload: bytes) -> bytes:
     """``SHA-256(payload)``, the digest a frame carries."""
     return _sha256(payload).digest() if payload else EMPTY_DIGEST
@@ -216,3 +245,127 @@ def encode_feedback_payload(weight: float) -> bytes:
 def encode_op_payload(digest: str, result: dict[str, Any]) -> bytes:
     """The payload of an op event: the request's digest (hex) and its result map."""
     return packb({"d": digest, "res": result})
+
+
+# -- a put payload's content, read back (the checks and the shortcut of the read paths) ----------
+
+_unpackb = msgpack.unpackb
+_frombuffer = np.frombuffer
+_tuple_new = tuple.__new__
+"""Builds a NamedTuple without its Python-level ``__new__`` (hot read paths)."""
+_NOT_THIS_TAIL = (ValueError, KeyError, TypeError, msgpack.UnpackException)
+_VECTOR_DTYPES = frozenset({"<f2", "<f4", "<f8", ">f2", ">f4", ">f8"})
+_DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name) for name in _VECTOR_DTYPES}
+
+
+class RecordData(NamedTuple):
+    """The content of a put event (absent once erased): ``vector`` None for a record without one,
+    ``blob`` the binary payload or None, ``kind`` the note's kind (payload field ``kd``) or None,
+    ``facts`` the note's ``(valid_from, valid_to, derived_from)`` (payload field ``vl``) or None."""
+
+    text: str
+    metadata: dict[str, Any]
+    embedding_id: str | None
+    vector: np.ndarray | None
+    blob: bytes | None = None
+    kind: str | None = None
+    facts: tuple[float | None, float | None, tuple[str, ...]] | None = None
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == EXT_BIGINT:
+        text = data.decode("ascii")
+        if not text or not text.lstrip("-").isdigit():
+            raise ValueError("malformed big integer")
+        return int(text)
+    raise ValueError(f"unknown msgpack ext type {code}")
+
+
+def _unpack(data: bytes | memoryview) -> Any:
+    # msgpack >= 1.0 defaults: raw=False (str as str), strict_map_key=True, use_list=True.
+    # Strict UTF-8 first (fast); a lone surrogate, written with "surrogatepass", takes the retry.
+    try:
+        return msgpack.unpackb(data, ext_hook=_ext_hook)
+    except UnicodeDecodeError:
+        return msgpack.unpackb(data, ext_hook=_ext_hook, unicode_errors="surrogatepass")
+
+
+_BLOB = "bl"
+_KIND = "kd"
+_FACTS = "vl"
+
+
+def _facts(value: Any) -> tuple[float | None, float | None, tuple[str, ...]]:
+    """Payload field ``vl``: ``[valid_from or nil, valid_to or nil, [source, ...]]``."""
+    if type(value) is not list or len(value) != 3:
+        raise ValueError("field vl (valid time and sources) is not an array of three")
+    start, end, sources = value
+    for name, t in (("valid_from", start), ("valid_to", end)):
+        if t is not None and (type(t) is not float or not np.isfinite(t)):
+            raise ValueError(f"field vl ({name}) is not a finite float or nil")
+    if start is not None and end is not None and end < start:
+        raise ValueError("field vl: valid_to is before valid_from")
+    if type(sources) is not list or not all(type(r) is str and r for r in sources):
+        raise ValueError("field vl (sources) is not an array of non-empty strings")
+    return (start, end, tuple(sources))
+
+
+def _stored_record(payload: Any) -> RecordData:
+    """The content of a put payload the store wrote, with just the checks that make a damaged one
+    raise (ValueError, KeyError, TypeError) instead of decoding to something else. The vector is a
+    fresh writable array that owns its data (a copy, not a view of a bytearray: no buffer object
+    and memoryview behind it for the garbage collector to track, per record read)."""
+    size = len(payload)
+    vector = None
+    if size == 6 or "vb" in payload:  # six fields: the usual put, a vector and no blob
+        raw = payload["vb"]
+        if type(raw) is not bytes:
+            raise ValueError("field vb (vector bytes) is not binary")
+        dtype = _DTYPES.get(payload["vd"])
+        if dtype is None:
+            raise ValueError(f"unsupported vector dtype {payload['vd']!r}")
+        vector = _frombuffer(raw, dtype).copy()
+        n = len(vector)
+        if not n or payload["vs"] != [n]:
+            raise ValueError("vector shape and bytes disagree")
+        if size == 6:
+            return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, None, None, None))
+    blob = payload.get(_BLOB)
+    if blob is not None and type(blob) is not bytes:
+        raise ValueError("field bl (blob) is not binary")
+    kind = payload.get(_KIND)
+    if kind is not None and type(kind) is not str:
+        raise ValueError("field kd (kind) is not a string")
+    facts = payload.get(_FACTS)
+    if facts is not None:
+        facts = _facts(facts)
+    if size != 3 + 3 * (vector is not None) + (blob is not None) + (kind is not None) + (facts is not None):
+        raise ValueError("put payload has unknown or missing fields")
+    return _tuple_new(RecordData, (payload["tx"], payload["md"], payload["e"], vector, blob, kind, facts))
+
+
+def _stored_content(payload: bytes) -> RecordData:
+    """``_stored_record`` of ``payload`` decoded (a put payload the store wrote, checksum confirmed).
+    When it begins as a map of six and ends with the packed ``"vd"``, ``"vs"``, ``"vb"`` entries of
+    :data:`VECTOR_TAIL`, only its first three entries are unpacked (as a map of three, which must
+    decode completely to ``tx``, ``md``, ``e``) and the vector is copied from its bytes: msgpack
+    decodes left to right, so this is what the full decode gives. Anything else (another tail, more
+    fields, damage) takes the full decode, which raises for a damaged payload."""
+    tail = VECTOR_TAIL[0]
+    if tail is not None:
+        mid, dtype, count, nbytes = tail
+        vector_at = len(payload) - nbytes
+        cut = vector_at - len(mid)
+        if cut > 1 and payload[0] == 0x86 and payload.startswith(mid, cut):
+            try:
+                head = _unpackb(b"\x83" + payload[1:cut], ext_hook=_ext_hook)
+                if len(head) == 3:
+                    vector = _frombuffer(payload, dtype, count, vector_at).copy()
+                    return _tuple_new(RecordData, (head["tx"], head["md"], head["e"], vector, None, None, None))
+            except _NOT_THIS_TAIL:
+                pass  # not that tail after all, or a lone surrogate in the text: the full decode
+    decoded = _unpack(payload)
+    record = _stored_record(decoded)
+    if record.vector is not None and len(decoded) == 6:
+        learn_vector_tail(decoded["vd"], record.vector)
+    return record

@@ -102,7 +102,9 @@ class RecordReads(IndexView):
                 now = None
             elif now is None:
                 now = self.clock(as_of)
-        cur = self._ver_cur or self._vcur()
+        cur = self._ver_cur
+        if cur is None:  # _vcur() written out
+            cur = self._ver_cur = self.txn.cursor(db=self.d.ver)
         crc32, ver_seed = self.d.seals.crc, self.d.seals.ver
         for record_id in ids:
             idk = name_key(record_id)

@@ -109,6 +109,12 @@ class SortedRowsStructure(Structure):
     def live_ids(self) -> list[str]:
         return [*self._rows.pos, *self._rows.buffer.pos]
 
+    @property
+    def sorted_rows(self) -> SortedRows:
+        """The rows themselves, for searches over several structures at once
+        (:func:`~coniti.structure.across.top_across`); read them, never modify."""
+        return self._rows
+
     def derived_state(self) -> dict[str, np.ndarray]:
         return self._rows.state()
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from coniti.derived import BlockCheck, pack_strings
 from coniti.errors import ContractError, StructureError
-from coniti.packed import LOOKUP_BUDGET, PackedStrings
+from coniti.packed import LOOKUP_BUDGET, PackedStrings, index_arrays, indexed
 from coniti.structure import scoring
 from coniti.structure.pool import NEG_INF, Pool, float32_at_most, kth_largest
 from coniti.structure.scoring import (
@@ -640,13 +640,17 @@ class SortedRowStore:
 
     def state(self) -> dict[str, np.ndarray]:
         """The rows as arrays, buffer merged and purged rows dropped first: ``vecs`` (n x dim
-        float32), ``times``, ``born``, ``died`` and the ids as UTF-8 ``id_bytes`` cut at
-        ``id_ends``. Views of the live arrays: read them before the next write."""
+        float32), ``times``, ``born``, ``died``, the ids as UTF-8 ``id_bytes`` cut at ``id_ends``
+        and their sort index (:func:`~coniti.packed.index_arrays`: ``id_order``, ``id_keys``,
+        ``id_key_scheme``; made here unless the ids are still packed with one, O(n log n)), so a
+        restore looks ids up without sorting them. Views of the live arrays: read them before the
+        next write."""
         self.merge()
         self.compact()
         n = self.n
         self.check_rows(0, n)
-        id_bytes, id_ends = self._packed.arrays if self._packed is not None else pack_strings(self.ids)
+        packed = self._packed if self._packed is not None else PackedStrings(*pack_strings(self.ids))
+        id_bytes, id_ends = packed.arrays
         return {
             "vecs": self.vecs[:n],
             "times": self.times[:n],
@@ -654,6 +658,7 @@ class SortedRowStore:
             "died": self.died[:n],
             "id_bytes": id_bytes,
             "id_ends": id_ends,
+            **index_arrays(packed),
         }
 
     def restore(self, state: dict[str, np.ndarray], check: BlockCheck | None = None) -> None:
@@ -676,6 +681,10 @@ class SortedRowStore:
             raise ContractError("the row ids do not fit the rows")
         alive = died == LIVE
         live = int(np.count_nonzero(alive))
+        try:  # the ids' sort index when the state has one of this key scheme (else made later)
+            packed = indexed(np.array(raw), np.array(ends), state)
+        except ValueError:
+            raise ContractError("the row ids' sort index does not fit the ids") from None
         self.clear()
         self.vecs = vecs.view(np.ndarray)  # the same memory (a map stays mapped), minus the
         # np.memmap subclass, whose every slice and gather runs Python code
@@ -685,7 +694,7 @@ class SortedRowStore:
         self.alive = alive
         self._ids = None
         self._pos = None
-        self._packed = PackedStrings(np.array(raw), np.array(ends))
+        self._packed = packed
         self._n_packed = n
         self.dead = n - live
         self.purged = int(np.count_nonzero(self.died <= self.born))
@@ -946,3 +955,4 @@ class SortedRows(SortedRowStore):
         ids.extend(self.ids_at(rows))
         times.append(self.times[rows])
         return ids, np.concatenate(times)
+

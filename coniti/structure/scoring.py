@@ -127,14 +127,18 @@ def error_bound(dim: int) -> float:
     return 1.01 * u / (1.0 - u) + 1e-9
 
 
-def fast_scores(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """float32 ``rows @ query`` on the calling thread.
+def fast_scores(rows: np.ndarray, query: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """float32 ``rows @ query`` on the calling thread (into ``out``, float32 of ``len(rows)``, when
+    given).
 
     ``np.einsum`` rather than BLAS: OpenBLAS threads any matrix-vector product above ~9,000 elements,
     and a threaded product stalls for milliseconds whenever the other cores are busy.
     """
-    out: np.ndarray = _einsum("ij,j->i", rows, query)
-    return out
+    if out is not None:
+        _einsum("ij,j->i", rows, query, out=out)
+        return out
+    scores: np.ndarray = _einsum("ij,j->i", rows, query)
+    return scores
 
 
 def exact_scores(rows: np.ndarray, query: np.ndarray, *, unit: bool = False) -> list[float]:

@@ -25,9 +25,12 @@ namespace drawn for the filtered and one-namespace asks. The phases and what eac
 **Rounds.** Each round runs every system in a fresh child process of its own, in an order that
 rotates from round to round; each child makes a fresh store in a fresh folder, removed after it.
 Figures are medians: per round the median over queries (or updates), then the median over rounds.
-``numpy`` rows are the same asks as brute force in this process over the workload's matrix
-(``matrix @ q`` then ``argpartition``; the filtered, window and one-namespace rows over row
-indexes computed before the clock starts: "numpy with a precomputed mask").
+``numpy`` is the same asks as brute force over the workload's matrix (``matrix @ q`` then
+``argpartition``; the filtered, window and one-namespace asks over row indexes computed before the
+clock starts: "numpy with a precomputed mask"), timed in each system's child right after each of
+its asks (``bench/peer_worker.py``), numpy's BLAS on one thread (:data:`NUMPY_BLAS`). The
+``numpy`` column is the one timed beside coniti (beside the first system when coniti is not run),
+in the same rounds, and ``coniti / numpy`` is the ratio of the two medians of those rounds.
 
 **Recall@10** of every system against the exact answer (numpy over the matrix as ingested) is
 printed beside each ask's latency when it is below 1.0.
@@ -40,6 +43,7 @@ systems sync their writes to disk, on stdout; every figure and every round's raw
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -47,7 +51,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -81,6 +84,7 @@ NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the workload's fixed "now"
 ROWS: tuple[tuple[str, str, bool, str], ...] = (
     ("ingest", "ingest, batches of {batch}", True, "notes/s"),
     ("all", "top-10 over all namespaces (exact)", False, "ms"),
+    ("ann", "top-10 over all namespaces (approximate: HNSW)", False, "ms"),
     ("filtered", "top-10 with a metadata filter (user == X)", False, "ms"),
     ("window", "top-10 in the last 30 days", False, "ms"),
     ("one_ns", "top-10 in one namespace", False, "ms"),
@@ -91,9 +95,21 @@ ROWS: tuple[tuple[str, str, bool, str], ...] = (
     ("delete", "delete, batches of {batch}", True, "notes/s"),
 )
 ASKS = ("all", "filtered", "window", "one_ns")
+ANN = "coniti-ann"
+"""coniti with structure ``ann`` (``bench/peer_worker.py``'s ``ANN_OPTIONS``): run beside ``coniti``
+in every round (ingest and the top-10 over all namespaces only), shown in the ``ann`` row beside
+chroma's top-10 over all namespaces (its HNSW index); the other peers have no such row."""
+APPROXIMATE = {ANN: "coniti", "chroma": "chroma"}
+"""Whose top-10 over all namespaces fills the ``ann`` row, and in which column."""
 WRITES = ("ingest", "update", "delete", "close")
 """Rows whose best peer is the best among the peers that sync their writes (a faster one that does
 not is named beside it)."""
+NUMPY_BLAS = "one thread"
+"""How numpy's ``matrix @ q`` runs in the children: numpy's BLAS (OpenBLAS in its wheel) held to one
+thread (``OPENBLAS_NUM_THREADS=1``), the one core an ask of coniti uses. A threaded product timed
+between other work stalls while its threads wake (3 ms instead of 0.17 ms a product at N=2,000
+here), which would flatter every system beside it; on an idle machine two threads take about half
+the wall time of one at N=100,000."""
 EXACT = 0.99
 """A peer's ask counts as exact (comparable with coniti's, recall 1.0) from this recall@10 on; a
 faster one below it is named beside the best exact peer, with its recall."""
@@ -204,10 +220,9 @@ def _top(matrix: np.ndarray, q: np.ndarray, rows: np.ndarray | None) -> np.ndarr
     return best if rows is None else rows[best]
 
 
-def numpy_baseline(
-    w: dict[str, Any], rounds: int
-) -> tuple[dict[str, list[list[str]]], dict[str, list[float]]]:
-    """The exact answers (ids) of every ask, and numpy's median ms per round for each ask."""
+def exact_answers(w: dict[str, Any]) -> dict[str, list[list[str]]]:
+    """The exact answers (ids) of every ask (untimed: numpy is timed in the children, beside each
+    system's asks)."""
     matrix, queries = w["vectors"], w["queries"]
     by_user = {u: np.flatnonzero(w["users"] == u) for u in set(w["query_users"])}
     by_ns = {j: np.flatnonzero(w["ns"] == j) for j in range(w["namespaces"])}
@@ -218,24 +233,13 @@ def numpy_baseline(
         "window": lambda j: recent,
         "one_ns": lambda j: by_ns[w["query_ns"][j]],
     }
-    truth: dict[str, list[list[str]]] = {}
-    ms: dict[str, list[float]] = {}
-    for ask, rows in rows_of.items():
-        truth[ask] = [
+    return {
+        ask: [
             [note_id(int(i)) for i in _top(matrix, queries[j], rows(j))]
             for j in range(len(queries))
         ]
-        per_round = []
-        for _ in range(rounds):
-            times = []
-            for j in range(len(queries)):
-                r = rows(j)
-                t = time.perf_counter()
-                _top(matrix, queries[j], r)
-                times.append(time.perf_counter() - t)
-            per_round.append(statistics.median(times) * 1e3)
-        ms[ask] = per_round
-    return truth, ms
+        for ask, rows in rows_of.items()
+    }
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -253,7 +257,10 @@ def run_child(
     """One round of ``system`` in a child process (``code``: the checkout whose ``coniti`` it
     imports, for coniti)."""
     env = dict(os.environ)
-    if system == "coniti":
+    env["OPENBLAS_NUM_THREADS"] = (
+        "1"  # numpy's product on one core, as coniti's ask (see NUMPY_BLAS)
+    )
+    if system.startswith("coniti"):
         env["PYTHONPATH"] = str(code)
     else:
         env.pop("PYTHONPATH", None)
@@ -279,16 +286,21 @@ def figures_of(
     result: dict[str, Any], n: int, truth: dict[str, list[list[str]]]
 ) -> dict[str, float]:
     """One round's figures of one system (the table's units) and its recall@10 per ask."""
-    out = {
-        "ingest": n / result["ingest_s"],
-        "close": result["close_s"],
-        "reopen": result["reopen_s"],
-        "disk": result["disk_bytes"] / n,
-        "update": statistics.median(result["update_s"]) * 1e3,
-        "delete": result["deleted"] / result["delete_s"],
-    }
+    out = {"ingest": n / result["ingest_s"]}
+    if "close_s" in result:  # every phase (not an asks-only system)
+        out |= {
+            "close": result["close_s"],
+            "reopen": result["reopen_s"],
+            "disk": result["disk_bytes"] / n,
+            "update": statistics.median(result["update_s"]) * 1e3,
+            "delete": result["deleted"] / result["delete_s"],
+        }
     for ask in ASKS:
+        if f"{ask}_s" not in result:
+            continue
         out[ask] = statistics.median(result[f"{ask}_s"]) * 1e3
+        if f"numpy_{ask}_s" in result:  # numpy timed beside this system's asks
+            out[f"numpy_{ask}"] = statistics.median(result[f"numpy_{ask}_s"]) * 1e3
         hits = [
             len(set(got) & set(want)) / max(1, len(want))
             for got, want in zip(result[f"{ask}_ids"], truth[ask], strict=True)
@@ -335,7 +347,9 @@ def table(
             cells.append(cell)
         cells.append(fmt(numpy_ms[phase], "ms") if phase in numpy_ms else "")
         every = {p: medians[p][phase] for p in peers if phase in medians[p]}
-        if phase in WRITES:  # against the peers that sync their writes, as coniti does
+        if phase == "ann":  # approximate beside approximate, each with its recall
+            exact = every
+        elif phase in WRITES:  # against the peers that sync their writes, as coniti does
             exact = {p: v for p, v in every.items() if syncs.get(p, "").startswith("yes")}
         else:
             exact = {
@@ -361,7 +375,7 @@ def table(
         else:
             cells += ["", ""]
         has = "coniti" in medians and phase in numpy_ms
-        cells.append(f"{medians['coniti'][phase] / numpy_ms[phase]:.1f}x" if has else "")
+        cells.append(f"{medians['coniti'][phase] / numpy_ms[phase]:.2f}x" if has else "")
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(
@@ -375,7 +389,6 @@ def write_results(
     systems: Sequence[str],
     runs: dict[str, list[dict[str, Any]]],
     truth: dict[str, list[list[str]]],
-    numpy_rounds: dict[str, list[float]],
     errors: dict[str, Any],
     done: int,
 ) -> None:
@@ -385,12 +398,20 @@ def write_results(
     medians = {
         s: {k: statistics.median(f[k] for f in fs) for k in fs[0]} for s, fs in per_round.items()
     }
+    for source, column in APPROXIMATE.items():  # the approximate row
+        if source in medians and column in medians and "all" in medians[source]:
+            medians[column]["ann"] = medians[source]["all"]
+            medians[column]["ann_recall"] = medians[source]["all_recall"]
+    beside = "coniti" if "coniti" in per_round else next(iter(per_round), None)
+    numpy_rounds = {
+        ask: [f[f"numpy_{ask}"] for f in per_round[beside]] for ask in ASKS if beside is not None
+    }
     numpy_ms = {k: statistics.median(v) for k, v in numpy_rounds.items()}
     syncs = {s: runs[s][0]["syncs"] for s in runs if runs[s]}
     out = {
         "n": a.n, "rounds": done, "namespaces": a.namespaces, "users": a.users, "batch": a.batch,
         "queries": a.queries, "seed": a.seed, "dim": DIM, "medians": medians, "numpy_ms": numpy_ms,
-        "per_round": per_round, "numpy_per_round": numpy_rounds, "syncs": syncs, "errors": errors,
+        "per_round": per_round, "numpy_per_round": numpy_rounds, "numpy_beside": beside, "syncs": syncs, "errors": errors,
         "rows": [{"phase": ph, "label": lb.format(batch=a.batch), "higher_is_better": hi, "unit": u} for ph, lb, hi, u in ROWS],
     }  # fmt: skip
     a.json.write_text(json.dumps(out, indent=1))
@@ -425,6 +446,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--from-json", type=Path, default=None, help="print the table of a run's JSON, then stop"
     )  # fmt: skip
     p.add_argument("--setup-only", action="store_true", help="build the peers' venv, then stop")
+    p.add_argument(
+        "--no-ann", action="store_true",
+        help="leave out coniti with structure ann (the approximate row)",
+    )  # fmt: skip
     a = p.parse_args(argv)
     if a.systems is None:  # qdrant's local mode is for small collections (it warns past 20,000)
         systems = [s for s in SYSTEMS if s != "qdrant" or a.n <= QDRANT_LOCAL_MAX]
@@ -437,6 +462,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (a.baseline_code / "coniti" / "__init__.py").is_file():
             p.error(f"--baseline-code: {a.baseline_code} holds no coniti package")
         systems.insert(1 if "coniti" in systems else 0, "coniti@base")
+    if "coniti" in systems and not a.no_ann and importlib.util.find_spec("usearch") is not None:
+        runs_too = [ANN]  # the approximate row (coniti's ann structure needs usearch)
+    else:
+        runs_too = []
     if a.from_json is not None:
         saved = json.loads(a.from_json.read_text())
         order = [s for s in ("coniti", "coniti@base", *PEER_SYSTEMS) if s in saved["medians"]]
@@ -460,11 +489,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-peers-", dir=a.work))
     try:
         w = make_workload(work / "data", a.n, a.namespaces, a.users, a.batch, a.queries, a.seed)
-        truth, numpy_rounds = numpy_baseline(w, a.rounds)
-        runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+        truth = exact_answers(w)
+        everyone = [*systems, *runs_too]
+        runs: dict[str, list[dict[str, Any]]] = {s: [] for s in everyone}
         errors: dict[str, Any] = {}
         for r in range(a.rounds):
-            order = systems[r % len(systems) :] + systems[: r % len(systems)]
+            order = everyone[r % len(everyone) :] + everyone[: r % len(everyone)]
             for s in order:
                 python = Path(sys.executable) if s.startswith("coniti") else peer_python
                 assert python is not None
@@ -487,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"round {r + 1}: {s} done (ingest {a.n / res['ingest_s']:,.0f} notes/s)",
                     file=sys.stderr,
                 )
-            write_results(a, systems, runs, truth, numpy_rounds, errors, done=r + 1)
+            write_results(a, systems, runs, truth, errors, done=r + 1)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print((a.json.with_suffix(".md")).read_text())
