@@ -29,6 +29,7 @@ columns reads them without a note being built.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, overload
@@ -99,13 +100,14 @@ class NoteBatch(Sequence[Note]):
 
         # Each check finds its first bad row; the first of those is refused (as Note refuses it).
         bad = n
-        for i, (id_, text) in enumerate(zip(ids_t, texts_t, strict=True)):
-            if not (isinstance(id_, str) and id_ and isinstance(text, str)):
-                bad = i
-                break
-            if not (id_.isascii() and text.isascii()) and not (valid_text(id_) and valid_text(text)):
-                bad = i
-                break
+        if not _plain_strings(ids_t, texts_t):  # else every row passes the checks below
+            for i, (id_, text) in enumerate(zip(ids_t, texts_t, strict=True)):
+                if not (isinstance(id_, str) and id_ and isinstance(text, str)):
+                    bad = i
+                    break
+                if not (id_.isascii() and text.isascii()) and not (valid_text(id_) and valid_text(text)):
+                    bad = i
+                    break
         if isinstance(stamps, np.ndarray):
             times = np.array(stamps, dtype=np.float64)
         else:
@@ -123,8 +125,9 @@ class NoteBatch(Sequence[Note]):
         outside = np.flatnonzero(~((times >= MIN_TIME) & (times < MAX_TIME)))  # NaN and inf too
         if outside.size:
             bad = min(bad, int(outside[0]))
-        copies: list[dict[str, Any]] = []
-        for i, value in enumerate(md[:bad]):
+        plain = _plain_copies(md) if bad == n else None
+        copies: list[dict[str, Any]] = [] if plain is None else plain
+        for i, value in enumerate(md[:bad] if plain is None else ()):
             if value is _EMPTY:
                 copies.append({})
             else:
@@ -375,6 +378,30 @@ def check_batch_ids(batch: RecordBatch) -> None:
         seen.add(record_id)
 
 
+def _plain_strings(ids: tuple[Any, ...], texts: tuple[Any, ...]) -> bool:
+    """Whether every id is a non-empty ``str`` and every text a ``str``, all ASCII (what the
+    row-by-row checks accept without a scan): C-level passes over the columns, no call per row."""
+    return (
+        set(map(type, ids)) <= {str} and set(map(type, texts)) <= {str} and all(ids)
+        and "".join(ids).isascii() and "".join(texts).isascii()
+    )  # fmt: skip
+
+
+def _plain_copies(metadata: tuple[Any, ...]) -> list[dict[str, Any]] | None:
+    """Copies of ``metadata`` when every item is a ``dict`` of ASCII ``str`` keys to ASCII ``str``
+    values (what :func:`~coniti.contracts.check_json_value` accepts and copies as they are), found
+    by C-level passes over the column; None otherwise (then each row is checked on its own)."""
+    if set(map(type, metadata)) - {dict}:
+        return None
+    keys = list(itertools.chain.from_iterable(metadata))
+    if set(map(type, keys)) - {str} or not "".join(keys).isascii():
+        return None
+    values = list(itertools.chain.from_iterable(map(dict.values, metadata)))
+    if set(map(type, values)) - {str} or not "".join(values).isascii():
+        return None
+    return list(map(dict, metadata))
+
+
 def _column(name: str, value: Any) -> tuple[Any, ...]:
     if isinstance(value, str | bytes | dict) or not isinstance(value, Sequence | np.ndarray):
         raise ContractError(f"{name} must be a sequence, got {type(value).__name__}")
@@ -388,6 +415,8 @@ def _first_too_large(
     else ``bad``. The metadata column is encoded once: a row whose id and text, at six bytes a
     character, and the whole column's metadata fit is not measured on its own (the usual case)."""
     spare = MAX_NOTE_BYTES - len(orjson.dumps(metadata)) - 4
+    if bad and 6 * (max(map(len, ids[:bad])) + max(map(len, texts[:bad]))) <= spare:
+        return bad  # no row's id and text can be over (the usual batch: no per-row pass)
     for i, (id_, text) in enumerate(zip(ids[:bad], texts[:bad], strict=False)):
         if 6 * (len(id_) + len(text)) > spare and note_size_problem(id_, text, metadata[i]) is not None:
             return i

@@ -380,10 +380,10 @@ class KeywordIndex:
             expiring = sum(end != math.inf for end in ends)
         times = _column("d", timestamps)
         per_text = [tokenize(text) for text in texts] if tokens is None else list(tokens)
-        thread_of_row = [None] * n if threads is None else list(threads)
+        thread_of_row = None if threads is None else list(threads)
         if (
             len(texts) != n or len(times) != n or len(births) != n or len(ends) != n
-            or len(per_text) != n or len(thread_of_row) != n
+            or len(per_text) != n or (thread_of_row is not None and len(thread_of_row) != n)
         ):
             raise ContractError(
                 f"ids, texts, timestamps, born and threads must have one entry per note ({n} ids)"
@@ -405,9 +405,12 @@ class KeywordIndex:
         self._time.extend(times)
         self._expires.extend(ends)
         self._expiring += expiring
-        numbers, names = self._thread_number, self._thread_names
-        self._thread.extend(array("q", (conversation.thread_code(t, numbers, names) for t in thread_of_row)))
-        self._threaded += sum(t is not None for t in thread_of_row)
+        if thread_of_row is None:  # no thread: code -1 for each row, as thread_code(None)
+            self._thread.extend(array("q", [-1]) * n)
+        else:
+            numbers, names = self._thread_number, self._thread_names
+            self._thread.extend(array("q", (conversation.thread_code(t, numbers, names) for t in thread_of_row)))
+            self._threaded += sum(t is not None for t in thread_of_row)
         if row_of is not None:
             row_of.update(zip(ids, range(first, first + n), strict=True))
         self._post(first, per_text)

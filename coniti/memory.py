@@ -595,6 +595,12 @@ class EventFeed(Protocol):
         """Events with ``after < seq <= until``, of ``namespace`` only when given."""
         ...
 
+    def written(self, namespace: Sequence[str]) -> bool:
+        """Whether any event but a clear names ``namespace``, as of now (False: the events of
+        ``namespace`` up to any head read before the call are clears of a namespace never
+        written to, which end nothing: an index folds none of them)."""
+        ...
+
 
 class DerivedHome(Protocol):
     """A backend that declares ``supports_derived_state``: where derived state may live, and what

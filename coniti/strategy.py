@@ -26,7 +26,7 @@ import struct
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import orjson
@@ -69,6 +69,9 @@ class StrategyContext:
     ``keys``: in a call of :meth:`Strategy.admit`, the :meth:`Strategy.content_keys` of its notes
     when the engine computed them already (it indexes the admitted notes under the same keys), in
     the notes' order; None otherwise.
+    ``stored_among`` and ``held_among`` (optional; None: not offered): the same answers for a whole
+    batch at once: the ids among the given ones that ``is_stored``, the keys among the given ones
+    that ``stored_with_key`` finds a note for.
     """
 
     namespace: tuple[str, ...]
@@ -76,6 +79,8 @@ class StrategyContext:
     stored_with_key: Callable[[str], list[str]]
     is_stored: Callable[[str], bool]
     keys: Sequence[str | None] | None = None
+    stored_among: Callable[[Sequence[str]], set[str]] | None = None
+    held_among: Callable[[set[str]], set[str]] | None = None
 
 
 class Strategy(ABC):
@@ -182,6 +187,8 @@ class DefaultStrategy(Strategy):
         keys = self.content_keys(notes) if context.keys is None else context.keys
         if len(keys) != len(ids):
             raise ContractError(f"{len(keys)} content keys for {len(ids)} notes: one per note")
+        if _all_admitted(ids, texts, keys, context):
+            return [ADMIT] * len(ids)
         is_stored, stored_with_key = context.is_stored, context.stored_with_key
         decisions: list[Admission] = []
         decide = decisions.append
@@ -214,6 +221,24 @@ class DefaultStrategy(Strategy):
         return context.structures[0].search(
             vector, k=query.k, time_range=query.time_range, anchor_id=query.near
         )
+
+
+def _all_admitted(
+    ids: Sequence[str], texts: Sequence[str], keys: Sequence[str | None], context: StrategyContext
+) -> bool:
+    """Whether :meth:`DefaultStrategy.admit` admits every note, found by whole-batch checks (when
+    the context offers its batch lookups): no blank text, no id twice or stored, no content key
+    twice or held by a stored note. False: decide note by note."""
+    stored_among, held_among = context.stored_among, context.held_among
+    if stored_among is None or held_among is None:
+        return False
+    if not all(texts) or any(map(str.isspace, texts)) or len(set(ids)) != len(ids):
+        return False
+    distinct = set(keys)
+    distinct.discard(None)
+    if len(distinct) != len(keys) - keys.count(None):
+        return False
+    return not stored_among(ids) and not held_among(cast("set[str]", distinct))
 
 
 def _key(text: str, tail: bytes) -> str:

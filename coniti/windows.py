@@ -19,9 +19,10 @@ nothing else is left.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from coniti.errors import ContractError
 
 __all__ = [
     "QUESTION_WORDS", "THREAD_KEY", "Windows", "check_count", "check_param", "question_text", "thread_code",
-    "thread_of", "window_scores",
+    "thread_of", "threads_of", "window_scores",
 ]  # fmt: skip
 
 QUESTION_WORDS = frozenset(
@@ -66,6 +67,14 @@ def thread_of(metadata: dict[str, Any]) -> str | None:
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return str(value)
     return None
+
+
+def threads_of(metadata: Sequence[dict[str, Any]]) -> list[str | None] | None:
+    """:func:`thread_of` of each of ``metadata``, or None when none holds :data:`THREAD_KEY` (the
+    usual batch: found by one C-level pass, no call per note)."""
+    if not any(map(dict.__contains__, metadata, itertools.repeat(THREAD_KEY))):
+        return None
+    return [thread_of(m) for m in metadata]
 
 
 def thread_code(thread: str | None, numbers: dict[str, int], names: list[str]) -> int:

@@ -3,6 +3,7 @@ row, and write exactly what the equivalent list of records writes (byte-identica
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,6 +71,52 @@ def test_note_batch_accepts_exactly_what_note_accepts(rows: list[tuple[Any, Any,
     got = batch.notes()
     assert got == expected
     assert [n.timestamp.hex() for n in got] == [n.timestamp.hex() for n in expected]
+
+
+_ascii = st.text(st.characters(max_codepoint=127), max_size=5)
+_spoiler = st.sampled_from(["", "é", "\ud800", 7, None, 2**64, float("nan"), True, ["x"], {"a": "b"}])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            _ascii.filter(bool), _ascii, st.floats(0, 1e9),
+            st.dictionaries(_ascii, _ascii, max_size=2),
+        ),
+        min_size=1, max_size=6,
+    ),
+    spoil=st.none() | st.tuples(st.integers(0, 5), st.integers(0, 4), _spoiler),
+)
+def test_plain_columns_are_accepted_and_refused_as_note_does(
+    rows: list[tuple[Any, Any, Any, Any]], spoil: tuple[int, int, Any] | None
+) -> None:
+    """Columns of ASCII strings with flat string metadata (the batch's column-at-once checks), with
+    at most one row spoiled in one place (id, text, a metadata key or value, or the metadata
+    itself): the same notes, or the same error naming the same row, as Note builds one by one; the
+    metadata copied (a change to the caller's dicts after it changes nothing)."""
+    if spoil is not None:
+        at, where, value = spoil
+        at %= len(rows)
+        row = list(rows[at])
+        if where < 2:
+            row[where] = value
+        elif where == 2:
+            row[3] = {**row[3], "k": value}
+        elif where == 3:
+            row[3] = {value: "v"} if isinstance(value, str | int | None) else value
+        else:
+            row[3] = value
+        rows[at] = tuple(row)
+    test_note_batch_accepts_exactly_what_note_accepts.hypothesis.inner_test(rows)  # type: ignore[attr-defined]
+    if all(_note_error(r) is None for r in rows):
+        batch = NoteBatch(*[list(c) for c in zip(*rows, strict=True)])
+        before = copy.deepcopy(batch.metadata)
+        for r in rows:
+            r[3]["added later"] = "x"
+        assert batch.metadata == before
+        for r in rows:
+            r[3].pop("added later", None)
 
 
 def test_timestamps_may_be_a_float_array() -> None:

@@ -26,6 +26,7 @@ from coniti.embedding import (
     _Features,
     sign_matrix,
     tokenize,
+    tokenize_rows,
 )
 from coniti.errors import ContractError, UnknownPiece
 
@@ -313,6 +314,13 @@ def test_batch_rows_equal_rows_embedded_alone(name: str, texts: list[str]) -> No
 def test_ascii_tokens_are_the_regex_tokens(text: str) -> None:
     """An ASCII text's fast tokens are those of NFKC, case folding and ``\\w+``."""
     assert tokenize(text) == re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+
+
+@given(texts=st.lists(st.text(st.sampled_from("ab Z_9\x01\n.é")), max_size=6))
+def test_tokenize_rows_is_tokenize_of_each_text(texts: list[str]) -> None:
+    """A column's tokens are each text's own, whether the column is ASCII, holds the separator
+    ``\\x01`` the fast path joins with, or holds a non-ASCII text."""
+    assert tokenize_rows(texts) == [tuple(tokenize(text)) for text in texts]
 
 
 def test_vocabulary_refills_after_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:

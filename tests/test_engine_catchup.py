@@ -97,3 +97,40 @@ def test_updates_taking_turns_across_namespaces_read_no_event(tmp_path: Path) ->
         assert [(h.note.id, h.note.text) for h in e.ask(query, namespace=ns).hits] == [
             (h.note.id, h.note.text) for h in fresh.ask(query, namespace=ns).hits
         ]
+
+
+
+def test_the_first_write_to_a_new_namespace_reads_no_event(tmp_path: Path) -> None:
+    """A namespace nothing was ever written to is loaded without reading the feed (the log says
+    so: ``written``), though other namespaces hold events and a clear names it."""
+    memory = Feeds(tmp_path)
+    e = engine(memory)
+    for i in range(5):
+        e.ingest(note(i), namespace=("a",))
+    memory.clear(memory.clear_request(("b",)))
+    assert not memory.written(("b",)) and memory.written(("a",))
+    memory.calls = 0
+    e.ingest(note(5), namespace=("b",))
+    assert memory.calls == 0
+    assert memory.written(("b",))
+
+
+def test_a_new_namespace_loaded_without_a_fold_equals_a_refold(tmp_path: Path) -> None:
+    """The index of a namespace first written after other namespaces' events (and a clear of it)
+    equals a fold of every event (``verify``), and answers as a fresh engine does."""
+    memory = LogBackend(tmp_path)
+    e = engine(memory)
+    for i in range(6):
+        e.ingest(note(i), namespace=("a",))
+    memory.clear(memory.clear_request(("b",)))
+    e.ingest_many([note(i) for i in range(6, 9)], namespace=("b",))
+    e.remove(["n7"], namespace=("b",))
+    report = e.verify(namespace=("b",))
+    assert report.ok, report.problems
+    assert report.rows == 2
+    query = Query(text="budget plan", k=10, strategy="semantic")
+    fresh = engine(LogBackend(tmp_path))
+    for ns in (("a",), ("b",)):
+        assert [h.note.id for h in e.ask(query, namespace=ns).hits] == [
+            h.note.id for h in fresh.ask(query, namespace=ns).hits
+        ]

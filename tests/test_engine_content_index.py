@@ -82,3 +82,21 @@ def test_a_duplicate_names_the_first_holder_left_as_holders_are_removed() -> Non
         if gone is not None:
             e.remove([gone])
     assert reasons == [f"duplicate of stored note {held!r}" for held in ("a", "b", "c")]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["k", "m", "n", "p", "q", None]), max_size=4), max_size=5))
+def test_a_batch_add_holds_what_adding_each_key_holds(batches: list[list[str | None]]) -> None:
+    """Batches of new ids added at once (a batch of new, distinct keys in one step; any other
+    key by key) hold the same keys and holders as adding each id's key in turn (None: not held)."""
+    batched, single = ContentIndex(), ContentIndex()
+    n = 0
+    for keys in batches:
+        ids = [f"id{n + i}" for i in range(len(keys))]
+        n += len(keys)
+        batched.add(ids, keys)
+        for id_, key in zip(ids, keys, strict=True):
+            if key is not None:
+                single.add_key(id_, key)
+    assert batched.keys == single.keys
+    assert batched.key_of == single.key_of

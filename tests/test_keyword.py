@@ -462,6 +462,22 @@ def test_a_refused_batch_adds_no_row() -> None:
     assert all(np.array_equal(before[k], after[k]) for k in before)
 
 
+def test_rows_added_without_threads_are_those_added_with_no_thread_each() -> None:
+    """``threads=None`` (a batch where no note names a thread) gives the state that a thread of
+    None per row gives, and a later threaded batch numbers its threads the same way."""
+    ids, texts, times = ["a", "b", "c"], ["red fox", "blue fox", "green owl"], [1.0, 2.0, 3.0]
+    bare, listed = KeywordIndex(), KeywordIndex()
+    bare.add(ids, texts, times, threads=None)
+    listed.add(ids, texts, times, threads=[None, None, None])
+    for index in (bare, listed):
+        index.add(["d", "e"], ["red owl", "blue owl"], [4.0, 5.0], threads=["t1", None])
+    a, b = bare.state(), listed.state()
+    assert a.keys() == b.keys()
+    for key in a:
+        assert np.array_equal(np.asarray(a[key]), np.asarray(b[key])), key
+    assert bare.threaded
+
+
 # -- a restored index keeps its terms packed -----------------------------------------------------
 
 

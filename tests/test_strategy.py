@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from coniti.actor import Note, Query, TimeRange
 from coniti.embedding import LocalHashEmbedder
@@ -224,3 +226,40 @@ def test_duplicates_found_for_any_json_metadata(value: object) -> None:
     assert admit(s, stored, note("copy", "same text", key=value))[0] == Admission(
         False, "duplicate of stored note 'orig'"
     )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from("abcdef"), st.sampled_from(["x", "y", "z", "", "  "])),
+        min_size=1, max_size=6,
+    ),
+    stored_ids=st.sets(st.sampled_from("abcdefgh"), max_size=3),
+    stored_texts=st.sets(st.sampled_from(["x", "y", "w"]), max_size=2),
+    duplicates=st.sampled_from(["refuse", "allow"]),
+)
+@example(rows=[("a", "x"), ("b", "x")], stored_ids=set(), stored_texts=set(), duplicates="refuse")
+@example(rows=[("a", "x"), ("b", "y")], stored_ids=set(), stored_texts={"y"}, duplicates="refuse")
+@example(rows=[("a", "x"), ("b", "y")], stored_ids={"b"}, stored_texts=set(), duplicates="refuse")
+def test_batch_lookups_decide_as_note_by_note(
+    rows: list[tuple[str, str]], stored_ids: set[str], stored_texts: set[str], duplicates: str
+) -> None:
+    """Given the context's batch lookups (``stored_among``, ``held_among``), the default strategy
+    decides every note as it does note by note without them: blank texts, ids repeated or stored,
+    content repeated in the batch or held by a stored note."""
+    strategy = DefaultStrategy(refuse_duplicates=duplicates == "refuse")
+    notes = [note(id_, text) for id_, text in rows]
+    stored = [note(f"s{i}", text) for i, text in enumerate(sorted(stored_texts))]
+    ids = stored_ids | {n.id for n in stored}
+    keys: dict[str, list[str]] = {}
+    for n in stored:
+        key = strategy.content_key(n)
+        if key is not None:
+            keys.setdefault(key, []).append(n.id)
+    plain = StrategyContext((), (), lambda key: list(keys.get(key, [])), ids.__contains__)
+    batch = StrategyContext(
+        (), (), lambda key: list(keys.get(key, [])), ids.__contains__,
+        stored_among=lambda among: ids & set(among), held_among=lambda among: among & keys.keys(),
+    )  # fmt: skip
+    vectors = np.zeros((len(notes), 4))
+    assert strategy.admit(notes, vectors, batch) == strategy.admit(notes, vectors, plain)

@@ -678,3 +678,18 @@ def test_set_born_stamps_the_live_rows_for_as_of_searches(kind: str) -> None:
     assert sorted(h.id for h in s.search(None, k=4, as_of=8)) == ["a", "b", "c", "d"]
     with pytest.raises(KeyError):
         s.set_born(["zzz"], [9])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_set_born_of_rows_all_buffered_stamps_each(kind: str) -> None:
+    """A batch stamped while every one of its rows is still buffered (added out of time order):
+    each row visible from its own stamp on, the rows already stamped left as they were (a batch of
+    rows all in the sorted rows is stamped at once too: "a")."""
+    s = make(kind)
+    s.add(["a"], np.eye(1, 4), [50.0])
+    s.set_born(["a"], [3])
+    s.add(["b", "c", "d"], np.eye(4)[1:], [5.0, 10.0, 20.0])  # before "a": buffered
+    s.set_born(["b", "c", "d"], [7, 8, 9])
+    assert [h.id for h in s.search(None, k=4, as_of=3)] == ["a"]
+    assert sorted(h.id for h in s.search(None, k=4, as_of=8)) == ["a", "b", "c"]
+    assert sorted(h.id for h in s.search(None, k=4, as_of=9)) == ["a", "b", "c", "d"]

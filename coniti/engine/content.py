@@ -13,6 +13,7 @@ lookups, a save or a verify. An ask never unpacks it. Not thread-safe: its owner
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from coniti.derived import BlockCheck
 from coniti.packed import LOOKUP_BUDGET, PackedStrings
@@ -46,6 +47,12 @@ class ContentIndex:
         """Add ``ids`` under their content ``keys`` (None: not indexed)."""
         if self.packed is not None:
             self.deferred.extend((id_, key) for id_, key in zip(ids, keys, strict=True) if key is not None)
+            return
+        fresh = None not in keys and self.keys.keys().isdisjoint(keys) and len(set(keys)) == len(keys)
+        if fresh:  # the usual batch: new keys, each with one holder
+            named = cast("Sequence[str]", keys)
+            self.keys.update(zip(named, ids, strict=True))
+            self.key_of.update(zip(ids, named, strict=True))
             return
         for id_, key in zip(ids, keys, strict=True):
             if key is not None:
@@ -85,6 +92,13 @@ class ContentIndex:
             return _packed_holders(packed, self.deferred, key)
         self.pairs()
         return _holders(self.keys.get(key))
+
+    def held_among(self, keys: set[str]) -> set[str]:
+        """The keys among ``keys`` that some id holds (:meth:`holders` of each, at once while
+        unpacked)."""
+        if self.packed is None:
+            return keys & self.keys.keys()
+        return {key for key in keys if self.holders(key)}
 
     def pairs(self) -> dict[str, str]:
         """Every id with its key (the index unpacked first, if packed)."""

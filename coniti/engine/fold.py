@@ -4,7 +4,8 @@ that declares ``supports_event_feed`` (LogBackend), with structures that keep th
 Every row knows the sequence numbers between which it was live, so an engine as of a point masks
 the same rows (:mod:`coniti.engine.past`). A namespace is loaded from its snapshot on disk when
 there is a usable one (:mod:`coniti.engine.snapshots`), caught up with the events written after it;
-else it is a fold of every event of the namespace. Loading never writes: a snapshot is written by
+else it is a fold of every event of the namespace (none read when the feed says nothing was ever
+written to it: :meth:`~coniti.memory.EventFeed.written`). Loading never writes: a snapshot is written by
 :meth:`FoldedIndexes.save`, which only writers call (``persist``, ``reindex``, the engine's
 background saver), never on a read-only store. A snapshot that fails a check on first touch makes
 the namespace rebuilt from its events.
@@ -110,7 +111,11 @@ class FoldedIndexes(CurrentIndexes):
         """A fold of every event of ``ns`` (up to event ``until``; None: the head) into a fresh
         index."""
         index = self.recipe.spawn(seq=0)
-        self._fold_into(ns, index, until)
+        head = self.feed.head if until is None else until
+        if self.feed.written(ns):  # asked after the head: no event up to it was written to ns
+            self._fold_into(ns, index, head)
+        else:  # nothing to fold (the first write to a new namespace): no event read
+            index.seq = index.keyword.seq = head
         index.changed = max(index.changed, 1)  # nothing on disk reflects it yet
         return index
 

@@ -196,6 +196,7 @@ class NamespaceIndex:
         computed; ``ids``: their ids, whose membership is then looked up at once)."""
         first = self.structures[0]
         is_stored: Callable[[str], bool] = first.__contains__
+        stored_among: Callable[[Sequence[str]], set[str]] = first.stored_among
         if ids is not None:
             asked = set(ids)
             found = first.stored_among(asked)
@@ -203,12 +204,18 @@ class NamespaceIndex:
             def is_stored(id_: str) -> bool:
                 return id_ in found if id_ in asked else first.__contains__(id_)
 
+            def stored_among(among: Sequence[str]) -> set[str]:
+                wanted = set(among)
+                return found & wanted if wanted <= asked else first.stored_among(wanted)
+
         return StrategyContext(
             namespace=namespace,
             structures=tuple(self.structures),
             stored_with_key=self.content.holders,
             is_stored=is_stored,
             keys=keys,
+            stored_among=stored_among,
+            held_among=self.content.held_among,
         )
 
     def at(self, seq: int, clock: float) -> NamespaceIndex:

@@ -33,8 +33,7 @@ import numpy as np
 
 from coniti.actor import Note, to_stored_time
 from coniti.batch import NoteBatch, RecordBatch
-from coniti.embedding import Embedder
-from coniti.embedding import tokenize as word_tokens
+from coniti.embedding import Embedder, tokenize_rows
 from coniti.engine.index import NamespaceIndex, Recipe, with_vectors
 from coniti.engine.indexes import CurrentIndexes, PutRows, Wrote
 from coniti.engine.results import (
@@ -70,6 +69,7 @@ from coniti.memory import (
 )
 from coniti.passages import PASSAGE_MARK
 from coniti.strategy import Admission
+from coniti.windows import threads_of
 
 __all__ = ["Writes", "expiry"]
 
@@ -113,7 +113,7 @@ class Writes:
         # for the embedder and the keyword index; as tuples, which the garbage collector stops
         # tracking, so that a batch's 500 token lists do not outlive collections into the
         # oldest generation and bring on its full collections (4 times fewer at 300,000 notes)
-        words = [tuple(word_tokens(text)) for text in texts]
+        words = tokenize_rows(texts)
         vectors = self.embedder.embed_words(texts, words)
         strategy = self.recipe.strategy
         keys = strategy.content_keys(batch)  # for admission and the content index
@@ -141,7 +141,10 @@ class Writes:
             )
             if not every:
                 keys, words = [keys[i] for i in chosen], [words[i] for i in chosen]
-            tokens = [tokens_of(t, w) for t, w in zip(rows.notes.texts, words, strict=True)]
+            if all(map(str.isascii, rows.notes.texts)):  # tokens_of gives the words themselves
+                tokens: Sequence[Sequence[str]] = words
+            else:
+                tokens = [tokens_of(t, w) for t, w in zip(rows.notes.texts, words, strict=True)]
             self._put_batch(ns, index, rows, keys, tokens)
         else:
             records = [
@@ -235,7 +238,7 @@ class Writes:
             keys=keys,
             rows=batch.vectors is not None,
             tokens=tokens,
-            threads=[thread_of(m) for m in batch.notes.metadata],
+            threads=threads_of(batch.notes.metadata),
         )
         self._store(ns, index, rows, batch.vectors, lambda claim: self.memory.put_batch(batch, claim))
 

@@ -316,6 +316,12 @@ class AuditTrail:
         order. Lazy; reads in batches, holding no transaction between them."""
         return events(self._log, after, until, namespace, limit)
 
+    def written(self, namespace: Sequence[str]) -> bool:
+        """Whether any event but a clear names ``namespace`` (a clear of a namespace never written
+        to ends nothing); False: folding the events of ``namespace`` up to the head read before this
+        call changes no index. As of now, on a view too."""
+        return self._log.written(as_namespace(namespace))
+
     def history(self, id: str, namespace: Sequence[str] = ()) -> list[Event]:
         """Every event that touched record ``id`` of ``namespace``, oldest first: each put of it and
         the delete, clear or erase that ended each version. Empty if it never existed."""

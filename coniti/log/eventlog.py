@@ -887,6 +887,13 @@ class EventLog:
         with self.store.read() as txn:
             return [ns for _, ns in RecordReads(txn, self._dbs).namespaces()]
 
+    def written(self, namespace: Namespace) -> bool:
+        """Whether an event other than a clear names ``namespace``, as of now: its namespace table
+        holds every namespace a put, delete, metadata write, feedback, op or erase was written to
+        (a clear of a namespace never written is the one event that adds none). One lookup."""
+        with self.store.read() as txn:
+            return self._nsid(IndexView(txn, self._dbs), namespace) is not None
+
     def live_namespaces(self, as_of: int | None = None) -> list[Namespace]:
         """The namespaces holding at least one record now (or right after event ``as_of``), in
         order of first use; one snapshot, one counter read per namespace ever used."""
