@@ -41,7 +41,7 @@ class Feeds(LogBackend):
     calls = 0
     other: tuple[str, ...] | None = None
     before = True
-    written = 0
+    neighbours = 0
 
     def events(
         self,
@@ -57,8 +57,8 @@ class Feeds(LogBackend):
     def _neighbour(self) -> None:
         if self.other is None:
             return
-        self.written += 1
-        note = Note(id=f"other-{self.written}", text=f"another writer's plan {self.written}", timestamp=1.0)
+        self.neighbours += 1
+        note = Note(id=f"other-{self.neighbours}", text=f"another writer's plan {self.neighbours}", timestamp=1.0)
         other = LogBackend(self.path)
         try:
             vector = EMBEDDER.embed([note.text])[0]
@@ -143,7 +143,7 @@ def test_another_writer_just_before_each_write_is_folded(memory: Feeds, other: t
     assert memory.calls > 0
     _agrees(e, memory)
     ids = {h.note.id for h in e.ask(Query(text="another writer's plan", k=50), namespace=other).hits}
-    assert {f"other-{i}" for i in range(1, memory.written + 1)} <= ids
+    assert {f"other-{i}" for i in range(1, memory.neighbours + 1)} <= ids
 
 
 def test_another_writer_just_after_each_write_is_folded_later(memory: Feeds) -> None:
@@ -155,7 +155,7 @@ def test_another_writer_just_after_each_write_is_folded_later(memory: Feeds) -> 
     _writes(e)
     _agrees(e, memory)
     ids = {h.note.id for h in e.ask(Query(text="another writer's plan", k=50), namespace=SPACES[0]).hits}
-    assert {f"other-{i}" for i in range(1, memory.written + 1)} <= ids
+    assert {f"other-{i}" for i in range(1, memory.neighbours + 1)} <= ids
 
 
 class Overrides(LogBackend):
