@@ -94,18 +94,27 @@ class FoldedIndexes(CurrentIndexes):
         after = min(index.seq or 0 for index in restored.values())
         folders = {ns: Folder(self.recipe, ns, index, EMBEDDING_KEY) for ns, index in restored.items()}
         try:
-            for event in self.feed.events(after=after, until=head):
-                folder = folders.get(tuple(event.namespace))
-                if folder is not None and event.seq > (folder.index.seq or 0):
-                    folder.event(event)
-                    folder.index.changed += 1
-            for folder in folders.values():
-                folder.flush()
+            self._pass(folders, after, head)
         except derived.StaleSnapshot:
             return False
         for index in restored.values():
             index.seq = index.keyword.seq = max(index.seq or 0, head)
         return True
+
+    def _pass(self, folders: dict[tuple[str, ...], Folder], after: int, head: int) -> int:
+        """Fold the events ``after < seq <= head`` into the folder of their namespace, each event
+        after that folder's index's seq, in one read of the feed, then flush every folder; returns
+        the number of events read."""
+        count = 0
+        for event in self.feed.events(after=after, until=head):
+            count += 1
+            folder = folders.get(tuple(event.namespace))
+            if folder is not None and event.seq > (folder.index.seq or 0):
+                folder.event(event)
+                folder.index.changed += 1
+        for folder in folders.values():
+            folder.flush()
+        return count
 
     def build(self, ns: tuple[str, ...], until: int | None = None) -> NamespaceIndex:
         """A fold of every event of ``ns`` (up to event ``until``; None: the head) into a fresh
@@ -169,16 +178,8 @@ class FoldedIndexes(CurrentIndexes):
         if after >= head:
             return 0
         folders = {ns: Folder(self.recipe, ns, index, EMBEDDING_KEY) for ns, index in loaded}
-        count = 0
         try:
-            for event in self.feed.events(after=after, until=head):
-                count += 1
-                folder = folders.get(tuple(event.namespace))
-                if folder is not None and event.seq > (folder.index.seq or 0):
-                    folder.event(event)
-                    folder.index.changed += 1
-            for folder in folders.values():
-                folder.flush()
+            count = self._pass(folders, after, head)
         except BaseException:
             for ns in folders:
                 self.recover(ns)

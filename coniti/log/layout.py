@@ -337,12 +337,6 @@ def is_entry(key: bytes, prefix: bytes) -> bool:
     return len(key) == len(prefix) + SEQ_LEN and key.startswith(prefix)
 
 
-def seek_newest(cur: Any, prefix: bytes, start: bytes) -> bool:
-    """Position ``cur`` on the first key at or after ``start`` and say whether it is an entry of
-    ``prefix``: a ``ver``/``meta`` lookup (``start`` is ``prefix``, or ``prefix ~X`` as of ``X``)."""
-    return bool(cur.set_range(start)) and is_entry(cur.key(), prefix)
-
-
 def sound_landing(
     cur: Any, probe: bytes, landed: bool, genuine: Callable[[bytes, bytes], bool] | None = None
 ) -> bool:

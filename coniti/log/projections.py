@@ -803,7 +803,7 @@ class Projections(IndexView):
 
     def end_live(self, seq: int, nsid: bytes, idk: bytes, put_seq: int, tsk: bytes) -> None:
         """Fold a delete of a record whose live version (put at ``put_seq``, timestamp key
-        ``tsk``, as :meth:`visible` found it in this transaction) the caller knows: end it."""
+        ``tsk``, as :meth:`latest` found it in this transaction) the caller knows: end it."""
         counted = self._end(seq, nsid, idk, put_seq, tsk)
         self._set_count(nsid, seq, self.count(nsid) - counted)
 

@@ -80,6 +80,23 @@ class CapabilityTests(BackendFixtures):
         kinds = [e.kind for e in feed.events(after=start)]
         assert kinds == ["put"] * 3 + ["delete"] * 2 + ["meta", "clear"]
 
+    def test_event_feed_says_which_namespaces_were_written(self, backend: MemoryBackend) -> None:
+        """Declared: ``written(namespace)`` is False for a namespace no event names (the engine
+        then folds none of its events) and True once a put or a meta write named it, and stays
+        True after its records are deleted or cleared."""
+        feed = event_feed(backend)
+        if feed is None:
+            pytest.skip("the backend does not declare supports_event_feed")
+        puts, metas = ("w", "puts"), ("w", "metas")
+        assert not feed.written(puts) and not feed.written(metas)
+        put(backend, record("a", 1.0, namespace=puts))
+        backend.set_meta(MetaSetRequest(key="k", value=1, namespace=metas))
+        assert feed.written(puts) and feed.written(metas)
+        assert not feed.written(("w",)) and not feed.written(("w", "other"))
+        backend.delete(DeleteRequest(ids=["a"], namespace=puts))
+        backend.clear(ClearRequest(namespace=metas))
+        assert feed.written(puts) and feed.written(metas)
+
     def test_put_with_meta_writes_both(self, backend: MemoryBackend) -> None:
         """Declared: ``put_with_meta`` sets the metadata and writes the records (with an event feed,
         the meta event first). Else: NotSupported, nothing written."""
