@@ -27,6 +27,7 @@ from coniti.log.codec import (
     PUT,
     decode_content,
     decode_event,
+    encode_deletes,
     encode_event,
     encode_put_payload,
     encode_puts,
@@ -35,7 +36,6 @@ from coniti.log.codec import (
 )
 from coniti.log.keys import name_key, ns_bytes, ts_key
 from coniti.log.projections import Dbs, Projections, payload_crcs
-from coniti.log.runs import encode_deletes
 from coniti.log.store import ALL_DBS
 
 names = st.text(min_size=1, max_size=12) | st.just("x" * 500) | st.just("\ud800lone")

@@ -23,6 +23,7 @@ from coniti.log.codec import (
     OP,
     PUT,
     LogEvent,
+    encode_deletes,
     encode_event,
     encode_op_payload,
     encode_put_payload,
@@ -31,7 +32,6 @@ from coniti.log.codec import (
 )
 from coniti.log.keys import Namespace, name_key, name_keys, ns_bytes, ts_key, ts_keys
 from coniti.log.projections import Head, Projections, Version, payload_crcs
-from coniti.log.runs import encode_deletes
 
 __all__ = ["Appends", "PutCall", "PutItem", "Puts", "prepare"]
 
@@ -215,7 +215,7 @@ class Appends:
         """The delete events of live records ``(record id, id key, version)``, each version as
         :meth:`~coniti.log.projections.IndexView.newest_each` found it in this transaction (not looked
         up again; no repeats), in order: the same events and projections as :meth:`delete` for
-        each, the events encoded as one run (:func:`~coniti.log.runs.encode_deletes`), folded
+        each, the events encoded as one run (:func:`~coniti.log.codec.encode_deletes`), folded
         together (:meth:`~coniti.log.projections.Projections.end_many`) and their Merkle leaves
         added in one run."""
         if not live:

@@ -92,6 +92,7 @@ __all__ = [
     "encode_feedback_payload",
     "encode_meta_payload",
     "encode_op_payload",
+    "encode_deletes",
     "encode_put_payload",
     "encode_put_payloads",
     "encode_puts",
@@ -386,6 +387,53 @@ def encode_puts(
             ))  # fmt: skip
         h = sha256(join((h, env, digest))).digest()
         add(join((u32(len(env)), env, digest, payload)))
+        seq += 1
+        if hashes is not None:
+            hashes.append(h)
+    return frames, h
+
+
+def encode_deletes(
+    seq: int,
+    at: float,
+    prev: bytes,
+    namespace: Sequence[str],
+    ids: Sequence[str],
+    *,
+    actor: str | None = None,
+    reason: str | None = None,
+    hashes: list[bytes] | None = None,
+) -> tuple[list[bytes], bytes]:
+    """Encode a run of delete events of the records ``ids`` of ``namespace``, numbered from
+    ``seq``, all recorded at ``at``, chained from ``prev``. Returns ``(frames, hash of the last)``:
+    what :func:`encode_event` gives for each in turn (a batch of deletes); ``hashes``, when given,
+    gets each event's hash appended, in order.
+
+    Byte for byte the envelope :func:`_encode` packs from its map (fields ``v k s t p n i [a] [r]``,
+    §3.2's order), assembled from parts as :func:`encode_puts` does: the parts shared by the run
+    are packed once, and per event only ``s``, ``p`` (the previous hash) and ``i``."""
+    if len(prev) != _DIGEST:
+        raise ValueError(f"a previous hash is {_DIGEST} bytes, got {len(prev)}")
+    pack = packer().pack
+    stamp = b""
+    fields = 7
+    if actor is not None:
+        stamp, fields = b"\xa1a" + pack(actor), fields + 1
+    if reason is not None:
+        stamp, fields = stamp + b"\xa1r" + pack(reason), fields + 1
+    head = bytes((0x80 | fields,)) + _DELETE_HEAD
+    recorded = b"\xa1t" + pack(at) + b"\xa1p\xc4" + bytes((_DIGEST,))
+    named = b"\xa1n" + pack(list(namespace)) + b"\xa1i"
+    frames: list[bytes] = []
+    add = frames.append
+    join = b"".join
+    u32 = _U32.pack
+    sha256 = _sha256
+    h = prev
+    for record_id in ids:
+        env = join((head, pack(seq), recorded, h, named, pack(record_id), stamp))
+        h = sha256(join((h, env, EMPTY_DIGEST))).digest()
+        add(join((u32(len(env)), env, EMPTY_DIGEST)))
         seq += 1
         if hashes is not None:
             hashes.append(h)
@@ -766,6 +814,8 @@ def recorded_at(frame: bytes) -> float:
 
 _PUT_HEAD = b"\xa1v" + bytes([EVENT_VERSION]) + b"\xa1k\xa3put\xa1s"
 """The envelope of a put as coniti writes it, after the map header: ``v``, ``k`` = put, ``s``."""
+_DELETE_HEAD = b"\xa1v" + bytes([EVENT_VERSION]) + b"\xa1k\xa6delete\xa1s"
+"""The envelope of a delete as coniti writes it, after the map header: ``v``, ``k`` = delete, ``s``."""
 
 
 def _packed_uint(n: int) -> bytes:
