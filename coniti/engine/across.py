@@ -42,6 +42,7 @@ from coniti.memory import MemoryBackend
 from coniti.passages import note_id
 from coniti.strategy import DefaultStrategy, Strategy
 from coniti.structure.across import top_across
+from coniti.structure.base import time_bounds
 from coniti.structure.flat import FlatStructure, SortedRowsStructure
 from coniti.structure.scoring import unit_vector
 from coniti.structure.segment_tree import SegmentTreeStructure
@@ -125,7 +126,7 @@ def one_pass(
         return None
     if any(s.dim is not None and s.dim != q.size for s in structures):
         return None  # the per-namespace search says what is wrong
-    start, end = _bounds(query)
+    start, end = time_bounds(query.time_range)
     rankings: list[list[Ranked]] = [[] for _ in scopes]
     if start >= end:
         return rankings
@@ -168,13 +169,3 @@ def _notes(
         if key not in best or score > best[key][2]:
             best[key] = (n, key[1], score, when)
     return list(best.values())
-
-
-def _bounds(query: Query) -> tuple[float, float]:
-    """The query's time range as ``[start, end)`` (unbounded: infinite)."""
-    span = query.time_range
-    if span is None:
-        return -math.inf, math.inf
-    start = -math.inf if span.start is None else span.start
-    end = math.inf if span.end is None else span.end
-    return start, end

@@ -22,7 +22,8 @@ __all__ = ["STRUCTURES", "Structure"]
 STRUCTURES: Registry[Structure] = Registry("structure", "coniti.structures")
 """Structures by name; third parties add theirs here or in the ``coniti.structures`` entry-point group."""
 
-def _bounds(time_range: TimeRange | None) -> tuple[float, float]:
+def time_bounds(time_range: TimeRange | None) -> tuple[float, float]:
+    """``time_range`` as ``[start, end)`` (an open side, or no range: infinite)."""
     if time_range is None:
         return -math.inf, math.inf
     start = -math.inf if time_range.start is None else time_range.start
@@ -281,7 +282,7 @@ class Structure(ABC):
             if query is not None:
                 combined = query.astype(np.float64) + anchor_vector.astype(np.float64)
                 query = unit_rows(combined[None, :])[0]
-        start, end = _bounds(time_range)
+        start, end = time_bounds(time_range)
         if start >= end or (as_of is None and len(self) == 0):
             return []  # as of an event, the searches find nothing visible on their own (no O(n) count)
         if query is not None:
