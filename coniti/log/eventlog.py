@@ -21,25 +21,33 @@ from coniti.log.append import Appends, PutCall, PutItem, Puts, prepare
 from coniti.log.chain import Chain
 from coniti.log.codec import (
     DELETE,
-    ERASE,
     META,
     OP,
     PUT,
     LogEvent,
-    decode_envelope,
     decode_op,
     decode_record,
     encode_feedback_payload,
     encode_meta_payload,
     encode_put_payloads,
-    erase_payload,
     is_erased,
     payload_digests,
     read_meta,
 )
+from coniti.log.erasure import (
+    Held,
+    erase_for_receipt,
+    erase_values,
+    erase_versions,
+    erased_later,
+    held_keys,
+    held_records,
+    holds_value,
+    names_in,
+)
 from coniti.log.feed import read_events
 from coniti.log.group import GroupCommit
-from coniti.log.keys import Namespace, is_hashed, name_key, name_keys, ns_bytes, ts_key, ts_keys
+from coniti.log.keys import Namespace, is_hashed, name_key, name_keys, ns_bytes, ts_keys
 from coniti.log.layout import LIVE
 from coniti.log.projections import Dbs, Head, IndexView, Projections, Row, Version, payload_crcs
 from coniti.log.reads import RecordReads
@@ -122,139 +130,6 @@ def _append_meta(
     meta_ns, key, payload = meta_event
     nsids[meta_ns] = nsid = nsids.get(meta_ns) or appends.p.intern(ns_bytes(meta_ns))
     appends.meta(meta_ns, nsid, key, payload)
-
-
-_Versions = list[tuple[int, int, bytes]]
-"""The versions of one record to erase: ``(put seq, end seq or 0, timestamp key)``, oldest first."""
-
-
-_Held = tuple[list[tuple[str, bytes, Any]], list[str]]
-"""What :func:`_held_records` and :func:`_held_keys` give, their third fields told apart by the caller."""
-
-
-def _held_records(
-    p: Projections, nsid: bytes, ids: Iterable[str]
-) -> tuple[list[tuple[str, bytes, _Versions]], list[str]]:
-    """``(found, missing)``: for each id the namespace ever held, ``(id, id key, versions)``; the
-    ids it never held (a hashed key shared with another id does not count)."""
-    found: list[tuple[str, bytes, _Versions]] = []
-    missing: list[str] = []
-    for record_id in ids:
-        idk = name_key(record_id)
-        versions = []
-        for put_seq, end_seq in p.versions(nsid, idk):
-            env = decode_envelope(p.frame(put_seq), put_seq)
-            if env.id == record_id:
-                assert env.timestamp is not None
-                versions.append((put_seq, end_seq, ts_key(env.timestamp)))
-        if versions:
-            found.append((record_id, idk, versions))
-        else:
-            missing.append(record_id)
-    return found, missing
-
-
-def _held_keys(
-    p: Projections, nsid: bytes, keys: Iterable[str]
-) -> tuple[list[tuple[str, bytes, list[int]]], list[str]]:
-    """``(found, missing)``: for each metadata key the namespace ever held, ``(key, name key, seqs
-    of its meta and erase events)``; the keys it never held. Each event the ``meta`` index names
-    must be a write or erasure of a key of that name key, else :class:`StoreCorrupted`."""
-    found: list[tuple[str, bytes, list[int]]] = []
-    missing: list[str] = []
-    for key in keys:
-        mk = name_key(key)
-        seqs = []
-        for seq in p.meta_events(nsid, mk):
-            env = decode_envelope(p.frame(seq), seq)
-            if env.kind not in (META, ERASE) or env.key is None or name_key(env.key) != mk:
-                raise StoreCorrupted(
-                    f"metadata key {key!r}: its index names event {seq}, which is not a write of it"
-                )
-            if env.key == key:
-                seqs.append(seq)
-        if seqs:
-            found.append((key, mk, seqs))
-        else:
-            missing.append(key)
-    return found, missing
-
-
-def _names_in(p: Projections, nsid: bytes, of_meta: bool) -> list[str]:
-    """Every record id (``of_meta``: metadata key) the namespace ever held, in key order, read from
-    the envelopes of the events its ``ver`` (``meta``) entries name."""
-    names: dict[str, None] = {}
-    for _, seq in p.name_keys(nsid, of_meta):
-        env = decode_envelope(p.frame(seq), seq)
-        name = env.key if of_meta else env.id
-        if name is None:
-            raise StoreCorrupted(f"event {seq} is named by an index of namespace {namespace_text(env.namespace)} it does not fit")
-        names[name] = None
-    return list(names)
-
-
-def _erased_later(p: IndexView, nsid: bytes, mk: bytes, key: str, seq: int) -> bool:
-    """Whether an erase event of metadata key ``key`` follows its meta event ``seq`` (what a meta
-    frame without its payload needs to be read as erased rather than damaged)."""
-    for later in p.meta_events(nsid, mk):
-        if later <= seq:
-            return False
-        env = decode_envelope(p.frame(later), later)
-        if env.kind == ERASE and env.key == key:
-            return True
-    return False
-
-
-def _holds_value(frame: bytes) -> bool:
-    """Whether ``frame`` is a meta event whose value is not erased (an erase event holds none)."""
-    return not is_erased(frame) and decode_envelope(frame).kind == META
-
-
-def _erase_versions(p: Projections, nsid: bytes, record_id: str, idk: bytes, versions: _Versions) -> None:
-    """Erase every version of a record (``versions``): each put frame loses its payload and the
-    projections drop the version from every read; so do the feedback events given to it (FORMAT
-    §14). Its receipt is the caller's to append (:meth:`Appends.erase_record`)."""
-    for put_seq, end_seq, tsk in versions:
-        frame = p.frame(put_seq)
-        if not is_erased(frame):
-            p.replace_frame(put_seq, erase_payload(frame))
-        p.unindex_version(nsid, put_seq, end_seq, tsk)
-    for fb_seq in p.feedback_seqs(nsid, idk):
-        frame = p.frame(fb_seq)
-        if not is_erased(frame) and decode_envelope(frame, fb_seq).id == record_id:
-            p.replace_frame(fb_seq, erase_payload(frame))
-
-
-def _erase_values(p: Projections, seqs: list[int]) -> None:
-    """Erase every value of a metadata key (its meta events ``seqs``): each frame loses its payload.
-    Its receipt is the caller's to append (:meth:`Appends.erase_key`)."""
-    for seq in seqs:
-        frame = p.frame(seq)
-        if not is_erased(frame):
-            p.replace_frame(seq, erase_payload(frame))
-
-
-def erase_for_receipt(p: Projections, event: LogEvent) -> list[int]:
-    """What an ``erase`` receipt ``event`` stands for, done to the log before the receipt is folded
-    (cluster mode: a node folding another node's erasure erases its own copy the same way): every
-    version of the record ``event.id`` (:func:`_erase_versions`), or every value of the key
-    ``event.key`` (:func:`_erase_values`), of the receipt's namespace. Returns the sequence numbers
-    of the events whose content it covers (erased now or before)."""
-    nsid = p.nsid(ns_bytes(event.namespace))
-    if nsid is None:
-        return []
-    if event.key is not None:
-        found_keys = _held_keys(p, nsid, [event.key])[0]
-        seqs = [s for _, _, entries in found_keys for s in entries if s < event.seq]
-        _erase_values(p, seqs)
-        return seqs
-    assert event.id is not None
-    covered: list[int] = []
-    for record_id, idk, versions in _held_records(p, nsid, [event.id])[0]:
-        _erase_versions(p, nsid, record_id, idk, versions)
-        covered += [put_seq for put_seq, _, _ in versions]
-        covered += [s for s in p.feedback_seqs(nsid, idk) if is_erased(p.frame(s))]
-    return covered
 
 
 class EventLog:
@@ -720,14 +595,14 @@ class EventLog:
             if nsid is None:
                 return [], list(names), []
             appends = Appends(p, actor, reason)
-            held = _held_keys if of_meta else _held_records
-            found, missing = cast(_Held, held(p, nsid, names))
+            held = held_keys if of_meta else held_records
+            found, missing = cast(Held, held(p, nsid, names))
             for name, key, entries in found:
                 if of_meta:
-                    _erase_values(p, entries)
+                    erase_values(p, entries)
                     appends.erase_key(namespace, nsid, name, key)
                 else:
-                    _erase_versions(p, nsid, name, key, entries)
+                    erase_versions(p, nsid, name, key, entries)
                     appends.erase_record(namespace, nsid, name, key)
             return [name for name, _, _ in found], missing, list(appends.commit())
 
@@ -750,19 +625,19 @@ class EventLog:
             if nsid is None:
                 return [], [], []
             records = [
-                r for r in _held_records(p, nsid, _names_in(p, nsid, False))[0]
+                r for r in held_records(p, nsid, names_in(p, nsid, False))[0]
                 if any(not is_erased(p.frame(put_seq)) for put_seq, _, _ in r[2])
             ]
             keys = [
-                k for k in _held_keys(p, nsid, _names_in(p, nsid, True))[0]
-                if any(_holds_value(p.frame(seq)) for seq in k[2])
+                k for k in held_keys(p, nsid, names_in(p, nsid, True))[0]
+                if any(holds_value(p.frame(seq)) for seq in k[2])
             ]
             appends = Appends(p, actor, reason)
             for record_id, idk, versions in records:
-                _erase_versions(p, nsid, record_id, idk, versions)
+                erase_versions(p, nsid, record_id, idk, versions)
                 appends.erase_record(namespace, nsid, record_id, idk)
             for key, mk, seqs in keys:
-                _erase_values(p, seqs)
+                erase_values(p, seqs)
                 appends.erase_key(namespace, nsid, key, mk)
             return [r[0] for r in records], [k[0] for k in keys], list(appends.commit())
 
@@ -991,7 +866,7 @@ class EventLog:
                     f"metadata key {key!r} of namespace {namespace_text(namespace)} is damaged: its "
                     f"index names event {seq}, which is not a write of it"
                 )
-            if erased and env["k"] == META and not _erased_later(p, nsid, mk, key, seq):
+            if erased and env["k"] == META and not erased_later(p, nsid, mk, key, seq):
                 raise StoreCorrupted(
                     f"metadata key {key!r} of namespace {namespace_text(namespace)} is damaged: the "
                     f"value of event {seq} is gone but no erasure of the key follows it"

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Sequence
 import msgpack
 import numpy as np
 
+from coniti.errors import StoreCorrupted, namespace_text
+
 __all__ = [
     "INLINE_MAX",
     "INLINE_NAME",
@@ -173,3 +175,19 @@ def ns_bytes(namespace: Sequence[str]) -> bytes:
 def ns_key(canonical: bytes) -> bytes:
     """The namespace-table key of canonical namespace bytes (inline or hashed like :func:`name_key`)."""
     return _blob_key(canonical)
+
+
+def damaged(
+    names: list[str] | str, idk: bytes, record_id: str | None, seq: int, why: str
+) -> StoreCorrupted:
+    """The error for a read that found record ``record_id`` (else the one of id key ``idk``, or the
+    put at event ``seq``) of namespace ``names`` (or its label, :meth:`IndexView.label`)
+    damaged: ``why``."""
+    if record_id is None and not is_hashed(idk):
+        try:
+            record_id = inline_name(idk)
+        except ValueError:
+            record_id = None
+    what = repr(record_id) if record_id is not None else f"put at event {seq}"
+    where = names if isinstance(names, str) else namespace_text(names)
+    return StoreCorrupted(f"record {what} of namespace {where} is damaged: {why}")

@@ -45,7 +45,7 @@ from coniti.log.keys import (
     NSID_LEN,
     SEQ_LEN,
     Namespace,
-    inline_name,
+    damaged,
     inv_seq_key,
     is_hashed,
     name_key,
@@ -106,22 +106,6 @@ _F64 = struct.Struct(">d")
 
 Version = tuple[int, bytes, bytes, bytes, bytes]
 """``(put seq, E, T, X or b"", P)``: a version and its ``ver`` value's parts (:meth:`IndexView.newest_each`)."""
-
-
-def damaged(
-    names: list[str] | str, idk: bytes, record_id: str | None, seq: int, why: str
-) -> StoreCorrupted:
-    """The error for a read that found record ``record_id`` (else the one of id key ``idk``, or the
-    put at event ``seq``) of namespace ``names`` (or its label, :meth:`IndexView.label`)
-    damaged: ``why``."""
-    if record_id is None and not is_hashed(idk):
-        try:
-            record_id = inline_name(idk)
-        except ValueError:
-            record_id = None
-    what = repr(record_id) if record_id is not None else f"put at event {seq}"
-    where = names if isinstance(names, str) else namespace_text(names)
-    return StoreCorrupted(f"record {what} of namespace {where} is damaged: {why}")
 
 
 def _missing(seq: int) -> StoreCorrupted:

@@ -27,6 +27,7 @@ from coniti.log.keys import (
     NSID_LEN,
     SEQ_LEN,
     Namespace,
+    damaged,
     decode_ts_key,
     inline_name,
     inv_seq_key,
@@ -62,7 +63,7 @@ from coniti.log.layout import (
     unseal,
     ver_key,
 )
-from coniti.log.projections import IndexView, Row, damaged
+from coniti.log.projections import IndexView, Row
 
 __all__ = ["RecordReads"]
 

@@ -53,7 +53,7 @@ from coniti.log.codec import (
     erase_payload,
     split_frame,
 )
-from coniti.log.eventlog import erase_for_receipt
+from coniti.log.erasure import erase_for_receipt
 from coniti.log.keys import name_key, ns_bytes
 from coniti.log.projections import Projections
 from coniti.log.store import SYS_STREAM, Replan, Store
