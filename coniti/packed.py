@@ -161,7 +161,8 @@ class PackedStrings:
         looked up in one search of the sort index (counted as ``len(values)`` finds)."""
         order, sorted_keys = self.sort_index()
         encoded = [value.encode("utf-8", "surrogatepass") for value in values]
-        keys = np.fromiter(map(_key, encoded), dtype=np.uint64, count=len(encoded))
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        keys = _keys(np.frombuffer(b"".join(encoded), dtype=np.uint8), np.cumsum(lengths) - lengths, lengths)
         lo = np.searchsorted(sorted_keys, keys, "left")
         hi = np.searchsorted(sorted_keys, keys, "right")
         one = hi - lo == 1  # the usual case: one string has the key; compare its bytes
