@@ -212,19 +212,33 @@ class PackedStrings:
 class PackedPostings:
     """The postings of a restored keyword index, left packed: ``terms`` in ascending order (of
     their UTF-8 bytes; looked up by :meth:`PackedStrings.bisect`, never decoded into a dict), term
-    ``t``'s rows and term frequencies ``rows[offsets[t]:offsets[t + 1]]`` and ``tfs[...]``."""
+    ``t``'s rows and term frequencies ``rows[offsets[t]:offsets[t + 1]]`` and ``tfs[...]``. Never
+    changed once made (a write moves a term's postings out, into the index's own): the answer of
+    :meth:`get` for the last :data:`FOUND_KEPT` terms asked is kept."""
 
     def __init__(self, terms: PackedStrings, offsets: np.ndarray, rows: np.ndarray, tfs: np.ndarray) -> None:
         self.terms = terms
         self._offsets, self._rows, self._tfs = offsets, rows, tfs
+        self._found: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
 
     def get(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """The rows and term frequencies of ``term``, or None when it has none."""
+        """The rows and term frequencies of ``term`` (views of the packed arrays), or None when it has
+        none."""
+        if term in self._found:
+            return self._found[term]
         t = self.terms.bisect(term)
-        if t is None:
-            return None
-        a, z = int(self._offsets[t]), int(self._offsets[t + 1])
-        return self._rows[a:z], self._tfs[a:z]
+        found = None
+        if t is not None:
+            a, z = int(self._offsets[t]), int(self._offsets[t + 1])
+            found = self._rows[a:z], self._tfs[a:z]
+        if len(self._found) >= FOUND_KEPT:
+            self._found.clear()
+        self._found[term] = found
+        return found
+
+
+FOUND_KEPT = 4096
+"""How many terms' answers a :class:`PackedPostings` keeps (all dropped when full)."""
 
 
 class IdColumn:

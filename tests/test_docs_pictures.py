@@ -117,6 +117,23 @@ def test_lower_is_better_units_are_turned_round(tmp_path: Path) -> None:
     assert "0.50x (2.00x the time: 20.0 us/call)" in svg and "2.00x (200.0 rec/s)" in svg
 
 
+def test_long_titles_and_phase_names_are_cut_into_lines(tmp_path: Path) -> None:
+    """A title over 88 characters and a phase name over 32 are drawn as several lines, cut at
+    spaces (so they do not run into the bars or off the chart), every word kept."""
+    phase = "top-10 with a metadata filter (user == X)"
+    title = "coniti against embedded vector stores, N=100,000 in 10 namespaces, medians of 2 rounds (more)"
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"baseline": "B", "title": title, "results": [
+        {"phase": phase, "system": "A", "value": 20, "unit": "ms"},
+        {"phase": phase, "system": "B", "value": 10, "unit": "ms"},
+    ]}), encoding="utf-8")
+    out = tmp_path / "c.svg"
+    assert _tool("plot_bench.py", str(results), "--out", str(out)).returncode == 0
+    svg = out.read_text(encoding="utf-8")
+    assert ">top-10 with a metadata filter</text>" in svg and ">(user == X)</text>" in svg
+    assert ">(more)</text>" in svg and f">{title}</text>" not in svg
+
+
 @pytest.mark.parametrize(("rows", "message"), [
     ([{"phase": "get", "system": "A", "value": -1, "unit": "us"}], "results[0].value: -1 is not a number >= 0"),
     ([{"phase": "get", "system": "A", "value": 1}], "results[0]: missing unit"),

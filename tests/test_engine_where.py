@@ -198,3 +198,34 @@ def test_a_long_notes_passages_count_in_a_filtered_prefix_ask(tmp_path: Path) ->
     filtered = e.ask(query.model_copy(update={"filter": {"user": "ada"}}), prefix=()).hits
     assert full and full[0].note.id == "long"
     assert [(h.note.id, h.score) for h in filtered][: len(full)] == [(h.note.id, h.score) for h in full]
+
+
+def test_a_postings_kept_row_numbers_are_read_again_once_the_rows_move() -> None:
+    """The metadata column keeps a posting's row numbers beside it; once the rows move under it (rows
+    added before the newest, merged from the buffer; a row removed), the rows it answers are those the
+    structure holds now, as ``rows_among`` of the posting gives them."""
+    import numpy as np
+
+    from coniti.engine.where import MetadataColumn
+    from coniti.filters import compile_filter
+
+    rng = np.random.default_rng(3)
+    s = FlatStructure(buffer_min=4)
+    ids = [f"n{i:02}" for i in range(12)]
+    s.add(ids, rng.standard_normal((12, 8)), np.arange(12, dtype=np.float64) * 10)
+    users = {i: {"user": "u7" if n % 3 == 0 else "u1"} for n, i in enumerate(ids)}
+    column = MetadataColumn(1, users)
+    spec = {"user": "u7"}
+    match = compile_filter(spec)
+
+    def same(got: tuple[list[str], np.ndarray, np.ndarray]) -> bool:
+        want = s.rows_among(column.posting("user", "u7"))
+        same_rows = np.array_equal(got[1], want[1]) and np.array_equal(got[2], want[2])
+        return got[0] == want[0] and same_rows
+
+    assert same(column.rows(spec, match, s))
+    s.add([f"m{i}" for i in range(6)], rng.standard_normal((6, 8)), np.arange(6) + 0.5)  # merged in
+    assert same(column.rows(spec, match, s))
+    s.remove(["n03"], seq=5)
+    got = column.rows(spec, match, s)
+    assert same(got) and "n03" not in got[0]

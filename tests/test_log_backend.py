@@ -422,3 +422,15 @@ def test_head_hash_and_namespaces(store: LogBackend) -> None:
     store.set_meta(MetaSetRequest(key="k", value=1, namespace=("y", "z")))
     assert store.head_hash == store.verify().head_hash != "0" * 64
     assert store.namespaces() == [(), ("x",)]
+
+
+def test_namespaces_asked_again_after_a_write_see_it(store: LogBackend) -> None:
+    """The live namespaces asked, then a write, then asked again: a namespace written to since is
+    listed, one whose last record was deleted since is not (the answer kept between asks is the
+    head's)."""
+    put(store, record("a", 1.0, namespace=("x",)), record("b", 1.0))
+    assert store.namespaces() == [(), ("x",)] == store.namespaces()
+    put(store, record("c", 1.0, namespace=("w",)))
+    assert store.namespaces() == [(), ("w",), ("x",)]
+    store.delete(DeleteRequest(ids=["a"], namespace=("x",)))
+    assert store.namespaces() == [(), ("w",)]

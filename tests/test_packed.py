@@ -219,6 +219,40 @@ def test_a_restored_index_answers_and_accepts_writes_as_the_original_without_unp
     assert all(np.array_equal(np.asarray(mine[k]), np.asarray(theirs[k])) for k in mine)
 
 
+@settings(max_examples=30, deadline=None)
+@given(WRITES)
+def test_a_restored_index_asked_before_writes_sees_them(writes: list[tuple[str, int]]) -> None:
+    """Asks on a restored index before writes (its packed postings then keep the terms they looked
+    up) and the same writes after: the searches, scores and state equal the original's."""
+    original = _index(30)
+    restored = KeywordIndex.from_state(original.state())
+    assert _observed(restored, 31) == _observed(original, 31)
+    _apply(original, writes, 31)
+    _apply(restored, writes, 31)
+    assert _observed(restored, 33) == _observed(original, 33)
+
+
+def test_packed_postings_answer_the_same_asked_again_and_past_what_they_keep() -> None:
+    """A packed posting's rows and frequencies, or None for a term it lacks, are the same asked
+    once, asked again, and asked after more than FOUND_KEPT other terms."""
+    from coniti import packed
+
+    index = KeywordIndex.from_state(_index(30).state())
+    postings = index._packed
+    assert postings is not None
+    terms = [*WORDS, "note", "absent", "n7"]
+    first = {t: postings.get(t) for t in terms}
+    assert first["absent"] is None and first["note"] is not None
+    for i in range(packed.FOUND_KEPT + 1):
+        postings.get(f"other{i}")
+    for when in ("after many", "again"):
+        for t in terms:
+            got, want = postings.get(t), first[t]
+            assert (got is None) == (want is None), (when, t)
+            if got is not None and want is not None:
+                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
 def test_a_restored_index_unpacks_past_the_lookup_budget_with_the_same_answers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

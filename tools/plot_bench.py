@@ -209,6 +209,17 @@ def _text(x: float, y: float, s: str, size: int = 12, weight: str = "normal", an
             f'text-anchor="{anchor}" fill="{fill}">{escape(s)}</text>')
 
 
+def _lines(text: str, width: int) -> list[str]:
+    """``text`` cut at spaces into lines of at most ``width`` characters (a longer word alone)."""
+    lines = [""]
+    for word in text.split(" "):
+        if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+            lines.append(word)
+        else:
+            lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
+    return lines
+
+
 def chart(rows: Sequence[Row], baseline: str, title: str, source: str = "") -> str:
     """The SVG of ``rows`` relative to ``baseline`` (see the module docstring)."""
     phases = list(dict.fromkeys(r.phase for r in rows))
@@ -235,15 +246,20 @@ def chart(rows: Sequence[Row], baseline: str, title: str, source: str = "") -> s
     def x(ratio: float) -> float:
         return x0 + area * ratio / top
 
-    body: list[str] = [_text(left, 28, title, 15, "bold"),
-                       _text(left, 46, f"Each bar: the system's figure relative to {baseline}'s, "
-                             "turned so that longer is better; the line marks 1.", 11, fill="#52606d")]
-    y = 70
+    titles = _lines(title, 88)
+    body: list[str] = [_text(left, 28 + 19 * i, line, 15, "bold") for i, line in enumerate(titles)]
+    top_y = 19 * (len(titles) - 1)
+    body.append(_text(left, 46 + top_y, f"Each bar: the system's figure relative to {baseline}'s, "
+                      "turned so that longer is better; the line marks 1.", 11, fill="#52606d"))
+    y = 70 + top_y
     for phase in shown:
         unit = base[phase].unit
-        body.append(_text(left, y + 12, phase, 12, "bold"))
-        body.append(_text(left, y + 26, f"{unit}, {'higher' if base[phase].higher else 'lower'} is better",
-                          10, fill="#52606d"))
+        names = _lines(phase, 32)
+        start = y
+        for i, line in enumerate(names):
+            body.append(_text(left, y + 12 + 14 * i, line, 12, "bold"))
+        body.append(_text(left, y + 26 + 14 * (len(names) - 1),
+                          f"{unit}, {'higher' if base[phase].higher else 'lower'} is better", 10, fill="#52606d"))
         for k, system in enumerate(systems):
             if (phase, system) not in ratios:
                 continue
@@ -256,8 +272,8 @@ def chart(rows: Sequence[Row], baseline: str, title: str, source: str = "") -> s
                      else f"{better:.2f}x ({plain:.2f}x the {_noun(unit)}: {figure})")
             body.append(_text(x(better) + 5, y + 12, label, 11))
             y += bar_h + gap
-        y += 14
-    body.insert(2, f'<line x1="{x(1.0):.1f}" y1="60" x2="{x(1.0):.1f}" y2="{y - 6:g}" stroke="#1f2933" '
+        y = max(y, start + 30 + 14 * (len(names) - 1)) + 14  # the phase's name and unit fit beside its bars
+    body.insert(len(titles) + 1, f'<line x1="{x(1.0):.1f}" y1="{60 + top_y}" x2="{x(1.0):.1f}" y2="{y - 6:g}" stroke="#1f2933" '
                 'stroke-width="1.2" stroke-dasharray="4 3"/>')
     body.append(_text(x(1.0), y + 8, f"1 = {baseline}", 11, anchor="middle"))
     y += 30

@@ -24,7 +24,9 @@ not a view as of an event, not ``ann``); an index over an event feed (``seq`` se
 from memory in one ``get`` when first needed and kept while the index's ``seq`` stays the same (a
 write, a fold or a refresh moves it; the next filtered ask reads it again). Equality of a top-level
 key to a string, number, bool or null is answered from a posting per key and value (built per key
-on first use); any other filter is tested on each cached metadata.
+on first use); any other filter is tested on each cached metadata. A posting's row numbers in the
+structure are kept beside it (:meth:`MetadataColumn.rows`) and found again only once the rows move
+(:attr:`~coniti.structure.rows.SortedRowStore.layout`: a write, a merge, a compaction).
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ from coniti.hybrid import Ranked
 from coniti.memory import GetRequest, MemoryBackend
 from coniti.passages import live_passages, note_id
 from coniti.strategy import DefaultStrategy, Strategy
-from coniti.structure.flat import FlatStructure
+from coniti.structure.flat import FlatStructure, SortedRowsStructure
 from coniti.structure.pool import float32_at_most, kth_largest
+from coniti.structure.rows import RowPositions
 from coniti.structure.scoring import error_bound, exact_scores, fast_scores, unit_vector
 from coniti.structure.segment_tree import SegmentTreeStructure
 
@@ -64,6 +67,7 @@ class MetadataColumn:
         self.kinds = kinds or {}
         """The kind of each id that has one (a filter's ``"$kind"``)."""
         self._postings: dict[str, dict[bytes, list[str]]] = {}
+        self._positions: dict[tuple[str, bytes], RowPositions] = {}
 
     @classmethod
     def of(
@@ -96,17 +100,44 @@ class MetadataColumn:
 
     def matching(self, spec: Any, match: RecordPredicate) -> list[str]:
         """The ids whose metadata matches the filter ``spec`` (compiled: ``match``)."""
-        if isinstance(spec, dict) and len(spec) == 1:
-            ((key, value),) = spec.items()
-            if (
-                not key.startswith("$")
-                and "." not in key
-                and isinstance(value, _SCALARS)
-                and value is not None
-            ):
-                return self.posting(key, value)
+        posted = _posted(spec)
+        if posted is not None:
+            return self.posting(*posted)
         kinds = self.kinds
         return [id_ for id_, meta in self.metadata.items() if match(meta, kinds.get(id_))]
+
+    def rows(
+        self, spec: Any, match: RecordPredicate, structure: SortedRowsStructure
+    ) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """``structure.rows_among(self.matching(spec, match))``. A posting's row numbers are kept
+        beside it and read again only once the rows moved (a write, a merge, a compaction:
+        :attr:`~coniti.structure.rows.SortedRowStore.layout`) or the structure is another."""
+        posted = _posted(spec)
+        if posted is None:
+            return structure.rows_among(self.matching(spec, match))
+        key = (posted[0], _value_key(posted[1]))
+        kept = self._positions.get(key)
+        got = None if kept is None else structure.rows_at(kept)
+        if got is None:
+            kept = structure.positions(self.posting(*posted))
+            self._positions[key] = kept
+            got = structure.rows_at(kept)
+            assert got is not None  # read at the layout they were found at
+        return got
+
+
+def _posted(spec: Any) -> tuple[str, Any] | None:
+    """The top-level key and scalar value of a filter answered from a posting, or None."""
+    if isinstance(spec, dict) and len(spec) == 1:
+        ((key, value),) = spec.items()
+        if (
+            not key.startswith("$")
+            and "." not in key
+            and isinstance(value, _SCALARS)
+            and value is not None
+        ):
+            return key, value
+    return None
 
 
 def _value_key(value: Any) -> bytes:
@@ -237,10 +268,14 @@ def prefiltered(
     """The ranking of the notes of ``index`` that match ``query.filter`` (and its time range), each
     row scored exactly as the structure scores it (module docstring; call when :func:`applies`)."""
     column = MetadataColumn.of(index, namespace, memory)
-    matching = column.matching(query.filter, match)
-    if index.passages is not None:  # a long note's further passages are rows of their own
-        matching = [*matching, *live_passages(index.structures[0], matching)]
-    ids, vectors, times = index.structures[0].rows_among(matching)
+    structure = index.structures[0]
+    if index.passages is None and isinstance(structure, SortedRowsStructure):
+        ids, vectors, times = column.rows(query.filter, match, structure)
+    else:
+        matching = column.matching(query.filter, match)
+        if index.passages is not None:  # a long note's further passages are rows of their own
+            matching = [*matching, *live_passages(structure, matching)]
+        ids, vectors, times = structure.rows_among(matching)
     if query.time_range is not None and ids:
         start, end = query.time_range.start, query.time_range.end
         keep = np.ones(len(ids), dtype=bool)

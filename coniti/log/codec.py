@@ -354,12 +354,7 @@ def encode_puts(
     if len(prev) != _DIGEST:
         raise ValueError(f"a previous hash is {_DIGEST} bytes, got {len(prev)}")
     pack = packer().pack
-    stamp = b""
-    fields = 8
-    if actor is not None:
-        stamp, fields = b"\xa1a" + pack(actor), fields + 1
-    if reason is not None:
-        stamp, fields = stamp + b"\xa1r" + pack(reason), fields + 1
+    stamp, fields = _stamp(pack, actor, reason, 8)
     heads = (bytes((0x80 | fields,)) + _PUT_HEAD, bytes((0x80 | (fields + 1),)) + _PUT_HEAD)
     """The map header and the fields up to ``s``: without ``x``, with ``x``."""
     recorded = b"\xa1t" + pack(at) + b"\xa1p\xc4" + bytes((_DIGEST,))
@@ -393,6 +388,16 @@ def encode_puts(
     return frames, h
 
 
+def _stamp(pack: Callable[[Any], bytes], actor: str | None, reason: str | None, fields: int) -> tuple[bytes, int]:
+    """The packed ``a`` and ``r`` fields that are set (§3.2's order), and ``fields`` counting them."""
+    stamp = b""
+    if actor is not None:
+        stamp, fields = b"\xa1a" + pack(actor), fields + 1
+    if reason is not None:
+        stamp, fields = stamp + b"\xa1r" + pack(reason), fields + 1
+    return stamp, fields
+
+
 def encode_deletes(
     seq: int,
     at: float,
@@ -415,12 +420,7 @@ def encode_deletes(
     if len(prev) != _DIGEST:
         raise ValueError(f"a previous hash is {_DIGEST} bytes, got {len(prev)}")
     pack = packer().pack
-    stamp = b""
-    fields = 7
-    if actor is not None:
-        stamp, fields = b"\xa1a" + pack(actor), fields + 1
-    if reason is not None:
-        stamp, fields = stamp + b"\xa1r" + pack(reason), fields + 1
+    stamp, fields = _stamp(pack, actor, reason, 7)
     head = bytes((0x80 | fields,)) + _DELETE_HEAD
     recorded = b"\xa1t" + pack(at) + b"\xa1p\xc4" + bytes((_DIGEST,))
     named = b"\xa1n" + pack(list(namespace)) + b"\xa1i"

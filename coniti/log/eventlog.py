@@ -289,6 +289,8 @@ class EventLog:
         self._commit = self.store.write if self.group is None else self.group.run
         self._dbs = Dbs(self.store.dbs, layout=self.store.layout)
         self._nsids: dict[Namespace, bytes] = {}
+        self._live: tuple[bytes, list[Namespace]] | None = None
+        """The namespaces :meth:`live_namespaces` answered now, with the head they were read at."""
 
     @property
     def path(self) -> str:
@@ -896,10 +898,18 @@ class EventLog:
 
     def live_namespaces(self, as_of: int | None = None) -> list[Namespace]:
         """The namespaces holding at least one record now (or right after event ``as_of``), in
-        order of first use; one snapshot, one counter read per namespace ever used."""
+        order of first use; one snapshot, one counter read per namespace ever used. Now's answer is
+        kept while the head event (its seq and hash) stays the same."""
         with self.store.read() as txn:
             p = RecordReads(txn, self._dbs)
-            return [ns for nsid, ns in p.namespaces() if p.count(nsid, as_of)]
+            if as_of is not None:
+                return [ns for nsid, ns in p.namespaces() if p.count(nsid, as_of)]
+            head = p.head_bytes()
+            if self._live is not None and self._live[0] == head:
+                return list(self._live[1])
+            live = [ns for nsid, ns in p.namespaces() if p.count(nsid)]
+            self._live = (head, live)
+            return list(live)
 
     def seq_at_time(self, at: float) -> int:
         """The last event recorded at or before ``at`` (0 if none)."""

@@ -202,6 +202,11 @@ class IndexView:
         """The head event as recorded in the system table."""
         return Head.decode(self.txn.get(SYS_HEAD, db=self.d.sys))
 
+    def head_bytes(self) -> bytes:
+        """The head event's record in the system table, undecoded (empty when there is none)."""
+        raw = self.txn.get(SYS_HEAD, db=self.d.sys)
+        return b"" if raw is None else bytes(raw)
+
     def frame(self, seq: int) -> bytes:
         """The stored frame of event ``seq``; :class:`StoreCorrupted` if the log lacks it."""
         raw = self.txn.get(seq_key(seq), db=self.d.log)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from coniti.structure.base import Structure
-from coniti.structure.rows import Pool, SortedRows, buffer_options
+from coniti.structure.rows import Pool, RowPositions, SortedRows, buffer_options
 from coniti.structure.scoring import StructureHit, error_bound, top_by_key, top_with_ties
 
 if TYPE_CHECKING:
@@ -78,33 +78,51 @@ class SortedRowsStructure(Structure):
     def rows_among(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
         """:meth:`Structure.rows_among`, the main rows' first (in the order of ``ids``), then the
         buffered ones; gathered with one ``take`` each, not row by row."""
+        got = self.rows_at(self.positions(ids))
+        assert got is not None  # read at the layout they were found at
+        return got
+
+    def positions(self, ids: Sequence[str]) -> RowPositions:
+        """Where the stored ids among ``ids`` are in the rows now (:meth:`rows_at` reads them
+        while the rows have not moved)."""
         rows_ = self._rows
         pos, bpos = rows_.pos, rows_.buffer.pos
         at = [pos.get(i, -1) for i in ids]
         main = np.array(at, dtype=np.int64)
         keep = main >= 0
-        rows = main[keep]
         found = [i for i, r in zip(ids, at, strict=True) if r >= 0]
+        brows = np.zeros(0, dtype=np.int64)
+        if bpos and not keep.all():
+            extra = [(i, bpos[i]) for i, r in zip(ids, at, strict=True) if r < 0 and i in bpos]
+            if extra:
+                brows = np.array([b for _, b in extra], dtype=np.int64)
+                found += [i for i, _ in extra]
+        return RowPositions(rows_, rows_.layout, found, main[keep], brows)
+
+    def rows_at(self, at: RowPositions) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+        """The ids, unit float32 rows and timestamps at ``at`` (as :meth:`rows_among` gives them),
+        or None when the rows moved since ``at`` was read (:attr:`SortedRowStore.layout`) or
+        ``at`` is another structure's."""
+        rows_ = self._rows
+        if at.store is not rows_ or at.layout != rows_.layout:
+            return None
+        rows, brows = at.main, at.buffered
         vecs: list[np.ndarray] = []
         times: list[np.ndarray] = []
         if rows.shape[0]:
             rows_.check_rows(int(rows.min()), int(rows.max()) + 1)
             vecs.append(rows_.vecs.take(rows, axis=0))
             times.append(rows_.times.take(rows))
-        if bpos and not keep.all():
-            extra = [(i, bpos[i]) for i, r in zip(ids, at, strict=True) if r < 0 and i in bpos]
-            if extra:
-                brows = np.array([b for _, b in extra], dtype=np.int64)
-                found += [i for i, _ in extra]
-                vecs.append(rows_.buffer.vecs.take(brows, axis=0))
-                times.append(rows_.buffer.times.take(brows))
+        if brows.shape[0]:
+            vecs.append(rows_.buffer.vecs.take(brows, axis=0))
+            times.append(rows_.buffer.times.take(brows))
         if not vecs:
             return (
                 [],
                 np.zeros((0, rows_.vecs.shape[1]), dtype=np.float32),
                 np.zeros(0, dtype=np.float64),
             )
-        return found, np.concatenate(vecs), np.concatenate(times)
+        return at.ids, np.concatenate(vecs), np.concatenate(times)
 
     def live_ids(self) -> list[str]:
         return [*self._rows.pos, *self._rows.buffer.pos]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -182,6 +183,19 @@ class Rows:
         return np.flatnonzero(mask)
 
 
+@dataclass(frozen=True)
+class RowPositions:
+    """Where some ids' rows are in ``store`` at its ``layout``: the ``ids`` found (the main rows'
+    first, then the buffered ones), their ``main`` row numbers then their ``buffered`` ones; valid
+    while ``store.layout`` stays (:meth:`coniti.structure.flat.SortedRowsStructure.rows_at`)."""
+
+    store: SortedRowStore
+    layout: int
+    ids: list[str]
+    main: np.ndarray
+    buffered: np.ndarray
+
+
 class SortedRowStore:
     """Time-sorted main rows (dead rows stay, masked) plus an unsorted :class:`Rows` buffer: how
     the rows are kept (ids, packed or not; versions; writes, merge and compaction; the snapshot
@@ -190,15 +204,19 @@ class SortedRowStore:
     ``dirty_from`` is the first main row changed (appended, moved or overwritten) since the owner last
     reset it; the segment tree uses it to refresh only the blocks that changed. ``dead`` counts main
     rows that are not live (searches then mask), ``purged`` those visible at no point (compacted).
+    ``layout`` changes whenever a row is added, ended, dropped or moved (a write, a merge, a
+    compaction, a clear or a restore): row numbers read at one ``layout`` hold while it stays.
     """
 
     def __init__(self, buffer_min: int, buffer_fraction: float) -> None:
         self.buffer_min = buffer_min
         self.buffer_fraction = buffer_fraction
         self.dirty_from = 0
+        self.layout = 0
         self.clear()
 
     def clear(self) -> None:
+        self.layout += 1
         self._ids: list[str] | None = []
         self._pos: dict[str, int] | None = {}
         self._packed: PackedStrings | None = None
@@ -400,6 +418,7 @@ class SortedRowStore:
     def add(self, ids: list[str], unit: np.ndarray, times: np.ndarray, born: np.ndarray) -> None:
         """Append in place when every row is at or after the newest main row (and the main rows are
         writable), else buffer them."""
+        self.layout += 1
         if self.vecs.shape[1] != unit.shape[1]:
             self.vecs = np.zeros((0, unit.shape[1]), dtype=np.float32)
         n = self.n
@@ -463,6 +482,7 @@ class SortedRowStore:
     def remove(self, ids: list[str], seq: int | None = None) -> None:
         """End the live rows of stored ``ids``: at event ``seq`` (the rows stay, for as-of reads),
         or, without ``seq``, purged (visible at no point; compacted past the limit)."""
+        self.layout += 1
         for id_ in ids:
             if id_ in self.buffer.pos:
                 if seq is None:
@@ -483,6 +503,7 @@ class SortedRowStore:
         """End the live row of each of the stored, distinct ``ids`` at its event in ``seqs`` (the
         rows stay, for as-of reads): :meth:`remove` with each id's ``seq``, the main rows ended in
         one array assignment."""
+        self.layout += 1
         rows: list[int] = []
         ends: list[int] = []
         mains = self._mains([id_ for id_ in ids if id_ not in self.buffer.pos])
@@ -505,6 +526,7 @@ class SortedRowStore:
 
     def purge(self, ids: set[str]) -> int:
         """Drop every row (live or kept for history) of ``ids``; returns how many. O(rows)."""
+        self.layout += 1
         gone = [i for i, x in enumerate(self.buffer.ids) if x in ids]
         self.buffer.remove_rows(gone)
         count = len(gone)
@@ -564,6 +586,7 @@ class SortedRowStore:
 
     def merge(self) -> None:
         """Move the buffer into the main rows, in place from the back; the buffer is emptied."""
+        self.layout += 1
         m = self.buffer.n
         if not m:
             return
@@ -612,6 +635,7 @@ class SortedRowStore:
     def compact(self) -> None:
         """Drop purged main rows (visible at no point), in place, keeping time order; rows kept
         for history stay."""
+        self.layout += 1
         n = self.n
         if not self.purged:
             return
