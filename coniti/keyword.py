@@ -281,6 +281,14 @@ class KeywordIndex:
                 return int(row)
         return None
 
+    def _found_each(self, ids: list[str]) -> list[list[int] | None]:
+        """While the ids stay packed and :meth:`_searchable` for all of ``ids``, the rows (live or
+        ended) of each (one :meth:`~coniti.packed.PackedStrings.find_each`); else None for each,
+        the dict to be used (:meth:`_end_live`)."""
+        if self._row_of is None and ids and all(isinstance(i, str) for i in ids) and self._searchable(len(ids)):
+            return list(self._ids.find_each(ids))
+        return [None] * len(ids)
+
     def _end_live(self, id_: object) -> int | None:
         """The live row of ``id_`` taken out of the dict (the caller ends it), or None."""
         row = self._live_row(id_) if isinstance(id_, str) else None
@@ -478,11 +486,15 @@ class KeywordIndex:
         Ended rows stay for as-of searches until :meth:`compact` drops them."""
         ended = 0
         if isinstance(died, Sequence):
-            pairs: Iterable[tuple[str, int]] = zip(ids, died, strict=True)
+            pairs: list[tuple[str, int]] = list(zip(ids, died, strict=True))
         else:
-            pairs = ((id_, died) for id_ in dict.fromkeys(ids))
-        for id_, at in pairs:
-            row = self._end_live(id_)
+            pairs = [(id_, died) for id_ in dict.fromkeys(ids)]
+        found = self._found_each([id_ for id_, _ in pairs])
+        for (id_, at), rows in zip(pairs, found, strict=True):
+            if rows is None:
+                row = self._end_live(id_)
+            else:  # a search of the packed ids, read now: an id met twice ends once
+                row = next((r for r in rows if self._died[r] == ALIVE), None)
             if row is not None:
                 self._died[row] = int(at)
                 ended += 1

@@ -156,6 +156,30 @@ class PackedStrings:
             rows, starts = rows[keep], starts[keep]
         return rows
 
+    def find_each(self, values: list[str]) -> list[list[int]]:
+        """:meth:`find` of each of ``values``, as lists: the same rows, with the keys of all
+        looked up in one search of the sort index (counted as ``len(values)`` finds)."""
+        order, sorted_keys = self.sort_index()
+        encoded = [value.encode("utf-8", "surrogatepass") for value in values]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        keys = _keys(np.frombuffer(b"".join(encoded), dtype=np.uint8), np.cumsum(lengths) - lengths, lengths)
+        lo = np.searchsorted(sorted_keys, keys, "left")
+        hi = np.searchsorted(sorted_keys, keys, "right")
+        one = hi - lo == 1  # the usual case: one string has the key; compare its bytes
+        rows = order[np.where(one, lo, 0)] if order.shape[0] else lo
+        stops = self._ends[rows].tolist() if order.shape[0] else []
+        starts = self._starts(rows).tolist() if order.shape[0] else []
+        view = np.ascontiguousarray(self._raw).data
+        out: list[list[int]] = []
+        for i, (single, enc) in enumerate(zip(one.tolist(), encoded, strict=True)):
+            if single:
+                out.append([int(rows[i])] if view[starts[i] : stops[i]] == enc else [])
+            else:  # no string, or several, with the key
+                out.append(self.find(values[i]).tolist())
+                self.finds -= 1
+        self.finds += len(values)
+        return out
+
     def bisect(self, value: str) -> int | None:
         """The index of ``value`` in a column whose strings are in strictly ascending order of
         their UTF-8 bytes (as ``sorted`` orders ``str``; the caller's promise, unchecked: out of
@@ -285,6 +309,16 @@ class IdColumn:
             tail = self._tail_rows.get(id_)
             return found if tail is None else np.concatenate((found, np.asarray(tail, np.int64)))
         return np.asarray([r for r, x in enumerate(self._list) if x == id_], dtype=np.int64)
+
+    def find_each(self, ids: list[str]) -> list[list[int]]:
+        """:meth:`find` of each of ``ids``, as lists (packed: one
+        :meth:`PackedStrings.find_each` of the base)."""
+        if self._list is None:
+            assert self._base is not None
+            found = self._base.find_each(ids)
+            tails = self._tail_rows
+            return [at + tails[i] if i in tails else at for i, at in zip(ids, found, strict=True)]
+        return [self.find(id_).tolist() for id_ in ids]
 
     def unpack(self) -> list[str]:
         """The ids as one list, decoded once (the column then stays unpacked)."""

@@ -68,3 +68,35 @@ def test_keyword_remove_with_a_seq_each_equals_one_remove_a_pair() -> None:
     counted = sum(one.remove([id_], died=seq) for id_, seq in zip(ENDED, SEQS, strict=True))
     assert each.remove(ENDED, died=SEQS) == counted == 5
     _same(one.state(), each.state())
+
+
+@pytest.mark.parametrize("kind", ["flat", "segment_tree"])
+def test_end_each_on_restored_rows_ends_them_as_the_original_with_the_ids_kept_packed(kind: str) -> None:
+    """Rows restored from a state (their ids packed, looked up in one search a batch) end the same
+    rows at the same seqs as the original's, and the ids stay packed (the batch within budget)."""
+    original = _filled(kind)
+    original.buffer_min, original.buffer_fraction = 0, 0.0  # type: ignore[attr-defined]
+    original.add(["n90"], np.ones((1, 4)), [99.0], born=[13])  # a merge: every row main
+    restored: Structure = MAKERS[kind]()
+    restored.restore_derived_state(original.derived_state())
+    assert restored._rows.packed  # type: ignore[attr-defined]
+    ended = ["n01", "n10", "n05", "n11", "n00", "n90"]
+    seqs = [20, 21, 23, 24, 26, 27]
+    assert restored.end_each(ended, seqs) == original.end_each(ended, seqs) == 6
+    assert restored._rows.packed  # type: ignore[attr-defined]
+    _same(original.derived_state(), restored.derived_state())
+
+
+def test_keyword_remove_on_a_restored_index_ends_as_the_original_with_the_ids_kept_packed() -> None:
+    """A restored keyword index (ids packed) ends the same rows at the same seqs as the original
+    (an unknown id and a repeat among them), and its ids stay packed."""
+    original = KeywordIndex()
+    original.add(IDS, [f"word{i % 3} note" for i in range(len(IDS))], [float(i) for i in range(len(IDS))], born=1)
+    original.remove(["n03"], died=5)
+    original.add(["n03"], ["word1 again"], [3.0], born=6)  # n03: an ended row and a live one
+    restored = KeywordIndex.from_state(original.state())
+    assert restored.packed
+    ended, seqs = [*ENDED, "n03"], [*SEQS, 27]
+    assert restored.remove(ended, died=seqs) == original.remove(ended, died=seqs) == 6
+    assert restored.packed
+    _same(original.state(), restored.state())

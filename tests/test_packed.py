@@ -50,6 +50,28 @@ def test_find_gives_every_index_holding_the_string(values: list[str], other: str
     assert [column[i] for i in range(len(values))] == values == column.tolist()
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(IDS, max_size=30), st.lists(IDS, max_size=10), st.lists(IDS, max_size=5))
+def test_find_each_gives_what_find_gives_for_each(values: list[str], others: list[str], tail: list[str]) -> None:
+    """find_each(probes) is [find(p) for p in probes] as lists, on a column and on an id column
+    with rows appended to it (repeats and strings not there among the probes)."""
+    column = PackedStrings(*pack_strings(values))
+    probes = [*values, *others, *values[:3]]
+    assert column.find_each(probes) == [column.find(p).tolist() for p in probes]
+    ids = IdColumn(PackedStrings(*pack_strings(values)))
+    ids.extend(tail)
+    assert ids.find_each(probes + tail) == [ids.find(p).tolist() for p in probes + tail]
+
+
+def test_find_each_tells_apart_strings_that_share_their_key() -> None:
+    """Strings of one length with the same first and last 8 bytes (one key) are told apart by
+    their bytes."""
+    values = ["abcdefgh1ijklmnop", "abcdefgh2ijklmnop", "abcdefgh1ijklmnop", "short"]
+    column = PackedStrings(*pack_strings(values))
+    probes = ["abcdefgh2ijklmnop", "abcdefgh1ijklmnop", "abcdefgh3ijklmnop", "short", "shorts"]
+    assert column.find_each(probes) == [[1], [0, 2], [], [3], []]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.text(alphabet="xy", min_size=9, max_size=9), min_size=1, max_size=40))
 def test_find_over_strings_of_one_length(values: list[str]) -> None:

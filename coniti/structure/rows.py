@@ -34,7 +34,7 @@ engine does).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -270,6 +270,15 @@ class SortedRowStore:
                 return int(row)
         return None
 
+    def _mains(self, ids: list[str]) -> Iterator[int | None]:
+        """:meth:`_main` of each of ``ids``, in order: while the ids stay packed, one
+        :meth:`~coniti.packed.PackedStrings.find_each` for all of them (counted as ``len(ids)``
+        searches)."""
+        if self._packed is None or not self._searchable(len(ids)):
+            return map(self.pos.get, ids)
+        alive = self.alive
+        return (next((r for r in at if alive[r]), None) for at in self._packed.find_each(ids))
+
     def _main_rows(self, id_: str) -> list[int]:
         """Every main row of ``id_`` (live or kept for history), ascending."""
         if self._searchable(1):
@@ -349,8 +358,9 @@ class SortedRowStore:
         found = self.buffer.pos.keys() & asked
         if self._searchable(len(asked)):
             assert self._packed is not None
-            find, alive = self._packed.find, self.alive
-            found.update(id_ for id_ in asked if any(alive[row] for row in find(id_).tolist()))
+            alive, listed = self.alive, list(asked)
+            rows = self._packed.find_each(listed)
+            found.update(id_ for id_, at in zip(listed, rows, strict=True) if any(alive[r] for r in at))
         else:
             found |= self.pos.keys() & asked
         return found
@@ -496,11 +506,14 @@ class SortedRowStore:
         self.layout += 1
         rows: list[int] = []
         ends: list[int] = []
+        mains = self._mains([id_ for id_ in ids if id_ not in self.buffer.pos])
         for id_, seq in zip(ids, seqs, strict=True):
             if id_ in self.buffer.pos:
                 self.buffer.kill(id_, seq)
                 continue
-            row = self._live_main(id_)
+            row = next(mains)
+            if row is None:
+                raise KeyError(id_)
             if self._pos is not None:
                 del self._pos[id_]
             rows.append(row)
