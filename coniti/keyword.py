@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import time
 from array import array
 from collections.abc import Iterable, Sequence
@@ -70,8 +69,8 @@ import numpy as np
 
 from coniti import windows as conversation
 from coniti.actor import TimeRange
-from coniti.embedding import tokenize as word_tokens
 from coniti.errors import ContractError
+from coniti.keyword_tokens import NO_SPACE, tokenize, tokens_of
 from coniti.packed import (
     LOOKUP_BUDGET,
     IdColumn,
@@ -91,54 +90,10 @@ __all__ = [
 ALIVE = 2**63 - 1
 """The ``died`` value of a live row."""
 
-NO_SPACE = (
-    "\u0e00-\u0e7f"  # Thai
-    "\u0e80-\u0eff"  # Lao
-    "\u1000-\u109f"  # Myanmar
-    "\u1780-\u17ff"  # Khmer
-    "\u3040-\u309f"  # Hiragana
-    "\u30a0-\u30ff"  # Katakana
-    "\u31f0-\u31ff"  # Katakana phonetic extensions
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\U00020000-\U0003ffff"  # CJK extensions B and later
-)
-"""Character ranges of scripts written without spaces: tokenised as character bigrams."""
-
-_SPLIT = re.compile(f"([{NO_SPACE}]+)")
 _STATE_VERSION = 1
 _PENDING_LIMIT = 1 << 20
 """Pending posting entries (term, row) beyond which an add moves them into the postings (at most
 about 24 MiB of pending arrays)."""
-
-
-def tokenize(text: str) -> list[str]:
-    """The tokens of ``text`` in order (module docstring): NFKC, case-folded, ``\\w`` runs, bigrams
-    for scripts without spaces."""
-    return list(tokens_of(text, word_tokens(text)))
-
-
-def tokens_of(text: str, words: Sequence[str]) -> Sequence[str]:
-    """:func:`tokenize` of ``text`` from its word tokens ``words`` (:func:`coniti.embedding.tokenize`
-    of it, which an embedder may have made already): ``words`` itself for an ASCII text, else a
-    tuple (a batch's token sequences outlive collections; tuples of strings leave the collector's
-    lists)."""
-    if text.isascii():  # no character of a script without spaces
-        return words
-    out: list[str] = []
-    for run in words:
-        if not _SPLIT.search(run):
-            out.append(run)
-            continue
-        for i, part in enumerate(_SPLIT.split(run)):
-            if not part:
-                continue
-            if i % 2 == 0 or len(part) == 1:  # outside the no-space ranges, or a lone character
-                out.append(part)
-            else:
-                out.extend(part[j : j + 2] for j in range(len(part) - 1))
-    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,14 +235,6 @@ class KeywordIndex:
             if self._died[row] == ALIVE:
                 return int(row)
         return None
-
-    def _found_each(self, ids: list[str]) -> list[list[int] | None]:
-        """While the ids stay packed and :meth:`_searchable` for all of ``ids``, the rows (live or
-        ended) of each (one :meth:`~coniti.packed.PackedStrings.find_each`); else None for each,
-        the dict to be used (:meth:`_end_live`)."""
-        if self._row_of is None and ids and all(isinstance(i, str) for i in ids) and self._searchable(len(ids)):
-            return list(self._ids.find_each(ids))
-        return [None] * len(ids)
 
     def _end_live(self, id_: object) -> int | None:
         """The live row of ``id_`` taken out of the dict (the caller ends it), or None."""
@@ -489,7 +436,10 @@ class KeywordIndex:
             pairs: list[tuple[str, int]] = list(zip(ids, died, strict=True))
         else:
             pairs = [(id_, died) for id_ in dict.fromkeys(ids)]
-        found = self._found_each([id_ for id_, _ in pairs])
+        named = [id_ for id_, _ in pairs]
+        found: list[list[int]] | list[None] = [None] * len(named)  # None: the dict (_end_live)
+        if self._row_of is None and named and all(isinstance(i, str) for i in named) and self._searchable(len(named)):
+            found = self._ids.find_each(named)  # the rows, live or ended, of each: one search
         for (id_, at), rows in zip(pairs, found, strict=True):
             if rows is None:
                 row = self._end_live(id_)
